@@ -1,0 +1,40 @@
+# The newcomer's commands: `make demo-mcp` and `make test`. Everything installs itself into .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint typecheck pytest demo-mcp demo bench schemas clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip 2>/dev/null || true
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check hatp_mcp servers demo tests bench
+	$(BIN)/ruff format --check hatp_mcp servers demo tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+# pytest exit 5 means "no tests ran": that is a failure here, never a pass.
+pytest: install
+	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test: lint typecheck pytest
+
+demo-mcp: install
+	$(BIN)/python -m demo.trip
+
+bench: install
+	$(BIN)/python -m bench.run
+
+schemas: install
+	$(BIN)/hatp schemas --write spec/schemas
+
+clean:
+	rm -rf $(VENV)

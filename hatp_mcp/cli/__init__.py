@@ -1,0 +1,41 @@
+"""`hatp`: the command line. Each subcommand lives in its own module and registers itself in COMMANDS.
+
+This package is the one place where core errors become exit codes and one-line messages (see _run.py):
+exit 0 success, 1 the input was read and something is wrong with it (violations, problems), 2 it could not be
+read or the call was wrong. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from hatp_mcp.cli import digest_cmd, keys_cmd, schemas_cmd, verify_cmd
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> (add_arguments, run). Add a subcommand by adding its module here.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "verify": (verify_cmd.HELP, verify_cmd.add_arguments, verify_cmd.run),
+    "digest": (digest_cmd.HELP, digest_cmd.add_arguments, digest_cmd.run),
+    "keys": (keys_cmd.HELP, keys_cmd.add_arguments, keys_cmd.run),
+    "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hatp", description="HATP, the Human-Agent Transaction Protocol")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, add, _run) in COMMANDS.items():
+        add(sub.add_parser(name, help=help_text, description=help_text))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    _help, _add, run = COMMANDS[args.command]
+    return run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""`hatp digest PLAN.json`: print the plan digest (sha256 of the canonical wire form)."""
+
+from __future__ import annotations
+
+import argparse
+
+from hatp_mcp.cli._run import EXIT_OK, InputError, fail, read_model
+from hatp_mcp.core.model.plan import Plan
+
+HELP = "print a plan's digest, sha256:<hex> of its canonical form"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", help="the plan JSON file")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        plan = read_model(args.plan, Plan)
+    except InputError as exc:
+        return fail(str(exc))
+    print(plan.digest())
+    return EXIT_OK

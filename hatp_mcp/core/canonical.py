@@ -1,0 +1,194 @@
+"""RFC 8785 (JSON Canonicalization Scheme) canonical JSON, and the sha256 digests built on it.
+
+Two paths produce the same bytes:
+- the fast path: a type walk that proves the value is inside the safe domain (no floats, integers within
+  +-(2**53 - 1), string keys, only the Basic Multilingual Plane), then orjson with sorted keys. Inside that
+  domain orjson's output is RFC 8785 byte for byte: UTF-8 code-point order equals UTF-16 code-unit order for BMP
+  keys, and orjson escapes strings exactly as RFC 8785 does (proven in tests on the RFC's vectors and by
+  property tests against the `rfc8785` package).
+- the exact path, pure Python, used only when the caller allows floats or a string leaves the BMP: keys sorted
+  by UTF-16 code units, numbers in ECMAScript form.
+
+This module does no IO.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any
+
+import orjson
+
+from hatp_mcp.errors import HatpError
+
+__all__ = ["MAX_SAFE_INTEGER", "CanonicalError", "canonical", "digest", "digest_bytes", "es6_number"]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+_OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_NON_BMP = re.compile(rb"[\xf0-\xf4]")
+
+
+class CanonicalError(HatpError):
+    """A value outside the canonical domain (rule HATP-CANON-2)."""
+
+    def __init__(self, reason: str, path: str = "", fix: str = "") -> None:
+        super().__init__("HATP-CANON-2", reason, path=path, fix=fix)
+
+
+def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
+    """Return the RFC 8785 canonical UTF-8 bytes of a JSON value.
+
+    Raises CanonicalError for floats (unless `allow_floats`), NaN or infinities, integers beyond 2**53 - 1,
+    non-string keys, lone surrogates and values that are not JSON (tuples, sets, bytes, Decimal, objects).
+    """
+    if not allow_floats:
+        t = type(obj)
+        if t is dict or t is list:
+            if _fast_ok(obj):
+                out = orjson.dumps(obj, option=_OPT)
+                if _NON_BMP.search(out) is None:
+                    return out
+        elif (
+            t is str
+            or t is bool
+            or obj is None
+            or (t is int and -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER)
+        ):
+            out = orjson.dumps(obj, option=_OPT)
+            if _NON_BMP.search(out) is None:
+                return out
+    parts: list[str] = []
+    _exact(obj, parts, "$", allow_floats)
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalError("a string holds a lone surrogate, which is not Unicode text", "$") from exc
+
+
+def _fast_ok(obj: dict[str, Any] | list[Any]) -> bool:
+    """True when every node is a str/int/bool/None/dict/list with string keys and safe integers.
+
+    False sends the value to the exact path, which raises with the JSON path of the first bad node.
+    """
+    stack: list[Any] = [obj]
+    pop = stack.pop
+    push = stack.extend
+    while stack:
+        x = pop()
+        t = type(x)
+        if t is str or t is bool or x is None:
+            continue
+        if t is dict:
+            for k in x:
+                if type(k) is not str:
+                    return False
+            push(x.values())
+        elif t is list:
+            push(x)
+        elif t is int:
+            if not -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+                return False
+        else:
+            return False
+    return True
+
+
+_ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_NEEDS_ESC = re.compile(r'["\\\x00-\x1f]')
+
+
+def _quote(s: str) -> str:
+    return '"' + _NEEDS_ESC.sub(lambda m: _ESC.get(m.group(), f"\\u{ord(m.group()):04x}"), s) + '"'
+
+
+def _utf16_key(s: str) -> bytes:
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
+    t = type(obj)
+    if obj is None:
+        out.append("null")
+    elif t is bool:
+        out.append("true" if obj else "false")
+    elif t is str:
+        out.append(_quote(obj))
+    elif t is int:
+        if not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
+            raise CanonicalError(
+                f"integer {obj} is outside +-(2**53 - 1), where JSON numbers stop being exact",
+                path,
+                "send it as a decimal string",
+            )
+        out.append(str(obj))
+    elif t is float:
+        if not allow_floats:
+            raise CanonicalError(
+                f"float {obj!r} is not allowed: floats make amounts and digests ambiguous",
+                path,
+                'send amounts as decimal strings ("12.50") and counts as integers',
+            )
+        out.append(es6_number(obj, path))
+    elif t is list:
+        out.append("[")
+        for i, v in enumerate(obj):
+            if i:
+                out.append(",")
+            _exact(v, out, f"{path}[{i}]", allow_floats)
+        out.append("]")
+    elif t is dict:
+        for k in obj:
+            if type(k) is not str:
+                raise CanonicalError(f"object key {k!r} is not a string", path, "use string keys only")
+        out.append("{")
+        for i, k in enumerate(sorted(obj, key=_utf16_key)):
+            if i:
+                out.append(",")
+            out.append(_quote(k))
+            out.append(":")
+            _exact(obj[k], out, f"{path}.{k}", allow_floats)
+        out.append("}")
+    else:
+        raise CanonicalError(f"a {t.__name__} is not a JSON value", path, "convert it to a JSON type first")
+
+
+def es6_number(x: float, path: str = "$") -> str:
+    """Serialize a finite float as ECMAScript's Number.prototype.toString does (RFC 8785 section 3.2.2.3)."""
+    if math.isnan(x) or math.isinf(x):
+        raise CanonicalError(f"{x!r} has no JSON form", path, "send a finite number")
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    r = repr(abs(x))  # shortest round-trip digits, as ECMAScript requires
+    mant, _, exp_s = r.partition("e")
+    exp = int(exp_s) if exp_s else 0
+    int_part, _, frac_part = mant.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    # position of the decimal point relative to the start of `digits`
+    lead_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
+    n = len(int_part) + exp - lead_zeros
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        s = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        s = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        s = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        es = f"e+{e}" if e >= 0 else f"e-{-e}"
+        s = digits + es if k == 1 else digits[0] + "." + digits[1:] + es
+    return sign + s
+
+
+def digest_bytes(data: bytes) -> str:
+    """`sha256:<hex>` of raw bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def digest(obj: Any) -> str:
+    """`sha256:<hex>` of the canonical form of a JSON value (raises CanonicalError outside the domain)."""
+    return digest_bytes(canonical(obj))

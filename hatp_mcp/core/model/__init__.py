@@ -1,0 +1,50 @@
+"""The typed wire objects of HATP (pydantic v2, camelCase on the wire, strict). Pure: no IO.
+
+`WIRE_MODELS` lists every top-level wire object; spec/schemas/ is generated from it (`hatp schemas --write`)
+and a test fails when the committed schemas drift from the models.
+"""
+
+from __future__ import annotations
+
+from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_ts, parse_ts
+from hatp_mcp.core.model.card import HumanCard, WellKnown
+from hatp_mcp.core.model.evidence import Approval, Receipt, RoutingRecord, Vote
+from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
+from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
+
+__all__ = [
+    "WIRE_MODELS",
+    "Amount",
+    "Approval",
+    "ApprovalRequirement",
+    "Branch",
+    "HumanCard",
+    "Plan",
+    "Receipt",
+    "RecordEvent",
+    "RoutingRecord",
+    "Signature",
+    "SignedModel",
+    "TransactionRecord",
+    "Vote",
+    "WellKnown",
+    "WireModel",
+    "format_ts",
+    "parse_ts",
+]
+
+WIRE_MODELS: dict[str, type[WireModel]] = {
+    "amount": Amount,
+    "plan": Plan,
+    "branch": Branch,
+    "approval-requirement": ApprovalRequirement,
+    "human-card": HumanCard,
+    "well-known": WellKnown,
+    "vote": Vote,
+    "receipt": Receipt,
+    "routing-record": RoutingRecord,
+    "approval": Approval,
+    "record-event": RecordEvent,
+    "transaction-record": TransactionRecord,
+}

@@ -1,0 +1,132 @@
+"""The base of every wire model: camelCase on the wire, strict types, unknown members refused.
+
+Also the shared field types: timestamps (RFC 3339 UTC, kept as the exact string so digests never depend on how
+a library prints a datetime), identifiers, decimal strings and the ``signature`` member. Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from hatp_mcp.core.canonical import canonical, digest
+
+__all__ = [
+    "DecimalStr",
+    "Ident",
+    "Seconds",
+    "Signature",
+    "SignedModel",
+    "Timestamp",
+    "WireModel",
+    "format_ts",
+    "parse_ts",
+]
+
+_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+_DEC = re.compile(r"^-?(0|[1-9]\d{0,17})(\.\d{1,18})?$")
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
+
+
+def parse_ts(value: str) -> datetime:
+    """Parse a wire timestamp (``2026-11-29T10:00:00Z``) to an aware UTC datetime. Raises ValueError."""
+    if not _TS.match(value):
+        raise ValueError(f"{value!r} is not an RFC 3339 UTC timestamp like 2026-11-29T10:00:00Z")
+    return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """Format an aware datetime as a wire timestamp (UTC, 'Z', microseconds only when present)."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
+    v = value.astimezone(UTC)
+    text = v.strftime("%Y-%m-%dT%H:%M:%S")
+    if v.microsecond:
+        text += f".{v.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _check_ts(value: str) -> str:
+    parse_ts(value)
+    return value
+
+
+def _check_decimal(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, float):
+        raise ValueError(
+            "a float is not allowed here: floats make amounts and digests ambiguous; send a decimal string "
+            'such as "12.50"'
+        )
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str) or not _DEC.match(value):
+        raise ValueError(f'{value!r} is not a decimal string such as "12.50" (at most 18 digits each side)')
+    try:
+        Decimal(value)
+    except InvalidOperation as exc:  # pragma: no cover - the pattern already excludes this
+        raise ValueError(f"{value!r} is not a decimal") from exc
+    return value
+
+
+def _check_ident(value: str) -> str:
+    if not _IDENT.match(value):
+        raise ValueError(
+            f"{value!r} is not an identifier (letters, digits and ._:@/+- , at most 128 characters)"
+        )
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_check_ts)]
+DecimalStr = Annotated[str, BeforeValidator(_check_decimal)]
+Ident = Annotated[str, AfterValidator(_check_ident)]
+Seconds = Annotated[int, Field(ge=0, le=10 * 365 * 24 * 3600)]
+
+
+class WireModel(BaseModel):
+    """Strict, frozen, camelCase. `wire()` is the normalized JSON form that digests and signatures cover."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=to_camel,
+        validate_default=False,
+    )
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object on the wire: camelCase, members that are None omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def canonical(self) -> bytes:
+        return canonical(self.wire())
+
+    def digest(self) -> str:
+        """`sha256:<hex>` of the canonical wire form."""
+        return digest(self.wire())
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Self:
+        """Validate a parsed JSON value. Raises pydantic.ValidationError (see hatp_mcp.core.wire.parse)."""
+        return cls.model_validate(data)
+
+
+class Signature(WireModel):
+    """``{alg, kid, sig}``: an Ed25519 signature (base64url) over the canonical object without this member."""
+
+    alg: str
+    kid: str
+    sig: str
+
+
+class SignedModel(WireModel):
+    """A wire object that carries a signature. Sign and verify with hatp_mcp.core.evidence."""
+
+    signature: Signature | None = None

@@ -1,0 +1,131 @@
+"""Signed evidence: votes, receipts, routing records and approvals. Each names the plan digest. Pure.
+
+Who signs what (the keyring role the verifier demands): votes and receipts, the participant (or, for approval
+votes, the gateway); approvals and routing records, the gateway.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
+
+__all__ = [
+    "Approval",
+    "Checked",
+    "HumanDecision",
+    "Preconditions",
+    "Quorum",
+    "Receipt",
+    "RoutedHuman",
+    "RoutingRecord",
+    "Vote",
+]
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
+class Vote(SignedModel):
+    """A voter's answer at prepare: yes, no, or pending (a human still deciding, until `decideBy`)."""
+
+    type: Literal["hatp.vote"] = "hatp.vote"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    voter: str = Field(min_length=1, max_length=500)
+    decision: Literal["yes", "no", "pending"]
+    code: str | None = Field(default=None, max_length=64)
+    reason: str | None = Field(default=None, max_length=2000)
+    decide_by: Timestamp | None = None
+    issued_at: Timestamp
+
+
+class Preconditions(WireModel):
+    """What a dry run saw: the version of each target and the credential scope the commit will act under."""
+
+    versions: dict[str, str] = Field(default_factory=dict)
+    credential_scope: str | None = Field(default=None, max_length=500)
+
+
+class Receipt(SignedModel):
+    """A participant's signed account of one phase of one branch."""
+
+    type: Literal["hatp.receipt"] = "hatp.receipt"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    participant: str = Field(min_length=1, max_length=500)
+    phase: Literal["prepare", "quote", "renew", "commit", "abort", "compensate"]
+    outcome: Literal["ok", "refused", "in-doubt"]
+    code: str | None = Field(default=None, max_length=64)
+    reason: str | None = Field(default=None, max_length=2000)
+    preconditions: Preconditions | None = None
+    reported_cost: Amount | None = None
+    lease_expires_at: Timestamp | None = None
+    hold_horizon: Timestamp | None = None
+    valid_until: Timestamp | None = None
+    undo_token: str | None = Field(default=None, max_length=500)
+    issued_at: Timestamp
+
+
+class Checked(WireModel):
+    """What the gateway's authority check used. `absent` means no amount check ran: it never counts as a pass."""
+
+    status: Literal["checked", "absent"]
+    action: str | None = None
+    amounts: list[Amount] = Field(default_factory=list)
+
+
+class RoutedHuman(WireModel):
+    """One human the address matched, and what happened to them."""
+
+    human: str = Field(min_length=1, max_length=500)
+    status: Literal["asked", "decided", "excluded"]
+    rule: str | None = Field(default=None, max_length=64)
+    detail: str | None = Field(default=None, max_length=1000)
+
+
+class RoutingRecord(WireModel):
+    """How the gateway chose who decides. Travels inside every Approval, covered by its signature."""
+
+    address: str = Field(min_length=1, max_length=500)
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    requester: str | None = None
+    plan_totals: list[Amount] = Field(default_factory=list)
+    up_to: list[Amount] = Field(default_factory=list)
+    checked: Checked
+    humans: list[RoutedHuman] = Field(default_factory=list)
+
+
+class HumanDecision(WireModel):
+    approver: str = Field(min_length=1, max_length=500)
+    decision: Literal["approve", "reject"]
+    decided_at: Timestamp
+    via: str = Field(default="inbox", max_length=64)
+
+
+class Quorum(WireModel):
+    required: int = Field(ge=1, le=100)
+    of: int = Field(ge=1, le=100)
+
+
+class Approval(SignedModel):
+    """The gateway's signed record of a human decision over a digest (a plan's, or a tool call's)."""
+
+    type: Literal["hatp.approval"] = "hatp.approval"
+    approval_id: Ident
+    subject: Literal["plan", "tool-call"] = "plan"
+    txn_id: Ident | None = None
+    requirement_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    decision: Literal["approve", "reject"]
+    decisions: list[HumanDecision] = Field(default_factory=list)
+    quorum: Quorum
+    routing: RoutingRecord
+    gateway: str = Field(min_length=1, max_length=500)
+    nonce: str = Field(min_length=16, max_length=128)
+    issued_at: Timestamp
+    expires_at: Timestamp | None = None

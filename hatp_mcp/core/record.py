@@ -1,0 +1,293 @@
+"""The hash-chained Transaction Record: appending events, and verifying a record offline.
+
+Each event names its sequence number, the digest of the previous event (signature included), the transaction,
+the plan digest, its author and the time, and is signed by the coordinator that chains it. Evidence from other
+parties (votes, receipts, approvals) rides inside events exactly as received, with its own signature.
+
+A record is closed by a coordinator-signed `record.closed` event stating the outcome and the event count: that
+event anchors the head. What offline verification can and cannot detect is written in spec/hatp.md (HATP-REC-6).
+Pure: no IO, no clock (callers pass times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from hatp_mcp.core.canonical import CanonicalError, digest
+from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
+from hatp_mcp.core.wire import error_path
+
+__all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "verify_record"]
+
+BEGIN_EVENT = "txn.begin"
+# Which keyring roles may sign each kind of evidence carried in an event.
+EVIDENCE_ROLES: dict[str, frozenset[str]] = {
+    "hatp.vote": frozenset({"participant", "gateway"}),
+    "hatp.receipt": frozenset({"participant"}),
+    "hatp.approval": frozenset({"gateway"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a record: the event index (-1 for the record itself), the rule and why."""
+
+    index: int
+    rule: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "rule": self.rule, "reason": self.reason}
+
+
+class RecordChain:
+    """Appends coordinator-signed events to one transaction's chain. Holds wire dicts, never re-serializes."""
+
+    def __init__(
+        self, plan: Plan, key: SigningKey, author: str, events: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
+        self.plan = plan
+        self.plan_digest = plan.digest()
+        self._key = key
+        self._author = author
+        self._events: list[dict[str, Any]] = [dict(e) for e in events]
+        self._head: str | None = digest(self._events[-1]) if self._events else None
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+    @property
+    def head(self) -> str | None:
+        return self._head
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._events) and self._events[-1].get("event") == CLOSE_EVENT
+
+    def append(
+        self,
+        event: str,
+        at: str,
+        body: Mapping[str, Any] | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        author: str | None = None,
+    ) -> dict[str, Any]:
+        """Append and return the signed event. Raises ValueError after close or on a bad event."""
+        if self.closed:
+            raise ValueError("the record is closed; nothing may follow record.closed")
+        if not self._events and event != BEGIN_EVENT:
+            raise ValueError(f"the first event must be {BEGIN_EVENT!r}")
+        raw: dict[str, Any] = {
+            "type": "hatp.event",
+            "txnId": self.plan.txn_id,
+            "seq": len(self._events),
+            "planDigest": self.plan_digest,
+            "event": event,
+            "author": author or self._author,
+            "at": at,
+            "body": dict(body or {}),
+        }
+        if self._head is not None:
+            raw["prev"] = self._head
+        if evidence is not None:
+            raw["evidence"] = dict(evidence)
+        RecordEvent.model_validate(raw)
+        signed = sign_object(raw, self._key)
+        self._events.append(signed)
+        self._head = digest(signed)
+        return signed
+
+    def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append `record.closed` stating the outcome and how many events precede it."""
+        return self.append(
+            CLOSE_EVENT, at, {**(body or {}), "outcome": outcome, "eventCount": len(self._events)}
+        )
+
+    def record(self) -> dict[str, Any]:
+        """The whole record as a JSON object (`TransactionRecord`'s wire form)."""
+        return {
+            "type": "hatp.record",
+            "txnId": self.plan.txn_id,
+            "planDigest": self.plan_digest,
+            "plan": self.plan.wire(),
+            "events": self.events,
+        }
+
+
+def verify_record(
+    record: Mapping[str, Any], keyring: Keyring, *, require_closed: bool = True
+) -> list[Problem]:
+    """Check a record offline; return every problem found (empty: it holds).
+
+    Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
+    coordinator signature, each piece of evidence's signature, role and digest, and that the record is closed.
+    """
+    problems: list[Problem] = []
+    if record.get("type") != "hatp.record":
+        problems.append(Problem(-1, "HATP-OBJ-3", "type is not 'hatp.record'"))
+    try:
+        plan = Plan.model_validate(record.get("plan"))
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        return [*problems, Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}")]
+    txn_id = record.get("txnId")
+    plan_digest = record.get("planDigest")
+    try:
+        actual = plan.digest()
+    except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
+        return [*problems, Problem(-1, exc.rule, exc.reason)]
+    if plan_digest != actual:
+        problems.append(
+            Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}")
+        )
+    if txn_id != plan.txn_id:
+        problems.append(
+            Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}")
+        )
+    events = record.get("events")
+    if not isinstance(events, list) or not events:
+        return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")]
+
+    prev: str | None = None
+    last_at = None
+    for i, raw in enumerate(events):
+        if not isinstance(raw, dict):
+            problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
+            prev = None
+            continue
+        try:
+            ev = RecordEvent.model_validate(raw)
+        except ValidationError as exc:
+            e = exc.errors(include_url=False)[0]
+            problems.append(Problem(i, "HATP-OBJ-3", f"{error_path(tuple(e['loc']))}: {e['msg']}"))
+            prev = digest(raw) if _canonicalizable(raw) else None
+            continue
+        if ev.seq != i:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-1",
+                    f"seq is {ev.seq} at position {i}: events were removed, inserted or reordered",
+                )
+            )
+        if i == 0 and ev.prev is not None:
+            problems.append(
+                Problem(i, "HATP-REC-2", "the first event names a previous event: the head was cut")
+            )
+        elif i > 0 and ev.prev != prev:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-2",
+                    f"prev {ev.prev} does not match the digest of event {i - 1} "
+                    f"({prev}): the chain is broken here",
+                )
+            )
+        if ev.txn_id != plan.txn_id:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-5",
+                    f"event belongs to transaction {ev.txn_id!r}, not "
+                    f"{plan.txn_id!r}: events were spliced in from another record",
+                )
+            )
+        if ev.plan_digest != actual:
+            problems.append(Problem(i, "HATP-REC-4", f"event names plan {ev.plan_digest}, not {actual}"))
+        if i == 0 and ev.event != BEGIN_EVENT:
+            problems.append(Problem(i, "HATP-REC-7", f"the first event is {ev.event!r}, not {BEGIN_EVENT!r}"))
+        at = parse_ts(ev.at)
+        if last_at is not None and at < last_at:
+            problems.append(
+                Problem(i, "HATP-REC-9", f"event time {ev.at} is earlier than the event before it")
+            )
+        last_at = at
+        try:
+            verify_object(raw, keyring, "coordinator", f"events[{i}]")
+        except SignatureError as exc:
+            problems.append(Problem(i, exc.rule, exc.reason))
+        if ev.evidence is not None:
+            problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
+        if ev.event == CLOSE_EVENT:
+            if i != len(events) - 1:
+                problems.append(
+                    Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed")
+                )
+            if ev.body.get("eventCount") != i:
+                problems.append(
+                    Problem(
+                        i,
+                        "HATP-REC-6",
+                        f"record.closed counts {ev.body.get('eventCount')} "
+                        f"events before it, but {i} precede it",
+                    )
+                )
+        prev = digest(raw)
+    last = events[-1]
+    if require_closed and not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT):
+        problems.append(
+            Problem(
+                len(events) - 1,
+                "HATP-REC-6",
+                "the record does not end in record.closed: its tail "
+                "was cut, or the transaction is still open (verify with --open to accept that)",
+            )
+        )
+    return problems
+
+
+def _canonicalizable(raw: Mapping[str, Any]) -> bool:
+    try:
+        digest(raw)
+    except CanonicalError:
+        return False
+    return True
+
+
+def _check_evidence(
+    i: int, evidence: Mapping[str, Any], keyring: Keyring, txn_id: str, plan_digest: str
+) -> list[Problem]:
+    out: list[Problem] = []
+    kind = evidence.get("type")
+    roles = EVIDENCE_ROLES.get(kind) if isinstance(kind, str) else None
+    if roles is None:
+        return [Problem(i, "HATP-REC-8", f"evidence of unknown type {kind!r}")]
+    if evidence.get("planDigest") != plan_digest:
+        out.append(
+            Problem(
+                i,
+                "HATP-REC-4",
+                f"{kind} names plan {evidence.get('planDigest')}, not {plan_digest}: "
+                "a party signed a different plan",
+            )
+        )
+    if evidence.get("txnId", txn_id) != txn_id:
+        out.append(Problem(i, "HATP-REC-5", f"{kind} belongs to transaction {evidence.get('txnId')!r}"))
+    try:
+        kid = verify_object(evidence, keyring, None, f"events[{i}].evidence")
+    except SignatureError as exc:
+        return [*out, Problem(i, exc.rule, f"evidence: {exc.reason}")]
+    entry = keyring.get(kid)
+    if entry is not None and not roles.intersection(entry.roles):
+        out.append(
+            Problem(
+                i,
+                "HATP-SIG-5",
+                f"evidence: key {kid!r} may sign as {list(entry.roles)}, not a "
+                f"{kind} (needs one of {sorted(roles)})",
+            )
+        )
+    return out
+
+
+def parse_record(record: Mapping[str, Any]) -> TransactionRecord:
+    """Validate a record as a model (raises pydantic.ValidationError)."""
+    return TransactionRecord.model_validate(record)

@@ -1,0 +1,115 @@
+"""Turning untrusted bytes into wire objects, with one-line errors that name the source and the JSON path.
+
+`load_json` bounds size and depth, refuses invalid UTF-8, duplicate keys and NaN/Infinity; `parse` validates
+a parsed value against a model and reports pydantic's errors as a WireError with a JSON path like
+``branches[2].amount``. Pure: takes bytes, never opens files.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.errors import HatpError
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "error_path", "load_json", "parse"]
+
+MAX_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 64
+M = TypeVar("M", bound=WireModel)
+
+
+class WireError(HatpError):
+    """Input that is not a valid wire object: HATP-OBJ-1 (not JSON), HATP-OBJ-2 (limits), HATP-OBJ-3 (schema)."""
+
+
+def error_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "$"
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(value: Any) -> int:
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in v.values())
+        elif isinstance(v, list):
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in v)
+    return deepest
+
+
+def load_json(data: bytes, source: str = "input") -> Any:
+    """Parse JSON bytes. Raises WireError naming `source` and what is wrong."""
+    if len(data) > MAX_BYTES:
+        raise WireError(
+            "HATP-OBJ-2", f"{source}: {len(data)} bytes is more than the {MAX_BYTES}-byte limit", path="$"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireError("HATP-OBJ-1", f"{source}: not UTF-8 (byte {exc.start})", path="$") from exc
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$") from exc
+    except json.JSONDecodeError as exc:
+        raise WireError(
+            "HATP-OBJ-1", f"{source}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path="$"
+        ) from exc
+    except ValueError as exc:
+        raise WireError("HATP-OBJ-1", f"{source}: not JSON: {exc}", path="$") from exc
+    if _depth(value) > MAX_DEPTH:
+        raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$")
+    return value
+
+
+def parse(model: type[M], value: Any, source: str = "input") -> M:
+    """Validate `value` as `model`. Raises WireError (HATP-OBJ-3) naming the first bad path and the count."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        path = error_path(tuple(first["loc"]))
+        msg = first["msg"]
+        if first["type"] == "extra_forbidden":
+            msg = "unknown field; the protocol refuses members it does not define"
+        elif first["type"] == "missing":
+            msg = "required field is missing"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise WireError(
+            "HATP-OBJ-3",
+            f"{source}: {path}: {msg}{more}",
+            path=path,
+            fix=f"make {path} match the {model.__name__} schema in spec/schemas/",
+            data={
+                "errors": [{"path": error_path(tuple(e["loc"])), "message": e["msg"]} for e in errors[:20]]
+            },
+        ) from exc

@@ -1,0 +1,1 @@
+"""Durable state behind small interfaces: SQLite by default (WAL, synchronous=FULL)."""
