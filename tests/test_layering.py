@@ -7,8 +7,21 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[1] / "hatp_mcp" / "core"
 FORBIDDEN = {
-    "anyio", "asyncio", "mcp", "sqlite3", "os", "time", "socket", "subprocess", "threading", "pathlib", "trio",
-    "hatp_mcp.store", "hatp_mcp.runtime", "hatp_mcp.mcp", "hatp_mcp.cli",
+    "anyio",
+    "asyncio",
+    "mcp",
+    "sqlite3",
+    "os",
+    "time",
+    "socket",
+    "subprocess",
+    "threading",
+    "pathlib",
+    "trio",
+    "hatp_mcp.store",
+    "hatp_mcp.runtime",
+    "hatp_mcp.mcp",
+    "hatp_mcp.cli",
 }
 
 
@@ -28,9 +41,7 @@ def test_core_modules_import_no_io_clock_or_transport() -> None:
     files = sorted(CORE.rglob("*.py"))
     assert files
     for path in files:
-        bad = {
-            m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)
-        }
+        bad = {m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)}
         if bad:
             offenders[str(path.relative_to(CORE))] = sorted(bad)
     assert not offenders, f"core modules doing IO: {offenders}"

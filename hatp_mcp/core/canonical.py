@@ -50,12 +50,7 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
                 out = orjson.dumps(obj, option=_OPT)
                 if _NON_BMP.search(out) is None:
                     return out
-        elif (
-            t is str
-            or t is bool
-            or obj is None
-            or (t is int and -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER)
-        ):
+        elif t is str or t is bool or obj is None or (t is int and -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER):
             out = orjson.dumps(obj, option=_OPT)
             if _NON_BMP.search(out) is None:
                 return out

@@ -61,9 +61,7 @@ def b64u_decode(text: str) -> bytes:
 
 def _kid_for(public_raw: bytes) -> str:
     # RFC 7638-style thumbprint, shortened: stable, derived from the key, so kids cannot collide by accident.
-    return b64u(hashlib.sha256(canonical({"crv": "Ed25519", "kty": "OKP", "x": b64u(public_raw)})).digest())[
-        :22
-    ]
+    return b64u(hashlib.sha256(canonical({"crv": "Ed25519", "kty": "OKP", "x": b64u(public_raw)})).digest())[:22]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +89,12 @@ class SigningKey:
         except (KeyError, ValueError) as exc:
             raise ValueError("the JWK's 'd' is not a 32-byte base64url Ed25519 private key") from exc
         public = PublicKeyEntry.from_jwk(jwk)
-        if public.raw() != priv.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        ):
+        if public.raw() != priv.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw):
             raise ValueError("the JWK's 'x' does not match its 'd'")
         return cls(public.kid, priv, public.roles)
 
     def public_raw(self) -> bytes:
-        return self.private.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
+        return self.private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
     def public_jwk(self) -> dict[str, Any]:
         jwk: dict[str, Any] = {"kty": "OKP", "crv": "Ed25519", "kid": self.kid, "x": b64u(self.public_raw())}
@@ -217,9 +211,7 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
     sig = obj.get("signature")
     spath = f"{path}.signature"
     if not isinstance(sig, Mapping) or not all(isinstance(sig.get(f), str) for f in ("alg", "kid", "sig")):
-        raise SignatureError(
-            "HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it"
-        )
+        raise SignatureError("HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it")
     if sig["alg"] != ALG:
         raise SignatureError(
             "HATP-SIG-3", f"algorithm {sig['alg']!r} is not allowed; only {ALG} is", path=f"{spath}.alg"

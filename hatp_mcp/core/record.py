@@ -50,9 +50,7 @@ class Problem:
 class RecordChain:
     """Appends coordinator-signed events to one transaction's chain. Holds wire dicts, never re-serializes."""
 
-    def __init__(
-        self, plan: Plan, key: SigningKey, author: str, events: Sequence[Mapping[str, Any]] = ()
-    ) -> None:
+    def __init__(self, plan: Plan, key: SigningKey, author: str, events: Sequence[Mapping[str, Any]] = ()) -> None:
         self.plan = plan
         self.plan_digest = plan.digest()
         self._key = key
@@ -107,9 +105,7 @@ class RecordChain:
 
     def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Append `record.closed` stating the outcome and how many events precede it."""
-        return self.append(
-            CLOSE_EVENT, at, {**(body or {}), "outcome": outcome, "eventCount": len(self._events)}
-        )
+        return self.append(CLOSE_EVENT, at, {**(body or {}), "outcome": outcome, "eventCount": len(self._events)})
 
     def record(self) -> dict[str, Any]:
         """The whole record as a JSON object (`TransactionRecord`'s wire form)."""
@@ -122,9 +118,7 @@ class RecordChain:
         }
 
 
-def verify_record(
-    record: Mapping[str, Any], keyring: Keyring, *, require_closed: bool = True
-) -> list[Problem]:
+def verify_record(record: Mapping[str, Any], keyring: Keyring, *, require_closed: bool = True) -> list[Problem]:
     """Check a record offline; return every problem found (empty: it holds).
 
     Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
@@ -145,13 +139,9 @@ def verify_record(
     except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
         return [*problems, Problem(-1, exc.rule, exc.reason)]
     if plan_digest != actual:
-        problems.append(
-            Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}")
-        )
+        problems.append(Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}"))
     if txn_id != plan.txn_id:
-        problems.append(
-            Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}")
-        )
+        problems.append(Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}"))
     events = record.get("events")
     if not isinstance(events, list) or not events:
         return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")]
@@ -179,16 +169,13 @@ def verify_record(
                 )
             )
         if i == 0 and ev.prev is not None:
-            problems.append(
-                Problem(i, "HATP-REC-2", "the first event names a previous event: the head was cut")
-            )
+            problems.append(Problem(i, "HATP-REC-2", "the first event names a previous event: the head was cut"))
         elif i > 0 and ev.prev != prev:
             problems.append(
                 Problem(
                     i,
                     "HATP-REC-2",
-                    f"prev {ev.prev} does not match the digest of event {i - 1} "
-                    f"({prev}): the chain is broken here",
+                    f"prev {ev.prev} does not match the digest of event {i - 1} ({prev}): the chain is broken here",
                 )
             )
         if ev.txn_id != plan.txn_id:
@@ -206,9 +193,7 @@ def verify_record(
             problems.append(Problem(i, "HATP-REC-7", f"the first event is {ev.event!r}, not {BEGIN_EVENT!r}"))
         at = parse_ts(ev.at)
         if last_at is not None and at < last_at:
-            problems.append(
-                Problem(i, "HATP-REC-9", f"event time {ev.at} is earlier than the event before it")
-            )
+            problems.append(Problem(i, "HATP-REC-9", f"event time {ev.at} is earlier than the event before it"))
         last_at = at
         try:
             verify_object(raw, keyring, "coordinator", f"events[{i}]")
@@ -218,16 +203,13 @@ def verify_record(
             problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
         if ev.event == CLOSE_EVENT:
             if i != len(events) - 1:
-                problems.append(
-                    Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed")
-                )
+                problems.append(Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed"))
             if ev.body.get("eventCount") != i:
                 problems.append(
                     Problem(
                         i,
                         "HATP-REC-6",
-                        f"record.closed counts {ev.body.get('eventCount')} "
-                        f"events before it, but {i} precede it",
+                        f"record.closed counts {ev.body.get('eventCount')} events before it, but {i} precede it",
                     )
                 )
         prev = digest(raw)
@@ -265,8 +247,7 @@ def _check_evidence(
             Problem(
                 i,
                 "HATP-REC-4",
-                f"{kind} names plan {evidence.get('planDigest')}, not {plan_digest}: "
-                "a party signed a different plan",
+                f"{kind} names plan {evidence.get('planDigest')}, not {plan_digest}: a party signed a different plan",
             )
         )
     if evidence.get("txnId", txn_id) != txn_id:
@@ -281,8 +262,7 @@ def _check_evidence(
             Problem(
                 i,
                 "HATP-SIG-5",
-                f"evidence: key {kid!r} may sign as {list(entry.roles)}, not a "
-                f"{kind} (needs one of {sorted(roles)})",
+                f"evidence: key {kid!r} may sign as {list(entry.roles)}, not a {kind} (needs one of {sorted(roles)})",
             )
         )
     return out

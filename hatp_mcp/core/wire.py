@@ -66,9 +66,7 @@ def _depth(value: Any) -> int:
 def load_json(data: bytes, source: str = "input") -> Any:
     """Parse JSON bytes. Raises WireError naming `source` and what is wrong."""
     if len(data) > MAX_BYTES:
-        raise WireError(
-            "HATP-OBJ-2", f"{source}: {len(data)} bytes is more than the {MAX_BYTES}-byte limit", path="$"
-        )
+        raise WireError("HATP-OBJ-2", f"{source}: {len(data)} bytes is more than the {MAX_BYTES}-byte limit", path="$")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -109,7 +107,5 @@ def parse(model: type[M], value: Any, source: str = "input") -> M:
             f"{source}: {path}: {msg}{more}",
             path=path,
             fix=f"make {path} match the {model.__name__} schema in spec/schemas/",
-            data={
-                "errors": [{"path": error_path(tuple(e["loc"])), "message": e["msg"]} for e in errors[:20]]
-            },
+            data={"errors": [{"path": error_path(tuple(e["loc"])), "message": e["msg"]} for e in errors[:20]]},
         ) from exc

@@ -77,9 +77,7 @@ def _check_decimal(value: object) -> object:
 
 def _check_ident(value: str) -> str:
     if not _IDENT.match(value):
-        raise ValueError(
-            f"{value!r} is not an identifier (letters, digits and ._:@/+- , at most 128 characters)"
-        )
+        raise ValueError(f"{value!r} is not an identifier (letters, digits and ._:@/+- , at most 128 characters)")
     return value
 
 

@@ -1,0 +1,1 @@
+"""Drivers that feed events to the core, persist before sending, and arm deadlines from absolute times."""
