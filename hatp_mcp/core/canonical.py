@@ -45,14 +45,12 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
     """
     if not allow_floats:
         t = type(obj)
-        if t is dict or t is list:
-            if _fast_ok(obj):
+        if ((t is dict or t is list) and _fast_ok(obj)) or t is str or t is bool or obj is None:
+            try:
                 out = orjson.dumps(obj, option=_OPT)
-                if _NON_BMP.search(out) is None:
-                    return out
-        elif t is str or t is bool or obj is None or (t is int and -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER):
-            out = orjson.dumps(obj, option=_OPT)
-            if _NON_BMP.search(out) is None:
+            except orjson.JSONEncodeError:
+                out = b""  # e.g. a lone surrogate: the exact path below names where
+            if out and (out.isascii() or _NON_BMP.search(out) is None):
                 return out
     parts: list[str] = []
     _exact(obj, parts, "$", allow_floats)
@@ -63,7 +61,7 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
 
 
 def _fast_ok(obj: dict[str, Any] | list[Any]) -> bool:
-    """True when every node is a str/int/bool/None/dict/list with string keys and safe integers.
+    """True when every value is a str/int/bool/None/dict/list and every integer is safe.
 
     False sends the value to the exact path, which raises with the JSON path of the first bad node.
     """
@@ -76,9 +74,7 @@ def _fast_ok(obj: dict[str, Any] | list[Any]) -> bool:
         if t is str or t is bool or x is None:
             continue
         if t is dict:
-            for k in x:
-                if type(k) is not str:
-                    return False
+            # keys are not checked here: orjson refuses non-string keys, and the exact path then names where
             push(x.values())
         elif t is list:
             push(x)

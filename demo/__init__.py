@@ -1,0 +1,1 @@
+"""Demos: `make demo-mcp` runs demo.trip."""

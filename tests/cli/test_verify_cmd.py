@@ -1,0 +1,110 @@
+"""`hatp verify`, `hatp digest`, `hatp keys`: exit codes, JSON output, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hatp_mcp.cli import main
+from tests.factories import signed_trip_record, trip_plan
+
+
+def write(tmp_path: Path, name: str, value: Any) -> str:
+    p = tmp_path / name
+    p.write_bytes(value if isinstance(value, bytes) else json.dumps(value).encode())
+    return str(p)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[str, str, dict[str, Any]]:
+    record, ring, _ = signed_trip_record()
+    return write(tmp_path, "record.json", record), write(tmp_path, "keys.json", ring.to_jwks()), record
+
+
+def test_verify_exits_0_on_a_sound_record(files: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    rec, keys, _ = files
+    assert main(["verify", rec, "--keys", keys]) == 0
+    assert "holds" in capsys.readouterr().out
+
+
+def test_verify_exits_1_and_lists_each_problem_as_json(tmp_path: Path, files: Any, capsys: Any) -> None:
+    _, keys, record = files
+    del record["events"][2]
+    rec = write(tmp_path, "cut.json", record)
+    assert main(["verify", rec, "--keys", keys, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False
+    assert {"index": 2, "rule": "HATP-REC-1"} in [{k: p[k] for k in ("index", "rule")} for p in out["problems"]]
+    assert all(set(p) == {"index", "rule", "reason"} for p in out["problems"])
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"{not json", "not JSON"),
+        (b"\xff\xfe\x00", "not UTF-8"),
+        (b"[" * 100 + b"]" * 100, "nested deeper"),
+        (b"[1, 2]", "a record is a JSON object"),
+    ],
+)
+def test_unreadable_records_exit_2_with_one_line(
+    tmp_path: Path, files: Any, capsys: Any, content: bytes, needle: str
+) -> None:
+    _, keys, _ = files
+    rec = write(tmp_path, "bad.json", content)
+    assert main(["verify", rec, "--keys", keys]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_missing_file_and_a_bad_keyring_exit_2(tmp_path: Path, files: Any, capsys: Any) -> None:
+    rec, _, _ = files
+    assert main(["verify", str(tmp_path / "nope.json"), "--keys", rec]) == 2
+    bad_ring = write(tmp_path, "ring.json", {"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": "!"}]})
+    assert main(["verify", rec, "--keys", bad_ring]) == 2
+    assert "keys[0]" in capsys.readouterr().err
+
+
+def test_digest_prints_the_plan_digest_and_refuses_unknown_fields(tmp_path: Path, capsys: Any) -> None:
+    from hatp_mcp.core.model import Plan
+
+    plan = trip_plan()
+    assert main(["digest", write(tmp_path, "plan.json", plan)]) == 0
+    assert capsys.readouterr().out.strip() == Plan.model_validate(plan).digest()
+    plan["branches"][1]["extra"] = 1
+    assert main(["digest", write(tmp_path, "bad.json", plan)]) == 2
+    err = capsys.readouterr().err
+    assert "HATP-OBJ-3" in err and "branches[1].extra" in err and "bad.json" in err
+
+
+def test_keys_new_writes_a_0600_private_key_and_never_overwrites(tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "coord.jwk"
+    assert main(["keys", "new", "--out", str(out), "--role", "coordinator"]) == 0
+    public = json.loads(capsys.readouterr().out)
+    assert "d" not in public and public["roles"] == ["coordinator"]
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    assert json.loads(out.read_text())["kid"] == public["kid"]
+    assert main(["keys", "new", "--out", str(out)]) == 2
+    assert main(["keys", "ring", str(out)]) == 0
+    ring = json.loads(capsys.readouterr().out)
+    assert ring["keys"][0]["kid"] == public["kid"] and "d" not in ring["keys"][0]
+
+
+def test_the_console_script_runs_as_a_real_process(files: Any) -> None:
+    rec, keys, _ = files
+    done = subprocess.run(
+        [sys.executable, "-m", "hatp_mcp.cli", "verify", rec, "--keys", keys, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"ok": True, "problems": []}
