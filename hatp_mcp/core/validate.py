@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from hatp_mcp.core import saga
 from hatp_mcp.core.clockfit import ClockFit, clock_fit, seconds_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.saga import validate_saga
 from hatp_mcp.core.validate_money import check_amounts, check_approval_amounts, check_mandate_spend, check_settles
 from hatp_mcp.core.violation import Check, Violation, schema_violations
 
@@ -354,7 +354,7 @@ def validate_document(value: Any, now: datetime) -> Report:
             "pivotIndex member)"
         )
     if kind == "saga":
-        return Report(kind="saga", violations=saga.validate_saga(value, now))
+        return Report(kind="saga", violations=validate_saga(value, now))
     plan, errors = schema_violations(Plan, value)
     if not isinstance(plan, Plan):
         return Report(kind="hatp", violations=errors)
