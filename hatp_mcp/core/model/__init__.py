@@ -10,14 +10,17 @@ from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard, WellKnown
 from hatp_mcp.core.model.evidence import Approval, Receipt, RoutingRecord, Vote
+from hatp_mcp.core.model.gateway import Answer, Ask
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
 
 __all__ = [
     "WIRE_MODELS",
     "Amount",
+    "Answer",
     "Approval",
     "ApprovalRequirement",
+    "Ask",
     "Branch",
     "HumanCard",
     "Plan",
@@ -47,4 +50,6 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "approval": Approval,
     "record-event": RecordEvent,
     "transaction-record": TransactionRecord,
+    "ask": Ask,
+    "answer": Answer,
 }

@@ -83,7 +83,7 @@ class RoutedHuman(WireModel):
     """One human the address matched, and what happened to them."""
 
     human: str = Field(min_length=1, max_length=500)
-    status: Literal["asked", "decided", "excluded"]
+    status: Literal["eligible", "asked", "decided", "excluded"]
     rule: str | None = Field(default=None, max_length=64)
     detail: str | None = Field(default=None, max_length=1000)
 

@@ -1,0 +1,107 @@
+"""The example organisation acme.com from spec/fixtures/org/: its Directory, test-only keys and plans. Test data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.core.directory import Directory
+from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.model.plan import Plan
+
+ORG_DIR = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
+GATEWAY_ID = "https://acme.com/hatp/gateway"
+ACTION = "travel.spend"
+NAMES = ["alice", "erin", "dana", "bob", "carol", "frank"]
+
+
+def h(name: str) -> str:
+    return f"human://acme.com/{name}"
+
+
+def well_known() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((ORG_DIR / ".well-known" / "human-card.json").read_text())
+    return doc
+
+
+def card_doc(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((ORG_DIR / "cards" / f"{name}.json").read_text())
+    return doc
+
+
+def card_docs() -> list[dict[str, Any]]:
+    return [card_doc(n) for n in NAMES]
+
+
+def contacts() -> dict[str, dict[str, str]]:
+    doc: dict[str, dict[str, str]] = json.loads((ORG_DIR / "contacts.json").read_text())
+    return doc
+
+
+def directory_key() -> SigningKey:
+    return SigningKey.from_jwk(json.loads((ORG_DIR / "test-only-keys" / "directory.private.jwk.json").read_text()))
+
+
+def gateway_key() -> SigningKey:
+    return SigningKey.from_jwk(json.loads((ORG_DIR / "test-only-keys" / "gateway.private.jwk.json").read_text()))
+
+
+def keyring() -> Keyring:
+    return Keyring.from_jwks({"keys": well_known()["keys"]})
+
+
+def resigned(name: str, **changes: Any) -> dict[str, Any]:
+    """A fixture card changed and signed again by the Directory (a legitimate new card)."""
+    body = {k: v for k, v in card_doc(name).items() if k != "signature"}
+    body.update(changes)
+    return sign_object(body, directory_key())
+
+
+def directory(extra: list[dict[str, Any]] | None = None, only: list[str] | None = None) -> Directory:
+    docs = [card_doc(n) for n in (only or NAMES)] + list(extra or [])
+    d, ignored = Directory.load(well_known(), docs)
+    assert not ignored, ignored
+    return d
+
+
+def plan(
+    amounts: list[str] | None = None,
+    *,
+    address: str = "human://acme.com/role/finance-approver?quorum=2-of-3",
+    max_amount: str | None = None,
+    tolerance: str | None = None,
+    requester: str = "dana",
+    decide_by: str = "2026-11-29T14:00:00Z",
+    txn_id: str = "txn-acme-0001",
+    summary: str | None = "Pay the offsite venue (agent-written)",
+) -> Plan:
+    """A plan with one payment branch per amount (USD), needing one finance approval."""
+    branches = []
+    for i, value in enumerate(amounts or ["25000"]):
+        b: dict[str, Any] = {
+            "branchId": f"pay{i}",
+            "participant": "mcp://payments.example/hatp",
+            "operation": "card.capture",
+            "tier": "final",
+            "args": {"memo": f"venue deposit {i}"},
+            "amount": {"value": value, "currency": "USD"},
+        }
+        if tolerance is not None:
+            b["tolerancePercent"] = tolerance
+        branches.append(b)
+    req: dict[str, Any] = {"id": "finance", "address": address, "action": ACTION}
+    if max_amount is not None:
+        req["maxAmount"] = {"value": max_amount, "currency": "USD"}
+    doc: dict[str, Any] = {
+        "hatp": "1",
+        "txnId": txn_id,
+        "createdAt": "2026-11-29T10:00:00Z",
+        "requester": {"principal": h(requester), "agent": "agent://acme.com/travel-bot"},
+        "deadlines": {"decideBy": decide_by},
+        "approvals": [req],
+        "branches": branches,
+    }
+    if summary is not None:
+        doc["summary"] = summary
+    return Plan.model_validate(doc)
