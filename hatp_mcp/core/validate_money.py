@@ -192,8 +192,8 @@ def check_approval_amounts(plan: Plan, now: datetime) -> list[Violation]:
                         path=f"approvals[{i}].maxAmount",
                         message=f'Approval "{a.id}" asks to authorize {asked.display()}, but the plan also spends up '
                         f"to {_show(total, currency)}, which it does not cover (currencies are never converted). "
-                        f"Ask a separate approval for the {currency} part, or drop maxAmount so the gateway shows the "
-                        f"plan's own totals.",
+                        f"One maxAmount cannot cover two currencies: drop it, so the gateway shows the plan's own "
+                        f"totals in every currency, or pay the {currency} part in {asked.currency}.",
                     )
                 )
             elif asked.decimal < total:
