@@ -1,0 +1,312 @@
+"""The Human Gateway runtime: `GatewayApprover` implements the coordinator's Approver on a Clock, a Directory,
+a GatewayStore and a "gateway" signing key. It persists before it answers, signs votes, approvals and answers,
+arms SLA and deadline timers (`run`), and notifies the people it asks through a Notifier.
+
+Transport-free: the MCP server of issue #6 (and the stdio driver in gateway_stdio.py) wrap this class. Contact
+details are read from the store only to hand the Notifier a destination; they are never put into a message.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+
+from hatp_mcp.core import asks as core_asks
+from hatp_mcp.core import gateway as core
+from hatp_mcp.core.directory import Directory, IgnoredCard
+from hatp_mcp.core.evidence import sign_model
+from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
+from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Vote
+from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.interfaces import ApproverAnswer
+from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+
+__all__ = ["GatewayApprover", "Notifier", "RecordingNotifier", "apply_human_input", "load_org"]
+
+
+class Notifier(Protocol):
+    """Tells a person an ask is waiting. `contact` is the gateway's private address book entry for them."""
+
+    async def notify(self, human: str, contact: dict[str, str], ask: Ask) -> None: ...
+
+
+class RecordingNotifier:
+    """Keeps what it was asked to deliver (tests, the terminal inbox needs no push)."""
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[str, dict[str, str], Ask]] = []
+
+    async def notify(self, human: str, contact: dict[str, str], ask: Ask) -> None:
+        self.delivered.append((human, contact, ask))
+
+
+def load_org(org_dir: str | Path) -> tuple[Directory, list[IgnoredCard], dict[str, dict[str, str]]]:
+    """Read an organisation dir: ``.well-known/human-card.json``, ``cards/*.json`` and ``contacts.json``.
+
+    Raises OSError or ValueError when a file cannot be read, HatpError (HATP-CARD-3) for a bad well-known.
+    """
+    root = Path(org_dir)
+    well_known = json.loads((root / ".well-known" / "human-card.json").read_text())
+    cards = [json.loads(p.read_text()) for p in sorted((root / "cards").glob("*.json"))]
+    directory, ignored = Directory.load(well_known, cards)
+    contacts_path = root / "contacts.json"
+    contacts = json.loads(contacts_path.read_text()) if contacts_path.exists() else {}
+    return directory, ignored, contacts
+
+
+def apply_human_input(
+    store: GatewayStore, ask_id: str, human: str, action: str, value: Any, now: datetime
+) -> StoredAsk:
+    """Apply one person's approve / reject / answer / decline to a stored ask, atomically.
+
+    Used by the gateway and by `hatp inbox` (another process); the gateway signs the outcome when asked.
+    Raises KeyError (no such ask) or HatpError (the core's refusal; the stored ask is unchanged).
+    """
+
+    def act(rec: AskRecord) -> AskRecord:
+        if action in ("approve", "reject"):
+            return core.decide(rec, human, action, now)
+        if action == "answer":
+            return core_asks.answer(rec, human, value, now)
+        if action == "decline":
+            return core.decline(rec, human, now)
+        raise HatpError("HATP-ASK-6", f"{action!r} is not approve, reject, answer or decline", path="$.action")
+
+    def change(s: StoredAsk) -> StoredAsk:
+        if s.record is None:
+            raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED")
+        ticked = core.tick(s.record, now)
+        try:
+            return s.with_record(act(ticked))
+        except HatpError as exc:
+            if ticked != s.record:  # time ran out first (deadline, SLA): keep that, then refuse
+                raise _Late(s.with_record(ticked), exc) from exc
+            raise
+
+    try:
+        return store.update(ask_id, change)
+    except _Late as late:
+        kept, error = late.stored, late.error
+        store.update(ask_id, lambda _s: kept)
+        raise error from None
+
+
+class _Late(Exception):
+    def __init__(self, stored: StoredAsk, error: HatpError) -> None:
+        super().__init__(error.one_line())
+        self.stored = stored
+        self.error = error
+
+
+class GatewayApprover:
+    """The Approver the coordinator calls, plus the gateway's own entry points for people and questions."""
+
+    def __init__(
+        self,
+        *,
+        directory: Directory,
+        key: SigningKey,
+        store: GatewayStore,
+        clock: Clock,
+        gateway_id: str | None = None,
+        notifier: Notifier | None = None,
+        default_window: timedelta = timedelta(hours=24),
+        nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+    ) -> None:
+        if "gateway" not in key.roles:
+            raise ValueError("the gateway signs with a key whose roles include 'gateway'")
+        self.directory = directory
+        self.key = key
+        self.store = store
+        self.clock = clock
+        self.gateway_id = gateway_id or directory.well_known.gateway
+        self.notifier = notifier or RecordingNotifier()
+        self.default_window = default_window
+        self._nonce = nonce
+        self._changed = anyio.Event()
+
+    # -- the Approver protocol -------------------------------------------------------------------------------
+
+    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+        """Route a requirement (idempotent per txnId/requirementId). A refused requirement is a signed no vote."""
+        ask_id = f"{plan.txn_id}/{requirement_id}"
+        if self.store.get(ask_id) is None:
+            now = self.clock.now()
+            try:
+                rec: AskRecord | None = core.open_approval(
+                    plan,
+                    requirement_id,
+                    self.directory,
+                    gateway=self.gateway_id,
+                    now=now,
+                    default_window=self.default_window,
+                )
+                stored = StoredAsk(ask_id, rec.state, rec, None, None)  # type: ignore[union-attr]
+            except HatpError as exc:
+                vote = Vote(
+                    txn_id=plan.txn_id,
+                    branch_id=requirement_id,
+                    plan_digest=plan.digest(),
+                    voter=self.gateway_id,
+                    decision="no",
+                    code=exc.rule,
+                    reason=exc.reason[:2000],
+                    issued_at=format_ts(now),
+                )
+                stored = StoredAsk(ask_id, "refused", None, sign_model(vote, self.key).wire(), None)
+            created = self.store.create(stored, plan.txn_id, requirement_id)
+            if created is stored and stored.record is not None:
+                await self._notify_new(None, stored.record)
+            elif created is stored and stored.vote is not None:
+                self.store.record_sent(ask_id, "vote", stored.vote)
+            self._changed.set()
+        return await self.poll(plan.txn_id, requirement_id)
+
+    async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
+        """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
+        stored = await self._sync(f"{txn_id}/{requirement_id}")
+        assert stored.vote is not None
+        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+
+    async def withdraw(self, txn_id: str, requirement_id: str) -> None:
+        ask_id = f"{txn_id}/{requirement_id}"
+        if self.store.get(ask_id) is None:
+            return
+        now = self.clock.now()
+        self.store.update(ask_id, lambda s: s.with_record(core.withdraw(s.record, now)) if s.record else s)
+        await self._sync(ask_id)
+
+    # -- people and questions --------------------------------------------------------------------------------
+
+    async def decide(self, ask_id: str, human: str, action: str, value: Any = None) -> StoredAsk:
+        """A person approves, rejects, answers or declines. Raises KeyError or HatpError (nothing changes)."""
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        try:
+            apply_human_input(self.store, ask_id, human, action, value, self.clock.now())
+        finally:
+            self._changed.set()
+        after = await self._sync(ask_id)
+        if before.record is not None and after.record is not None:
+            await self._notify_new(before.record, after.record)
+        return after
+
+    async def open_question(self, *, ask_id: str, kind: str, address: str, question: str, **kw: Any) -> StoredAsk:
+        """Route a choose / form / text ask (see core.asks.open_question). Raises HatpError."""
+        existing = self.store.get(ask_id)
+        if existing is not None:
+            return await self._sync(ask_id)
+        options = [o if isinstance(o, Option) else Option.model_validate(o) for o in kw.pop("options", None) or []]
+        rec = core_asks.open_question(
+            ask_id=ask_id,
+            kind=kind,
+            address=address,
+            question=question,
+            directory=self.directory,
+            gateway=self.gateway_id,
+            now=self.clock.now(),
+            options=options,
+            default_window=self.default_window,
+            **kw,
+        )
+        created = self.store.create(StoredAsk(ask_id, rec.state, rec, None, None), rec.ask.txn_id, None)
+        await self._notify_new(None, created.record or rec)
+        self._changed.set()
+        return await self._sync(ask_id)
+
+    # -- timers ----------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Arm SLA and deadline timers for every pending ask (also those found after a restart); runs forever."""
+        task_status.started()
+        while True:
+            self._changed = anyio.Event()
+            wake: datetime | None = None
+            for s in self.store.asks(core.AskState.PENDING.value):
+                if s.record is None:
+                    continue
+                w = core.next_wakeup(s.record)
+                if w is not None and w <= self.clock.now():
+                    await self._sync(s.ask_id)
+                    before = s.record
+                    after = self.store.get(s.ask_id)
+                    if after is not None and after.record is not None:
+                        await self._notify_new(before, after.record)
+                    continue
+                if w is not None and (wake is None or w < wake):
+                    wake = w
+            await self._wait(wake)
+
+    async def _wait(self, wake: datetime | None) -> None:
+        changed = self._changed
+        async with anyio.create_task_group() as tg:
+
+            async def sleeper(deadline: datetime) -> None:
+                await self.clock.sleep_until(deadline)
+                tg.cancel_scope.cancel()
+
+            async def watcher() -> None:
+                await changed.wait()
+                tg.cancel_scope.cancel()
+
+            if wake is not None:
+                tg.start_soon(sleeper, wake)
+            tg.start_soon(watcher)
+
+    # -- internals -------------------------------------------------------------------------------------------
+
+    async def _sync(self, ask_id: str) -> StoredAsk:
+        """Let time pass on the ask, then (persisting before answering) sign what changed."""
+        now = self.clock.now()
+
+        def change(s: StoredAsk) -> StoredAsk:
+            if s.record is None:
+                return s
+            rec = core.tick(s.record, now)
+            s = s.with_record(rec)
+            vote = s.vote
+            if rec.ask.kind == "approve":
+                fresh = build_vote(rec, self.gateway_id, now)
+                if vote is None or vote.get("decision") != fresh.decision:
+                    vote = sign_model(fresh, self.key).wire()
+            evidence = s.evidence
+            if evidence is None:
+                built = (
+                    build_approval(rec, self.gateway_id, self._nonce(), now)
+                    if rec.ask.kind == "approve"
+                    else build_answer(rec, self.gateway_id, self._nonce(), now)
+                )
+                evidence = sign_model(built, self.key).wire() if built is not None else None
+            return StoredAsk(s.ask_id, s.state, rec, vote, evidence)
+
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        after = self.store.update(ask_id, change)
+        if after.vote is not None and (before.vote != after.vote):
+            self.store.record_sent(ask_id, "vote", after.vote)
+        if after.evidence is not None and before.evidence != after.evidence:
+            self.store.record_sent(ask_id, str(after.evidence.get("type")), after.evidence)
+        return after
+
+    async def _notify_new(self, before: AskRecord | None, after: AskRecord) -> None:
+        """Notify everyone newly asked (at routing, or after an escalation or a decline)."""
+        was = {s.human for s in before.seats if s.status == "asked"} if before else set()
+        for seat in after.seats:
+            if seat.status == "asked" and seat.human not in was:
+                message = after.ask.wire()
+                self.store.record_sent(after.ask.ask_id, "ask", message, recipient=seat.human)
+                await self.notifier.notify(seat.human, self.store.contacts_for(seat.human), after.ask)

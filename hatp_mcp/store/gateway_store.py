@@ -1,0 +1,190 @@
+"""The Human Gateway's durable state in SQLite: asks (their record and the signed evidence last sent), the
+contacts table, and the outbox of every message that left the gateway.
+
+Several processes share one data dir (the gateway and `hatp inbox`), so every change is a read-modify-write
+inside ``BEGIN IMMEDIATE``. Contact details live only in the `contacts` table: nothing here copies them into
+an ask, a vote or the outbox. This module knows nothing of the protocol beyond storing AskRecords.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.store.sqlite import open_db
+
+__all__ = ["DB_NAME", "GatewayStore", "StoredAsk"]
+
+DB_NAME = "gateway.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS asks (
+    ask_id TEXT PRIMARY KEY,
+    txn_id TEXT,
+    requirement_id TEXT,
+    state TEXT NOT NULL,
+    record TEXT,
+    vote TEXT,
+    evidence TEXT,
+    created_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS contacts (
+    human TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    address TEXT NOT NULL,
+    PRIMARY KEY (human, channel)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ask_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    recipient TEXT,
+    message TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAsk:
+    """One ask as stored. `record` is None when the gateway refused to route it (then `vote` says why)."""
+
+    ask_id: str
+    state: str
+    record: AskRecord | None
+    vote: dict[str, Any] | None
+    evidence: dict[str, Any] | None
+
+    def with_record(self, record: AskRecord) -> StoredAsk:
+        return replace(self, record=record, state=record.state)
+
+
+class GatewayStore:
+    """Durable asks, contacts and outbox in ``DIR/gateway.db``. Calls are short and thread-safe."""
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if p.is_dir():
+            p = p / DB_NAME
+        self.path = p
+        self._conn = open_db(p)
+        self._lock = threading.Lock()
+        self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @staticmethod
+    def _row(row: tuple[Any, ...]) -> StoredAsk:
+        ask_id, state, record, vote, evidence = row
+        return StoredAsk(
+            ask_id=ask_id,
+            state=state,
+            record=AskRecord.model_validate_json(record) if record else None,
+            vote=json.loads(vote) if vote else None,
+            evidence=json.loads(evidence) if evidence else None,
+        )
+
+    def _get(self, ask_id: str) -> StoredAsk | None:
+        row = self._conn.execute(
+            "SELECT ask_id, state, record, vote, evidence FROM asks WHERE ask_id = ?", (ask_id,)
+        ).fetchone()
+        return self._row(row) if row else None
+
+    def get(self, ask_id: str) -> StoredAsk | None:
+        with self._lock:
+            return self._get(ask_id)
+
+    def _put(self, s: StoredAsk) -> None:
+        rec = s.record
+        self._conn.execute(
+            "UPDATE asks SET state = ?, record = ?, vote = ?, evidence = ? WHERE ask_id = ?",
+            (
+                s.state,
+                rec.model_dump_json(by_alias=True, exclude_none=True) if rec else None,
+                json.dumps(s.vote) if s.vote is not None else None,
+                json.dumps(s.evidence) if s.evidence is not None else None,
+                s.ask_id,
+            ),
+        )
+
+    def create(self, stored: StoredAsk, txn_id: str | None = None, requirement_id: str | None = None) -> StoredAsk:
+        """Insert an ask unless one with that id exists; return what is stored (idempotent)."""
+        with self._tx():
+            existing = self._get(stored.ask_id)
+            if existing is not None:
+                return existing
+            seq = self._conn.execute("SELECT COALESCE(MAX(created_seq), 0) + 1 FROM asks").fetchone()[0]
+            self._conn.execute(
+                "INSERT INTO asks (ask_id, txn_id, requirement_id, state, created_seq) VALUES (?, ?, ?, ?, ?)",
+                (stored.ask_id, txn_id, requirement_id, stored.state, seq),
+            )
+            self._put(stored)
+            return stored
+
+    def update(self, ask_id: str, change: Callable[[StoredAsk], StoredAsk]) -> StoredAsk:
+        """Apply `change` to the stored ask atomically and return the result.
+
+        Raises KeyError when there is no such ask; whatever `change` raises leaves the stored ask as it was.
+        """
+        with self._tx():
+            current = self._get(ask_id)
+            if current is None:
+                raise KeyError(ask_id)
+            new = change(current)
+            if new != current:
+                self._put(new)
+            return new
+
+    def asks(self, state: str | None = None) -> list[StoredAsk]:
+        """Every ask in creation order, or only those in `state`."""
+        sql = "SELECT ask_id, state, record, vote, evidence FROM asks"
+        args: tuple[str, ...] = ()
+        if state is not None:
+            sql += " WHERE state = ?"
+            args = (state,)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY created_seq", args).fetchall()
+        return [self._row(r) for r in rows]
+
+    def set_contact(self, human: str, channel: str, address: str) -> None:
+        with self._tx():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO contacts (human, channel, address) VALUES (?, ?, ?)", (human, channel, address)
+            )
+
+    def contacts_for(self, human: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._conn.execute("SELECT channel, address FROM contacts WHERE human = ?", (human,)).fetchall()
+        return {c: a for c, a in rows}
+
+    def record_sent(self, ask_id: str, kind: str, message: dict[str, Any], recipient: str | None = None) -> None:
+        """Log a message that leaves the gateway (what it says, never where it was delivered)."""
+        with self._tx():
+            self._conn.execute(
+                "INSERT INTO outbox (ask_id, kind, recipient, message) VALUES (?, ?, ?, ?)",
+                (ask_id, kind, recipient, json.dumps(message)),
+            )
+
+    def sent(self) -> list[tuple[str, str, str | None, dict[str, Any]]]:
+        """Every logged outgoing message: (askId, kind, recipient address, message)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT ask_id, kind, recipient, message FROM outbox ORDER BY seq").fetchall()
+        return [(a, k, r, json.loads(m)) for a, k, r, m in rows]
