@@ -26,7 +26,7 @@ from datetime import datetime
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import ApprovalRequirement, Plan
 
-__all__ = ["MODES", "Bound", "ClockFit", "clock_fit", "human_bound", "seconds_text"]
+__all__ = ["MODES", "Bound", "ClockFit", "call_bound", "clock_fit", "human_bound", "seconds_text"]
 
 MODES: tuple[str, ...] = ("parallel", "holds-first", "approval-first")
 
@@ -83,7 +83,8 @@ def _add(*parts: int | None) -> int | None:
     return total
 
 
-def _sum_durations(plan: Plan) -> Bound:
+def call_bound(plan: Plan) -> Bound:
+    """The sum of every branch's maxDurationSeconds: the worst case of the prepare phase, and of the commit phase."""
     missing = tuple(
         f"branches[{i}].maxDurationSeconds" for i, b in enumerate(plan.branches) if b.max_duration_seconds is None
     )
@@ -160,7 +161,7 @@ def _le(worst: int | None, horizon: int | None) -> bool:
 
 def clock_fit(plan: Plan, now: datetime) -> ClockFit:
     """Compute the clock fit of `plan` at `now`. Pure; raises nothing for a plan that parsed."""
-    prepare = _sum_durations(plan)
+    prepare = call_bound(plan)
     commit = prepare
     human = _human(plan, now)
     horizon, tightest = _horizon(plan)

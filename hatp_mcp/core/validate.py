@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from hatp_mcp.core.clockfit import ClockFit, clock_fit, seconds_text
+from hatp_mcp.core.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.saga import validate_saga
@@ -147,59 +147,63 @@ def check_tiers(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
-def _past(ts: str, now: datetime) -> bool:
-    return parse_ts(ts) <= now
+def _at(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def check_time(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-9: no expired mandate, no deadline already past, deadlines in a coherent order."""
     out: list[Violation] = []
-    at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     m = plan.mandate
-    if m is not None and m.expires_at is not None and _past(m.expires_at, now):
+    expires = m.expires_at if m is not None else None
+    expires_t = parse_ts(expires) if expires is not None else None
+    if expires_t is not None and expires_t <= now:
         out.append(
             _v(
                 "HATP-VAL-9",
                 "mandate.expiresAt",
-                f"The mandate expired at {m.expires_at} and it is now {at}: the agent no longer has authority to "
+                f"The mandate expired at {expires} and it is now {_at(now)}: the agent no longer has authority to "
                 f"spend. Ask the principal for a new mandate.",
             )
         )
-    stamps = [("deadlines.decideBy", plan.deadlines.decide_by), ("deadlines.commitBy", plan.deadlines.commit_by)]
-    stamps += [(f"approvals[{i}].decideBy", a.decide_by) for i, a in enumerate(plan.approvals)]
-    for path, ts in stamps:
-        if ts is not None and _past(ts, now):
+    decides = [("deadlines.decideBy", plan.deadlines.decide_by)]
+    decides += [(f"approvals[{i}].decideBy", a.decide_by) for i, a in enumerate(plan.approvals)]
+    commit_by = plan.deadlines.commit_by
+    commit_t = parse_ts(commit_by) if commit_by is not None else None
+    stamps = [(path, ts, parse_ts(ts)) for path, ts in decides if ts is not None]
+    if commit_by is not None and commit_t is not None:
+        stamps.insert(1 if plan.deadlines.decide_by is not None else 0, ("deadlines.commitBy", commit_by, commit_t))
+    for path, ts, t in stamps:
+        if t <= now:
             out.append(
                 _v(
                     "HATP-VAL-9",
                     path,
-                    f"{path} is {ts}, already past (it is now {at}): the transaction would abort before it began. "
-                    f"Set a deadline in the future.",
+                    f"{path} is {ts}, already past (it is now {_at(now)}): the transaction would abort before it "
+                    f"began. Set a deadline in the future.",
                 )
             )
-    commit_by = plan.deadlines.commit_by
-    if commit_by is not None:
-        decides = [("deadlines.decideBy", plan.deadlines.decide_by)]
-        decides += [(f"approvals[{i}].decideBy", a.decide_by) for i, a in enumerate(plan.approvals)]
-        for path, ts in decides:
-            if ts is not None and parse_ts(ts) > parse_ts(commit_by):
-                out.append(
-                    _v(
-                        "HATP-VAL-9",
-                        path,
-                        f"{path} is {ts}, after deadlines.commitBy {commit_by}: a decision arriving then can no "
-                        f"longer be committed. Move {path} before {commit_by}.",
-                    )
-                )
-        if m is not None and m.expires_at is not None and parse_ts(commit_by) > parse_ts(m.expires_at):
+    if commit_t is None:
+        return out
+    for path, ts, t in stamps:
+        if path != "deadlines.commitBy" and t > commit_t:
             out.append(
                 _v(
                     "HATP-VAL-9",
-                    "deadlines.commitBy",
-                    f"deadlines.commitBy is {commit_by}, after the mandate expires ({m.expires_at}): the commit could "
-                    f"run without authority. Set commitBy no later than {m.expires_at}, or renew the mandate.",
+                    path,
+                    f"{path} is {ts}, after deadlines.commitBy {commit_by}: a decision arriving then can no longer "
+                    f"be committed. Move {path} before {commit_by}.",
                 )
             )
+    if expires_t is not None and commit_t > expires_t:
+        out.append(
+            _v(
+                "HATP-VAL-9",
+                "deadlines.commitBy",
+                f"deadlines.commitBy is {commit_by}, after the mandate expires ({expires}): the commit could run "
+                f"without authority. Set commitBy no later than {expires}, or renew the mandate.",
+            )
+        )
     return out
 
 
@@ -280,8 +284,8 @@ def check_clock_fit(plan: Plan, now: datetime) -> list[Violation]:
 
 def check_undo_windows(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-12: every compensate branch's undo window outlasts the whole commit phase."""
-    fit = clock_fit(plan, now)
-    c = fit.commit.seconds
+    commit = call_bound(plan)
+    c = commit.seconds
     out: list[Violation] = []
     for i, b in enumerate(plan.branches):
         w = b.undo_window_seconds
@@ -293,7 +297,7 @@ def check_undo_windows(plan: Plan, now: datetime) -> list[Violation]:
                     "HATP-VAL-12",
                     f"branches[{i}].undoWindowSeconds",
                     f'The undo of "{b.branch_id}" works for {w}s after its commit, but the commit phase is unbounded '
-                    f"({', '.join(fit.commit.missing)} absent): a later commit could fail after the undo expired. "
+                    f"({', '.join(commit.missing)} absent): a later commit could fail after the undo expired. "
                     f"Declare maxDurationSeconds on every branch.",
                 )
             )

@@ -44,8 +44,24 @@ def branch_most(b: Branch) -> Decimal | None:
     return with_tolerance(b.amount, b.tolerance_percent)
 
 
+_last: tuple[Plan, dict[str, Decimal]] | None = None
+
+
 def plan_totals(plan: Plan) -> dict[str, Decimal]:
-    """The plan's own total per currency: the most of every branch that no other (existing) branch settles."""
+    """The plan's own total per currency: the most of every branch that no other (existing) branch settles.
+
+    Plans are immutable, so the last plan's totals are remembered (several rules ask in a row). Returns a copy.
+    """
+    global _last
+    last = _last
+    if last is not None and last[0] is plan:
+        return dict(last[1])
+    totals = _totals(plan)
+    _last = (plan, totals)
+    return dict(totals)
+
+
+def _totals(plan: Plan) -> dict[str, Decimal]:
     ids = {b.branch_id for b in plan.branches}
     settled = {s for b in plan.branches for s in b.settles if s in ids and s != b.branch_id}
     out: dict[str, Decimal] = {}
@@ -70,7 +86,8 @@ def check_amounts(plan: Plan, now: datetime) -> list[Violation]:
         for i, cap in enumerate(plan.mandate.max_spend):
             places.append((f"mandate.maxSpend[{i}]", cap.value, "the mandate"))
     for path, value, who in places:
-        if value is not None and Decimal(value) < 0:
+        # a wire decimal is negative only when it starts with "-" (and is not a negative zero)
+        if value is not None and value.startswith("-") and Decimal(value) < 0:
             out.append(
                 Violation(
                     rule="HATP-VAL-5",

@@ -1,0 +1,46 @@
+"""`hatp validate` throughput on the typical trip plan, beside the same-run cost of just parsing it.
+
+Goal: at least 10,000 plans/s on one core for the whole check (schema parse + every HATP-VAL rule). The
+baseline is pydantic parsing the same plan, measured in interleaved rounds, so the printed ratio (the cost of
+validating over the cost of parsing) holds on any machine.
+
+Run: `.venv/bin/python -m bench.validate`
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench._timing import versus
+from hatp_mcp.core.model import Plan
+from hatp_mcp.core.saga import validate_saga
+from hatp_mcp.core.validate import validate, validate_document
+
+GOAL = 10_000
+FIXTURES = Path(__file__).resolve().parents[1] / "spec" / "fixtures"
+NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
+
+
+def main() -> int:
+    doc = json.loads((FIXTURES / "hatp" / "trip.valid.json").read_text())
+    saga = json.loads((FIXTURES / "saga" / "supplier-onboarding.valid.json").read_text())
+    assert validate_document(doc, NOW).ok and not validate_saga(saga, NOW)
+    plan = Plan.model_validate(doc)
+    whole, parse, ratio = versus(lambda: validate_document(doc, NOW), lambda: Plan.model_validate(doc), number=2000)
+    rules, _, _ = versus(lambda: validate(plan, NOW), lambda: Plan.model_validate(doc), number=2000)
+    sagas, _, _ = versus(lambda: validate_saga(saga, NOW), lambda: Plan.model_validate(doc), number=2000)
+    print(f"validate the trip plan ({len(plan.branches)} branches, {len(plan.approvals)} approval)")
+    print(f"  parse only (baseline, Plan.model_validate)  {parse * 1e6:8.1f} us/op  {1 / parse:9,.0f} plans/s")
+    print(f"  HATP-VAL rules on a parsed plan             {rules * 1e6:8.1f} us/op  {1 / rules:9,.0f} plans/s")
+    print(f"  parse + rules (validate_document)           {whole * 1e6:8.1f} us/op  {1 / whole:9,.0f} plans/s")
+    print(f"  6-step saga (parse + rules)                 {sagas * 1e6:8.1f} us/op  {1 / sagas:9,.0f} sagas/s")
+    print(f"  whole check costs {1 / ratio:.2f}x parsing alone (median of paired rounds)")
+    verdict = "met" if 1 / whole >= GOAL else "NOT met"
+    print(f"  throughput {1 / whole:,.0f} plans/s  (goal >= {GOAL:,} plans/s on one core: {verdict})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
