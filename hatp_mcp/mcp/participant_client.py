@@ -1,0 +1,124 @@
+"""`mcp_participant(uri, client, keyring)`: the Participant Protocol over an MCP client session.
+
+Each method sends its hatp/txn/* request (hatp_mcp.mcp.call), then checks the evidence that came back before the
+coordinator sees it: every vote and receipt must be signed by a key of this participant's keyring with the role
+"participant", and must name the txnId, branchId and planDigest that were asked about (HATP-MCP-4). A refusal
+or a missing answer is raised as a HatpError / TransportFailed, never returned as if the participant had voted.
+This module keeps no transaction state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import Client
+
+from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.keys import Keyring, SignatureError
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    BranchResult,
+    CommitRequest,
+    CompensateRequest,
+    PrepareRequest,
+    PrepareResult,
+    RenewRequest,
+    StatusRequest,
+    StatusResult,
+)
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import call
+from hatp_mcp.runtime.interfaces import Participant
+
+__all__ = ["McpParticipant", "check_evidence", "mcp_participant"]
+
+
+def check_evidence(
+    obj: Mapping[str, Any],
+    keyring: Keyring,
+    path: str,
+    *,
+    txn_id: str,
+    branch_id: str,
+    plan_digest: str | None,
+    signer: str | None,
+) -> None:
+    """HATP-MCP-4: `obj` is signed by a participant key of `keyring` and names what was asked.
+
+    Raises HatpError HATP-MCP-4 (code SIGNATURE_INVALID or EVIDENCE_MISMATCH) naming the path.
+    """
+    try:
+        verify_raw(obj, keyring, "participant", path)
+    except SignatureError as exc:
+        raise HatpError(
+            "HATP-MCP-4",
+            f"{exc.rule}: {exc.reason}",
+            path=exc.path,
+            code="SIGNATURE_INVALID",
+            fix="add the participant's public key (role participant) to the keyring you pass to mcp_participant",
+        ) from exc
+    expected: dict[str, str | None] = {"txnId": txn_id, "branchId": branch_id, "planDigest": plan_digest}
+    who = obj.get("voter", obj.get("participant"))
+    for name, want in expected.items():
+        if want is not None and obj.get(name) != want:
+            raise HatpError(
+                "HATP-MCP-4",
+                f"the evidence names {name} {obj.get(name)!r}, not {want!r}",
+                path=f"{path}.{name}",
+                code="EVIDENCE_MISMATCH",
+            )
+    if signer is not None and who != signer:
+        raise HatpError(
+            "HATP-MCP-4", f"the evidence is from {who!r}, not {signer!r}", path=path, code="EVIDENCE_MISMATCH"
+        )
+
+
+class McpParticipant:
+    """A remote participant. `timeout` bounds each call (seconds); None means the client's default."""
+
+    def __init__(self, uri: str, client: Client, keyring: Keyring, *, timeout: float | None = 30.0) -> None:
+        self.uri = uri
+        self.client = client
+        self._keyring = keyring
+        self.timeout = timeout
+
+    def _check(self, obj: Mapping[str, Any], path: str, txn_id: str, branch_id: str, digest: str | None) -> None:
+        check_evidence(
+            obj, self._keyring, path, txn_id=txn_id, branch_id=branch_id, plan_digest=digest, signer=self.uri
+        )
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        method = "hatp/txn/quote" if req.quote_only else "hatp/txn/prepare"
+        result = await call(self.client, method, req, PrepareResult, self.timeout)
+        self._check(result.vote, "$.vote", req.txn_id, req.branch_id, req.plan_digest)
+        self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
+        return result
+
+    async def _branch(self, method: str, req: Any) -> BranchResult:
+        result = await call(self.client, method, req, BranchResult, self.timeout)
+        self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
+        return result
+
+    async def commit(self, req: CommitRequest) -> BranchResult:
+        return await self._branch("hatp/txn/commit", req)
+
+    async def abort(self, req: AbortRequest) -> BranchResult:
+        return await self._branch("hatp/txn/abort", req)
+
+    async def compensate(self, req: CompensateRequest) -> BranchResult:
+        return await self._branch("hatp/txn/compensate", req)
+
+    async def renew(self, req: RenewRequest) -> BranchResult:
+        return await self._branch("hatp/txn/renew", req)
+
+    async def status(self, req: StatusRequest) -> StatusResult:
+        result = await call(self.client, "hatp/txn/status", req, StatusResult, self.timeout)
+        if result.receipt is not None:
+            self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, None)
+        return result
+
+
+def mcp_participant(uri: str, client: Client, keyring: Keyring, *, timeout: float | None = 30.0) -> Participant:
+    """A Participant speaking to `uri` over `client`; evidence checked against `keyring` (this participant's keys)."""
+    return McpParticipant(uri, client, keyring, timeout=timeout)

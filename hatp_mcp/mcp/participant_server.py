@@ -1,0 +1,136 @@
+"""`serve_hatp(server, participant, settings)`: one call that makes an existing MCP server a HATP participant.
+
+It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and hatp/lock/{acquire,renew,release}
+when the participant hands out locks) as custom JSON-RPC methods on the server, validates every params object
+against its wire model, calls the participant and returns the result's wire form. Refusals leave through
+hatp_mcp.mcp.errors only. The server's ordinary tools and resources are untouched. State is the participant's,
+keyed by txnId and branchId, never by connection. This module holds no protocol logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import anyio
+import mcp.types as types
+from mcp.server import MCPServer, Server
+from pydantic import ConfigDict
+
+from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    CommitRequest,
+    CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockRenewRequest,
+    LockResult,
+    PrepareRequest,
+    RenewRequest,
+    StatusRequest,
+)
+from hatp_mcp.core.wire import parse
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.extension import HatpSettings, advertise
+from hatp_mcp.runtime.interfaces import Participant
+
+__all__ = ["PARTICIPANT_METHODS", "AnyParams", "LockService", "add_method", "lowlevel_of", "serve_hatp"]
+
+PARTICIPANT_METHODS = (
+    "hatp/txn/prepare",
+    "hatp/txn/quote",
+    "hatp/txn/commit",
+    "hatp/txn/abort",
+    "hatp/txn/compensate",
+    "hatp/txn/renew",
+    "hatp/txn/status",
+)
+LOCK_METHODS = ("hatp/lock/acquire", "hatp/lock/renew", "hatp/lock/release")
+M = TypeVar("M", bound=WireModel)
+
+
+class AnyParams(types.RequestParams):
+    """Params of a hatp/* method: every key the caller sent (nulls included), validated later by its model."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@runtime_checkable
+class LockService(Protocol):
+    """A participant that hands out fencing-token locks (hatp/lock/*)."""
+
+    def lock_acquire(self, req: LockAcquireRequest) -> LockResult: ...
+
+    def lock_renew(self, req: LockRenewRequest) -> LockResult: ...
+
+    def lock_release(self, req: LockReleaseRequest) -> LockResult: ...
+
+
+def lowlevel_of(server: MCPServer | Server[Any]) -> Server[Any]:
+    """The low-level Server under an MCPServer (the SDK offers no public accessor; this is the one place)."""
+    if isinstance(server, Server):
+        return server
+    low: Server[Any] = server._lowlevel_server
+    return low
+
+
+def add_method(
+    server: Server[Any],
+    method: str,
+    model: type[M],
+    call: Callable[[M], Awaitable[WireModel]],
+    gate: anyio.Semaphore,
+) -> None:
+    """Register `method`: params validated as `model` (HATP-MCP-2), `call` run, its wire form returned."""
+
+    async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
+        body = dict(params.model_extra or {})
+        try:
+            req = parse(model, body, method)
+            async with gate:
+                result = await call(req)
+        except HatpError as exc:
+            raise to_mcp_error(exc) from exc
+        return result.wire()
+
+    server.add_request_handler(method, AnyParams, handler)
+
+
+def _sync(fn: Callable[[M], WireModel]) -> Callable[[M], Awaitable[WireModel]]:
+    async def call(req: M) -> WireModel:
+        return fn(req)
+
+    return call
+
+
+def serve_hatp(
+    server: MCPServer | Server[Any],
+    participant: Participant,
+    settings: HatpSettings,
+    *,
+    max_concurrent: int = 64,
+) -> None:
+    """Make `server` a HATP participant: advertise `settings` and register the hatp/txn/* (and lock) methods.
+
+    `max_concurrent` bounds how many hatp calls run at once (the SDK runs every request as its own task).
+    """
+    low = lowlevel_of(server)
+    gate = anyio.Semaphore(max_concurrent)
+    advertise(low, settings)
+
+    async def quote(req: PrepareRequest) -> WireModel:
+        return await participant.prepare(req.model_copy(update={"quote_only": True}))
+
+    add_method(low, "hatp/txn/prepare", PrepareRequest, participant.prepare, gate)
+    add_method(low, "hatp/txn/quote", PrepareRequest, quote, gate)
+    add_method(low, "hatp/txn/commit", CommitRequest, participant.commit, gate)
+    add_method(low, "hatp/txn/abort", AbortRequest, participant.abort, gate)
+    add_method(low, "hatp/txn/compensate", CompensateRequest, participant.compensate, gate)
+    add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate)
+    add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
+    if isinstance(participant, LockService):
+        add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate)
+        add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate)
+        add_method(low, "hatp/lock/release", LockReleaseRequest, _sync(participant.lock_release), gate)

@@ -1,0 +1,123 @@
+"""serve_hatp on an MCPServer and on a low-level Server: methods, validation, refusals, ordinary tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.server import Server
+
+from hatp_mcp.mcp.call import HatpRequest
+from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
+from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
+from hatp_mcp.runtime.clock import FakeClock
+from tests.mcp.toy import Toy, plan, toy_server
+
+pytestmark = pytest.mark.anyio
+
+
+class _Any(types.Result):
+    model_config = types.Result.model_config | {"extra": "allow"}
+
+
+async def send(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    result = await client.session.send_request(HatpRequest(method=method, params=params), _Any)
+    return dict(result.model_extra or {})
+
+
+async def test_ordinary_tools_keep_working_next_to_hatp(clock: FakeClock) -> None:
+    with anyio.fail_after(10):
+        async with Client(toy_server(Toy(clock))) as client:
+            result = await client.call_tool("seats_left", {})
+    assert not result.is_error
+    assert result.structured_content == {"result": 7}
+
+
+async def test_HATP_MCP_1_the_server_advertises_hatp_under_extensions_and_experimental(clock: FakeClock) -> None:
+    toy = Toy(clock)
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            caps = client.server_capabilities
+    assert caps.extensions is not None and caps.experimental is not None
+    assert caps.extensions[EXTENSION_ID] == caps.experimental[EXPERIMENTAL_KEY]
+    hatp = read_advertisement(caps)
+    assert hatp["roles"] == ["participant"]
+    assert hatp["operations"] == {"seat.hold": {"tier": "hold", "maxLeaseSeconds": 900, "maxHoldSeconds": 14400}}
+    assert hatp["keys"] == [toy.key.public_jwk()]
+
+
+async def test_HATP_MCP_1_a_server_without_hatp_is_refused_by_read_advertisement() -> None:
+    from hatp_mcp.errors import HatpError
+
+    with pytest.raises(HatpError) as info:
+        read_advertisement(types.ServerCapabilities(), "mcp://plain")
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-1", "UNSUPPORTED")
+
+
+async def test_HATP_MCP_2_params_that_are_not_the_wire_model_are_refused_as_invalid_params(
+    clock: FakeClock,
+) -> None:
+    toy = Toy(clock)
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            with pytest.raises(MCPError) as info:
+                await send(client, "hatp/txn/commit", {"txnId": "t1", "branchId": "seat", "planDigest": "x"})
+    assert info.value.code == -32602
+    assert info.value.data["rule"] == "HATP-OBJ-3"
+    assert info.value.data["path"] == "planDigest"
+    assert toy.op.booked == set()
+
+
+async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_rule(clock: FakeClock) -> None:
+    toy = Toy(clock)
+    p = plan()
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            with pytest.raises(MCPError) as info:
+                await send(client, "hatp/lock/renew", {"resource": "seat/14C", "token": 9, "leaseSeconds": 60})
+            answer = await send(
+                client, "hatp/txn/commit", {"txnId": p.txn_id, "branchId": "seat", "planDigest": p.digest()}
+            )
+    assert info.value.code == -32055
+    assert info.value.message == "STALE_TOKEN"
+    assert info.value.data["rule"].startswith("HATP-LOCK-")
+    # a commit of an unprepared branch is a signed refusal receipt, not an error
+    assert answer["receipt"]["outcome"] == "refused"
+    assert answer["receipt"]["code"] == "NOT_PREPARED"
+
+
+async def test_locks_are_served_and_their_tokens_grow(clock: FakeClock) -> None:
+    with anyio.fail_after(10):
+        async with Client(toy_server(Toy(clock))) as client:
+            first = await send(client, "hatp/lock/acquire", {"resource": "r", "owner": "a", "leaseSeconds": 60})
+            released = await send(client, "hatp/lock/release", {"resource": "r", "token": first["token"]})
+            second = await send(client, "hatp/lock/acquire", {"resource": "r", "owner": "b", "leaseSeconds": 60})
+    assert released["released"] is True
+    assert second["token"] > first["token"]
+
+
+async def test_serve_hatp_works_on_a_low_level_server(clock: FakeClock) -> None:
+    toy = Toy(clock)
+    low: Server[Any] = Server("low", version="0.0.1")
+    serve_hatp(low, toy.runtime, HatpSettings(roles=["participant"]))
+    with anyio.fail_after(10):
+        async with Client(low) as client:
+            status = await send(client, "hatp/txn/status", {"txnId": "t-9", "branchId": "seat"})
+            assert EXTENSION_ID in (client.server_capabilities.extensions or {})
+    assert status["state"] == "unknown"
+
+
+async def test_an_unknown_hatp_method_is_method_not_found(clock: FakeClock) -> None:
+    with anyio.fail_after(10):
+        async with Client(toy_server(Toy(clock))) as client:
+            with pytest.raises(MCPError) as info:
+                await send(client, "hatp/txn/nope", {})
+    assert info.value.code == -32601
+
+
+def test_any_params_keeps_unknown_keys_and_nulls() -> None:
+    params = AnyParams.model_validate({"txnId": "t", "reason": None})
+    assert params.model_extra == {"txnId": "t", "reason": None}
