@@ -12,6 +12,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
+from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
     "Approval",
@@ -129,3 +130,5 @@ class Approval(SignedModel):
     nonce: str = Field(min_length=16, max_length=128)
     issued_at: Timestamp
     expires_at: Timestamp | None = None
+    # subject tool-call: the call approved; planDigest is its digest (spec/gated-tools.md).
+    tool_call: ToolCall | None = None
