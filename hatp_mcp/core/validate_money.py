@@ -76,27 +76,34 @@ def _totals(plan: Plan) -> dict[str, Decimal]:
 def check_amounts(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-5: no negative branch amount, tolerance, approval maxAmount or mandate cap."""
     out: list[Violation] = []
-    places: list[tuple[str, str | None, str]] = []
+
+    def neg(value: str | None) -> bool:
+        # a wire decimal is negative only when it starts with "-" (and is not a negative zero)
+        return value is not None and value.startswith("-") and Decimal(value) < 0
+
+    def refuse(path: str, value: str | None, who: str) -> None:
+        out.append(
+            Violation(
+                rule="HATP-VAL-5",
+                path=path,
+                message=f"{path} of {who} is {value}, negative: a negative amount or tolerance would lower the "
+                f"totals approvers and mandates are checked against, hiding a cost. Use a value >= 0 (a refund "
+                f"is its own transaction).",
+            )
+        )
+
     for i, b in enumerate(plan.branches):
-        places.append((f"branches[{i}].amount", b.amount.value if b.amount else None, f'branch "{b.branch_id}"'))
-        places.append((f"branches[{i}].tolerancePercent", b.tolerance_percent, f'branch "{b.branch_id}"'))
+        if b.amount is not None and neg(b.amount.value):
+            refuse(f"branches[{i}].amount", b.amount.value, f'branch "{b.branch_id}"')
+        if neg(b.tolerance_percent):
+            refuse(f"branches[{i}].tolerancePercent", b.tolerance_percent, f'branch "{b.branch_id}"')
     for i, a in enumerate(plan.approvals):
-        places.append((f"approvals[{i}].maxAmount", a.max_amount.value if a.max_amount else None, f'approval "{a.id}"'))
+        if a.max_amount is not None and neg(a.max_amount.value):
+            refuse(f"approvals[{i}].maxAmount", a.max_amount.value, f'approval "{a.id}"')
     if plan.mandate is not None:
         for i, cap in enumerate(plan.mandate.max_spend):
-            places.append((f"mandate.maxSpend[{i}]", cap.value, "the mandate"))
-    for path, value, who in places:
-        # a wire decimal is negative only when it starts with "-" (and is not a negative zero)
-        if value is not None and value.startswith("-") and Decimal(value) < 0:
-            out.append(
-                Violation(
-                    rule="HATP-VAL-5",
-                    path=path,
-                    message=f"{path} of {who} is {value}, negative: a negative amount or tolerance would lower the "
-                    f"totals approvers and mandates are checked against, hiding a cost. Use a value >= 0 (a refund "
-                    f"is its own transaction).",
-                )
-            )
+            if neg(cap.value):
+                refuse(f"mandate.maxSpend[{i}]", cap.value, "the mandate")
     return out
 
 
@@ -149,8 +156,9 @@ def check_settles(plan: Plan, now: datetime) -> list[Violation]:
                 )
             )
     for i, b in enumerate(plan.branches):
-        targets = [plan.branches[index[t]] for t in b.settles if t in index and t != b.branch_id]
-        _cover(b, i, targets, out)
+        if b.settles:
+            targets = [plan.branches[index[t]] for t in b.settles if t in index and t != b.branch_id]
+            _cover(b, i, targets, out)
     return out
 
 
