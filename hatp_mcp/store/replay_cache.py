@@ -1,0 +1,115 @@
+"""The durable state of a tool server's approval gate, in SQLite: the nonces of approvals already used (each
+approval works once, across restarts, HATP-GATE-18) and when each tool definition took effect (HATP-GATE-9).
+
+Spending a nonce is one atomic INSERT committed with synchronous=FULL before the tool runs, so two concurrent
+calls with the same approval cannot both run and a crash after the insert never lets it run twice. This module
+decides nothing: the rules are hatp_mcp/core/gate.py's; it must not import the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.store.sqlite import open_db
+
+__all__ = ["ReplayCache"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS used_nonce (
+    server TEXT NOT NULL,
+    nonce TEXT NOT NULL,
+    approval_id TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    used_at TEXT NOT NULL,
+    PRIMARY KEY (server, nonce)
+);
+CREATE TABLE IF NOT EXISTS tool_definition (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    since TEXT NOT NULL,
+    PRIMARY KEY (server, tool, digest)
+);
+"""
+
+
+class ReplayCache:
+    """Used approval nonces and tool definition epochs of one or more gated servers. Thread-safe; `close()` it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection = open_db(path)
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def seen(self, server: str, nonce: str) -> bool:
+        """True when `nonce` was already spent on `server`."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM used_nonce WHERE server = ? AND nonce = ?", (server, nonce)
+            ).fetchone()
+        return row is not None
+
+    def consume(self, server: str, nonce: str, *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        """Spend `nonce` durably. True when this call spent it; False when it was already spent (a replay)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (server, nonce, approval_id, expires_at, format_ts(now)),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return cur.rowcount == 1
+
+    def purge(self, now: datetime, *, margin: timedelta = timedelta(days=1)) -> int:
+        """Forget nonces whose approval expired more than `margin` before `now` (an expired approval is refused
+        by HATP-GATE-10 anyway). Returns how many were forgotten."""
+        cutoff = now - margin
+        with self._lock:
+            rows = self._db.execute("SELECT server, nonce, expires_at FROM used_nonce").fetchall()
+            gone = [(s, n) for s, n, e in rows if parse_ts(e) < cutoff]
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("DELETE FROM used_nonce WHERE server = ? AND nonce = ?", gone)
+            self._db.execute("COMMIT")
+        return len(gone)
+
+    def note_definition(self, server: str, tool: str, digest: str, now: datetime) -> datetime:
+        """Record that `tool` now has definition `digest` and return when the current definition took effect.
+
+        When the digest differs from the newest one recorded, the definition changed: it takes effect at `now`
+        (even if the same digest was seen long ago, so flipping a tool away and back does not revive approvals
+        issued before the flip).
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT digest, since FROM tool_definition WHERE server = ? AND tool = ?"
+                    " ORDER BY rowid DESC LIMIT 1",
+                    (server, tool),
+                ).fetchone()
+                if row is not None and row[0] == digest:
+                    self._db.execute("COMMIT")
+                    return parse_ts(row[1])
+                self._db.execute(
+                    "INSERT OR REPLACE INTO tool_definition (server, tool, digest, since) VALUES (?, ?, ?, ?)",
+                    (server, tool, digest, format_ts(now)),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return parse_ts(format_ts(now))
