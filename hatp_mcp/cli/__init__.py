@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from hatp_mcp.cli import digest_cmd, keys_cmd, schemas_cmd, validate_cmd, verify_cmd
+from hatp_mcp.cli import digest_cmd, inbox_cmd, keys_cmd, schemas_cmd, validate_cmd, verify_cmd
 
 __all__ = ["COMMANDS", "main"]
 
@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "keys": (keys_cmd.HELP, keys_cmd.add_arguments, keys_cmd.run),
     "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),
     "validate": (validate_cmd.HELP, validate_cmd.add_arguments, validate_cmd.run),
+    "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
 }
 
 
