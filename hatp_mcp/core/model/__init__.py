@@ -11,6 +11,21 @@ from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_t
 from hatp_mcp.core.model.card import HumanCard, WellKnown
 from hatp_mcp.core.model.evidence import Approval, Receipt, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, Ask
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    BranchResult,
+    CommitRequest,
+    CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockRenewRequest,
+    LockResult,
+    PrepareRequest,
+    PrepareResult,
+    RenewRequest,
+    StatusRequest,
+    StatusResult,
+)
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
 
@@ -52,4 +67,17 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "transaction-record": TransactionRecord,
     "ask": Ask,
     "answer": Answer,
+    "prepare-request": PrepareRequest,
+    "prepare-result": PrepareResult,
+    "commit-request": CommitRequest,
+    "abort-request": AbortRequest,
+    "compensate-request": CompensateRequest,
+    "renew-request": RenewRequest,
+    "branch-result": BranchResult,
+    "status-request": StatusRequest,
+    "status-result": StatusResult,
+    "lock-acquire-request": LockAcquireRequest,
+    "lock-renew-request": LockRenewRequest,
+    "lock-release-request": LockReleaseRequest,
+    "lock-result": LockResult,
 }

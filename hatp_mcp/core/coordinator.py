@@ -1,0 +1,465 @@
+"""The coordinator's transaction state machine, pure: `handle(event, now) -> [commands]`.
+
+States are `TxnState`; `TRANSITIONS` lists, per state, the events it accepts and the states they may lead to.
+An event the table does not allow raises HatpError HATP-TXN-13 and leaves the machine unchanged; so does any
+error while handling (the machine's data is restored). The driver (hatp_mcp/runtime/coordinator.py) persists
+`Record` / `Decide` commands before it sends anything of the same batch. No IO, no clock: `now` is passed in.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from hatp_mcp.core.coordinator_events import (
+    ApproverReply,
+    Ask,
+    CallFailed,
+    Command,
+    Event,
+    Poll,
+    PrepareAnswer,
+    ReceiptAnswer,
+    Record,
+    SendCommit,
+    SendPrepare,
+    Start,
+    Timer,
+    TxnState,
+)
+from hatp_mcp.core.coordinator_evidence import check_approver_answer, check_branch_receipt, check_branch_vote
+from hatp_mcp.core.coordinator_phase2 import Phase2
+from hatp_mcp.core.coordinator_timing import Timing, choose_mode, commit_order, timing
+from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.model.amount import with_tolerance
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.evidence import Receipt
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
+
+__all__ = ["TRANSITIONS", "Config", "Coordinator", "Validator"]
+
+Validator = Callable[[Plan, datetime], Sequence[Any]]
+T = TxnState
+_DECIDING = frozenset({T.QUOTING, T.PREPARING, T.APPROVING})
+_ALL_LIVE = frozenset({T.QUOTING, T.PREPARING, T.APPROVING, T.COMMITTING, T.IN_DOUBT, T.ABORTING})
+_ENDS = frozenset({T.COMMITTED, T.ABORTED, T.NEEDS_RECOVERY})
+TRANSITIONS: dict[TxnState, dict[str, frozenset[TxnState]]] = {
+    T.NEW: {"start": frozenset({T.QUOTING, T.PREPARING, T.COMMITTING, T.ABORTING}) | _ENDS},
+    **{
+        s: {
+            "prepared": _DECIDING | {T.COMMITTING, T.ABORTING},
+            "receipt": _DECIDING | {T.ABORTING},
+            "failed": _DECIDING | {T.ABORTING},
+            "approver": _DECIDING | {T.COMMITTING, T.ABORTING},
+            "timer": _DECIDING | {T.ABORTING},
+        }
+        for s in _DECIDING
+    },
+    T.COMMITTING: {
+        "prepared": frozenset({T.COMMITTING, T.ABORTING, T.NEEDS_RECOVERY}),
+        "receipt": frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING}) | _ENDS,
+        "failed": frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING, T.NEEDS_RECOVERY}),
+        "approver": frozenset({T.COMMITTING}),
+        "timer": frozenset({T.COMMITTING}),
+    },
+    T.IN_DOUBT: {
+        "receipt": frozenset({T.IN_DOUBT, T.COMMITTING, T.ABORTING}) | _ENDS,
+        "failed": frozenset({T.IN_DOUBT}),
+        "timer": frozenset({T.IN_DOUBT}),
+    },
+    T.ABORTING: {
+        "prepared": frozenset({T.ABORTING}) | _ENDS,
+        "receipt": frozenset({T.ABORTING}) | _ENDS,
+        "failed": frozenset({T.ABORTING}) | _ENDS,
+        "approver": frozenset({T.ABORTING}),
+        "timer": frozenset({T.ABORTING}),
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    coordinator: str = "coordinator://localhost"
+    poll_seconds: int = 30  # how often a pending approval is polled
+    renew_before_seconds: int = 60  # renew a lease this long before it ends
+    retry_seconds: int = 30  # retry an in-doubt commit (or a failed undo) this often
+
+
+@dataclass
+class _Data:
+    votes: dict[str, str] = field(default_factory=dict)  # branchId -> yes | no | quoted
+    preconditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    leases: dict[str, datetime] = field(default_factory=dict)
+    horizons: dict[str, datetime] = field(default_factory=dict)
+    valid_until: dict[str, datetime] = field(default_factory=dict)
+    inflight: set[str] = field(default_factory=set)  # branchIds with a phase-1 call out
+    approvals: dict[str, str] = field(default_factory=dict)  # requirementId -> asked | pending | yes | no
+    asked: bool = False
+    deadline: datetime | None = None
+    committed: dict[str, str | None] = field(default_factory=dict)  # branchId -> undo token
+    lapsed: set[str] = field(default_factory=set)
+    lost: set[str] = field(default_factory=set)
+    undone: set[str] = field(default_factory=set)
+    no_renew: set[str] = field(default_factory=set)
+    renewing: set[str] = field(default_factory=set)
+    abort_queue: list[tuple[str, str]] = field(default_factory=list)  # (phase, branchId)
+    undo_failed: list[str] = field(default_factory=list)
+    timers: dict[str, datetime] = field(default_factory=dict)
+    step: str | None = None  # the phase-2 branch whose call is out
+    doubt: str | None = None
+    escalated: bool = False
+    decision: str | None = None
+
+    def copy(self) -> _Data:
+        return _Data(**{k: copy.copy(v) for k, v in self.__dict__.items()})
+
+
+class Coordinator(Phase2):
+    """One transaction. Build with `begin` (a new plan) or `recover` (from its logged record and decision)."""
+
+    def __init__(self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config) -> None:
+        self.plan = plan
+        self.plan_digest = plan.digest()
+        self.mode = mode
+        self.timing = timing
+        self.keyring = keyring
+        self.config = config
+        self.state = TxnState.NEW
+        self._d = _Data()
+        self._branches = {b.branch_id: b for b in plan.branches}
+        self._order = commit_order(plan)
+        self._recovering: str | None = None
+        self.validated = False
+
+    # -- construction -------------------------------------------------------------------------------------
+    @classmethod
+    def begin(
+        cls,
+        plan: Plan,
+        now: datetime,
+        keyring: Keyring,
+        validator: Validator | None = None,
+        config: Config | None = None,
+    ) -> Coordinator:
+        """Raises HatpError HATP-TXN-1 (the plan is invalid) or HATP-MODE-1 / HATP-MODE-2 (no mode fits)."""
+        violations = list(validator(plan, now)) if validator is not None else []
+        if violations:
+            first = violations[0]
+            raise HatpError(
+                "HATP-TXN-1",
+                f"the plan is invalid: {len(violations)} violation(s), first {getattr(first, 'rule', '?')}: "
+                f"{getattr(first, 'reason', first)}",
+                path=str(getattr(first, "path", "$")),
+                code="PLAN_INVALID",
+                fix="fix the violations (hatp validate) and begin again",
+                data={"violations": [_violation(v) for v in violations]},
+            )
+        mode, t = choose_mode(plan, now)
+        c = cls(plan, mode, t, keyring, config or Config())
+        c.validated = validator is not None
+        return c
+
+    @classmethod
+    def recover(
+        cls,
+        plan: Plan,
+        events: Sequence[Mapping[str, Any]],
+        decision: str | None,
+        keyring: Keyring,
+        config: Config | None = None,
+    ) -> Coordinator:
+        """A replacement coordinator: rebuild what the record says happened; `start` then finishes the job."""
+        begin = events[0].get("body", {}) if events else {}
+        mode = str(begin.get("mode", plan.mode if plan.mode != "auto" else "parallel"))
+        c = cls(plan, mode, timing(plan, parse_ts(plan.created_at)), keyring, config or Config())
+        for ev in events:
+            c._replay(ev)
+        c._recovering = decision or "presumed-abort"
+        c._d.decision = decision
+        return c
+
+    def _replay(self, ev: Mapping[str, Any]) -> None:
+        evidence = ev.get("evidence") or {}
+        body = ev.get("body") or {}
+        b = body.get("branchId")
+        if evidence.get("type") == "hatp.vote" and b in self._branches:
+            self._d.votes[b] = evidence.get("decision", "no")
+        if evidence.get("type") == "hatp.receipt" and b in self._branches and evidence.get("outcome") == "ok":
+            phase = evidence.get("phase")
+            if phase == "prepare":
+                self._d.preconditions[b] = evidence.get("preconditions") or {}
+            if phase in ("prepare", "renew") and evidence.get("leaseExpiresAt"):
+                self._d.leases[b] = parse_ts(evidence["leaseExpiresAt"])
+                self._d.horizons[b] = parse_ts(evidence.get("holdHorizon") or evidence["leaseExpiresAt"])
+            if phase == "commit":
+                self._d.committed[b] = evidence.get("undoToken")
+            if phase in ("abort", "compensate"):
+                self._d.undone.add(b)
+
+    # -- the one entry point ------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.state in _ENDS
+
+    def handle(self, event: Event, now: datetime) -> list[Command]:
+        """Feed one event. Raises HatpError HATP-TXN-13 for an event the state does not accept (state unchanged)."""
+        allowed = TRANSITIONS.get(self.state, {}).get(event.kind)
+        if allowed is None:
+            raise HatpError(
+                "HATP-TXN-13",
+                f"event {event.kind!r} is not allowed in state {self.state.value!r}",
+                code="ILLEGAL_EVENT",
+            )
+        saved_state, saved = self.state, self._d.copy()
+        try:
+            out = self._dispatch(event, now)
+            if self.state not in allowed and self.state is not saved_state:
+                raise HatpError(
+                    "HATP-TXN-13",
+                    f"{event.kind!r} may not lead from {saved_state.value!r} to {self.state.value!r}",
+                    code="ILLEGAL_TRANSITION",
+                )
+        except BaseException:
+            self.state, self._d = saved_state, saved
+            raise
+        return out
+
+    def _dispatch(self, event: Event, now: datetime) -> list[Command]:
+        if isinstance(event, Start):
+            return self._start(now)
+        if isinstance(event, PrepareAnswer):
+            return self._on_prepared(event, now)
+        if isinstance(event, ReceiptAnswer):
+            return self._on_receipt(event, now)
+        if isinstance(event, CallFailed):
+            return self._on_failed(event, now)
+        if isinstance(event, ApproverReply):
+            return self._on_approver(event, now)
+        return self._on_timer(event, now)
+
+    # -- phase 1 ------------------------------------------------------------------------------------------
+    def _start(self, now: datetime) -> list[Command]:
+        if self._recovering is not None:
+            return self._start_recovered(now)
+        out: list[Command] = [
+            Record(
+                event="txn.begin",
+                body={
+                    "mode": self.mode,
+                    "requested": self.plan.mode,
+                    "timing": self.timing.wire(),
+                    "validated": self.validated,
+                },
+            )
+        ]
+        quoting = self.mode == "approval-first"
+        for b in self.plan.branches:
+            out.append(SendPrepare(branch_id=b.branch_id, quote_only=quoting and b.tier == "hold"))
+            self._d.inflight.add(b.branch_id)
+        self.state = T.QUOTING if quoting else T.PREPARING
+        if self.mode == "parallel":
+            out += self._ask()
+        out += self._set_deadline(now, None, "plan")
+        return out
+
+    def _ask(self) -> list[Command]:
+        self._d.asked = True
+        for r in self.plan.approvals:
+            self._d.approvals[r.id] = "asked"
+        return [Ask(requirement_id=r.id) for r in self.plan.approvals]
+
+    def _on_prepared(self, ev: PrepareAnswer, now: datetime) -> list[Command]:
+        b = self._branches.get(ev.branch_id)
+        if b is None:
+            raise HatpError("HATP-TXN-2", f"no branch {ev.branch_id!r} in this plan", code="BAD_EVIDENCE")
+        self._d.inflight.discard(b.branch_id)
+        try:
+            vote = check_branch_vote(self.plan, self.plan_digest, b, ev.vote, self.keyring)
+            receipt = check_branch_receipt(
+                self.plan, self.plan_digest, b, ev.receipt, self.keyring, {"prepare", "quote"}
+            )
+        except HatpError as exc:
+            return [self._refused(b.branch_id, exc), *self._abort_or_note(b.branch_id, exc.code, now)]
+        out: list[Command] = [
+            Record(event="vote", body={"branchId": b.branch_id}, evidence=ev.vote, author=b.participant),
+            Record(event="receipt", body={"branchId": b.branch_id}, evidence=ev.receipt, author=b.participant),
+        ]
+        yes = vote.decision == "yes" and receipt.outcome == "ok"
+        if yes and receipt.reported_cost is not None and b.amount is not None:
+            bound = with_tolerance(b.amount, b.tolerance_percent)
+            if receipt.reported_cost.currency != b.amount.currency or receipt.reported_cost.decimal > bound:
+                out.append(
+                    Record(
+                        event="vote.refused",
+                        body={"branchId": b.branch_id, "rule": "HATP-TXN-14", "code": "COST_UNDERSTATED"},
+                    )
+                )
+                yes = False
+        if self.state is T.ABORTING:
+            if yes:
+                self._d.votes[b.branch_id] = "yes"
+                self._d.abort_queue.append(("abort", b.branch_id))
+            return out + self._next_abort(now)
+        if not yes:
+            self._d.votes[b.branch_id] = "no"
+            return out + self._abort(now, vote.code or receipt.code or "VOTED_NO", f"{b.branch_id} voted no")
+        if receipt.phase == "quote":
+            self._d.votes[b.branch_id] = "quoted"
+            if receipt.valid_until:
+                self._d.valid_until[b.branch_id] = parse_ts(receipt.valid_until)
+        else:
+            self._d.votes[b.branch_id] = "yes"
+            self._d.preconditions[b.branch_id] = receipt.preconditions.wire() if receipt.preconditions else {}
+            out += self._note_lease(b.branch_id, receipt, now)
+            if b.branch_id in self._d.lost:
+                self._d.lost.discard(b.branch_id)
+                out.append(Record(event="hold.replaced", body={"branchId": b.branch_id, "askedHumanAgain": False}))
+        if self.state is T.COMMITTING:
+            self._d.renewing.discard(b.branch_id)
+            return out + self._next_commit(now)
+        return out + self._advance(now)
+
+    def _advance(self, now: datetime) -> list[Command]:
+        d = self._d
+        if d.inflight or d.lost or any(d.votes.get(b) not in ("yes", "quoted") for b in self._branches):
+            return []
+        if self.state is T.QUOTING:
+            self.state = T.APPROVING
+            return self._ask()
+        if self.state is T.PREPARING and self.mode == "holds-first" and not d.asked:
+            self.state = T.APPROVING
+            return self._ask() + self._set_deadline(now, None, "holds")
+        if any(d.approvals.get(r.id) != "yes" for r in self.plan.approvals):
+            if self.state is T.PREPARING and d.asked:
+                self.state = T.APPROVING
+            return []
+        if self.mode == "approval-first" and any(v == "quoted" for v in d.votes.values()):
+            expiry = min(d.valid_until.values(), default=None)
+            if expiry is None or now > expiry:
+                return self._abort(now, "QUOTE_EXPIRED", "the approval came after the quotes expired (HATP-MODE-3)")
+            self.state = T.PREPARING
+            out: list[Command] = []
+            for b, v in d.votes.items():
+                if v == "quoted":
+                    d.inflight.add(b)
+                    out.append(SendPrepare(branch_id=b))
+            return out
+        return self._decide_commit(now)
+
+    def _on_approver(self, ev: ApproverReply, now: datetime) -> list[Command]:
+        rid = ev.requirement_id
+        if rid not in {r.id for r in self.plan.approvals}:
+            raise HatpError("HATP-TXN-3", f"no approval requirement {rid!r} in this plan", code="BAD_EVIDENCE")
+        if self.state in (T.ABORTING, T.COMMITTING) or self._d.approvals.get(rid) in ("yes", "no"):
+            return []
+        try:
+            vote, _approval = check_approver_answer(
+                self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring
+            )
+        except HatpError as exc:
+            return [self._refused(rid, exc), *self._abort(now, exc.code, exc.reason)]
+        gw = vote.voter
+        if vote.decision == "pending":
+            out: list[Command] = []
+            decide_by = parse_ts(vote.decide_by or "")
+            if self._d.approvals.get(rid) != "pending":
+                out.append(Record(event="vote", body={"branchId": rid}, evidence=ev.vote, author=gw))
+            self._d.approvals[rid] = "pending"
+            out += self._set_deadline(now, decide_by, "approver")
+            poll_at = now + timedelta(seconds=self.config.poll_seconds)
+            return out + self._arm(f"poll:{rid}", poll_at)
+        out = [Record(event="vote", body={"branchId": rid}, evidence=ev.vote, author=gw)]
+        if ev.approval is not None:
+            out.append(Record(event="approval", body={"requirementId": rid}, evidence=ev.approval, author=gw))
+        if vote.decision == "no":
+            self._d.approvals[rid] = "no"
+            return out + self._abort(now, "APPROVAL_REJECTED", f"the approver of {rid} said no")
+        self._d.approvals[rid] = "yes"
+        return out + self._advance(now)
+
+    # -- deadlines, leases, renewals ----------------------------------------------------------------------
+    def _set_deadline(self, now: datetime, candidate: datetime | None, why: str) -> list[Command]:
+        """The approval deadline: the plan's and requirements' decideBy, the approver's, and what the holds allow."""
+        if not self.plan.approvals:
+            return []
+        options = [
+            parse_ts(t)
+            for t in [self.plan.deadlines.decide_by, *(r.decide_by for r in self.plan.approvals)]
+            if t is not None
+        ]
+        if candidate is not None:
+            options.append(candidate)
+        if self._d.horizons and self.mode in ("parallel", "holds-first") and self.timing.commit is not None:
+            options.append(min(self._d.horizons.values()) - timedelta(seconds=self.timing.commit))
+        if self._d.deadline is not None:
+            options.append(self._d.deadline)
+        if not options:
+            return []
+        new = min(options)
+        if new == self._d.deadline:
+            return []
+        self._d.deadline = new
+        out: list[Command] = [Record(event="approval.deadline", body={"decideBy": format_ts(new), "why": why})]
+        if self._d.asked and now >= new and any(v != "yes" for v in self._d.approvals.values()):
+            return out + self._abort(now, "APPROVAL_TIMEOUT", "the approval deadline passed (HATP-TXN-7)")
+        return out + self._arm("deadline", new)
+
+    def _note_lease(self, branch_id: str, receipt: Receipt, now: datetime) -> list[Command]:
+        if receipt.lease_expires_at is None:
+            return []
+        expires = parse_ts(receipt.lease_expires_at)
+        horizon = parse_ts(receipt.hold_horizon) if receipt.hold_horizon else expires
+        self._d.leases[branch_id] = expires
+        shrank = branch_id in self._d.horizons and horizon < self._d.horizons[branch_id]
+        self._d.horizons[branch_id] = horizon
+        out: list[Command] = []
+        if expires < horizon:
+            margin = min(timedelta(seconds=self.config.renew_before_seconds), (expires - now) / 2)
+            out += self._arm(f"renew:{branch_id}", expires - margin)
+        if self.state in _DECIDING or shrank:
+            out += self._set_deadline(now, None, f"hold {branch_id} horizon" + (" shrank" if shrank else ""))
+        return out
+
+    def _on_timer(self, ev: Timer, now: datetime) -> list[Command]:
+        if self._d.timers.get(ev.key) != ev.at:
+            return []  # re-armed or cancelled since: stale
+        del self._d.timers[ev.key]
+        kind, _, arg = ev.key.partition(":")
+        if kind == "renew" and self.state in _DECIDING | {T.IN_DOUBT} and arg not in self._d.committed:
+            return [self._renew(arg)]
+        if kind == "poll" and self._d.approvals.get(arg) == "pending" and self.state in _DECIDING:
+            return [Poll(requirement_id=arg)]
+        if kind == "deadline" and self.state in _DECIDING:
+            if any(self._d.approvals.get(r.id) != "yes" for r in self.plan.approvals):
+                return [
+                    Record(event="approval.timeout", body={"decideBy": format_ts(ev.at)}),
+                    *self._abort(now, "APPROVAL_TIMEOUT", "no decision by the approval deadline"),
+                ]
+        if kind == "retry" and self.state is T.IN_DOUBT and arg == self._d.doubt:
+            out: list[Command] = [Record(event="commit.retry", body={"branchId": arg})]
+            out.append(SendCommit(branch_id=arg, preconditions=self._d.preconditions.get(arg, {})))
+            return out
+        if kind == "escalate" and self.state is T.IN_DOUBT and not self._d.escalated:
+            return self._escalate(now)
+        if kind == "undo" and self.state is T.ABORTING:
+            return self._next_abort(now)
+        return []
+
+    def _abort_or_note(self, branch_id: str, code: str, now: datetime) -> list[Command]:
+        """Evidence we cannot count: the branch may hold something, so it is released like any other."""
+        self._d.votes[branch_id] = "unknown"
+        if self.state is T.ABORTING:
+            return self._queue_abort(branch_id, now)
+        return self._abort(now, code, f"{branch_id} sent evidence that cannot be counted")
+
+
+def _violation(v: Any) -> dict[str, Any]:
+    if hasattr(v, "to_dict"):
+        out = v.to_dict()
+        if isinstance(out, dict):
+            return out
+    return {"rule": str(getattr(v, "rule", "?")), "path": str(getattr(v, "path", "$")), "reason": str(v)}

@@ -1,0 +1,211 @@
+"""The coordinator state machine's vocabulary: the events a driver feeds it and the commands it returns.
+
+Events and commands are frozen, slotted, keyword-only dataclasses. Pure data: no IO, no logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "ApproverReply",
+    "Arm",
+    "Ask",
+    "CallFailed",
+    "Command",
+    "Decide",
+    "Escalate",
+    "Event",
+    "Finish",
+    "Outcome",
+    "Poll",
+    "PrepareAnswer",
+    "ReceiptAnswer",
+    "Record",
+    "SendAbort",
+    "SendCommit",
+    "SendCompensate",
+    "SendPrepare",
+    "SendRenew",
+    "Start",
+    "Timer",
+    "TxnState",
+    "Withdraw",
+]
+
+
+class TxnState(Enum):
+    NEW = "new"
+    QUOTING = "quoting"  # approval-first: quotes and dry runs out
+    PREPARING = "preparing"  # prepares out (parallel: the approval too)
+    APPROVING = "approving"  # waiting for the human with everything prepared (or quoted)
+    COMMITTING = "committing"  # decision commit is durable; phase 2 runs branch by branch
+    IN_DOUBT = "in-doubt"  # a commit timed out: neither failed nor succeeded
+    ABORTING = "aborting"  # decision abort is durable; releasing and compensating
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    NEEDS_RECOVERY = "needs-recovery"  # committed the irreversible step, but something could not follow it
+
+
+class Outcome(Enum):
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+    NEEDS_RECOVERY = "NEEDS_RECOVERY"
+
+
+# ---- events ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Start:
+    kind = "start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrepareAnswer:
+    """A participant's prepare (or quote) result: its signed vote and receipt as received."""
+
+    kind = "prepared"
+    branch_id: str
+    vote: dict[str, Any]
+    receipt: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiptAnswer:
+    """A renew, commit, abort or compensate result: the participant's signed receipt."""
+
+    kind = "receipt"
+    branch_id: str
+    receipt: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallFailed:
+    """A call that did not answer within its bound, or failed in transport. For a commit: in doubt."""
+
+    kind = "failed"
+    branch_id: str
+    phase: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproverReply:
+    kind = "approver"
+    requirement_id: str
+    vote: dict[str, Any]
+    approval: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timer:
+    """A deadline armed with `Arm(key, at)` has passed. Stale timers (re-armed since) are ignored."""
+
+    kind = "timer"
+    key: str
+    at: datetime
+
+
+Event = Start | PrepareAnswer | ReceiptAnswer | CallFailed | ApproverReply | Timer
+
+
+# ---- commands ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """Append a record event (persisted before any send in the same batch)."""
+
+    event: str
+    body: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] | None = None
+    author: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decide:
+    """Write the decision to the durable decision log (and the record) before phase 2 sends anything."""
+
+    decision: str  # commit | abort
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendPrepare:
+    branch_id: str
+    quote_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendRenew:
+    branch_id: str
+    lease_seconds: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendCommit:
+    branch_id: str
+    preconditions: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendAbort:
+    branch_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendCompensate:
+    branch_id: str
+    undo_token: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ask:
+    requirement_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Poll:
+    requirement_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Withdraw:
+    requirement_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arm:
+    key: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Escalate:
+    to: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finish:
+    """Close the record with this outcome; the transaction is over."""
+
+    outcome: Outcome
+
+
+Command = (
+    Record
+    | Decide
+    | SendPrepare
+    | SendRenew
+    | SendCommit
+    | SendAbort
+    | SendCompensate
+    | Ask
+    | Poll
+    | Withdraw
+    | Arm
+    | Escalate
+    | Finish
+)

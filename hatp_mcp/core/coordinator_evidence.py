@@ -1,0 +1,139 @@
+"""What the coordinator checks before it counts a participant's or an approver's answer. Pure: no IO.
+
+Evidence that fails a check is never counted as a yes and never chained into the record (the record would no
+longer verify); the coordinator records the refusal instead and aborts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
+from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.wire import error_path
+from hatp_mcp.errors import HatpError
+
+__all__ = ["check_approver_answer", "check_branch_receipt", "check_branch_vote", "moves_money"]
+
+
+def _parse(model: type[Vote] | type[Receipt] | type[Approval], raw: Mapping[str, Any], rule: str, what: str) -> Any:
+    try:
+        return model.model_validate(dict(raw))
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        raise HatpError(
+            rule, f"{what}: {error_path(tuple(e['loc']))}: {e['msg']}", path=what, code="BAD_EVIDENCE"
+        ) from exc
+
+
+def _same(rule: str, what: str, field: str, got: object, want: object) -> None:
+    if got != want:
+        raise HatpError(
+            rule,
+            f"{what} names {field} {got!r}, not {want!r}: it is not evidence about this branch of this plan",
+            path=f"{what}.{field}",
+            code="BAD_EVIDENCE",
+        )
+
+
+def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what: str) -> None:
+    try:
+        verify_raw(raw, keyring, role, what)
+    except HatpError as exc:
+        raise HatpError(rule, f"{what}: {exc.rule}: {exc.reason}", path=exc.path, code="BAD_SIGNATURE") from exc
+
+
+def check_branch_vote(plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring) -> Vote:
+    """Raises HatpError HATP-TXN-2 unless the vote is the branch participant's, signed, about this plan."""
+    _verify(raw, keyring, "participant", "HATP-TXN-2", "vote")
+    vote: Vote = _parse(Vote, raw, "HATP-TXN-2", "vote")
+    _same("HATP-TXN-2", "vote", "txnId", vote.txn_id, plan.txn_id)
+    _same("HATP-TXN-2", "vote", "planDigest", vote.plan_digest, plan_digest)
+    _same("HATP-TXN-2", "vote", "branchId", vote.branch_id, branch.branch_id)
+    _same("HATP-TXN-2", "vote", "voter", vote.voter, branch.participant)
+    return vote
+
+
+def check_branch_receipt(
+    plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring, phases: set[str]
+) -> Receipt:
+    """Raises HatpError HATP-TXN-2 unless the receipt is the participant's, signed, about this branch and phase."""
+    _verify(raw, keyring, "participant", "HATP-TXN-2", "receipt")
+    receipt: Receipt = _parse(Receipt, raw, "HATP-TXN-2", "receipt")
+    _same("HATP-TXN-2", "receipt", "txnId", receipt.txn_id, plan.txn_id)
+    _same("HATP-TXN-2", "receipt", "planDigest", receipt.plan_digest, plan_digest)
+    _same("HATP-TXN-2", "receipt", "branchId", receipt.branch_id, branch.branch_id)
+    _same("HATP-TXN-2", "receipt", "participant", receipt.participant, branch.participant)
+    if receipt.phase not in phases:
+        raise HatpError(
+            "HATP-TXN-2",
+            f"a {receipt.phase} receipt answers a {sorted(phases)} call",
+            path="receipt.phase",
+            code="BAD_EVIDENCE",
+        )
+    return receipt
+
+
+def moves_money(plan: Plan) -> bool:
+    return any(b.amount is not None for b in plan.branches) or any(r.max_amount is not None for r in plan.approvals)
+
+
+def check_approver_answer(
+    plan: Plan,
+    plan_digest: str,
+    requirement_id: str,
+    vote_raw: Mapping[str, Any],
+    approval_raw: Mapping[str, Any] | None,
+    keyring: Keyring,
+) -> tuple[Vote, Approval | None]:
+    """Raises HatpError HATP-TXN-3 unless the gateway's vote (and approval) may count.
+
+    Both signed by a gateway-role key, both naming this txnId and plan digest; pending names its deadline; yes
+    comes with an Approval that approves, whose quorum is met by distinct approvers, and whose routing record's
+    authority check ran (`checked.status == "checked"`) whenever the plan moves money.
+    """
+    rule = "HATP-TXN-3"
+    _verify(vote_raw, keyring, "gateway", rule, "vote")
+    vote: Vote = _parse(Vote, vote_raw, rule, "vote")
+    _same(rule, "vote", "txnId", vote.txn_id, plan.txn_id)
+    _same(rule, "vote", "planDigest", vote.plan_digest, plan_digest)
+    _same(rule, "vote", "branchId", vote.branch_id, requirement_id)
+    if vote.decision == "pending" and vote.decide_by is None:
+        raise HatpError(rule, "a pending vote must sign its decideBy", path="vote.decideBy", code="BAD_EVIDENCE")
+    if vote.decision == "yes" and approval_raw is None:
+        raise HatpError(rule, "a yes vote without its Approval is not an approval", path="approval", code="NO_APPROVAL")
+    if approval_raw is None:
+        return vote, None
+    _verify(approval_raw, keyring, "gateway", rule, "approval")
+    approval: Approval = _parse(Approval, approval_raw, rule, "approval")
+    _same(rule, "approval", "txnId", approval.txn_id, plan.txn_id)
+    _same(rule, "approval", "planDigest", approval.plan_digest, plan_digest)
+    _same(rule, "approval", "requirementId", approval.requirement_id, requirement_id)
+    _same(rule, "approval", "subject", approval.subject, "plan")
+    want = {"yes": "approve", "no": "reject"}.get(vote.decision)
+    if want is not None:
+        _same(rule, "approval", "decision", approval.decision, want)
+    if approval.decision == "approve":
+        approvers = {d.approver for d in approval.decisions if d.decision == "approve"}
+        if len(approvers) < approval.quorum.required:
+            raise HatpError(
+                rule,
+                f"quorum needs {approval.quorum.required} distinct approvers, {len(approvers)} approved",
+                path="approval.decisions",
+                code="QUORUM_NOT_MET",
+            )
+        if moves_money(plan) and approval.routing.checked.status != "checked":
+            raise HatpError(
+                rule,
+                f"the plan moves money but the gateway's authority check is {approval.routing.checked.status!r}:"
+                " an absent check never counts as a pass",
+                path="approval.routing.checked.status",
+                code="AUTHORITY_NOT_CHECKED",
+            )
+        _same(rule, "approval", "routing.planDigest", approval.routing.plan_digest, plan_digest)
+    return vote, approval

@@ -1,0 +1,153 @@
+"""The request / result messages between a coordinator and a participant (hatp/txn/*) and for locks (hatp/lock/*).
+
+These are the params and results of the MCP methods of the binding; in memory they are passed as is. Signed
+evidence (votes, receipts) travels inside results as the raw JSON object the participant signed, so the
+coordinator verifies and records it exactly as received. Pure: no IO.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from hatp_mcp.core.model.base import Ident, Seconds, Timestamp, WireModel
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions
+from hatp_mcp.core.model.plan import Plan
+
+__all__ = [
+    "AbortRequest",
+    "BranchResult",
+    "CommitRequest",
+    "CompensateRequest",
+    "LockAcquireRequest",
+    "LockReleaseRequest",
+    "LockRenewRequest",
+    "LockResult",
+    "PrepareRequest",
+    "PrepareResult",
+    "RenewRequest",
+    "StatusRequest",
+    "StatusResult",
+]
+
+Evidence = dict[str, Any]
+
+
+class PrepareRequest(WireModel):
+    """hatp/txn/prepare and hatp/txn/quote: the whole plan (the participant checks its digest) and its branch.
+
+    `quoteOnly` asks for a quote (dry run with `validUntil`, no hold placed): approval-first mode.
+    """
+
+    type: Literal["hatp.prepare"] = "hatp.prepare"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    plan: Plan
+    coordinator: str = Field(min_length=1, max_length=500)
+    quote_only: bool = False
+
+
+class PrepareResult(WireModel):
+    """The participant's signed vote and its signed receipt (preconditions, reported cost, lease)."""
+
+    type: Literal["hatp.prepare-result"] = "hatp.prepare-result"
+    vote: Evidence
+    receipt: Evidence
+
+
+class CommitRequest(WireModel):
+    """hatp/txn/commit: the preconditions the prepare receipt reported come back; any change refuses the commit."""
+
+    type: Literal["hatp.commit"] = "hatp.commit"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    preconditions: Preconditions = Field(default_factory=Preconditions)
+
+
+class AbortRequest(WireModel):
+    """hatp/txn/abort: release a hold or forget a dry run. Idempotent; an unknown branch is remembered as aborted."""
+
+    type: Literal["hatp.abort"] = "hatp.abort"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class CompensateRequest(WireModel):
+    """hatp/txn/compensate: undo a committed compensate-tier branch with the undo token its commit returned."""
+
+    type: Literal["hatp.compensate"] = "hatp.compensate"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    undo_token: str | None = Field(default=None, max_length=500)
+
+
+class RenewRequest(WireModel):
+    """hatp/txn/renew: extend a hold's lease (the participant caps it at its horizon)."""
+
+    type: Literal["hatp.renew"] = "hatp.renew"
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    lease_seconds: Seconds
+
+
+class BranchResult(WireModel):
+    """The result of commit, abort, compensate and renew: the participant's signed receipt."""
+
+    type: Literal["hatp.branch-result"] = "hatp.branch-result"
+    receipt: Evidence
+
+
+class StatusRequest(WireModel):
+    """hatp/txn/status: what the participant knows of one branch."""
+
+    type: Literal["hatp.status"] = "hatp.status"
+    txn_id: Ident
+    branch_id: Ident
+
+
+class StatusResult(WireModel):
+    type: Literal["hatp.status-result"] = "hatp.status-result"
+    txn_id: Ident
+    branch_id: Ident
+    state: Literal["unknown", "prepared", "refused", "committed", "aborted", "compensated"]
+    receipt: Evidence | None = None
+
+
+class LockAcquireRequest(WireModel):
+    """hatp/lock/acquire: a lease on `resource` for `owner`; the result carries a fencing token."""
+
+    type: Literal["hatp.lock-acquire"] = "hatp.lock-acquire"
+    resource: str = Field(min_length=1, max_length=500)
+    owner: str = Field(min_length=1, max_length=500)
+    lease_seconds: Seconds
+
+
+class LockRenewRequest(WireModel):
+    type: Literal["hatp.lock-renew"] = "hatp.lock-renew"
+    resource: str = Field(min_length=1, max_length=500)
+    token: int = Field(ge=1, le=2**53 - 1)
+    lease_seconds: Seconds
+
+
+class LockReleaseRequest(WireModel):
+    type: Literal["hatp.lock-release"] = "hatp.lock-release"
+    resource: str = Field(min_length=1, max_length=500)
+    token: int = Field(ge=1, le=2**53 - 1)
+
+
+class LockResult(WireModel):
+    """The lock after acquire / renew / release. Tokens only grow: a write with an older token is stale."""
+
+    type: Literal["hatp.lock-result"] = "hatp.lock-result"
+    resource: str = Field(min_length=1, max_length=500)
+    owner: str = Field(min_length=1, max_length=500)
+    token: int = Field(ge=1, le=2**53 - 1)
+    expires_at: Timestamp
+    released: bool = False

@@ -1,0 +1,289 @@
+"""The coordinator driver: feeds events to the pure state machine and carries out its commands.
+
+Data flows one way: an answer arrives -> `Coordinator.handle` decides -> the driver appends every record event
+and decision of that batch to the durable log (one group-committed write) -> only then does it send. Deadlines
+are absolute times armed on the Clock; every participant call is bounded by its branch's `maxDurationSeconds`.
+A replacement coordinator calls `recover` (or `recover_all`) and continues the same hash chain. Protocol
+decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+
+from hatp_mcp.core.coordinator import Config, Coordinator, Validator
+from hatp_mcp.core.coordinator_events import (
+    ApproverReply,
+    Arm,
+    Ask,
+    CallFailed,
+    Command,
+    Decide,
+    Escalate,
+    Event,
+    Finish,
+    Outcome,
+    Poll,
+    PrepareAnswer,
+    ReceiptAnswer,
+    Record,
+    SendAbort,
+    SendCommit,
+    SendCompensate,
+    SendPrepare,
+    SendRenew,
+    Start,
+    Timer,
+    TxnState,
+    Withdraw,
+)
+from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    CommitRequest,
+    CompensateRequest,
+    PrepareRequest,
+    RenewRequest,
+)
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.record import RecordChain
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.interfaces import Approver, Participant
+from hatp_mcp.store.txn_log import LogEntry, TxnLog
+
+__all__ = ["CoordinatorRuntime", "TxnResult", "default_validator"]
+
+R = TypeVar("R")
+EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
+
+
+def default_validator() -> Validator | None:
+    """The plan validator (hatp_mcp.core.validate.validate) once it exists; None before it lands."""
+    try:
+        from hatp_mcp.core import validate as module  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    fn = getattr(module, "validate", None)
+    return fn if callable(fn) else None
+
+
+@dataclass(frozen=True)
+class TxnResult:
+    txn_id: str
+    outcome: Outcome
+    state: TxnState
+    record: dict[str, Any]
+
+
+class _CallTimeout(Exception):
+    pass
+
+
+class CoordinatorRuntime:
+    """Runs transactions against in-memory or remote participants and an approver."""
+
+    def __init__(
+        self,
+        *,
+        key: SigningKey,
+        keyring: Keyring,
+        participants: Mapping[str, Participant],
+        approver: Approver | None,
+        log: TxnLog,
+        clock: Clock,
+        config: Config | None = None,
+        validator: Validator | None = None,
+        on_escalate: EscalateHook | None = None,
+        unbounded_call_seconds: float = 300.0,
+    ) -> None:
+        self._key = key
+        self.keyring = keyring
+        self._participants = participants
+        self._approver = approver
+        self._log = log
+        self._clock = clock
+        self.config = config or Config()
+        self._validator = validator
+        self._on_escalate = on_escalate
+        self._unbounded = unbounded_call_seconds
+        self.trace: list[tuple[str, Command]] = []  # (txnId, command), for tests and the demo timeline
+
+    async def run(self, plan: Plan) -> TxnResult:
+        """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
+        machine = Coordinator.begin(plan, self._clock.now(), self.keyring, self._validator, self.config)
+        chain = RecordChain(plan, self._key, self.config.coordinator)
+        return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
+
+    async def recover(self, txn_id: str) -> TxnResult:
+        """Finish a transaction a stopped coordinator left open. Raises KeyError when the log does not know it."""
+        logged = await self._log.load(txn_id)
+        if logged is None:
+            raise KeyError(txn_id)
+        plan = Plan.model_validate(logged.plan)
+        chain = RecordChain(plan, self._key, self.config.coordinator, logged.events)
+        if logged.closed:
+            outcome = Outcome(logged.events[-1]["body"]["outcome"])
+            state = {Outcome.COMMITTED: TxnState.COMMITTED, Outcome.ABORTED: TxnState.ABORTED}.get(
+                outcome, TxnState.NEEDS_RECOVERY
+            )
+            return TxnResult(txn_id, outcome, state, chain.record())
+        machine = Coordinator.recover(plan, logged.events, logged.decision, self.keyring, self.config)
+        return await self._drive(machine, chain, [])
+
+    async def recover_all(self) -> list[TxnResult]:
+        return [await self.recover(t) for t in await self._log.unfinished()]
+
+    # -- the loop -----------------------------------------------------------------------------------------
+    async def _drive(self, machine: Coordinator, chain: RecordChain, first: list[LogEntry]) -> TxnResult:
+        send, recv = anyio.create_memory_object_stream[Event](math.inf)
+        outcome = Outcome.ABORTED
+        async with send, recv, anyio.create_task_group() as tg:
+            pending: list[Event] = [Start()]
+            while not machine.done:
+                event = pending.pop() if pending else await recv.receive()
+                commands = machine.handle(event, self._clock.now())
+                outcome = await self._execute(machine, chain, commands, tg, send, first) or outcome
+                first = []
+            tg.cancel_scope.cancel()
+        return TxnResult(machine.plan.txn_id, outcome, machine.state, chain.record())
+
+    async def _execute(
+        self,
+        machine: Coordinator,
+        chain: RecordChain,
+        commands: list[Command],
+        tg: TaskGroup,
+        send: MemoryObjectSendStream[Event],
+        first: list[LogEntry],
+    ) -> Outcome | None:
+        txn_id = machine.plan.txn_id
+        at = format_ts(self._clock.now())
+        entries = list(first)
+        outcome: Outcome | None = None
+        for cmd in commands:
+            self.trace.append((txn_id, cmd))
+            if isinstance(cmd, Record):
+                entries.append(LogEntry("event", chain.append(cmd.event, at, cmd.body, cmd.evidence, cmd.author)))
+            elif isinstance(cmd, Decide):
+                entries.append(LogEntry("decision", {"decision": cmd.decision, "reason": cmd.reason, "at": at}))
+                body = {"decision": cmd.decision, "reason": cmd.reason}
+                entries.append(LogEntry("event", chain.append("decision", at, body)))
+            elif isinstance(cmd, Finish):
+                outcome = cmd.outcome
+                entries.append(LogEntry("event", chain.close(at, cmd.outcome.value)))
+        if entries:
+            await self._log.append(txn_id, entries)  # persist before send
+        for cmd in commands:
+            if isinstance(cmd, Arm):
+                tg.start_soon(self._timer, cmd, send)
+            elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
+                tg.start_soon(self._call, machine.plan, cmd, send)
+            elif isinstance(cmd, Ask | Poll):
+                tg.start_soon(self._approve, machine.plan, cmd, send)
+            elif isinstance(cmd, Withdraw) and self._approver is not None:
+                tg.start_soon(self._approver.withdraw, txn_id, cmd.requirement_id)
+            elif isinstance(cmd, Escalate) and self._on_escalate is not None:
+                tg.start_soon(self._on_escalate, txn_id, cmd.to, cmd.reason)
+        return outcome
+
+    async def _timer(self, cmd: Arm, send: MemoryObjectSendStream[Event]) -> None:
+        await self._clock.sleep_until(cmd.at)
+        await send.send(Timer(key=cmd.key, at=cmd.at))
+
+    async def _bounded(self, seconds: float, fn: Callable[[], Awaitable[R]]) -> R:
+        """Run fn, racing the clock. Raises _CallTimeout when the bound passes first."""
+        deadline = self._clock.now() + timedelta(seconds=seconds)
+        result: list[R] = []
+        async with anyio.create_task_group() as tg:
+
+            async def work() -> None:
+                result.append(await fn())
+                tg.cancel_scope.cancel()
+
+            async def expire() -> None:
+                await self._clock.sleep_until(deadline)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(work)
+            tg.start_soon(expire)
+        if not result:
+            raise _CallTimeout(f"no answer within {seconds:g}s")
+        return result[0]
+
+    async def _call(self, plan: Plan, cmd: Any, send: MemoryObjectSendStream[Event]) -> None:
+        branch = plan.branch(cmd.branch_id)
+        digest = plan.digest()
+        phase = {
+            SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
+            SendRenew: "renew",
+            SendCommit: "commit",
+            SendAbort: "abort",
+            SendCompensate: "compensate",
+        }[type(cmd)]
+        participant = self._participants.get(branch.participant)
+        event: Event
+        try:
+            if participant is None:
+                raise HatpError("HATP-TXN-2", f"no route to participant {branch.participant}", code="UNREACHABLE")
+            p = participant
+            bound = float(branch.max_duration_seconds) if branch.max_duration_seconds is not None else self._unbounded
+            t, b = plan.txn_id, branch.branch_id
+            if isinstance(cmd, SendPrepare):
+                req = PrepareRequest(
+                    txn_id=t,
+                    branch_id=b,
+                    plan_digest=digest,
+                    plan=plan,
+                    coordinator=self.config.coordinator,
+                    quote_only=cmd.quote_only,
+                )
+                res = await self._bounded(bound, lambda: p.prepare(req))
+                event = PrepareAnswer(branch_id=b, vote=res.vote, receipt=res.receipt)
+            else:
+                if isinstance(cmd, SendCommit):
+                    creq = CommitRequest(
+                        txn_id=t,
+                        branch_id=b,
+                        plan_digest=digest,
+                        preconditions=Preconditions.model_validate(cmd.preconditions),
+                    )
+                    res2 = await self._bounded(bound, lambda: p.commit(creq))
+                elif isinstance(cmd, SendRenew):
+                    rreq = RenewRequest(txn_id=t, branch_id=b, plan_digest=digest, lease_seconds=cmd.lease_seconds)
+                    res2 = await self._bounded(bound, lambda: p.renew(rreq))
+                elif isinstance(cmd, SendAbort):
+                    areq = AbortRequest(txn_id=t, branch_id=b, plan_digest=digest, reason=cmd.reason)
+                    res2 = await self._bounded(bound, lambda: p.abort(areq))
+                else:
+                    ureq = CompensateRequest(txn_id=t, branch_id=b, plan_digest=digest, undo_token=cmd.undo_token)
+                    res2 = await self._bounded(bound, lambda: p.compensate(ureq))
+                event = ReceiptAnswer(branch_id=b, receipt=res2.receipt)
+        except Exception as exc:  # a participant's failure is data for the machine; cancellation passes
+            event = CallFailed(branch_id=cmd.branch_id, phase=phase, reason=str(exc)[:500] or type(exc).__name__)
+        await send.send(event)
+
+    async def _approve(self, plan: Plan, cmd: Ask | Poll, send: MemoryObjectSendStream[Event]) -> None:
+        rid = cmd.requirement_id
+        event: Event
+        try:
+            if self._approver is None:
+                raise HatpError("HATP-TXN-3", "no approver is configured", code="NO_APPROVER")
+            if isinstance(cmd, Ask):
+                answer = await self._approver.ask(plan, rid)
+            else:
+                answer = await self._approver.poll(plan.txn_id, rid)
+            event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval)
+        except Exception as exc:  # an approver that fails never counts as a yes
+            event = CallFailed(branch_id=rid, phase="approval", reason=str(exc)[:500] or type(exc).__name__)
+        await send.send(event)

@@ -1,0 +1,71 @@
+"""What the coordinator runtime calls: a Participant (per server) and an Approver (the Human Gateway).
+
+Both are transport-free, message-based Protocols: the MCP binding implements Participant over a client session,
+the gateway implements Approver, and tests wire in-memory objects. This module defines shapes only; it must not
+import a transport or do IO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    BranchResult,
+    CommitRequest,
+    CompensateRequest,
+    PrepareRequest,
+    PrepareResult,
+    RenewRequest,
+    StatusRequest,
+    StatusResult,
+)
+from hatp_mcp.core.model.plan import Plan
+
+__all__ = ["Approver", "ApproverAnswer", "Participant"]
+
+
+class Participant(Protocol):
+    """One MCP server taking part in transactions. Every call is idempotent on (txnId, branchId)."""
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        """Prepare (or, with `quoteOnly`, quote) one branch: a signed vote and a signed receipt."""
+        ...
+
+    async def commit(self, req: CommitRequest) -> BranchResult: ...
+
+    async def abort(self, req: AbortRequest) -> BranchResult: ...
+
+    async def compensate(self, req: CompensateRequest) -> BranchResult: ...
+
+    async def renew(self, req: RenewRequest) -> BranchResult: ...
+
+    async def status(self, req: StatusRequest) -> StatusResult: ...
+
+
+@dataclass(frozen=True)
+class ApproverAnswer:
+    """The gateway's answer for one approval requirement.
+
+    `vote`: a signed Vote (type hatp.vote), voter = the gateway id, branchId = the requirement id, decision
+    yes | no | pending, decideBy = the signed deadline when pending; signed by a key with role "gateway".
+    `approval`: the signed Approval once decided (approve or reject), else None.
+    """
+
+    vote: dict[str, Any]
+    approval: dict[str, Any] | None
+
+
+class Approver(Protocol):
+    """The coordinator talks to humans only through this (shared contract with the Human Gateway)."""
+
+    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+        """Idempotent per (txnId, requirementId)."""
+        ...
+
+    async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer: ...
+
+    async def withdraw(self, txn_id: str, requirement_id: str) -> None:
+        """The transaction aborted: cancel the asks."""
+        ...

@@ -1,0 +1,408 @@
+"""The participant wrapper a tool author fills in per operation: hold / compensate / final callbacks.
+
+`ParticipantRuntime` implements hatp_mcp.runtime.interfaces.Participant: it checks the plan digest, signs every
+vote and receipt with the participant's key, keeps each branch's state durable in a ParticipantStore, answers a
+repeated request on (txnId, branchId) with the first answer, checks preconditions before a commit and hands out
+fencing-token locks. The tier rules themselves are pure (hatp_mcp.core.participant). This module must not know
+about transports: the MCP binding calls these methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+
+from hatp_mcp.core.evidence import sign_model
+from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.evidence import Preconditions, Receipt, Vote
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    BranchResult,
+    CommitRequest,
+    CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockRenewRequest,
+    LockResult,
+    PrepareRequest,
+    PrepareResult,
+    RenewRequest,
+    StatusRequest,
+    StatusResult,
+)
+from hatp_mcp.core.model.plan import Branch
+from hatp_mcp.core.participant import (
+    BranchEvent,
+    BranchMachine,
+    BranchState,
+    Lease,
+    LockTable,
+    check_cost,
+    check_preconditions,
+    grant_lease,
+    renew_lease,
+)
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.store.participant_state import BranchRow, ParticipantStore
+
+__all__ = ["DryRun", "Operation", "ParticipantRuntime"]
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a dry run saw: target versions, the credential scope, the cost; or a reason to vote no."""
+
+    versions: dict[str, str] = field(default_factory=dict)
+    cost: Amount | None = None
+    credential_scope: str | None = None
+    refuse_code: str | None = None
+    refuse_reason: str | None = None
+
+
+class Operation:
+    """One operation of a tool, per tier. Override what your tier needs; the defaults do nothing.
+
+    hold: `dry_run`, `place_hold`, `release_hold`, `perform` (turn the hold into the booking).
+    compensate: `dry_run`, `perform` (returns an undo token), `undo`.  final: `dry_run`, `perform`.
+    `current` returns the versions and credential scope a commit would act on now (checked against prepare's).
+    """
+
+    async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
+        return DryRun()
+
+    async def current(self, branch: Branch, now: datetime) -> tuple[dict[str, str], str | None]:
+        dry = await self.dry_run(branch, now)
+        return dry.versions, dry.credential_scope
+
+    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+        return None
+
+    async def release_hold(self, txn_id: str, branch: Branch) -> None:
+        return None
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+        return None
+
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime) -> None:
+        return None
+
+
+class ParticipantRuntime:
+    """A participant server's HATP side, independent of transport."""
+
+    def __init__(
+        self,
+        uri: str,
+        key: SigningKey,
+        operations: dict[str, Operation],
+        store: ParticipantStore,
+        clock: Clock,
+        *,
+        max_lease_seconds: int = 900,
+        max_horizon_seconds: int = 24 * 3600,
+        quote_valid_seconds: int = 900,
+    ) -> None:
+        self.uri = uri
+        self._key = key
+        self._ops = operations
+        self._store = store
+        self._clock = clock
+        self._max_lease = max_lease_seconds
+        self._max_horizon = max_horizon_seconds
+        self._quote_valid = quote_valid_seconds
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self.lock_table = LockTable()
+
+    def _lock(self, txn_id: str, branch_id: str) -> anyio.Lock:
+        return self._locks.setdefault((txn_id, branch_id), anyio.Lock())
+
+    # -- signing -------------------------------------------------------------------------------------------
+    def _vote(
+        self, row: BranchRow, decision: str, code: str | None = None, reason: str | None = None
+    ) -> dict[str, Any]:
+        vote = Vote(
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            plan_digest=row.plan_digest,
+            voter=self.uri,
+            decision=decision,  # type: ignore[arg-type]
+            code=code,
+            reason=reason,
+            issued_at=format_ts(self._clock.now()),
+        )
+        return sign_model(vote, self._key).wire()
+
+    def _receipt(self, row: BranchRow, phase: str, outcome: str, **extra: Any) -> dict[str, Any]:
+        receipt = Receipt(
+            txn_id=row.txn_id,
+            branch_id=row.branch_id,
+            plan_digest=row.plan_digest,
+            participant=self.uri,
+            phase=phase,  # type: ignore[arg-type]
+            outcome=outcome,  # type: ignore[arg-type]
+            issued_at=format_ts(self._clock.now()),
+            **extra,
+        )
+        return sign_model(receipt, self._key).wire()
+
+    def _refusal(self, row: BranchRow, phase: str, exc: HatpError) -> dict[str, Any]:
+        return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000])
+
+    # -- phase 1 -------------------------------------------------------------------------------------------
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        async with self._lock(req.txn_id, req.branch_id):
+            return await self._prepare(req)
+
+    async def _prepare(self, req: PrepareRequest) -> PrepareResult:
+        now = self._clock.now()
+        phase = "quote" if req.quote_only else "prepare"
+        row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+        state = BranchState(row.state)
+        first = row.answers.get(phase)
+        lapsed = state is BranchState.PREPARED and row.lease is not None and now >= row.lease.expires_at
+        if first is not None and state is not BranchState.NONE and not lapsed:
+            return PrepareResult.model_validate(first)  # HATP-PART-6: the first answer, again
+        if state in (BranchState.ABORTED, BranchState.COMMITTED, BranchState.COMPENSATED, BranchState.REFUSED):
+            return self._no(row, phase, "ALREADY_" + state.name, f"this branch is already {state.value}")
+        try:
+            branch = self._check_request(req)
+        except HatpError as exc:
+            return self._no(row, phase, exc.code, exc.reason, store=False)
+        row.plan_digest = req.plan_digest
+        row.branch = branch.wire()
+        op = self._ops[branch.operation]
+        dry = await op.dry_run(branch, now)
+        if dry.refuse_code is not None:
+            return self._no(row, phase, dry.refuse_code, dry.refuse_reason or dry.refuse_code)
+        try:
+            check_cost(branch, dry.cost, self._index(req, branch))
+        except HatpError as exc:
+            return self._no(row, phase, exc.code, exc.reason)
+        pre = Preconditions(versions=dict(dry.versions), credential_scope=dry.credential_scope)
+        extra: dict[str, Any] = {"preconditions": pre, "reported_cost": dry.cost}
+        if req.quote_only:
+            extra["valid_until"] = format_ts(now + timedelta(seconds=self._quote_valid))
+            row.machine = row.machine.fire(BranchEvent.QUOTE)
+        else:
+            if branch.tier == "hold":
+                lease = grant_lease(branch, now, self._max_lease, self._max_horizon)
+                if state is BranchState.PREPARED:  # the hold lapsed: place it again (HATP-TXN-8)
+                    row.machine = BranchMachine(state).fire(BranchEvent.LOST)
+                await op.place_hold(req.txn_id, branch, lease)
+                row.lease = lease
+                extra["lease_expires_at"] = format_ts(lease.expires_at)
+                extra["hold_horizon"] = format_ts(lease.horizon)
+            row.machine = row.machine.fire(BranchEvent.PREPARE_YES)
+            row.preconditions = pre.wire()
+        result = PrepareResult(vote=self._vote(row, "yes"), receipt=self._receipt(row, phase, "ok", **extra))
+        row.answers[phase] = result.wire()
+        self._store.put(row)
+        return result
+
+    def _no(self, row: BranchRow, phase: str, code: str, reason: str, *, store: bool = True) -> PrepareResult:
+        result = PrepareResult(
+            vote=self._vote(row, "no", code, reason[:2000]),
+            receipt=self._receipt(row, phase, "refused", code=code, reason=reason[:2000]),
+        )
+        if store and BranchState(row.state) in (BranchState.NONE, BranchState.QUOTED):
+            row.machine = row.machine.fire(BranchEvent.PREPARE_NO)
+            row.answers[phase] = result.wire()
+            self._store.put(row)
+        return result
+
+    @staticmethod
+    def _index(req: PrepareRequest, branch: Branch) -> int:
+        return [b.branch_id for b in req.plan.branches].index(branch.branch_id)
+
+    def _check_request(self, req: PrepareRequest) -> Branch:
+        """Raises HatpError HATP-PART-2 when the request does not name this participant's branch of this plan."""
+        if req.plan.digest() != req.plan_digest or req.plan.txn_id != req.txn_id:
+            raise HatpError(
+                "HATP-PART-2",
+                "planDigest / txnId do not match the plan sent",
+                path="$.planDigest",
+                code="PLAN_MISMATCH",
+                fix="send the plan whose digest you name",
+            )
+        try:
+            branch = req.plan.branch(req.branch_id)
+        except KeyError:
+            raise HatpError(
+                "HATP-PART-2", "no such branch in the plan", path="$.branchId", code="PLAN_MISMATCH"
+            ) from None
+        if branch.participant != self.uri or branch.operation not in self._ops:
+            raise HatpError(
+                "HATP-PART-2",
+                f"this participant ({self.uri}) does not serve {branch.participant} {branch.operation}",
+                path="$.branchId",
+                code="PLAN_MISMATCH",
+            )
+        return branch
+
+    # -- phase 2 -------------------------------------------------------------------------------------------
+    async def commit(self, req: CommitRequest) -> BranchResult:
+        async with self._lock(req.txn_id, req.branch_id):
+            now = self._clock.now()
+            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            if "commit" in row.answers:
+                return BranchResult.model_validate(row.answers["commit"])  # HATP-PART-6
+            try:
+                branch = self._prepared(row, req.plan_digest, now)
+                versions, scope = await self._ops[branch.operation].current(branch, now)
+                check_preconditions(req.preconditions, versions, scope)
+                check_preconditions(Preconditions.model_validate(row.preconditions or {}), versions, scope)
+            except HatpError as exc:
+                result = BranchResult(receipt=self._refusal(row, "commit", exc))
+                if BranchState(row.state) is BranchState.PREPARED:
+                    row.answers["commit"] = result.wire()
+                    self._store.put(row)
+                return result
+            try:
+                undo = await self._ops[branch.operation].perform(req.txn_id, branch, now)
+            except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
+                result = BranchResult(receipt=self._refusal(row, "commit", exc))
+                row.answers["commit"] = result.wire()
+                self._store.put(row)
+                return result
+            row.machine = row.machine.fire(BranchEvent.COMMIT)
+            row.committed_at = format_ts(now)
+            result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
+            row.answers["commit"] = result.wire()
+            self._store.put(row)
+            return result
+
+    def _prepared(self, row: BranchRow, plan_digest: str, now: datetime) -> Branch:
+        if BranchState(row.state) is not BranchState.PREPARED or row.branch is None:
+            raise HatpError(
+                "HATP-PART-6", f"the branch is {row.state}, not prepared", code="NOT_PREPARED", fix="prepare first"
+            )
+        if plan_digest != row.plan_digest:
+            raise HatpError("HATP-PART-2", "the request names another plan", path="$.planDigest", code="PLAN_MISMATCH")
+        if row.lease is not None and now >= row.lease.expires_at:
+            raise HatpError("HATP-PART-4", "the hold's lease lapsed", code="HOLD_LOST", fix="prepare the branch again")
+        return Branch.model_validate(row.branch)
+
+    async def abort(self, req: AbortRequest) -> BranchResult:
+        async with self._lock(req.txn_id, req.branch_id):
+            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            if "abort" in row.answers:
+                return BranchResult.model_validate(row.answers["abort"])
+            state = BranchState(row.state)
+            try:
+                nxt = row.machine.fire(BranchEvent.ABORT)
+            except HatpError as exc:  # committed: only compensate can undo it
+                return BranchResult(receipt=self._refusal(row, "abort", exc))
+            if state is BranchState.PREPARED and row.branch is not None:
+                branch = Branch.model_validate(row.branch)
+                if branch.tier == "hold":
+                    await self._ops[branch.operation].release_hold(req.txn_id, branch)
+            row.machine = nxt
+            row.lease = None
+            result = BranchResult(receipt=self._receipt(row, "abort", "ok"))
+            row.answers["abort"] = result.wire()
+            self._store.put(row)
+            return result
+
+    async def compensate(self, req: CompensateRequest) -> BranchResult:
+        async with self._lock(req.txn_id, req.branch_id):
+            now = self._clock.now()
+            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            if "compensate" in row.answers:
+                return BranchResult.model_validate(row.answers["compensate"])
+            try:
+                branch = self._compensable(row, now)
+                row.machine.fire(BranchEvent.COMPENSATE)
+            except HatpError as exc:
+                return BranchResult(receipt=self._refusal(row, "compensate", exc))
+            await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now)
+            row.machine = row.machine.fire(BranchEvent.COMPENSATE)
+            result = BranchResult(receipt=self._receipt(row, "compensate", "ok"))
+            row.answers["compensate"] = result.wire()
+            self._store.put(row)
+            return result
+
+    @staticmethod
+    def _compensable(row: BranchRow, now: datetime) -> Branch:
+        """Raises HatpError HATP-PART-7 for a branch that cannot be undone (final, hold, or past its window)."""
+        if row.branch is None:
+            raise HatpError("HATP-PART-8", "nothing was committed on this branch", code="ILLEGAL_TRANSITION")
+        branch = Branch.model_validate(row.branch)
+        if branch.tier != "compensate":
+            raise HatpError(
+                "HATP-PART-7",
+                f"a {branch.tier}-tier commit cannot be compensated",
+                code="IRREVERSIBLE",
+                fix="offer recovery (a linked transaction) instead",
+            )
+        if row.committed_at and branch.undo_window_seconds is not None:
+            if now > parse_ts(row.committed_at) + timedelta(seconds=branch.undo_window_seconds):
+                raise HatpError("HATP-PART-7", "the undo window has passed", code="UNDO_WINDOW_PASSED")
+        return branch
+
+    async def renew(self, req: RenewRequest) -> BranchResult:
+        async with self._lock(req.txn_id, req.branch_id):
+            now = self._clock.now()
+            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            try:
+                self._prepared(row, req.plan_digest, now)
+                if row.lease is None:
+                    raise HatpError("HATP-PART-4", "this branch holds nothing", code="NOT_A_HOLD")
+                row.lease = renew_lease(row.lease, now, req.lease_seconds, self._max_lease)
+            except HatpError as exc:
+                if exc.code == "HOLD_LOST" and BranchState(row.state) is BranchState.PREPARED:
+                    row.machine = row.machine.fire(BranchEvent.LOST)
+                    row.lease = None
+                    self._store.put(row)
+                return BranchResult(receipt=self._refusal(row, "renew", exc))
+            self._store.put(row)
+            receipt = self._receipt(
+                row,
+                "renew",
+                "ok",
+                lease_expires_at=format_ts(row.lease.expires_at),
+                hold_horizon=format_ts(row.lease.horizon),
+            )
+            return BranchResult(receipt=receipt)
+
+    async def status(self, req: StatusRequest) -> StatusResult:
+        row = self._store.get(req.txn_id, req.branch_id)
+        if row is None:
+            return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state="unknown")
+        last = None
+        for phase in ("compensate", "abort", "commit", "prepare", "quote"):
+            if phase in row.answers:
+                answer = row.answers[phase]
+                last = answer["receipt"]
+                break
+        state = row.state if row.state != "quoted" else "unknown"
+        return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state=state, receipt=last)  # type: ignore[arg-type]
+
+    # -- locks ---------------------------------------------------------------------------------------------
+    def lock_acquire(self, req: LockAcquireRequest) -> LockResult:
+        """Raises HatpError HATP-LOCK-1 while another owner holds the resource."""
+        token, expires = self.lock_table.acquire(req.resource, req.owner, req.lease_seconds, self._clock.now())
+        return LockResult(resource=req.resource, owner=req.owner, token=token, expires_at=format_ts(expires))
+
+    def lock_renew(self, req: LockRenewRequest) -> LockResult:
+        """Raises HatpError HATP-LOCK-2 for a stale token."""
+        now = self._clock.now()
+        expires = self.lock_table.renew(req.resource, req.token, req.lease_seconds, now)
+        held = self.lock_table.holder(req.resource, now)
+        owner = held[0] if held else "unknown"
+        return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(expires))
+
+    def lock_release(self, req: LockReleaseRequest) -> LockResult:
+        """Raises HatpError HATP-LOCK-2 for a stale token."""
+        now = self._clock.now()
+        owner = self.lock_table.release(req.resource, req.token, now)
+        return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(now), released=True)
+
+    def fenced_write(self, resource: str, token: int) -> None:
+        """Call before a write guarded by a lock. Raises HatpError HATP-LOCK-2 for a stale token."""
+        self.lock_table.check(resource, token, self._clock.now())

@@ -1,0 +1,133 @@
+"""An in-memory Approver with a scripted human, for coordinator tests and the in-process demo.
+
+It signs votes and approvals with a gateway-role key, exactly as the Human Gateway would, and decides as its
+script says: approve or reject, after some seconds on the (fake) clock. It does no routing, authority or
+directory work (that is the gateway's, hatp_mcp/runtime/gateway.py); it must not be used in production.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from hatp_mcp.core.evidence import sign_model
+from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.model.amount import Amount, totals
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Approval, Checked, HumanDecision, Quorum, RoutedHuman, RoutingRecord, Vote
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.interfaces import ApproverAnswer
+
+__all__ = ["HumanScript", "ScriptedApprover"]
+
+
+@dataclass(frozen=True)
+class HumanScript:
+    """What the scripted human does: `decision` after `after_seconds`; until then the vote is pending."""
+
+    decision: str = "approve"  # approve | reject | never
+    after_seconds: float = 0.0
+    approvers: tuple[str, ...] = ("human://acme.com/alice",)
+    quorum: int = 1
+    checked: str = "checked"  # what the routing record says the authority check did
+    decide_seconds: int = 3600  # the signed deadline of a pending vote, counted from the ask
+
+
+@dataclass
+class _Ask:
+    plan: Plan
+    asked_at: datetime
+    answer: ApproverAnswer | None = None
+    withdrawn: bool = False
+
+
+@dataclass
+class ScriptedApprover:
+    key: SigningKey
+    clock: Clock
+    gateway: str = "gateway://acme.com"
+    scripts: dict[str, HumanScript] = field(default_factory=dict)
+    asks: dict[tuple[str, str], _Ask] = field(default_factory=dict)
+    calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, txnId, requirementId)
+
+    def script(self, requirement_id: str) -> HumanScript:
+        return self.scripts.get(requirement_id, HumanScript())
+
+    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+        self.calls.append(("ask", plan.txn_id, requirement_id))
+        entry = self.asks.setdefault((plan.txn_id, requirement_id), _Ask(plan, self.clock.now()))
+        return self._answer(entry, requirement_id)
+
+    async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
+        self.calls.append(("poll", txn_id, requirement_id))
+        return self._answer(self.asks[(txn_id, requirement_id)], requirement_id)
+
+    async def withdraw(self, txn_id: str, requirement_id: str) -> None:
+        self.calls.append(("withdraw", txn_id, requirement_id))
+        entry = self.asks.get((txn_id, requirement_id))
+        if entry is not None:
+            entry.withdrawn = True
+
+    def _answer(self, entry: _Ask, rid: str) -> ApproverAnswer:
+        if entry.answer is not None:
+            return entry.answer  # idempotent: a decided ask answers the same signed objects
+        script = self.script(rid)
+        now = self.clock.now()
+        decided = script.decision != "never" and now >= entry.asked_at + timedelta(seconds=script.after_seconds)
+        if not decided:
+            deadline = format_ts(entry.asked_at + timedelta(seconds=script.decide_seconds))
+            return ApproverAnswer(vote=self._vote(entry.plan, rid, "pending", deadline), approval=None)
+        approval = self._approval(entry.plan, rid, script)
+        decision = "yes" if script.decision == "approve" else "no"
+        entry.answer = ApproverAnswer(vote=self._vote(entry.plan, rid, decision, None), approval=approval)
+        return entry.answer
+
+    def _vote(self, plan: Plan, rid: str, decision: str, decide_by: str | None) -> dict[str, Any]:
+        vote = Vote(
+            txn_id=plan.txn_id,
+            branch_id=rid,
+            plan_digest=plan.digest(),
+            voter=self.gateway,
+            decision=decision,  # type: ignore[arg-type]
+            decide_by=decide_by,
+            issued_at=format_ts(self.clock.now()),
+        )
+        return sign_model(vote, self.key).wire()
+
+    def _approval(self, plan: Plan, rid: str, script: HumanScript) -> dict[str, Any]:
+        req = next(r for r in plan.approvals if r.id == rid)
+        now = format_ts(self.clock.now())
+        amounts = [b.amount for b in plan.branches if b.amount is not None and not _settled(plan, b.branch_id)]
+        plan_totals = [Amount.of(v, c) for c, v in sorted(totals(amounts).items())]
+        decision: Literal["approve", "reject"] = "approve" if script.decision == "approve" else "reject"
+        routing = RoutingRecord(
+            address=req.address,
+            plan_digest=plan.digest(),
+            requester=plan.requester.principal,
+            plan_totals=plan_totals,
+            up_to=[req.max_amount] if req.max_amount else [],
+            checked=Checked(status=script.checked, action=req.action, amounts=plan_totals),  # type: ignore[arg-type]
+            humans=[RoutedHuman(human=h, status="decided") for h in script.approvers],
+        )
+        approval = Approval(
+            approval_id=f"apr-{secrets.token_hex(8)}",
+            subject="plan",
+            txn_id=plan.txn_id,
+            requirement_id=rid,
+            plan_digest=plan.digest(),
+            decision=decision,
+            decisions=[HumanDecision(approver=h, decision=decision, decided_at=now) for h in script.approvers],
+            quorum=Quorum(required=script.quorum, of=max(script.quorum, len(script.approvers))),
+            routing=routing,
+            gateway=self.gateway,
+            nonce=secrets.token_hex(16),
+            issued_at=now,
+        )
+        return sign_model(approval, self.key).wire()
+
+
+def _settled(plan: Plan, branch_id: str) -> bool:
+    return any(branch_id in b.settles for b in plan.branches)

@@ -1,0 +1,202 @@
+"""The coordinator's durable log: each transaction's plan, its record events and its decisions.
+
+`TxnLog` is the small interface a PostgreSQL store can also serve. `SqliteTxnLog` (the embedded default, opened
+with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL) group-commits: appends from concurrent transactions
+that arrive while a write is in flight are written together in the next transaction, one fsync for all of them.
+An append returns only once it is durable. This module stores what the coordinator decided; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from hatp_mcp.store.sqlite import open_db
+
+__all__ = ["LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One durable write: the plan (`kind="plan"`), a record event (`"event"`) or a decision (`"decision"`)."""
+
+    kind: str
+    payload: dict[str, Any]
+
+
+@dataclass
+class LoggedTxn:
+    txn_id: str
+    plan: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    decision: str | None = None  # the latest decision: commit | abort
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.events) and self.events[-1].get("event") == "record.closed"
+
+
+class TxnLog(Protocol):
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        """Durably write `entries` (in order) before returning."""
+        ...
+
+    async def load(self, txn_id: str) -> LoggedTxn | None: ...
+
+    async def unfinished(self) -> list[str]:
+        """Transactions whose record is not closed: a replacement coordinator finishes them."""
+        ...
+
+
+class MemoryTxnLog:
+    """Not durable: for tests that do not crash."""
+
+    def __init__(self) -> None:
+        self._txns: dict[str, LoggedTxn] = {}
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        for e in entries:
+            _apply(self._txns, txn_id, e)
+        await anyio.lowlevel.checkpoint()
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return self._txns.get(txn_id)
+
+    async def unfinished(self) -> list[str]:
+        return [t for t, v in self._txns.items() if not v.closed]
+
+
+def _apply(txns: dict[str, LoggedTxn], txn_id: str, e: LogEntry) -> None:
+    if e.kind == "plan":
+        txns.setdefault(txn_id, LoggedTxn(txn_id, e.payload))
+    elif e.kind == "event":
+        txns[txn_id].events.append(e.payload)
+    elif e.kind == "decision":
+        txns[txn_id].decision = str(e.payload["decision"])
+
+
+@dataclass
+class _Pending:
+    txn_id: str
+    entries: Sequence[LogEntry]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT, closed INTEGER"
+    " NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
+    " PRIMARY KEY (txn_id, seq))",
+    "CREATE TABLE IF NOT EXISTS txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
+    " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+)
+
+
+class SqliteTxnLog:
+    """SQLite decision log with group commit. `on_durable(batches_written)` runs after each durable batch."""
+
+    def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
+        self._db = open_db(path)
+        for stmt in _SCHEMA:
+            self._db.execute(stmt)
+        self._mutex = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._writing = False
+        self._on_durable = on_durable
+        self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
+        self.appends = 0
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        """Raises whatever SQLite raised; nothing of the failed batch is kept."""
+        mine = _Pending(txn_id, entries)
+        self._queue.append(mine)
+        self.appends += 1
+        if not self._writing:
+            # The first appender leads: it writes batches until the queue is empty. Shielded: a decision
+            # that is being written must be written (or fail) whole, even if the caller is cancelled.
+            self._writing = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    while self._queue:
+                        batch, self._queue = self._queue, []
+                        error: BaseException | None = None
+                        try:
+                            await anyio.to_thread.run_sync(self._write, batch)
+                        except Exception as exc:  # handed to every waiter of the batch
+                            error = exc
+                        for p in batch:
+                            p.error = error
+                            p.done.set()
+            finally:
+                self._writing = False
+        await mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+
+    def _write(self, batch: Sequence[_Pending]) -> None:
+        with self._mutex:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for p in batch:
+                    for e in p.entries:
+                        self._write_entry(cur, p.txn_id, e)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            self.batches += 1
+        if self._on_durable is not None:
+            self._on_durable(self.batches)
+
+    @staticmethod
+    def _write_entry(cur: Any, txn_id: str, e: LogEntry) -> None:
+        if e.kind == "plan":
+            cur.execute("INSERT OR IGNORE INTO txn (txn_id, plan) VALUES (?, ?)", (txn_id, json.dumps(e.payload)))
+        elif e.kind == "event":
+            p = e.payload
+            cur.execute(
+                "INSERT INTO txn_event (txn_id, seq, event) VALUES (?, ?, ?)", (txn_id, p["seq"], json.dumps(p))
+            )
+            if p.get("event") == "record.closed":
+                cur.execute("UPDATE txn SET closed = 1 WHERE txn_id = ?", (txn_id,))
+        elif e.kind == "decision":
+            p = e.payload
+            cur.execute(
+                "INSERT INTO txn_decision (txn_id, n, decision, reason, at) VALUES (?,"
+                " (SELECT COUNT(*) FROM txn_decision WHERE txn_id = ?), ?, ?, ?)",
+                (txn_id, txn_id, p["decision"], p.get("reason"), p.get("at")),
+            )
+            cur.execute("UPDATE txn SET decision = ? WHERE txn_id = ?", (p["decision"], txn_id))
+        else:
+            raise ValueError(f"unknown log entry kind {e.kind!r}")
+
+    def _load(self, txn_id: str) -> LoggedTxn | None:
+        with self._mutex:
+            row = self._db.execute("SELECT plan, decision FROM txn WHERE txn_id = ?", (txn_id,)).fetchone()
+            if row is None:
+                return None
+            events = self._db.execute("SELECT event FROM txn_event WHERE txn_id = ? ORDER BY seq", (txn_id,)).fetchall()
+        return LoggedTxn(txn_id, json.loads(row[0]), [json.loads(e[0]) for e in events], row[1])
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return await anyio.to_thread.run_sync(self._load, txn_id)
+
+    def _unfinished(self) -> list[str]:
+        with self._mutex:
+            return [r[0] for r in self._db.execute("SELECT txn_id FROM txn WHERE closed = 0 ORDER BY rowid")]
+
+    async def unfinished(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self._unfinished)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._db.close()
