@@ -49,6 +49,7 @@ CODES: dict[str, int] = {
     "UNKNOWN_TXN": -32062,
     "NOT_A_HOLD": -32063,
     "UNSUPPORTED": -32064,
+    "APPROVAL_INVALID": -32065,  # gated tools (spec/gated-tools.md): an approval was given and does not fit
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 
