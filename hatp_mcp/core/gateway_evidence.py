@@ -9,12 +9,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from hatp_mcp.core.asks import ask_digest
+from hatp_mcp.core.authority import plan_money
 from hatp_mcp.core.gateway import AskState, state_of
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval, Quorum, RoutedHuman, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, AskRecord
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
 
-__all__ = ["build_answer", "build_approval", "build_vote", "routing_record"]
+__all__ = ["build_answer", "build_approval", "build_vote", "check_routing", "routing_record"]
 
 
 def routing_record(rec: AskRecord) -> RoutingRecord:
@@ -93,3 +96,28 @@ def build_answer(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> Ans
         nonce=nonce,
         issued_at=format_ts(now),
     )
+
+
+def check_routing(routing: RoutingRecord, plan: Plan) -> None:
+    """Offline: recompute what the authority check must have used from the plan itself, and compare.
+
+    Raises HatpError HATP-GW-7 when the record names another plan, claims `absent` (or other amounts) for a plan
+    that moves money, or misstates the totals; HATP-GW-2/3 when the plan itself is refused.
+    """
+    if routing.plan_digest != plan.digest():
+        raise HatpError("HATP-GW-7", "the routing record names another plan digest", path="$.routing.planDigest")
+    totals, up_to = plan_money(plan).amounts()
+    if up_to and routing.checked.status != "checked":
+        raise HatpError(
+            "HATP-GW-7",
+            f"the plan moves money but the authority check says {routing.checked.status!r}; absent is never a pass",
+            path="$.routing.checked.status",
+            code="AUTHORITY_NOT_CHECKED",
+        )
+    if routing.checked.amounts != up_to or routing.up_to != up_to or routing.plan_totals != totals:
+        raise HatpError(
+            "HATP-GW-7",
+            "the routing record's amounts differ from the plan's own totals",
+            path="$.routing.checked.amounts",
+            code="AUTHORITY_NOT_CHECKED",
+        )

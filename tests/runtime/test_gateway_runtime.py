@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
@@ -193,3 +194,12 @@ async def test_no_outgoing_message_contains_a_contact_detail_under_HATP_GW_17(
     for text in outgoing:
         for secret in secrets:
             assert secret not in text
+
+
+async def test_the_gateway_refuses_to_sign_with_a_key_without_the_gateway_role_under_HATP_GW_18(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with pytest.raises(ValueError, match="gateway"):
+        GatewayApprover(
+            directory=directory(), key=SigningKey.generate(["participant"]), store=GatewayStore(tmp_path), clock=clock
+        )
