@@ -1,0 +1,177 @@
+"""Approval gates on an existing MCPServer: `create_approval_gate(server_id, trusted_gateways)` and
+`gate_tools(server, gate, tools={...})`.
+
+A gate is an SDK middleware on the server (`server.middleware`): for a `tools/call` of a gated tool it reads the
+approval from the request's ``_meta["io.hatp/approval"]`` (never from the digested arguments), lists the tool to
+digest its current definition, asks hatp_mcp/core/gate.py whether the approval fits this exact call, spends the
+nonce durably (hatp_mcp/store/replay_cache.py) and only then lets the call through. Every refusal is raised as a
+JSON-RPC error through hatp_mcp/mcp/errors.py, so the tool never runs. Other tools and methods pass untouched.
+This module decides nothing itself: the rules are the core's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+
+from hatp_mcp.core.gate import (
+    APPROVAL_META_KEY,
+    GateRequirement,
+    Quote,
+    approval_required,
+    check_approval,
+    expected_call,
+    tool_definition_digest,
+)
+from hatp_mcp.core.keys import Keyring
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.runtime.clock import Clock, SystemClock
+from hatp_mcp.store.replay_cache import ReplayCache
+
+__all__ = ["APPROVAL_META_KEY", "ApprovalGate", "GatedTool", "QuoteFn", "create_approval_gate", "gate_tools"]
+
+QuoteFn = Callable[[Mapping[str, Any]], Quote | Awaitable[Quote]]
+
+
+@dataclass(frozen=True, slots=True)
+class GatedTool:
+    """One gated tool: its requirement and, when the server sets the price, the server's quote function."""
+
+    requirement: GateRequirement
+    quote: QuoteFn | None = None
+
+
+@dataclass(slots=True)
+class ApprovalGate:
+    """What a server trusts and remembers: its id, the gateway keys it accepts, its durable replay cache."""
+
+    server_id: str
+    trusted: Keyring
+    cache: ReplayCache
+    clock: Clock
+    tools: dict[str, GatedTool] = field(default_factory=dict)
+    servers: set[int] = field(default_factory=set)  # id() of each server the middleware is installed on
+
+    async def check_call(self, server: MCPServer, name: str, arguments: Mapping[str, Any], raw: object) -> None:
+        """Raise HatpError unless `raw` approves exactly this call; spends the approval's nonce when it does."""
+        spec = self.tools[name]
+        definition = await _tool_definition(server, name)
+        tool_digest = tool_definition_digest(definition)
+        now = self.clock.now()
+        defined_at = await anyio.to_thread.run_sync(self.cache.note_definition, self.server_id, name, tool_digest, now)
+        want = expected_call(self.server_id, name, arguments, spec.requirement, tool_digest)
+        if raw is None:
+            raise approval_required(want, spec.requirement)
+        quote: Quote | None = None
+        if spec.quote is not None:
+            got = spec.quote(arguments)
+            quote = await got if inspect.isawaitable(got) else got
+        nonce = raw.get("nonce") if isinstance(raw, Mapping) else None
+        used = isinstance(nonce, str) and await anyio.to_thread.run_sync(self.cache.seen, self.server_id, nonce)
+        approval = check_approval(
+            raw,
+            expected=want,
+            requirement=spec.requirement,
+            trusted=self.trusted,
+            now=now,
+            defined_at=defined_at,
+            quote=quote,
+            nonce_used=used,
+        )
+        assert approval.expires_at is not None  # check_approval refuses an approval that never expires
+        with anyio.CancelScope(shield=True):  # a spent nonce is recorded whole or not at all
+            spent = await anyio.to_thread.run_sync(
+                lambda: self.cache.consume(
+                    self.server_id,
+                    approval.nonce,
+                    approval_id=approval.approval_id,
+                    expires_at=approval.expires_at or "",
+                    now=now,
+                )
+            )
+        if not spent:  # another call spent it between the check and now
+            check_approval(
+                raw,
+                expected=want,
+                requirement=spec.requirement,
+                trusted=self.trusted,
+                now=now,
+                defined_at=defined_at,
+                quote=quote,
+                nonce_used=True,
+            )
+
+    def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:
+        async def gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+            params = ctx.params
+            name = params.get("name") if ctx.method == "tools/call" and params is not None else None
+            if params is None or not isinstance(name, str) or name not in self.tools:
+                return await call_next(ctx)
+            arguments = params.get("arguments") or {}
+            meta = params.get("_meta")
+            meta = dict(meta) if isinstance(meta, Mapping) else {}
+            raw = meta.pop(APPROVAL_META_KEY, None)
+            try:
+                if not isinstance(arguments, Mapping):
+                    raise HatpError("HATP-GATE-20", "the arguments are not an object", path="arguments")
+                await self.check_call(server, name, arguments, raw)
+            except HatpError as exc:
+                raise to_mcp_error(exc) from None
+            # The tool sees its arguments, never the approval.
+            return await call_next(replace(ctx, params={**params, "_meta": meta}))
+
+        return gate
+
+
+async def _tool_definition(server: MCPServer, name: str) -> dict[str, Any]:
+    for tool in await server.list_tools():
+        if tool.name == name:
+            return tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raise HatpError(
+        "HATP-GATE-1",
+        f"tool {name!r} is gated but the server does not list it",
+        path="name",
+        fix="gate only tools the server has",
+        code="APPROVAL_REQUIRED",
+    )
+
+
+def create_approval_gate(
+    server_id: str,
+    trusted_gateways: Keyring | Mapping[str, Any],
+    *,
+    replay_cache: ReplayCache | str | Path = ":memory:",
+    clock: Clock | None = None,
+) -> ApprovalGate:
+    """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
+    the keys need the role ``gateway``). `replay_cache` is a ReplayCache or a SQLite path: give a file so that
+    used approvals stay used across restarts. Raises ValueError for a bad keyring."""
+    trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
+    cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)
+    return ApprovalGate(server_id=server_id, trusted=trusted, cache=cache, clock=clock or SystemClock())
+
+
+def gate_tools(
+    server: MCPServer, gate: ApprovalGate, tools: Mapping[str, Mapping[str, Any]], *, quotes: Mapping[str, QuoteFn] = {}
+) -> None:
+    """Require approvals for `tools` of `server`: ``{name: {"requires": {"address": ..., "requirement":
+    {"action": ..., "amountFrom"?: "/pointer", "payeeFrom"?: "/pointer"}}, "quote"?: fn}}``. `quote` (or
+    `quotes[name]`) is the server's own price and payee for the arguments, when the server sets the price.
+    Installs the gate's middleware once. Raises ValueError for a malformed entry."""
+    for name, entry in tools.items():
+        requires = entry.get("requires")
+        if not isinstance(requires, Mapping):
+            raise ValueError(f"tool {name!r}: give {{'requires': {{'address': ..., 'requirement': {{...}}}}}}")
+        quote = entry.get("quote") or quotes.get(name)
+        gate.tools[name] = GatedTool(GateRequirement.from_config(requires), quote)
+    if id(server) not in gate.servers:
+        gate.servers.add(id(server))
+        server.middleware.append(gate.middleware(server))
