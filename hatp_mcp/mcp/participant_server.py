@@ -89,8 +89,11 @@ def add_method(
         body = dict(params.model_extra or {})
         try:
             req = parse(model, body, method)
-            async with gate:
-                result = await call(req)
+            # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
+            # answer is kept and a repeated request gets it (HATP-MCP-6).
+            with anyio.CancelScope(shield=True):
+                async with gate:
+                    result = await call(req)
         except HatpError as exc:
             raise to_mcp_error(exc) from exc
         return result.wire()

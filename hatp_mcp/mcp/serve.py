@@ -1,0 +1,117 @@
+"""Running one MCP server as its own process over stdio or streamable HTTP, and stopping it cleanly.
+
+`serve(server, transport, port)` is what every `python -m servers.<name>` ends in. Over HTTP it binds 127.0.0.1
+itself (port 0 picks a free one) and, once uvicorn accepts connections, writes the one readiness line
+`HATP_READY port=<n> pid=<p>` to stderr (HATP-MCP-7). SIGTERM and SIGINT end it with status 0 (uvicorn's own
+signal capture is off: it would re-raise them); so does end of stdin when `parent_watch` is set, so a server
+started by a launcher that dies does not outlive it. Nothing here writes to stdout: in stdio mode stdout is the
+wire. This module knows no HATP methods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server import MCPServer, Server
+from mcp.server.stdio import stdio_server
+
+from hatp_mcp.mcp.participant_server import lowlevel_of
+
+__all__ = ["READY_PREFIX", "add_server_arguments", "log", "quiet", "serve"]
+
+READY_PREFIX = "HATP_READY"
+
+
+def log(message: str) -> None:
+    """One line on stderr (never stdout: that is the stdio wire)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def quiet() -> None:
+    """Silence the SDK's deprecation warnings and chatty loggers; a server's stderr is for its own lines."""
+    warnings.simplefilter("ignore")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    for name in ("mcp", "uvicorn", "uvicorn.error", "httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def add_server_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0: any free port)")
+    p.add_argument("--data", default=None, help="directory for the SQLite state and the signing key")
+    p.add_argument("--parent-watch", action="store_true", help="HTTP: exit when stdin reaches end of file")
+
+
+async def _on_signal(stop: Callable[[], None]) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            stop()
+            return
+
+
+async def _on_stdin_eof(stop: Callable[[], None]) -> None:
+    await anyio.to_thread.run_sync(sys.stdin.buffer.read, abandon_on_cancel=True)
+    stop()
+
+
+async def _serve_stdio(low: Server[Any]) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_on_signal, tg.cancel_scope.cancel)
+        async with stdio_server() as (read, write):
+            await low.run(read, write, low.create_initialization_options())  # returns on stdin EOF
+        tg.cancel_scope.cancel()
+
+
+def _http_server(app: Any, port_holder: list[int]) -> Any:
+    import uvicorn  # only HTTP servers pay for uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # we own SIGTERM/SIGINT (exit 0, no re-raise)
+            yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if not self.should_exit:
+                log(f"{READY_PREFIX} port={port_holder[0]} pid={os.getpid()}")
+
+    return _Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on"))
+
+
+async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
+    app = server.streamable_http_app(host="127.0.0.1")
+    # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets of that proto; with proto 0 every
+    # JSON response waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    http = _http_server(app, [sock.getsockname()[1]])
+
+    def stop() -> None:
+        http.should_exit = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_on_signal, stop)
+        if parent_watch:
+            tg.start_soon(_on_stdin_eof, stop)
+        await http.serve(sockets=[sock])
+        tg.cancel_scope.cancel()
+
+
+async def serve(server: MCPServer | Server[Any], transport: str, port: int = 0, *, parent_watch: bool = False) -> None:
+    """Serve until stdin ends (stdio), a signal arrives, or (HTTP with `parent_watch`) the parent lets go."""
+    if transport == "stdio":
+        await _serve_stdio(lowlevel_of(server))
+    else:
+        await _serve_http(server, port, parent_watch)

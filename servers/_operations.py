@@ -1,0 +1,92 @@
+"""The three kinds of operation the demo's tool servers offer, on an Inventory, for the participant wrapper.
+
+`HoldOp` (seat, room, card authorization): dry run checks the resource is free, a hold marks it held, commit
+takes it, abort frees it. `CompensateOp` (calendar event): commit creates, undo deletes. `FinalOp` (card capture):
+commit takes, nothing undoes it. The HATP rules (leases, preconditions, first answers) are the wrapper's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from hatp_mcp.core.model.plan import Branch
+from hatp_mcp.core.participant import Lease
+from hatp_mcp.runtime.participant import DryRun, Operation
+from servers._inventory import Inventory
+
+__all__ = ["CompensateOp", "FinalOp", "HoldOp", "resource_key"]
+
+KeyFn = Callable[[dict[str, Any]], str]
+
+
+def resource_key(*fields: str) -> KeyFn:
+    """The inventory key of a branch: its args' `fields` joined by '/'."""
+
+    def key(args: dict[str, Any]) -> str:
+        return "/".join(str(args.get(f, "")) for f in fields)
+
+    return key
+
+
+class _InventoryOp(Operation):
+    def __init__(self, inventory: Inventory, key: KeyFn) -> None:
+        self.inventory = inventory
+        self.key = key
+
+    async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
+        resource = self.key(branch.args)
+        item = self.inventory.get(resource)
+        if item.state not in ("free",):
+            return DryRun(refuse_code="UNAVAILABLE", refuse_reason=f"{resource} is {item.state}")
+        return DryRun(versions={resource: str(item.version)}, cost=branch.amount)
+
+    async def current(self, branch: Branch, now: datetime) -> tuple[dict[str, str], str | None]:
+        resource = self.key(branch.args)
+        return {resource: str(self.inventory.get(resource).version)}, None
+
+
+class HoldOp(_InventoryOp):
+    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+        self.inventory.set_state(self.key(branch.args), "held", txn_id)
+
+    async def release_hold(self, txn_id: str, branch: Branch) -> None:
+        item = self.inventory.get(self.key(branch.args))
+        if item.holder == txn_id:
+            self.inventory.set_state(item.resource, "free", None)
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+        self.inventory.set_state(self.key(branch.args), "taken", txn_id)
+        return None
+
+
+class CompensateOp(_InventoryOp):
+    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+        resource = self.key(branch.args)
+        self.inventory.set_state(resource, "taken", txn_id)
+        return resource  # the undo token names what to delete
+
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime) -> None:
+        resource = undo_token or self.key(branch.args)
+        if self.inventory.get(resource).holder == txn_id:
+            self.inventory.set_state(resource, "free", None)
+
+
+class FinalOp(_InventoryOp):
+    delay_seconds = 0.0  # fault injection for tests and demos (--commit-delay): a slow final step
+
+    async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
+        # a card can be charged many times: only an outside block ("gone") refuses
+        resource = self.key(branch.args)
+        item = self.inventory.get(resource)
+        if item.state == "gone":
+            return DryRun(refuse_code="DECLINED", refuse_reason=f"{resource} is blocked")
+        return DryRun(versions={resource: str(item.version)}, cost=branch.amount)
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+        if self.delay_seconds:
+            await anyio.sleep(self.delay_seconds)
+        return None

@@ -1,0 +1,122 @@
+"""The body every tool server shares: arguments, --data (key, SQLite), the participant wrapper, tools, serving.
+
+A tool server is an `MCPServer` with ordinary tools (look up, book directly, and outside changes for demos and
+tests) plus HATP via `serve_hatp` on hatp_mcp.runtime.participant.ParticipantRuntime. Each server module only
+says which operations it offers; this module holds no HATP rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from mcp.server import MCPServer
+
+from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
+from hatp_mcp.mcp.participant_server import serve_hatp
+from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
+from hatp_mcp.store.participant_state import SqliteParticipantStore
+from servers._inventory import Inventory
+from servers._keys import load_or_create_key
+from servers._operations import FinalOp, KeyFn
+
+__all__ = ["MAX_HOLD_SECONDS", "MAX_LEASE_SECONDS", "OpSpec", "ToolServer", "build", "main"]
+
+MAX_LEASE_SECONDS = 900
+MAX_HOLD_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str  # e.g. seat.hold
+    tier: str  # hold | compensate | final
+    op: Callable[[Inventory, KeyFn], Operation]
+    key: KeyFn
+
+
+@dataclass(frozen=True)
+class ToolServer:
+    name: str  # airline
+    uri: str  # mcp://airline.example/hatp
+    noun: str  # seat (tool names: seat_status, seat_book, seat_change)
+    ops: Sequence[OpSpec]
+
+
+def build(spec: ToolServer, data: Path) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
+    """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools)."""
+    key = load_or_create_key(data, ["participant"])
+    inventory = Inventory(data / "inventory.db")
+    operations: dict[str, Operation] = {o.name: o.op(inventory, o.key) for o in spec.ops}
+    runtime = ParticipantRuntime(
+        spec.uri,
+        key,
+        operations,
+        SqliteParticipantStore(data / "state.db"),
+        SystemClock(),
+        max_lease_seconds=MAX_LEASE_SECONDS,
+        max_horizon_seconds=MAX_HOLD_SECONDS,
+    )
+    server = MCPServer(f"hatp-{spec.name}", version="0.1.0", log_level="WARNING")
+    noun = spec.noun
+
+    def status(resource: str) -> dict[str, object]:
+        item = inventory.get(resource)
+        return {"resource": resource, "version": item.version, "state": item.state, "holder": item.holder}
+
+    def book(resource: str, holder: str) -> dict[str, object]:
+        item = inventory.get(resource)
+        if item.state != "free":
+            return {"booked": False, "reason": f"{resource} is {item.state}"}
+        inventory.outside_change(resource, "taken", holder)
+        return {"booked": True, "resource": resource}
+
+    def change(resource: str, state: str = "free") -> dict[str, object]:
+        """A change made outside any transaction (another sale, a new price): the version moves."""
+        item = inventory.outside_change(resource, state if state != "free" else None)
+        return {"resource": resource, "version": item.version, "state": item.state}
+
+    server.add_tool(status, name=f"{noun}_status", description=f"Look up a {noun}: state and version.")
+    server.add_tool(book, name=f"{noun}_book", description=f"Book a {noun} directly, without a transaction.")
+    server.add_tool(change, name=f"{noun}_change", description=f"Change a {noun} outside any transaction.")
+    settings = HatpSettings(
+        roles=["participant"],
+        operations={
+            o.name: OperationInfo(
+                o.tier, MAX_LEASE_SECONDS if o.tier == "hold" else None, MAX_HOLD_SECONDS if o.tier == "hold" else None
+            )
+            for o in spec.ops
+        },
+        keys=[key.public_jwk()],
+    )
+    serve_hatp(server, runtime, settings)
+    return server, runtime, inventory
+
+
+def default_data(name: str) -> Path:
+    return Path.home() / ".hatp" / name
+
+
+def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
+    """`python -m servers.<name> --transport stdio|http [--port N] [--data DIR]`."""
+    parser = argparse.ArgumentParser(prog=f"servers.{spec.name}", description=f"the {spec.name} MCP server (HATP)")
+    add_server_arguments(parser)
+    parser.add_argument(
+        "--commit-delay", type=float, default=0.0, help="fault injection: a final commit takes this long"
+    )
+    args = parser.parse_args(argv)
+    quiet()
+    data = Path(args.data).resolve() if args.data else default_data(spec.name)
+    try:
+        server, _runtime, _inventory = build(spec, data)
+        FinalOp.delay_seconds = args.commit_delay
+    except (OSError, ValueError) as exc:
+        log(f"{spec.name}: cannot start: {exc}")
+        return 2
+    anyio.run(functools.partial(serve, server, args.transport, args.port, parent_watch=args.parent_watch))
+    return 0

@@ -1,0 +1,41 @@
+"""Trip plans for end-to-end runs, timed from the real clock (the server processes run on SystemClock)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.messages import PrepareRequest
+from hatp_mcp.core.model.plan import Plan
+from tests.factories import trip_plan
+
+__all__ = ["keyring_of", "live_plan", "prepare_for"]
+
+
+def live_plan(txn_id: str, **changes: Any) -> Plan:
+    now = datetime.now(UTC).replace(microsecond=0)
+    data = trip_plan(txn_id)
+    data["createdAt"] = format_ts(now)
+    data["deadlines"] = {
+        "decideBy": format_ts(now + timedelta(hours=2)),
+        "commitBy": format_ts(now + timedelta(hours=3)),
+    }
+    data["mandate"]["expiresAt"] = format_ts(now + timedelta(days=2))
+    data["approvals"][0]["decideBy"] = format_ts(now + timedelta(hours=1))
+    for branch in data["branches"]:
+        branch["args"].update(changes.get(branch["branchId"], {}))
+    return Plan.model_validate(data)
+
+
+def prepare_for(plan: Plan, branch_id: str) -> PrepareRequest:
+    return PrepareRequest(
+        txn_id=plan.txn_id, branch_id=branch_id, plan_digest=plan.digest(), plan=plan, coordinator="mcp://test"
+    )
+
+
+def keyring_of(data: Path) -> Keyring:
+    return Keyring([PublicKeyEntry.from_jwk(json.loads((data / "public.jwk.json").read_text()))])
