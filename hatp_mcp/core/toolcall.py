@@ -10,10 +10,12 @@ verify approvals (that is hatp_mcp/core/gate.py, the tool server's side).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from hatp_mcp.core.directory import Criteria, Directory
-from hatp_mcp.core.gate import GateRequirement, call_digest
+from hatp_mcp.core.gate import GateRequirement, call_digest, expected_call
 from hatp_mcp.core.gateway import open_routed, route_seats
 from hatp_mcp.core.gateway_evidence import build_approval
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -28,40 +30,47 @@ DEFAULT_TTL = timedelta(minutes=15)
 
 
 def open_tool_call_ask(
-    call: ToolCall,
-    requirement: GateRequirement,
     *,
+    server: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    requirement: GateRequirement,
+    tool_digest: str | None,
     requester: str,
     directory: Directory,
     gateway: str,
     now: datetime,
+    call_digest_seen: str | None = None,
     decide_within: timedelta = timedelta(hours=1),
-) -> AskRecord:
-    """Route an approval of `call` to `requirement.address`.
+) -> tuple[AskRecord, ToolCall]:
+    """Route an approval of one call to `requirement.address`; returns the ask and the ToolCall it is about.
 
-    Authority is checked against `call.maxAmount`, which the tool server's gate took from the call's arguments
-    (``amountFrom``); when the requirement names no amount the check covers the action alone. The requester is
-    never eligible (separation of duties, as for plans). Raises HatpError HATP-ADDR-1..4 (address) and
-    HATP-GATE-1 when the ToolCall is inconsistent with the requirement (an amountFrom without an amount).
+    The ToolCall is built here from the call's own arguments (`amountFrom`, `payeeFrom`), so authority is
+    checked against the amount the tool will be called with, never a figure the agent wrote beside it.
+    `call_digest_seen` is the digest the tool server gave the agent (APPROVAL_REQUIRED); when given it must
+    match. The requester is never eligible (separation of duties, as for plans). Raises HatpError
+    HATP-ADDR-1..4 (address), HATP-GATE-20 (the arguments lack the amount or payee), HATP-GATE-7 (the
+    arguments are not the ones the server described).
     """
-    if requirement.amount_from is not None and call.max_amount is None:
+    call = expected_call(server, tool, arguments, requirement, tool_digest)
+    digest = call_digest(call)
+    if call_digest_seen is not None and call_digest_seen != digest:
         raise HatpError(
-            "HATP-GATE-1",
-            f"tool {call.tool!r} requires an amount (amountFrom {requirement.amount_from}) but the call names none",
-            path="$.toolCall.maxAmount",
-            fix="send the ToolCall exactly as the tool server's APPROVAL_REQUIRED error gave it",
-            code="APPROVAL_REQUIRED",
+            "HATP-GATE-7",
+            f"these arguments digest to {digest}, not to the call digest the server gave ({call_digest_seen})",
+            path="$.arguments",
+            fix="ask for exactly the call the tool server refused",
+            code="APPROVAL_INVALID",
         )
     amounts = [call.max_amount] if call.max_amount is not None else []
     up_to = {a.currency: a.decimal for a in amounts}
     decide_by = now + decide_within
     criteria = Criteria(action=requirement.action, up_to=up_to, requester=requester, decide_by=decide_by)
     seats, quorum = route_seats(directory, requirement.address, criteria, now, "requires.address")
-    digest = call_digest(call)
     ask = Ask(
         ask_id=f"toolcall.{digest[7:31]}",
         kind="approve",
-        requirement_id=call.tool if len(call.tool) <= 128 else call.tool[:128],
+        requirement_id=tool if len(tool) <= 128 else tool[:128],
         plan_digest=digest,
         address=requirement.address,
         requester=requester,
@@ -71,7 +80,7 @@ def open_tool_call_ask(
     )
     checked = Checked(status="checked", action=requirement.action, amounts=amounts)
     rec = open_routed(ask, seats, quorum, checked, now)
-    return rec.model_copy(update={"plan_totals": amounts, "up_to": amounts})
+    return rec.model_copy(update={"plan_totals": amounts, "up_to": amounts}), call
 
 
 def build_tool_call_approval(

@@ -50,12 +50,26 @@ def issue(
     c: ToolCall | None = None, approvers: tuple[str, ...] = ("bob", "alice"), requester: str = "dana"
 ) -> dict[str, Any]:
     c = c or call()
-    rec = open_tool_call_ask(c, REQ, requester=h(requester), directory=directory(), gateway=GATEWAY_ID, now=NOW)
+    rec, c = ask(c, requester)
     for name in approvers:
         rec = decide(rec, h(name), "approve", NOW + timedelta(minutes=1))
     appr = build_tool_call_approval(rec, c, gateway=GATEWAY_ID, nonce="nonce-0123456789abcdef", now=NOW)
     assert appr is not None
     return sign_object(appr.wire(), gateway_key())
+
+
+def ask(c: ToolCall, requester: str = "dana", args: dict[str, Any] | None = None) -> Any:
+    return open_tool_call_ask(
+        server=c.server,
+        tool=c.tool,
+        arguments=args or ARGS,
+        requirement=REQ,
+        tool_digest=c.tool_digest,
+        requester=h(requester),
+        directory=directory(),
+        gateway=GATEWAY_ID,
+        now=NOW,
+    )
 
 
 def resigned(doc: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -251,10 +265,33 @@ def test_json_pointers_follow_rfc_6901() -> None:
 
 
 def test_the_gateway_routes_a_tool_call_without_the_requester_and_checks_the_calls_own_amount() -> None:
-    rec = open_tool_call_ask(call(), REQ, requester=h("dana"), directory=directory(), gateway=GATEWAY_ID, now=NOW)
+    rec, c = ask(call())
+    assert c == call()
     asked = [s.human for s in rec.seats if s.status == "asked"]
     assert h("dana") not in asked and len(asked) == 3
     assert rec.checked.amounts == [Amount.of("2500.00", "USD")]
     assert build_tool_call_approval(rec, call(), gateway=GATEWAY_ID, nonce="n" * 16, now=NOW) is None
     with pytest.raises(ValueError):
         build_tool_call_approval(rec, call(tool="other"), gateway=GATEWAY_ID, nonce="n" * 16, now=NOW)
+
+
+def test_the_gateway_takes_the_amount_from_the_arguments_and_refuses_a_call_the_server_did_not_describe() -> None:
+    rec, c = ask(call(), args={**ARGS, "amount": {"value": "9000.00", "currency": "USD"}})
+    assert c.max_amount == Amount.of("9000.00", "USD") and rec.checked.amounts == [Amount.of("9000.00", "USD")]
+    with pytest.raises(HatpError) as e:
+        open_tool_call_ask(
+            server=SERVER,
+            tool="charge_card",
+            arguments={**ARGS, "amount": {"value": "1.00", "currency": "USD"}},
+            requirement=REQ,
+            tool_digest=TOOL_DIGEST,
+            requester=h("dana"),
+            directory=directory(),
+            gateway=GATEWAY_ID,
+            now=NOW,
+            call_digest_seen=call_digest(call()),
+        )
+    assert e.value.rule == "HATP-GATE-7"
+    with pytest.raises(HatpError) as e:
+        ask(call(), args={"card": "x", "payee": "acme"})
+    assert e.value.rule == "HATP-GATE-20"

@@ -81,11 +81,24 @@ async def refusal(client: Client, args: dict[str, Any] | None = None, approval: 
     return e.value
 
 
-def approve(tool_call: dict[str, Any], now: datetime, approvers: tuple[str, ...] = ("bob", "alice")) -> dict[str, Any]:
+def approve(
+    tool_call: dict[str, Any],
+    now: datetime,
+    approvers: tuple[str, ...] = ("bob", "alice"),
+    args: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """What the gateway does when the agent asks: route, let the finance approvers decide, sign."""
-    c = ToolCall.model_validate(tool_call)
-    req = GateRequirement.from_config(REQUIRES)
-    rec = open_tool_call_ask(c, req, requester=h("dana"), directory=directory(), gateway=GATEWAY_ID, now=now)
+    rec, c = open_tool_call_ask(
+        server=tool_call["server"],
+        tool=tool_call["tool"],
+        arguments=args or ARGS,
+        requirement=GateRequirement.from_config(REQUIRES),
+        tool_digest=tool_call.get("toolDigest"),
+        requester=h("dana"),
+        directory=directory(),
+        gateway=GATEWAY_ID,
+        now=now,
+    )
     for name in approvers:
         rec = decide(rec, h(name), "approve", now)
     appr = build_tool_call_approval(rec, c, gateway=GATEWAY_ID, nonce=secrets.token_hex(16), now=now)
