@@ -1,0 +1,45 @@
+"""`hatp mcp-config [--data DIR] [--python PATH]`: print the Claude Desktop `mcpServers` JSON for the suite.
+
+Every path is absolute (Claude Desktop starts servers from an unknown directory): the Python interpreter, the
+repository root as the working directory, and each server's --data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.cli._run import EXIT_OK, print_json
+
+__all__ = ["HELP", "SERVERS", "add_arguments", "config", "run"]
+
+HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
+SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(Path.home() / ".hatp"), help="parent of each server's data directory")
+    p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
+    p.add_argument("--only", action="append", choices=SERVERS, help="include only these servers (repeatable)")
+
+
+def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[str, Any]:
+    servers: dict[str, Any] = {}
+    for name in names:
+        servers[f"hatp-{name}"] = {
+            "command": str(Path(python).absolute()),
+            "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())],
+            "cwd": str(ROOT),
+            "env": {"PYTHONPATH": str(ROOT)},
+        }
+    return {"mcpServers": servers}
+
+
+def run(args: argparse.Namespace) -> int:
+    # by default only the servers this checkout has (the coordinator, gateway and directory land separately)
+    names = tuple(args.only) if args.only else tuple(n for n in SERVERS if (ROOT / "servers" / f"{n}.py").exists())
+    print_json(config(Path(args.data).expanduser(), args.python, names))
+    return EXIT_OK

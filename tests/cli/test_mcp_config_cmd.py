@@ -1,0 +1,33 @@
+"""`hatp mcp-config`: the Claude Desktop mcpServers JSON, every path absolute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hatp_mcp.cli import main
+
+
+def test_mcp_config_prints_one_stdio_entry_per_server_with_absolute_paths(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0
+    servers = json.loads(capsys.readouterr().out)["mcpServers"]
+    assert set(servers) == {
+        f"hatp-{n}" for n in ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
+    }
+    airline = servers["hatp-airline"]
+    assert Path(airline["command"]).is_absolute() and Path(airline["cwd"]).is_absolute()
+    assert airline["args"] == ["-m", "servers.airline", "--transport", "stdio", "--data", str(tmp_path / "airline")]
+    assert (Path(airline["cwd"]) / "servers" / "airline.py").exists()
+
+
+def test_mcp_config_only_limits_the_servers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp-config", "--only", "hotel", "--only", "airline"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["mcpServers"]) == {"hatp-hotel", "hatp-airline"}
+
+
+def test_mcp_config_refuses_an_unknown_server_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp-config", "--only", "bank"]) == 2
