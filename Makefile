@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo bench schemas clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench schemas clean
 
 install: $(STAMP)
 
@@ -29,6 +29,9 @@ test: lint typecheck pytest
 
 demo-mcp: install
 	$(BIN)/python -m demo.trip
+
+demo-gated: install
+	$(BIN)/python -m demo.gated
 
 bench: install
 	$(BIN)/python -m bench.run

@@ -1,0 +1,66 @@
+"""The payments server of `make demo-gated`: an ordinary MCPServer with a `charge_card` tool, gated by
+`gate_tools`, and an ungated `charges` tool that reports what was charged (the side effect, counted).
+
+`python -m demo.gated_server --db GATE.db --org ORG_DIR [--now 2026-11-29T10:00:00Z]` serves stdio. It trusts
+the gateway keys the organisation publishes in ORG_DIR/.well-known/human-card.json. `--now` pins a fake clock
+(tests); without it the real clock runs. Never prints to stdout: that is the MCP wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from mcp.server import MCPServer
+
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
+from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
+
+__all__ = ["REQUIRES", "SERVER_ID", "build", "main"]
+
+SERVER_ID = "mcp://payments.example"
+REQUIRES = {
+    "address": "human://acme.com/role/finance-approver?quorum=2-of-3",
+    "requirement": {"action": "travel.spend", "amountFrom": "/amount", "payeeFrom": "/payee"},
+}
+
+
+def build(db: str | Path, org: str | Path, clock: Clock) -> MCPServer:
+    server = MCPServer("payments", log_level="WARNING")
+    charges: list[str] = []
+
+    def charge_card(card: str, amount: dict[str, str], payee: str) -> str:
+        """Charge a card. Moves money: needs a finance approval."""
+        line = f"charged {amount['value']} {amount['currency']} on {card} to {payee}"
+        charges.append(line)
+        return line
+
+    def list_charges() -> str:
+        """What this server has charged so far."""
+        return json.dumps(charges)
+
+    server.add_tool(charge_card)
+    server.add_tool(list_charges, name="charges")
+    well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
+    gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
+    gate = create_approval_gate(SERVER_ID, gateways, replay_cache=str(db), clock=clock)
+    gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--db", required=True, help="SQLite file of used approvals (kept across restarts)")
+    ap.add_argument("--org", required=True, help="organisation dir with .well-known/human-card.json")
+    ap.add_argument("--now", help="pin a fake clock at this RFC 3339 UTC time (tests)")
+    args = ap.parse_args(argv)
+    clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
+    build(args.db, args.org, clock).run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
