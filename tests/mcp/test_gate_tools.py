@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.server import MCPServer
 
 from hatp_mcp.core.gate import APPROVAL_META_KEY, GateRequirement, Quote, call_digest
@@ -30,6 +31,7 @@ from tests.acme_org import GATEWAY_ID, directory, gateway_key, h, keyring
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 SERVER_ID = "mcp://payments.example"
 REQUIRES = {
     "address": "human://acme.com/role/finance-approver?quorum=2-of-3",
@@ -254,3 +256,24 @@ async def test_every_planted_violation_is_refused_with_its_rule_and_the_tool_doe
     assert (err.code, err.message) == (INVALID, "APPROVAL_INVALID")
     assert err.data is not None and err.data["rule"] == rule and err.data["reason"]
     assert len(pay.charges) == 1 and ok.content[0].text.startswith("charged")  # type: ignore[union-attr]
+
+
+async def test_a_real_server_process_runs_an_approved_call_once_and_refuses_the_replay_after_a_restart(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    root = ROOT
+    org = ROOT / "spec" / "fixtures" / "org"
+    args = ["-m", "demo.gated_server", "--db", str(tmp_path / "gate.db"), "--org", str(org), "--now"]
+    params = StdioServerParameters(command=sys.executable, args=[*args, format_ts(clock.now())], cwd=str(root))
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            approval = approve((await asked(client))["toolCall"], clock.now())
+            ran = await call(client, approval=approval)
+            replay = await refusal(client, approval=approval)
+        async with Client(params) as client:  # a new process on the same replay cache
+            after_restart = await refusal(client, approval=approval)
+            charges = await client.call_tool("charges", {})
+    assert ran.content[0].text == "charged 2500.00 USD on tok_visa_4242 to acme"  # type: ignore[union-attr]
+    assert replay.data is not None and replay.data["rule"] == "HATP-GATE-18"
+    assert after_restart.data is not None and after_restart.data["rule"] == "HATP-GATE-18"
+    assert charges.content[0].text == "[]"  # type: ignore[union-attr]
