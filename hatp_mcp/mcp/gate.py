@@ -160,7 +160,11 @@ def create_approval_gate(
 
 
 def gate_tools(
-    server: MCPServer, gate: ApprovalGate, tools: Mapping[str, Mapping[str, Any]], *, quotes: Mapping[str, QuoteFn] = {}
+    server: MCPServer,
+    gate: ApprovalGate,
+    tools: Mapping[str, Mapping[str, Any]],
+    *,
+    quotes: Mapping[str, QuoteFn] | None = None,
 ) -> None:
     """Require approvals for `tools` of `server`: ``{name: {"requires": {"address": ..., "requirement":
     {"action": ..., "amountFrom"?: "/pointer", "payeeFrom"?: "/pointer"}}, "quote"?: fn}}``. `quote` (or
@@ -170,7 +174,7 @@ def gate_tools(
         requires = entry.get("requires")
         if not isinstance(requires, Mapping):
             raise ValueError(f"tool {name!r}: give {{'requires': {{'address': ..., 'requirement': {{...}}}}}}")
-        quote = entry.get("quote") or quotes.get(name)
+        quote = entry.get("quote") or (quotes or {}).get(name)
         gate.tools[name] = GatedTool(GateRequirement.from_config(requires), quote)
     if id(server) not in gate.servers:
         gate.servers.add(id(server))
