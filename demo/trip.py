@@ -1,12 +1,13 @@
-"""`make demo-mcp`. Until the multi-process MCP demo lands, this runs the evidence demo (demo.evidence)."""
+"""`make demo-mcp`: the trip across separate MCP server processes (demo.trip_mcp). `demo.evidence` is the
+single-process evidence walk-through."""
 
 from __future__ import annotations
 
-from demo import evidence
+from demo import trip_mcp
 
 
-def main() -> int:
-    return evidence.main()
+def main(argv: list[str] | None = None) -> int:
+    return trip_mcp.main(argv)
 
 
 if __name__ == "__main__":
