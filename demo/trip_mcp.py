@@ -36,12 +36,12 @@ from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
 
-__all__ = ["SERVERS", "main", "run_trip"]
+__all__ = ["SERVERS", "main", "open_suite", "plan_for", "run_trip", "timeline"]
 
 SERVERS = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
 
 
-def _plan(txn_id: str, now: datetime, check_in: str, seat: str) -> Plan:
+def plan_for(txn_id: str, now: datetime, check_in: str, seat: str) -> Plan:
     data = trip_plan(now, txn_id).wire()
     args = {
         "seat": {"date": "2026-12-10", "seat": seat},
@@ -71,42 +71,46 @@ def timeline(result: TxnResult, started: datetime) -> list[str]:
     return lines
 
 
-async def run_trip(data: Path, *, out: Callable[[str], None] = print) -> dict[str, str]:
-    """Run both trips; return {txnId: outcome}. Raises on a failed verification."""
-    clock = SystemClock()
+async def open_suite(
+    stack: AsyncExitStack, data: Path, clock: SystemClock
+) -> tuple[dict[str, Client], CoordinatorRuntime, Keyring]:
+    """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them."""
     coordinator = SigningKey.generate(["coordinator"])
     gateway = SigningKey.generate(["gateway"])
     ring = Keyring()
     ring.add_signer(coordinator)
     ring.add_signer(gateway)
+    clients: dict[str, Client] = {}
+    for name in SERVERS:  # entered in order, so the exit stack stops them in reverse (bounded by the caller)
+        errlog = stack.enter_context((data / f"{name}.stderr").open("w"))
+        transport = stdio_client(stdio_params(f"servers.{name}", data / name), errlog=errlog)
+        clients[name] = await stack.enter_async_context(Client(transport))
+    participants: dict[str, Participant] = {}
+    for name, uri in SERVERS.items():
+        own = Keyring([PublicKeyEntry.from_jwk(json.loads((data / name / "public.jwk.json").read_text()))])
+        for entry in own.to_jwks()["keys"]:
+            ring.add(PublicKeyEntry.from_jwk(entry))
+        participants[uri] = mcp_participant(uri, clients[name], own, timeout=10)
+    approver = ScriptedApprover(gateway, clock, scripts={"finance": HumanScript("approve")})
+    runtime = CoordinatorRuntime(
+        key=coordinator,
+        keyring=ring,
+        participants=participants,
+        approver=approver,
+        log=SqliteTxnLog(data / "coordinator.db"),
+        clock=clock,
+        validator=default_validator(),
+    )
+    return clients, runtime, ring
+
+
+async def run_trip(data: Path, *, out: Callable[[str], None] = print) -> dict[str, str]:
+    """Run both trips; return {txnId: outcome}. Raises on a failed verification."""
+    clock = SystemClock()
     outcomes: dict[str, str] = {}
     async with AsyncExitStack() as stack:
-        clients: dict[str, Client] = {}
-
-        async def start(name: str) -> None:
-            errlog = stack.enter_context((data / f"{name}.stderr").open("w"))
-            transport = stdio_client(stdio_params(f"servers.{name}", data / name), errlog=errlog)
-            clients[name] = await stack.enter_async_context(Client(transport))
-
-        for name in SERVERS:  # entered in order, so the exit stack stops them in reverse (bounded by the caller)
-            await start(name)
+        clients, runtime, ring = await open_suite(stack, data, clock)
         out(f"started {len(clients)} MCP server processes (stdio): {', '.join(clients)}")
-        participants: dict[str, Participant] = {}
-        for name, uri in SERVERS.items():
-            own = Keyring([PublicKeyEntry.from_jwk(json.loads((data / name / "public.jwk.json").read_text()))])
-            for kid_entry in own.to_jwks()["keys"]:
-                ring.add(PublicKeyEntry.from_jwk(kid_entry))
-            participants[uri] = mcp_participant(uri, clients[name], own, timeout=10)
-        approver = ScriptedApprover(gateway, clock, scripts={"finance": HumanScript("approve")})
-        runtime = CoordinatorRuntime(
-            key=coordinator,
-            keyring=ring,
-            participants=participants,
-            approver=approver,
-            log=SqliteTxnLog(data / "coordinator.db"),
-            clock=clock,
-            validator=default_validator(),
-        )
         (data / "keyring.json").write_text(json.dumps(ring.to_jwks()))
         stamp = clock.now().strftime("%H%M%S%f")
         trips = [
@@ -119,7 +123,7 @@ async def run_trip(data: Path, *, out: Callable[[str], None] = print) -> dict[st
                 out(f"\nthe hotel sells its last room for {sell_out} on another channel")
             started = clock.now()
             with anyio.fail_after(60):
-                result = await runtime.run(_plan(txn_id, started, check_in, seat))
+                result = await runtime.run(plan_for(txn_id, started, check_in, seat))
             out(f"\n{txn_id}")
             for line in timeline(result, started):
                 out(line)
