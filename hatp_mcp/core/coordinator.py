@@ -40,45 +40,34 @@ from hatp_mcp.core.model.evidence import Receipt
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 
-__all__ = ["TRANSITIONS", "Config", "Coordinator", "Validator"]
+__all__ = ["TRANSITIONS", "Config", "Coordinator", "Validator", "transition_table"]
 
 Validator = Callable[[Plan, datetime], Sequence[Any]]
 T = TxnState
 _DECIDING = frozenset({T.QUOTING, T.PREPARING, T.APPROVING})
 _ALL_LIVE = frozenset({T.QUOTING, T.PREPARING, T.APPROVING, T.COMMITTING, T.IN_DOUBT, T.ABORTING})
 _ENDS = frozenset({T.COMMITTED, T.ABORTED, T.NEEDS_RECOVERY})
+_EVENTS = ("prepared", "receipt", "failed", "approver", "timer")
 TRANSITIONS: dict[TxnState, dict[str, frozenset[TxnState]]] = {
     T.NEW: {"start": frozenset({T.QUOTING, T.PREPARING, T.COMMITTING, T.ABORTING}) | _ENDS},
-    **{
-        s: {
-            "prepared": _DECIDING | {T.COMMITTING, T.ABORTING},
-            "receipt": _DECIDING | {T.ABORTING},
-            "failed": _DECIDING | {T.ABORTING},
-            "approver": _DECIDING | {T.COMMITTING, T.ABORTING},
-            "timer": _DECIDING | {T.ABORTING},
-        }
-        for s in _DECIDING
-    },
-    T.COMMITTING: {
-        "prepared": frozenset({T.COMMITTING, T.ABORTING, T.NEEDS_RECOVERY}),
-        "receipt": frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING}) | _ENDS,
-        "failed": frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING, T.NEEDS_RECOVERY}),
-        "approver": frozenset({T.COMMITTING}),
-        "timer": frozenset({T.COMMITTING}),
-    },
-    T.IN_DOUBT: {
-        "receipt": frozenset({T.IN_DOUBT, T.COMMITTING, T.ABORTING}) | _ENDS,
-        "failed": frozenset({T.IN_DOUBT}),
-        "timer": frozenset({T.IN_DOUBT}),
-    },
-    T.ABORTING: {
-        "prepared": frozenset({T.ABORTING}) | _ENDS,
-        "receipt": frozenset({T.ABORTING}) | _ENDS,
-        "failed": frozenset({T.ABORTING}) | _ENDS,
-        "approver": frozenset({T.ABORTING}),
-        "timer": frozenset({T.ABORTING}),
-    },
+    **{s: dict.fromkeys(_EVENTS, _DECIDING | {T.COMMITTING, T.ABORTING, T.ABORTED}) for s in _DECIDING},
+    T.COMMITTING: dict.fromkeys(_EVENTS, frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING}) | _ENDS),
+    T.IN_DOUBT: dict.fromkeys(
+        ("receipt", "failed", "timer"), frozenset({T.IN_DOUBT, T.COMMITTING, T.ABORTING}) | _ENDS
+    ),
+    T.ABORTING: dict.fromkeys(_EVENTS, frozenset({T.ABORTING, T.ABORTED, T.NEEDS_RECOVERY})),
 }
+
+
+def transition_table() -> str:
+    """The Markdown table of spec/coordinator.md section 5, generated from TRANSITIONS (a test compares them)."""
+    order = list(TxnState)
+    rows = ["| state | accepts | may lead to |", "|---|---|---|"]
+    for state in order:
+        accepts = TRANSITIONS.get(state, {})
+        targets = sorted({t for ts in accepts.values() for t in ts}, key=order.index)
+        rows.append(f"| {state.value} | {', '.join(accepts) or 'nothing'} | {', '.join(t.value for t in targets)} |")
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True, slots=True)

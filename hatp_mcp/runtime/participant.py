@@ -111,7 +111,7 @@ class ParticipantRuntime:
         self.uri = uri
         self._key = key
         self._ops = operations
-        self._store = store
+        self.store = store
         self._clock = clock
         self._max_lease = max_lease_seconds
         self._max_horizon = max_horizon_seconds
@@ -162,7 +162,7 @@ class ParticipantRuntime:
     async def _prepare(self, req: PrepareRequest) -> PrepareResult:
         now = self._clock.now()
         phase = "quote" if req.quote_only else "prepare"
-        row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+        row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
         state = BranchState(row.state)
         first = row.answers.get(phase)
         lapsed = state is BranchState.PREPARED and row.lease is not None and now >= row.lease.expires_at
@@ -202,7 +202,7 @@ class ParticipantRuntime:
             row.preconditions = pre.wire()
         result = PrepareResult(vote=self._vote(row, "yes"), receipt=self._receipt(row, phase, "ok", **extra))
         row.answers[phase] = result.wire()
-        self._store.put(row)
+        self.store.put(row)
         return result
 
     def _no(self, row: BranchRow, phase: str, code: str, reason: str, *, store: bool = True) -> PrepareResult:
@@ -213,7 +213,7 @@ class ParticipantRuntime:
         if store and BranchState(row.state) in (BranchState.NONE, BranchState.QUOTED):
             row.machine = row.machine.fire(BranchEvent.PREPARE_NO)
             row.answers[phase] = result.wire()
-            self._store.put(row)
+            self.store.put(row)
         return result
 
     @staticmethod
@@ -249,7 +249,7 @@ class ParticipantRuntime:
     async def commit(self, req: CommitRequest) -> BranchResult:
         async with self._lock(req.txn_id, req.branch_id):
             now = self._clock.now()
-            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "commit" in row.answers:
                 return BranchResult.model_validate(row.answers["commit"])  # HATP-PART-6
             try:
@@ -261,20 +261,20 @@ class ParticipantRuntime:
                 result = BranchResult(receipt=self._refusal(row, "commit", exc))
                 if BranchState(row.state) is BranchState.PREPARED:
                     row.answers["commit"] = result.wire()
-                    self._store.put(row)
+                    self.store.put(row)
                 return result
             try:
                 undo = await self._ops[branch.operation].perform(req.txn_id, branch, now)
             except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
                 result = BranchResult(receipt=self._refusal(row, "commit", exc))
                 row.answers["commit"] = result.wire()
-                self._store.put(row)
+                self.store.put(row)
                 return result
             row.machine = row.machine.fire(BranchEvent.COMMIT)
             row.committed_at = format_ts(now)
             result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
             row.answers["commit"] = result.wire()
-            self._store.put(row)
+            self.store.put(row)
             return result
 
     def _prepared(self, row: BranchRow, plan_digest: str, now: datetime) -> Branch:
@@ -290,7 +290,7 @@ class ParticipantRuntime:
 
     async def abort(self, req: AbortRequest) -> BranchResult:
         async with self._lock(req.txn_id, req.branch_id):
-            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "abort" in row.answers:
                 return BranchResult.model_validate(row.answers["abort"])
             state = BranchState(row.state)
@@ -306,13 +306,13 @@ class ParticipantRuntime:
             row.lease = None
             result = BranchResult(receipt=self._receipt(row, "abort", "ok"))
             row.answers["abort"] = result.wire()
-            self._store.put(row)
+            self.store.put(row)
             return result
 
     async def compensate(self, req: CompensateRequest) -> BranchResult:
         async with self._lock(req.txn_id, req.branch_id):
             now = self._clock.now()
-            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "compensate" in row.answers:
                 return BranchResult.model_validate(row.answers["compensate"])
             try:
@@ -324,7 +324,7 @@ class ParticipantRuntime:
             row.machine = row.machine.fire(BranchEvent.COMPENSATE)
             result = BranchResult(receipt=self._receipt(row, "compensate", "ok"))
             row.answers["compensate"] = result.wire()
-            self._store.put(row)
+            self.store.put(row)
             return result
 
     @staticmethod
@@ -348,7 +348,7 @@ class ParticipantRuntime:
     async def renew(self, req: RenewRequest) -> BranchResult:
         async with self._lock(req.txn_id, req.branch_id):
             now = self._clock.now()
-            row = self._store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
+            row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             try:
                 self._prepared(row, req.plan_digest, now)
                 if row.lease is None:
@@ -358,9 +358,9 @@ class ParticipantRuntime:
                 if exc.code == "HOLD_LOST" and BranchState(row.state) is BranchState.PREPARED:
                     row.machine = row.machine.fire(BranchEvent.LOST)
                     row.lease = None
-                    self._store.put(row)
+                    self.store.put(row)
                 return BranchResult(receipt=self._refusal(row, "renew", exc))
-            self._store.put(row)
+            self.store.put(row)
             receipt = self._receipt(
                 row,
                 "renew",
@@ -371,7 +371,7 @@ class ParticipantRuntime:
             return BranchResult(receipt=receipt)
 
     async def status(self, req: StatusRequest) -> StatusResult:
-        row = self._store.get(req.txn_id, req.branch_id)
+        row = self.store.get(req.txn_id, req.branch_id)
         if row is None:
             return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state="unknown")
         last = None
