@@ -1,0 +1,155 @@
+"""The participant wrapper: signed votes and receipts, idempotency, preconditions, tiers, locks."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo.trip_world import AIRLINE, CALENDAR, PAYMENTS, World, build_world, trip_plan
+from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    CommitRequest,
+    CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    PrepareRequest,
+    RenewRequest,
+    StatusRequest,
+)
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import FakeClock
+
+
+def prep(plan: Plan, branch: str, **kw: object) -> PrepareRequest:
+    return PrepareRequest(
+        txn_id=plan.txn_id, branch_id=branch, plan_digest=plan.digest(), plan=plan, coordinator="c://x", **kw
+    )
+
+
+def commit_req(plan: Plan, branch: str, pre: dict[str, object]) -> CommitRequest:
+    return CommitRequest(
+        txn_id=plan.txn_id, branch_id=branch, plan_digest=plan.digest(), preconditions=Preconditions.model_validate(pre)
+    )
+
+
+@pytest.fixture
+def world(clock: FakeClock) -> World:
+    return build_world(clock, max_lease_seconds=300)
+
+
+@pytest.mark.anyio
+async def test_a_prepare_answers_a_signed_vote_and_receipt_with_preconditions_cost_and_lease(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    res = await world.participants[AIRLINE].prepare(prep(plan, "seat"))
+    assert verify_raw(res.vote, world.keyring, "participant") == "airline-1"
+    verify_raw(res.receipt, world.keyring, "participant")
+    r = res.receipt
+    assert res.vote["decision"] == "yes" and r["planDigest"] == plan.digest()  # HATP-PART-1
+    assert r["preconditions"] == {"versions": {"seat:inventory": "1"}, "credentialScope": "book"}
+    assert r["reportedCost"] == {"value": "600.00", "currency": "USD"}
+    assert r["leaseExpiresAt"] == "2026-11-29T10:05:00Z" and r["holdHorizon"] == "2026-11-29T14:00:00Z"
+
+
+@pytest.mark.anyio
+async def test_a_prepare_naming_another_plan_digest_votes_no(world: World, clock: FakeClock) -> None:
+    plan = trip_plan(clock.now())
+    other = trip_plan(clock.now(), summary="something else")
+    req = prep(plan, "seat").model_copy(update={"plan_digest": other.digest()})
+    res = await world.participants[AIRLINE].prepare(req)
+    assert (res.vote["decision"], res.vote["code"]) == ("no", "PLAN_MISMATCH")  # HATP-PART-2
+    assert world.seat.effects == []
+
+
+@pytest.mark.anyio
+async def test_a_plan_that_understates_the_cost_gets_a_no_vote(world: World, clock: FakeClock) -> None:
+    world.seat.price = world.seat.price.of("650.00", "USD")
+    res = await world.participants[AIRLINE].prepare(prep(trip_plan(clock.now()), "seat"))
+    assert (res.vote["decision"], res.vote["code"]) == ("no", "COST_UNDERSTATED")  # HATP-PART-3
+    assert res.receipt["outcome"] == "refused"
+
+
+@pytest.mark.anyio
+async def test_a_renewal_after_the_lease_lapsed_is_refused_and_a_new_prepare_places_the_hold_again(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    airline = world.participants[AIRLINE]
+    await airline.prepare(prep(plan, "seat"))
+    clock.advance(301)
+    renew = RenewRequest(txn_id=plan.txn_id, branch_id="seat", plan_digest=plan.digest(), lease_seconds=300)
+    r = (await airline.renew(renew)).receipt
+    assert (r["outcome"], r["code"]) == ("refused", "HOLD_LOST")  # HATP-PART-4
+    again = await airline.prepare(prep(plan, "seat"))
+    assert again.vote["decision"] == "yes" and world.seat.effects == ["hold txn-trip-0001", "hold txn-trip-0001"]
+
+
+@pytest.mark.anyio
+async def test_a_commit_whose_preconditions_changed_is_refused_and_does_nothing(world: World, clock: FakeClock) -> None:
+    plan = trip_plan(clock.now())
+    payments = world.participants[PAYMENTS]
+    res = await payments.prepare(prep(plan, "pay"))
+    world.pay.version = 2
+    r = (await payments.commit(commit_req(plan, "pay", res.receipt["preconditions"]))).receipt
+    assert (r["outcome"], r["code"]) == ("refused", "PRECONDITION_CHANGED")  # HATP-PART-5
+    assert world.pay.effects == []
+
+
+@pytest.mark.anyio
+async def test_every_request_is_idempotent_and_a_repeated_commit_returns_the_first_answer(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    cal = world.participants[CALENDAR]
+    first = await cal.prepare(prep(plan, "event"))
+    assert (await cal.prepare(prep(plan, "event"))) == first
+    c1 = await cal.commit(commit_req(plan, "event", first.receipt["preconditions"]))
+    clock.advance(5)
+    c2 = await cal.commit(commit_req(plan, "event", first.receipt["preconditions"]))
+    assert c1 == c2 and world.event.effects == ["create txn-trip-0001"]  # HATP-PART-6
+    status = await cal.status(StatusRequest(txn_id=plan.txn_id, branch_id="event"))
+    assert status.state == "committed" and status.receipt == c1.receipt
+    unprepared = await cal.commit(commit_req(plan.model_copy(update={"txn_id": "txn-other"}), "event", {}))
+    assert unprepared.receipt["code"] in ("NOT_PREPARED", "PLAN_MISMATCH")
+    aborted = trip_plan(clock.now(), "txn-aborted")
+    await cal.abort(AbortRequest(txn_id=aborted.txn_id, branch_id="event", plan_digest=aborted.digest()))
+    late = await cal.prepare(prep(aborted, "event"))
+    assert (late.vote["decision"], late.vote["code"]) == ("no", "ALREADY_ABORTED")
+
+
+@pytest.mark.anyio
+async def test_only_a_committed_compensate_branch_inside_its_window_can_be_compensated(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    cal, pay = world.participants[CALENDAR], world.participants[PAYMENTS]
+    for p, b in ((cal, "event"), (pay, "pay")):
+        res = await p.prepare(prep(plan, b))
+        await p.commit(commit_req(plan, b, res.receipt["preconditions"]))
+    final = await pay.compensate(CompensateRequest(txn_id=plan.txn_id, branch_id="pay", plan_digest=plan.digest()))
+    assert (final.receipt["outcome"], final.receipt["code"]) == ("refused", "IRREVERSIBLE")  # HATP-PART-7
+    clock.advance(86401)
+    late = await cal.compensate(
+        CompensateRequest(txn_id=plan.txn_id, branch_id="event", plan_digest=plan.digest(), undo_token="evt-1")
+    )
+    assert late.receipt["code"] == "UNDO_WINDOW_PASSED" and world.event.effects == ["create txn-trip-0001"]
+
+
+@pytest.mark.anyio
+async def test_locks_hand_out_growing_fencing_tokens_and_refuse_stale_writes(world: World, clock: FakeClock) -> None:
+    airline = world.participants[AIRLINE]
+    a = airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    with pytest.raises(HatpError) as err:
+        airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+    assert err.value.code == "LOCKED"  # HATP-LOCK-1
+    clock.advance(31)
+    b = airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+    assert b.token > a.token  # HATP-LOCK-3
+    with pytest.raises(HatpError) as err:
+        airline.fenced_write("seat-14C", a.token)
+    assert err.value.rule == "HATP-LOCK-2"
+    released = airline.lock_release(LockReleaseRequest(resource="seat-14C", token=b.token))
+    assert released.released and released.owner == "txn-b"
