@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -21,6 +21,8 @@ import anyio.to_thread
 from hatp_mcp.store.sqlite import open_db
 
 __all__ = ["LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,19 @@ class SqliteTxnLog:
         self._on_durable = on_durable
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
         self.appends = 0
+        self._threads = 0
+
+    @property
+    def idle(self) -> bool:
+        """No write or read is in flight (tests on a fake clock wait for this before moving the clock)."""
+        return not self._writing and not self._queue and self._threads == 0
+
+    async def _in_thread(self, fn: Callable[..., R], *args: Any) -> R:
+        self._threads += 1
+        try:
+            return await anyio.to_thread.run_sync(fn, *args)
+        finally:
+            self._threads -= 1
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
         """Raises whatever SQLite raised; nothing of the failed batch is kept."""
@@ -129,7 +144,7 @@ class SqliteTxnLog:
                         batch, self._queue = self._queue, []
                         error: BaseException | None = None
                         try:
-                            await anyio.to_thread.run_sync(self._write, batch)
+                            await self._in_thread(self._write, batch)
                         except Exception as exc:  # handed to every waiter of the batch
                             error = exc
                         for p in batch:
@@ -188,14 +203,14 @@ class SqliteTxnLog:
         return LoggedTxn(txn_id, json.loads(row[0]), [json.loads(e[0]) for e in events], row[1])
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
-        return await anyio.to_thread.run_sync(self._load, txn_id)
+        return await self._in_thread(self._load, txn_id)
 
     def _unfinished(self) -> list[str]:
         with self._mutex:
             return [r[0] for r in self._db.execute("SELECT txn_id FROM txn WHERE closed = 0 ORDER BY rowid")]
 
     async def unfinished(self) -> list[str]:
-        return await anyio.to_thread.run_sync(self._unfinished)
+        return await self._in_thread(self._unfinished)
 
     def close(self) -> None:
         with self._mutex:

@@ -1,0 +1,103 @@
+"""A coordinator that stops after any durable step, and its replacement that finishes the job (in process).
+
+The participants (in memory here) outlive the coordinator, as remote servers would. The subprocess + SIGKILL
+version of this is tests/crash/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.coordinator_events import Outcome
+from hatp_mcp.core.record import verify_record
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, SqliteTxnLog
+from tests.txn_helpers import bodies, drive, events
+
+
+class Stop(BaseException):
+    """The coordinator process stops (after its write reached the disk)."""
+
+
+class StoppingLog:
+    def __init__(self, inner: SqliteTxnLog, stop_after: int) -> None:
+        self.inner = inner
+        self.left = stop_after
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        await self.inner.append(txn_id, entries)
+        self.left -= 1
+        if self.left == 0:
+            raise Stop
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return await self.inner.load(txn_id)
+
+    async def unfinished(self) -> list[str]:
+        return await self.inner.unfinished()
+
+
+def all_or_nothing(world: World, txn: str) -> str:
+    once = {k: sorted(set(v)) == sorted(v) for k, v in world.effects().items()}
+    assert all(once.values()), f"an effect ran twice: {world.effects()}"  # no effect performed twice
+    booked = [f"book {txn}" in world.seat.effects, f"book {txn}" in world.room.effects]
+    paid = f"capture {txn}" in world.pay.effects
+    created = f"create {txn}" in world.event.effects
+    deleted = any(e.startswith("delete") for e in world.event.effects)
+    if paid:
+        assert all(booked) and created and not deleted
+        return "all"
+    assert not any(booked) and (not created or deleted)
+    assert all(f"release {txn}" in e or f"hold {txn}" not in e for e in (world.seat.effects, world.room.effects))
+    return "none"
+
+
+async def run_full(tmp_path: Path, clock: FakeClock) -> int:
+    log = SqliteTxnLog(tmp_path / "full.db")
+    world = build_world(clock, log=log)
+    await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now(), "txn-full")), busy=lambda: not log.idle)
+    log.close()
+    return log.batches
+
+
+@pytest.mark.anyio
+async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_durable_step(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    steps = await run_full(tmp_path, clock)
+    assert steps >= 10
+    outcomes = []
+    for stop_after in range(1, steps):
+        path = tmp_path / f"stop-{stop_after}.db"
+        inner = SqliteTxnLog(path)
+        world = build_world(clock, log=StoppingLog(inner, stop_after))  # type: ignore[arg-type]
+        txn = f"txn-stop-{stop_after}"
+        with pytest.raises((Stop, BaseExceptionGroup)):
+            await drive(
+                clock,
+                lambda: world.coordinator().run(trip_plan(clock.now(), txn)),  # noqa: B023
+                busy=lambda: not inner.idle,  # noqa: B023
+            )
+        inner.close()
+        # HATP-TXN-12: a new coordinator on the same log, same keys, same participants
+        log = SqliteTxnLog(path)
+        world.log = log
+        replacement = world.coordinator()
+        results = await drive(clock, replacement.recover_all, busy=lambda: not log.idle)  # noqa: B023
+        assert [r.txn_id for r in results] == [txn]
+        result = results[0]
+        assert verify_record(result.record, world.keyring) == []
+        assert "coordinator.recovered" in events(result.record)
+        decided = bodies(result.record, "decision")
+        if not decided or decided[0]["reason"].startswith("PRESUMED_ABORT"):
+            assert result.outcome is Outcome.ABORTED
+        else:
+            assert result.outcome is Outcome.COMMITTED
+        assert all_or_nothing(world, txn) == ("all" if result.outcome is Outcome.COMMITTED else "none")
+        outcomes.append(result.outcome)
+        log.close()
+    assert Outcome.COMMITTED in outcomes and Outcome.ABORTED in outcomes
