@@ -1,0 +1,91 @@
+"""The child process of the crash tests: runs (or recovers) the trip with durable participants and log.
+
+`python tests/crash/crash_child.py WORKDIR run|recover [PAUSE_AT]`. After each durable log write it prints
+`DURABLE n`; at write number PAUSE_AT it prints `PAUSED` and stops the writer, so the parent can SIGKILL it at
+exactly that step. Participants keep their state in SQLite and their effects in an append-only, fsynced file, so
+"no effect performed twice" can be checked across processes. It prints `DONE <outcome>` at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+
+from demo.trip_world import build_world, trip_plan
+from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.store.participant_state import SqliteParticipantStore
+from hatp_mcp.store.txn_log import SqliteTxnLog
+
+TXN = "txn-crash-0001"
+
+
+class DurableEffects(list[str]):
+    """A list whose appends also go to an fsynced file (the participant's side effects, as the world sees them)."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        super().__init__()
+        self.path = path
+        self.name = name
+
+    def append(self, item: str) -> None:
+        super().append(item)
+        with self.path.open("a") as f:
+            f.write(f"{self.name} {item}\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def keys(workdir: Path) -> dict[str, SigningKey]:
+    path = workdir / "keys.json"
+    if not path.exists():
+        made = {
+            "coordinator": SigningKey.generate(["coordinator"], kid="coord-1"),
+            "gateway": SigningKey.generate(["gateway"], kid="gw-1"),
+            **{
+                n: SigningKey.generate(["participant"], kid=f"{n}-1")
+                for n in ("airline", "hotel", "calendar", "payments")
+            },
+        }
+        path.write_text(json.dumps({n: k.private_jwk() for n, k in made.items()}))
+    return {n: SigningKey.from_jwk(j) for n, j in json.loads(path.read_text()).items()}
+
+
+async def main(workdir: Path, mode: str, pause_at: int) -> int:
+    def durable(n: int) -> None:
+        print(f"DURABLE {n}", flush=True)
+        if n == pause_at:
+            print("PAUSED", flush=True)
+            threading.Event().wait()  # the parent kills us here, with the write on disk
+
+    clock = SystemClock()
+    log = SqliteTxnLog(workdir / "txn.db", on_durable=durable)
+    world = build_world(
+        clock, log=log, stores=lambda name: SqliteParticipantStore(workdir / f"{name}.db"), keys=keys(workdir)
+    )
+    effects = workdir / "effects.log"
+    world.seat.effects = DurableEffects(effects, "seat")
+    world.room.effects = DurableEffects(effects, "room")
+    world.event.effects = DurableEffects(effects, "event")
+    world.pay.effects = DurableEffects(effects, "pay")
+    coordinator = world.coordinator()
+    if mode == "run":
+        results = [await coordinator.run(trip_plan(clock.now(), TXN))]
+    else:
+        results = await coordinator.recover_all()
+    for r in results:
+        (workdir / "record.json").write_text(json.dumps(r.record))
+        print(f"DONE {r.outcome.value}", flush=True)
+    (workdir / "keyring.json").write_text(json.dumps(world.keyring.to_jwks()))
+    print(f"BATCHES {log.batches}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    pause = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    sys.exit(anyio.run(main, Path(sys.argv[1]), sys.argv[2], pause))
