@@ -58,7 +58,7 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.record import RecordChain
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
@@ -188,7 +188,7 @@ class CoordinatorRuntime:
             if isinstance(cmd, Arm):
                 tg.start_soon(self._timer, cmd, send)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                tg.start_soon(self._call, machine.plan, cmd, send)
+                tg.start_soon(self._call, machine.plan, machine.plan_digest, cmd, send)
             elif isinstance(cmd, Ask | Poll):
                 tg.start_soon(self._approve, machine.plan, cmd, send)
             elif isinstance(cmd, Withdraw) and self._approver is not None:
@@ -203,6 +203,10 @@ class CoordinatorRuntime:
 
     async def _bounded(self, seconds: float, fn: Callable[[], Awaitable[R]]) -> R:
         """Run fn, racing the clock. Raises _CallTimeout when the bound passes first."""
+        if isinstance(self._clock, SystemClock):  # the event loop's own timer is the system clock: no extra task
+            with anyio.move_on_after(seconds):
+                return await fn()
+            raise _CallTimeout(f"no answer within {seconds:g}s")
         deadline = self._clock.now() + timedelta(seconds=seconds)
         result: list[R] = []
         async with anyio.create_task_group() as tg:
@@ -221,9 +225,8 @@ class CoordinatorRuntime:
             raise _CallTimeout(f"no answer within {seconds:g}s")
         return result[0]
 
-    async def _call(self, plan: Plan, cmd: Any, send: MemoryObjectSendStream[Event]) -> None:
+    async def _call(self, plan: Plan, digest: str, cmd: Any, send: MemoryObjectSendStream[Event]) -> None:
         branch = plan.branch(cmd.branch_id)
-        digest = plan.digest()
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
             SendRenew: "renew",

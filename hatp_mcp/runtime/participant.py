@@ -15,8 +15,7 @@ from typing import Any
 
 import anyio
 
-from hatp_mcp.core.evidence import sign_model
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Preconditions, Receipt, Vote
@@ -136,7 +135,7 @@ class ParticipantRuntime:
             reason=reason,
             issued_at=format_ts(self._clock.now()),
         )
-        return sign_model(vote, self._key).wire()
+        return sign_object(vote.wire(), self._key)
 
     def _receipt(self, row: BranchRow, phase: str, outcome: str, **extra: Any) -> dict[str, Any]:
         receipt = Receipt(
@@ -149,7 +148,7 @@ class ParticipantRuntime:
             issued_at=format_ts(self._clock.now()),
             **extra,
         )
-        return sign_model(receipt, self._key).wire()
+        return sign_object(receipt.wire(), self._key)
 
     def _refusal(self, row: BranchRow, phase: str, exc: HatpError) -> dict[str, Any]:
         return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000])

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from hatp_mcp.core.evidence import sign_model
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount, totals
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval, Checked, HumanDecision, Quorum, RoutedHuman, RoutingRecord, Vote
@@ -39,6 +38,7 @@ class HumanScript:
 @dataclass
 class _Ask:
     plan: Plan
+    plan_digest: str
     asked_at: datetime
     answer: ApproverAnswer | None = None
     withdrawn: bool = False
@@ -58,7 +58,7 @@ class ScriptedApprover:
 
     async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
         self.calls.append(("ask", plan.txn_id, requirement_id))
-        entry = self.asks.setdefault((plan.txn_id, requirement_id), _Ask(plan, self.clock.now()))
+        entry = self.asks.setdefault((plan.txn_id, requirement_id), _Ask(plan, plan.digest(), self.clock.now()))
         return self._answer(entry, requirement_id)
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
@@ -79,25 +79,26 @@ class ScriptedApprover:
         decided = script.decision != "never" and now >= entry.asked_at + timedelta(seconds=script.after_seconds)
         if not decided:
             deadline = format_ts(entry.asked_at + timedelta(seconds=script.decide_seconds))
-            return ApproverAnswer(vote=self._vote(entry.plan, rid, "pending", deadline), approval=None)
-        approval = self._approval(entry.plan, rid, script)
+            return ApproverAnswer(vote=self._vote(entry, rid, "pending", deadline), approval=None)
+        approval = self._approval(entry, rid, script)
         decision = "yes" if script.decision == "approve" else "no"
-        entry.answer = ApproverAnswer(vote=self._vote(entry.plan, rid, decision, None), approval=approval)
+        entry.answer = ApproverAnswer(vote=self._vote(entry, rid, decision, None), approval=approval)
         return entry.answer
 
-    def _vote(self, plan: Plan, rid: str, decision: str, decide_by: str | None) -> dict[str, Any]:
+    def _vote(self, entry: _Ask, rid: str, decision: str, decide_by: str | None) -> dict[str, Any]:
         vote = Vote(
-            txn_id=plan.txn_id,
+            txn_id=entry.plan.txn_id,
             branch_id=rid,
-            plan_digest=plan.digest(),
+            plan_digest=entry.plan_digest,
             voter=self.gateway,
             decision=decision,  # type: ignore[arg-type]
             decide_by=decide_by,
             issued_at=format_ts(self.clock.now()),
         )
-        return sign_model(vote, self.key).wire()
+        return sign_object(vote.wire(), self.key)
 
-    def _approval(self, plan: Plan, rid: str, script: HumanScript) -> dict[str, Any]:
+    def _approval(self, entry: _Ask, rid: str, script: HumanScript) -> dict[str, Any]:
+        plan = entry.plan
         req = next(r for r in plan.approvals if r.id == rid)
         now = format_ts(self.clock.now())
         amounts = [b.amount for b in plan.branches if b.amount is not None and not _settled(plan, b.branch_id)]
@@ -105,7 +106,7 @@ class ScriptedApprover:
         decision: Literal["approve", "reject"] = "approve" if script.decision == "approve" else "reject"
         routing = RoutingRecord(
             address=req.address,
-            plan_digest=plan.digest(),
+            plan_digest=entry.plan_digest,
             requester=plan.requester.principal,
             plan_totals=plan_totals,
             up_to=[req.max_amount] if req.max_amount else [],
@@ -117,7 +118,7 @@ class ScriptedApprover:
             subject="plan",
             txn_id=plan.txn_id,
             requirement_id=rid,
-            plan_digest=plan.digest(),
+            plan_digest=entry.plan_digest,
             decision=decision,
             decisions=[HumanDecision(approver=h, decision=decision, decided_at=now) for h in script.approvers],
             quorum=Quorum(required=script.quorum, of=max(script.quorum, len(script.approvers))),
@@ -126,7 +127,7 @@ class ScriptedApprover:
             nonce=secrets.token_hex(16),
             issued_at=now,
         )
-        return sign_model(approval, self.key).wire()
+        return sign_object(approval.wire(), self.key)
 
 
 def _settled(plan: Plan, branch_id: str) -> bool:

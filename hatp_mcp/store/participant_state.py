@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -82,15 +82,17 @@ class ParticipantStore(Protocol):
 
 
 class MemoryParticipantStore:
+    """Not durable: rows are kept as copies (answers are signed objects, never changed after they are made)."""
+
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], str] = {}
+        self._rows: dict[tuple[str, str], BranchRow] = {}
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
-        text = self._rows.get((txn_id, branch_id))
-        return BranchRow.from_json(txn_id, branch_id, text) if text is not None else None
+        row = self._rows.get((txn_id, branch_id))
+        return replace(row, answers=dict(row.answers)) if row is not None else None
 
     def put(self, row: BranchRow) -> None:
-        self._rows[(row.txn_id, row.branch_id)] = row.to_json()
+        self._rows[(row.txn_id, row.branch_id)] = replace(row, answers=dict(row.answers))
 
 
 class SqliteParticipantStore:
