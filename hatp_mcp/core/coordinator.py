@@ -86,6 +86,7 @@ class _Data:
     horizons: dict[str, datetime] = field(default_factory=dict)
     valid_until: dict[str, datetime] = field(default_factory=dict)
     inflight: set[str] = field(default_factory=set)  # branchIds with a phase-1 call out
+    quoting: set[str] = field(default_factory=set)  # branchIds asked for a quote (not a prepare)
     approvals: dict[str, str] = field(default_factory=dict)  # requirementId -> asked | pending | yes | no
     asked: bool = False
     deadline: datetime | None = None
@@ -247,8 +248,11 @@ class Coordinator(Phase2):
         ]
         quoting = self.mode == "approval-first"
         for b in self.plan.branches:
-            out.append(SendPrepare(branch_id=b.branch_id, quote_only=quoting and b.tier == "hold"))
+            quote = quoting and b.tier == "hold"
+            out.append(SendPrepare(branch_id=b.branch_id, quote_only=quote))
             self._d.inflight.add(b.branch_id)
+            if quote:
+                self._d.quoting.add(b.branch_id)
         self.state = T.QUOTING if quoting else T.PREPARING
         if self.mode == "parallel":
             out += self._ask()
@@ -266,11 +270,11 @@ class Coordinator(Phase2):
         if b is None:
             raise HatpError("HATP-TXN-2", f"no branch {ev.branch_id!r} in this plan", code="BAD_EVIDENCE")
         self._d.inflight.discard(b.branch_id)
+        asked = "quote" if b.branch_id in self._d.quoting else "prepare"
+        self._d.quoting.discard(b.branch_id)
         try:
             vote = check_branch_vote(self.plan, self.plan_digest, b, ev.vote, self.keyring)
-            receipt = check_branch_receipt(
-                self.plan, self.plan_digest, b, ev.receipt, self.keyring, {"prepare", "quote"}
-            )
+            receipt = check_branch_receipt(self.plan, self.plan_digest, b, ev.receipt, self.keyring, {asked})
         except HatpError as exc:
             return [self._refused(b.branch_id, exc), *self._abort_or_note(b.branch_id, exc.code, now)]
         out: list[Command] = [

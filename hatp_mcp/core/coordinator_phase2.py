@@ -139,6 +139,8 @@ class Phase2:
         bid = b.branch_id
         if receipt.phase == "renew":
             d.renewing.discard(bid)
+            if c.state is T.ABORTING:  # being released anyway: never placed again
+                return out
             if receipt.outcome == "ok":
                 out += c._note_lease(bid, receipt, now)
             elif c.state in (T.IN_DOUBT,) or self._final_done():

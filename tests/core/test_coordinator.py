@@ -252,3 +252,11 @@ def test_a_replacement_with_a_logged_commit_finishes_phase_two_skipping_what_com
     assert [x.branch_id for x in out if isinstance(x, SendRenew)] == ["seat", "room"]
     assert not any(isinstance(x, SendCommit) for x in out)
     assert r.state is TxnState.COMMITTING
+
+
+def test_a_quote_receipt_does_not_answer_a_prepare() -> None:
+    c, _ = started()
+    out = c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"], phase="quote"), NOW)
+    refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
+    assert refused and refused[0]["rule"] == "HATP-TXN-2" and "quote" in refused[0]["reason"]
+    assert c.state is TxnState.ABORTING
