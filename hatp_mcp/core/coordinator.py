@@ -14,29 +14,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from hatp_mcp.core.coordinator_deadlines import Deadlines
 from hatp_mcp.core.coordinator_events import (
     ApproverReply,
     Ask,
     CallFailed,
     Command,
     Event,
-    Poll,
     PrepareAnswer,
     ReceiptAnswer,
     Record,
-    SendCommit,
     SendPrepare,
     Start,
-    Timer,
     TxnState,
 )
 from hatp_mcp.core.coordinator_evidence import check_approver_answer, check_branch_receipt, check_branch_vote
-from hatp_mcp.core.coordinator_phase2 import Phase2
 from hatp_mcp.core.coordinator_timing import Timing, choose_mode, commit_order, timing
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.amount import with_tolerance
-from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Receipt
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 
@@ -108,7 +104,7 @@ class _Data:
         return _Data(**{k: copy.copy(v) for k, v in self.__dict__.items()})
 
 
-class Coordinator(Phase2):
+class Coordinator(Deadlines):
     """One transaction. Build with `begin` (a new plan) or `recover` (from its logged record and decision)."""
 
     def __init__(self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config) -> None:
@@ -375,73 +371,6 @@ class Coordinator(Phase2):
         return out + self._advance(now)
 
     # -- deadlines, leases, renewals ----------------------------------------------------------------------
-    def _set_deadline(self, now: datetime, candidate: datetime | None, why: str) -> list[Command]:
-        """The approval deadline: the plan's and requirements' decideBy, the approver's, and what the holds allow."""
-        if not self.plan.approvals:
-            return []
-        options = [
-            parse_ts(t)
-            for t in [self.plan.deadlines.decide_by, *(r.decide_by for r in self.plan.approvals)]
-            if t is not None
-        ]
-        if candidate is not None:
-            options.append(candidate)
-        if self._d.horizons and self.mode in ("parallel", "holds-first") and self.timing.commit is not None:
-            options.append(min(self._d.horizons.values()) - timedelta(seconds=self.timing.commit))
-        if self._d.deadline is not None:
-            options.append(self._d.deadline)
-        if not options:
-            return []
-        new = min(options)
-        if new == self._d.deadline:
-            return []
-        self._d.deadline = new
-        out: list[Command] = [Record(event="approval.deadline", body={"decideBy": format_ts(new), "why": why})]
-        if self._d.asked and now >= new and any(v != "yes" for v in self._d.approvals.values()):
-            return out + self._abort(now, "APPROVAL_TIMEOUT", "the approval deadline passed (HATP-TXN-7)")
-        return out + self._arm("deadline", new)
-
-    def _note_lease(self, branch_id: str, receipt: Receipt, now: datetime) -> list[Command]:
-        if receipt.lease_expires_at is None:
-            return []
-        expires = parse_ts(receipt.lease_expires_at)
-        horizon = parse_ts(receipt.hold_horizon) if receipt.hold_horizon else expires
-        self._d.leases[branch_id] = expires
-        shrank = branch_id in self._d.horizons and horizon < self._d.horizons[branch_id]
-        self._d.horizons[branch_id] = horizon
-        out: list[Command] = []
-        if expires < horizon:
-            margin = min(timedelta(seconds=self.config.renew_before_seconds), (expires - now) / 2)
-            out += self._arm(f"renew:{branch_id}", expires - margin)
-        if self.state in _DECIDING or shrank:
-            out += self._set_deadline(now, None, f"hold {branch_id} horizon" + (" shrank" if shrank else ""))
-        return out
-
-    def _on_timer(self, ev: Timer, now: datetime) -> list[Command]:
-        if self._d.timers.get(ev.key) != ev.at:
-            return []  # re-armed or cancelled since: stale
-        del self._d.timers[ev.key]
-        kind, _, arg = ev.key.partition(":")
-        if kind == "renew" and self.state in _DECIDING | {T.IN_DOUBT} and arg not in self._d.committed:
-            return [self._renew(arg)]
-        if kind == "poll" and self._d.approvals.get(arg) == "pending" and self.state in _DECIDING:
-            return [Poll(requirement_id=arg)]
-        if kind == "deadline" and self.state in _DECIDING:
-            if any(self._d.approvals.get(r.id) != "yes" for r in self.plan.approvals):
-                return [
-                    Record(event="approval.timeout", body={"decideBy": format_ts(ev.at)}),
-                    *self._abort(now, "APPROVAL_TIMEOUT", "no decision by the approval deadline"),
-                ]
-        if kind == "retry" and self.state is T.IN_DOUBT and arg == self._d.doubt:
-            out: list[Command] = [Record(event="commit.retry", body={"branchId": arg})]
-            out.append(SendCommit(branch_id=arg, preconditions=self._d.preconditions.get(arg, {})))
-            return out
-        if kind == "escalate" and self.state is T.IN_DOUBT and not self._d.escalated:
-            return self._escalate(now)
-        if kind == "undo" and self.state is T.ABORTING:
-            return self._next_abort(now)
-        return []
-
     def _abort_or_note(self, branch_id: str, code: str, now: datetime) -> list[Command]:
         """Evidence we cannot count: the branch may hold something, so it is released like any other."""
         self._d.votes[branch_id] = "unknown"
