@@ -114,7 +114,7 @@ class CoordinatorRuntime:
         self._log = log
         self._clock = clock
         self.config = config or Config()
-        self._validator = validator
+        self._validator = validator if validator is not None else default_validator()  # begin always validates
         self._on_escalate = on_escalate
         self._unbounded = unbounded_call_seconds
         self.trace: list[tuple[str, Command]] = []  # (txnId, command), for tests and the demo timeline
