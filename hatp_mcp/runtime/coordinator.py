@@ -152,7 +152,11 @@ class CoordinatorRuntime:
             pending: list[Event] = [Start()]
             while not machine.done:
                 event = pending.pop() if pending else await recv.receive()
-                commands = machine.handle(event, self._clock.now())
+                try:
+                    commands = machine.handle(event, self._clock.now())
+                except HatpError as exc:  # the machine refused the event and is unchanged: say so, carry on
+                    body = {"kind": event.kind, "rule": exc.rule, "code": exc.code, "reason": exc.reason[:500]}
+                    commands = [Record(event="event.refused", body=body)]
                 outcome = await self._execute(machine, chain, commands, tg, send, first) or outcome
                 first = []
             tg.cancel_scope.cancel()
@@ -192,10 +196,19 @@ class CoordinatorRuntime:
             elif isinstance(cmd, Ask | Poll):
                 tg.start_soon(self._approve, machine.plan, cmd, send)
             elif isinstance(cmd, Withdraw) and self._approver is not None:
-                tg.start_soon(self._approver.withdraw, txn_id, cmd.requirement_id)
+                tg.start_soon(self._notify, self._approver.withdraw(txn_id, cmd.requirement_id))
             elif isinstance(cmd, Escalate) and self._on_escalate is not None:
-                tg.start_soon(self._on_escalate, txn_id, cmd.to, cmd.reason)
+                tg.start_soon(self._notify, self._on_escalate(txn_id, cmd.to, cmd.reason))
         return outcome
+
+    @staticmethod
+    async def _notify(call: Coroutine[Any, Any, None]) -> None:
+        """A notification (withdraw an ask, escalate) whose failure must not stop the transaction; the record
+        already holds the decision it reports."""
+        try:
+            await call
+        except Exception:  # the callee reports its own failure; cancellation (BaseException) still passes
+            return
 
     async def _timer(self, cmd: Arm, send: MemoryObjectSendStream[Event]) -> None:
         await self._clock.sleep_until(cmd.at)
