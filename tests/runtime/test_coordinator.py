@@ -352,3 +352,29 @@ async def test_holds_first_places_the_holds_then_asks_with_a_deadline_inside_the
         e["body"] for e in result.record["events"][: names.index("approval")] if e["event"] == "approval.deadline"
     ]
     assert deadline[-1]["decideBy"] == (start + timedelta(seconds=3000 - 25)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.anyio
+async def test_an_escalation_hook_that_fails_does_not_stop_the_transaction(clock: FakeClock) -> None:
+    from hatp_mcp.runtime.coordinator import CoordinatorRuntime
+
+    world = build_world(clock, max_horizon_seconds=3600)
+    world.pay.hang = 11
+
+    async def broken(txn_id: str, to: str, reason: str) -> None:
+        raise RuntimeError("the pager is down")
+
+    coord = CoordinatorRuntime(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=dict(world.participants),
+        approver=world.approver,
+        log=world.log,
+        clock=clock,
+        config=Config(retry_seconds=300),
+        on_escalate=broken,
+    )
+    result = await drive(clock, lambda: coord.run(trip_plan(clock.now())), step_seconds=50)
+    assert "escalated" in events(result.record)  # HATP-TXN-10: recorded even though the hook failed
+    assert result.outcome is Outcome.NEEDS_RECOVERY
+    assert verify_record(result.record, world.keyring) == []

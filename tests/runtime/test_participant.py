@@ -113,7 +113,7 @@ async def test_every_request_is_idempotent_and_a_repeated_commit_returns_the_fir
     status = await cal.status(StatusRequest(txn_id=plan.txn_id, branch_id="event"))
     assert status.state == "committed" and status.receipt == c1.receipt
     unprepared = await cal.commit(commit_req(plan.model_copy(update={"txn_id": "txn-other"}), "event", {}))
-    assert unprepared.receipt["code"] in ("NOT_PREPARED", "PLAN_MISMATCH")
+    assert (unprepared.receipt["outcome"], unprepared.receipt["code"]) == ("refused", "NOT_PREPARED")
     aborted = trip_plan(clock.now(), "txn-aborted")
     await cal.abort(AbortRequest(txn_id=aborted.txn_id, branch_id="event", plan_digest=aborted.digest()))
     late = await cal.prepare(prep(aborted, "event"))
