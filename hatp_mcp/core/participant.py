@@ -238,6 +238,20 @@ class LockTable:
         self._locks[resource] = replace(live, released=True)
         return live.owner
 
+    def export(self, resource: str) -> dict[str, object] | None:
+        """The resource's lock as plain data (for a durable store), live or not: the last token must survive."""
+        lock = self._locks.get(resource)
+        if lock is None:
+            return None
+        return {"owner": lock.owner, "token": lock.token, "expiresAt": lock.expires_at, "released": lock.released}
+
+    def restore(self, resource: str, data: dict[str, object]) -> None:
+        """Load what `export` returned. Raises ValueError on malformed data."""
+        owner, token, expires, released = data["owner"], data["token"], data["expiresAt"], data["released"]
+        if not (isinstance(owner, str) and isinstance(token, int) and isinstance(expires, datetime)):
+            raise ValueError(f"malformed lock state for {resource}")
+        self._locks[resource] = _Lock(owner, token, expires, bool(released))
+
     def holder(self, resource: str, now: datetime) -> tuple[str, int, datetime] | None:
         live = self._live(resource, now)
         return (live.owner, live.token, live.expires_at) if live else None

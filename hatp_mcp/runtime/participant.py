@@ -382,16 +382,30 @@ class ParticipantRuntime:
         state = row.state if row.state != "quoted" else "unknown"
         return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state=state, receipt=last)  # type: ignore[arg-type]
 
-    # -- locks ---------------------------------------------------------------------------------------------
+    # -- locks (the table is pure; its state is kept in the store so tokens only grow, across restarts too) ---
+    def _load_lock(self, resource: str) -> None:
+        state = self.store.get_lock(resource)
+        if state is not None:
+            self.lock_table.restore(resource, state)
+
+    def _save_lock(self, resource: str) -> None:
+        state = self.lock_table.export(resource)
+        if state is not None:
+            self.store.put_lock(resource, state)
+
     def lock_acquire(self, req: LockAcquireRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-1 while another owner holds the resource."""
+        self._load_lock(req.resource)
         token, expires = self.lock_table.acquire(req.resource, req.owner, req.lease_seconds, self._clock.now())
+        self._save_lock(req.resource)
         return LockResult(resource=req.resource, owner=req.owner, token=token, expires_at=format_ts(expires))
 
     def lock_renew(self, req: LockRenewRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-2 for a stale token."""
         now = self._clock.now()
+        self._load_lock(req.resource)
         expires = self.lock_table.renew(req.resource, req.token, req.lease_seconds, now)
+        self._save_lock(req.resource)
         held = self.lock_table.holder(req.resource, now)
         owner = held[0] if held else "unknown"
         return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(expires))
@@ -399,9 +413,12 @@ class ParticipantRuntime:
     def lock_release(self, req: LockReleaseRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-2 for a stale token."""
         now = self._clock.now()
+        self._load_lock(req.resource)
         owner = self.lock_table.release(req.resource, req.token, now)
+        self._save_lock(req.resource)
         return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(now), released=True)
 
     def fenced_write(self, resource: str, token: int) -> None:
         """Call before a write guarded by a lock. Raises HatpError HATP-LOCK-2 for a stale token."""
+        self._load_lock(resource)
         self.lock_table.check(resource, token, self._clock.now())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,12 +81,19 @@ class ParticipantStore(Protocol):
 
     def put(self, row: BranchRow) -> None: ...
 
+    def get_lock(self, resource: str) -> dict[str, object] | None:
+        """A lock's state (`LockTable.export`), so fencing tokens keep growing across restarts."""
+        ...
+
+    def put_lock(self, resource: str, state: dict[str, object]) -> None: ...
+
 
 class MemoryParticipantStore:
     """Not durable: rows are kept as copies (answers are signed objects, never changed after they are made)."""
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], BranchRow] = {}
+        self._locks: dict[str, dict[str, object]] = {}
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
         row = self._rows.get((txn_id, branch_id))
@@ -93,6 +101,13 @@ class MemoryParticipantStore:
 
     def put(self, row: BranchRow) -> None:
         self._rows[(row.txn_id, row.branch_id)] = replace(row, answers=dict(row.answers))
+
+    def get_lock(self, resource: str) -> dict[str, object] | None:
+        found = self._locks.get(resource)
+        return dict(found) if found is not None else None
+
+    def put_lock(self, resource: str, state: dict[str, object]) -> None:
+        self._locks[resource] = dict(state)
 
 
 class SqliteParticipantStore:
@@ -105,6 +120,7 @@ class SqliteParticipantStore:
             "CREATE TABLE IF NOT EXISTS branch_state (txn_id TEXT, branch_id TEXT, row TEXT NOT NULL,"
             " PRIMARY KEY (txn_id, branch_id))"
         )
+        self._db.execute("CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)")
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
         with self._mutex:
@@ -120,6 +136,20 @@ class SqliteParticipantStore:
                 "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)",
                 (row.txn_id, row.branch_id, row.to_json()),
             )
+
+    def get_lock(self, resource: str) -> dict[str, object] | None:
+        with self._mutex:
+            found = self._db.execute("SELECT state FROM lock_state WHERE resource = ?", (resource,)).fetchone()
+        if found is None:
+            return None
+        d = json.loads(found[0])
+        return {**d, "expiresAt": parse_ts(d["expiresAt"])}
+
+    def put_lock(self, resource: str, state: dict[str, object]) -> None:
+        expires = state["expiresAt"]
+        text = json.dumps({**state, "expiresAt": format_ts(expires) if isinstance(expires, datetime) else expires})
+        with self._mutex:
+            self._db.execute("INSERT OR REPLACE INTO lock_state (resource, state) VALUES (?, ?)", (resource, text))
 
     def close(self) -> None:
         self._db.close()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from demo.trip_world import AIRLINE, CALENDAR, PAYMENTS, World, build_world, trip_plan
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import (
     AbortRequest,
@@ -153,3 +156,19 @@ async def test_locks_hand_out_growing_fencing_tokens_and_refuse_stale_writes(wor
     assert err.value.rule == "HATP-LOCK-2"
     released = airline.lock_release(LockReleaseRequest(resource="seat-14C", token=b.token))
     assert released.released and released.owner == "txn-b"
+
+
+def test_fencing_tokens_keep_growing_after_the_participant_restarts(clock: FakeClock, tmp_path: Path) -> None:
+    from hatp_mcp.runtime.participant import ParticipantRuntime
+    from hatp_mcp.store.participant_state import SqliteParticipantStore
+
+    key = SigningKey.generate(["participant"])
+    first = ParticipantRuntime(AIRLINE, key, {}, SqliteParticipantStore(tmp_path / "p.db"), clock)
+    old = first.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    clock.advance(31)
+    again = ParticipantRuntime(AIRLINE, key, {}, SqliteParticipantStore(tmp_path / "p.db"), clock)  # a restart
+    new = again.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+    assert new.token == old.token + 1  # HATP-LOCK-3: never handed out twice, even after a restart
+    with pytest.raises(HatpError) as err:
+        again.fenced_write("seat-14C", old.token)
+    assert err.value.code == "STALE_TOKEN"
