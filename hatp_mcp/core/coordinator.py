@@ -347,7 +347,7 @@ class Coordinator(Deadlines):
             return []
         try:
             vote, _approval = check_approver_answer(
-                self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring
+                self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring, now
             )
         except HatpError as exc:
             return [self._refused(rid, exc), *self._abort(now, exc.code, exc.reason)]

@@ -7,12 +7,14 @@ longer verify); the coordinator records the refusal instead and aborts.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.wire import error_path
@@ -90,12 +92,13 @@ def check_approver_answer(
     vote_raw: Mapping[str, Any],
     approval_raw: Mapping[str, Any] | None,
     keyring: Keyring,
+    now: datetime | None = None,
 ) -> tuple[Vote, Approval | None]:
     """Raises HatpError HATP-TXN-3 unless the gateway's vote (and approval) may count.
 
     Both signed by a gateway-role key, both naming this txnId and plan digest; pending names its deadline; yes
-    comes with an Approval that approves, whose quorum is met by distinct approvers, and whose routing record's
-    authority check ran (`checked.status == "checked"`) whenever the plan moves money.
+    comes with an Approval that approves, has not expired at `now`, whose quorum is met by distinct approvers,
+    and whose routing record's authority check ran (`checked.status == "checked"`) whenever the plan moves money.
     """
     rule = "HATP-TXN-3"
     _verify(vote_raw, keyring, "gateway", rule, "vote")
@@ -118,6 +121,15 @@ def check_approver_answer(
     want = {"yes": "approve", "no": "reject"}.get(vote.decision)
     if want is not None:
         _same(rule, "approval", "decision", approval.decision, want)
+    if approval.decision == "approve" and now is not None and approval.expires_at is not None:
+        if parse_ts(approval.expires_at) <= now:
+            raise HatpError(
+                rule,
+                f"the approval expired at {approval.expires_at}",
+                path="approval.expiresAt",
+                code="APPROVAL_EXPIRED",
+                fix="ask the approver again",
+            )
     if approval.decision == "approve":
         approvers = {d.approver for d in approval.decisions if d.decision == "approve"}
         if len(approvers) < approval.quorum.required:

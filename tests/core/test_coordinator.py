@@ -260,3 +260,12 @@ def test_a_quote_receipt_does_not_answer_a_prepare() -> None:
     refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert refused and refused[0]["rule"] == "HATP-TXN-2" and "quote" in refused[0]["reason"]
     assert c.state is TxnState.ABORTING
+
+
+def test_an_expired_approval_does_not_count() -> None:
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(seconds=1)))
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
