@@ -36,7 +36,7 @@ async def trips(path: Path, n: int, concurrency: int) -> tuple[float, list[dict[
     clock = SystemClock()
     log = SqliteTxnLog(path)
     world = build_world(clock, log=log)
-    coordinator = world.coordinator()
+    coordinator = world.coordinator(keep_trace=False)
     plans = [trip_plan(clock.now(), f"txn-bench-{path.stem}-{i}") for i in range(n)]
     limiter = anyio.CapacityLimiter(concurrency)
     records: list[dict[str, Any]] = []

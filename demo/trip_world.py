@@ -202,7 +202,9 @@ class World:
     log: TxnLog
     escalations: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def coordinator(self, config: Config | None = None, validator: Validator | None = None) -> CoordinatorRuntime:
+    def coordinator(
+        self, config: Config | None = None, validator: Validator | None = None, *, keep_trace: bool = True
+    ) -> CoordinatorRuntime:
         async def escalate(txn_id: str, to: str, reason: str) -> None:
             self.escalations.append((txn_id, to, reason))
 
@@ -217,6 +219,7 @@ class World:
             config=config or Config(coordinator="coordinator://acme.com/c1"),
             validator=validator if validator is not None else default_validator(),
             on_escalate=escalate,
+            keep_trace=keep_trace,
         )
 
     def effects(self) -> dict[str, list[str]]:

@@ -106,6 +106,7 @@ class CoordinatorRuntime:
         validator: Validator | None = None,
         on_escalate: EscalateHook | None = None,
         unbounded_call_seconds: float = 300.0,
+        keep_trace: bool = False,
     ) -> None:
         self._key = key
         self.keyring = keyring
@@ -117,7 +118,8 @@ class CoordinatorRuntime:
         self._validator = validator if validator is not None else default_validator()  # begin always validates
         self._on_escalate = on_escalate
         self._unbounded = unbounded_call_seconds
-        self.trace: list[tuple[str, Command]] = []  # (txnId, command), for tests and the demo timeline
+        self._keep_trace = keep_trace
+        self.trace: list[tuple[str, Command]] = []  # (txnId, command) when keep_trace: tests look at what was sent
 
     async def run(self, plan: Plan) -> TxnResult:
         """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
@@ -176,7 +178,8 @@ class CoordinatorRuntime:
         entries = list(first)
         outcome: Outcome | None = None
         for cmd in commands:
-            self.trace.append((txn_id, cmd))
+            if self._keep_trace:
+                self.trace.append((txn_id, cmd))
             if isinstance(cmd, Record):
                 entries.append(LogEntry("event", chain.append(cmd.event, at, cmd.body, cmd.evidence, cmd.author)))
             elif isinstance(cmd, Decide):

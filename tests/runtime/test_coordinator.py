@@ -373,6 +373,7 @@ async def test_an_escalation_hook_that_fails_does_not_stop_the_transaction(clock
         clock=clock,
         config=Config(retry_seconds=300),
         on_escalate=broken,
+        keep_trace=True,
     )
     result = await drive(clock, lambda: coord.run(trip_plan(clock.now())), step_seconds=50)
     assert "escalated" in events(result.record)  # HATP-TXN-10: recorded even though the hook failed
