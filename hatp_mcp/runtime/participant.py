@@ -9,6 +9,8 @@ about transports: the MCP binding calls these methods.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -118,8 +120,18 @@ class ParticipantRuntime:
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self.lock_table = LockTable()
 
-    def _lock(self, txn_id: str, branch_id: str) -> anyio.Lock:
-        return self._locks.setdefault((txn_id, branch_id), anyio.Lock())
+    @asynccontextmanager
+    async def _lock(self, txn_id: str, branch_id: str) -> AsyncIterator[None]:
+        """One request at a time per (txnId, branchId); the lock is dropped once nobody holds or awaits it."""
+        key = (txn_id, branch_id)
+        lock = self._locks.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            stats = lock.statistics()
+            if not stats.locked and stats.tasks_waiting == 0 and self._locks.get(key) is lock:
+                del self._locks[key]
 
     # -- signing -------------------------------------------------------------------------------------------
     def _vote(
