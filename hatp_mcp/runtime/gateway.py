@@ -2,7 +2,7 @@
 a GatewayStore and a "gateway" signing key. It persists before it answers, signs votes, approvals and answers,
 arms SLA and deadline timers (`run`), and notifies the people it asks through a Notifier.
 
-Transport-free: the MCP server of issue #6 (and the stdio driver in gateway_stdio.py) wrap this class. Contact
+Transport-free: the MCP gateway server (servers/gateway.py, hatp_mcp/mcp/approver_server.py) wraps this class. Contact
 details are read from the store only to hand the Notifier a destination; they are never put into a message.
 """
 
@@ -22,12 +22,14 @@ from hatp_mcp.core import asks as core_asks
 from hatp_mcp.core import gateway as core
 from hatp_mcp.core.directory import Directory, IgnoredCard
 from hatp_mcp.core.evidence import sign_model
+from hatp_mcp.core.gate import GateRequirement
 from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
 from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
@@ -227,6 +229,47 @@ class GatewayApprover:
         self._changed.set()
         return await self._sync(ask_id)
 
+    async def ask_tool_call(
+        self,
+        *,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        requirement: GateRequirement,
+        requester: str,
+        tool_digest: str | None = None,
+        call_digest_seen: str | None = None,
+    ) -> StoredAsk:
+        """Route an approval of one tool call (core/toolcall.py), durable like a plan ask; idempotent per call
+        digest. Once the humans decided, `evidence` is the signed Approval with subject tool-call.
+
+        Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20) before anything is stored.
+        """
+        rec, call = open_tool_call_ask(
+            server=server,
+            tool=tool,
+            arguments=arguments,
+            requirement=requirement,
+            tool_digest=tool_digest,
+            requester=requester,
+            directory=self.directory,
+            gateway=self.gateway_id,
+            now=self.clock.now(),
+            call_digest_seen=call_digest_seen,
+        )
+        rec = rec.model_copy(update={"tool_call": call})
+        ask_id = rec.ask.ask_id
+        if self.store.get(ask_id) is None:
+            stored = StoredAsk(ask_id, rec.state, rec, None, None)
+            if self.store.create(stored) is stored:
+                await self._notify_new(None, rec)
+            self._changed.set()
+        return await self._sync(ask_id)
+
+    async def current(self, ask_id: str) -> StoredAsk:
+        """An ask as it stands now (time applied, outcome signed). Raises KeyError for an unknown ask."""
+        return await self._sync(ask_id)
+
     # -- timers ----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -278,14 +321,16 @@ class GatewayApprover:
             rec = core.tick(s.record, now)
             s = s.with_record(rec)
             vote = s.vote
-            if rec.ask.kind == "approve":
+            if rec.ask.kind == "approve" and rec.tool_call is None:
                 fresh = build_vote(rec, self.gateway_id, now)
                 if vote is None or vote.get("decision") != fresh.decision:
                     vote = sign_model(fresh, self.key).wire()
             evidence = s.evidence
             if evidence is None:
                 built = (
-                    build_approval(rec, self.gateway_id, self._nonce(), now)
+                    build_tool_call_approval(rec, rec.tool_call, gateway=self.gateway_id, nonce=self._nonce(), now=now)
+                    if rec.tool_call is not None
+                    else build_approval(rec, self.gateway_id, self._nonce(), now)
                     if rec.ask.kind == "approve"
                     else build_answer(rec, self.gateway_id, self._nonce(), now)
                 )

@@ -11,6 +11,7 @@ from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_t
 from hatp_mcp.core.model.card import HumanCard, WellKnown
 from hatp_mcp.core.model.evidence import Approval, Receipt, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, Ask
+from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult, VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -80,4 +81,8 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "lock-renew-request": LockRenewRequest,
     "lock-release-request": LockReleaseRequest,
     "lock-result": LockResult,
+    "voted-request": VotedRequest,
+    "vote-result": VoteResult,
+    "resolve-request": ResolveRequest,
+    "resolve-result": ResolveResult,
 }

@@ -14,6 +14,7 @@ from pydantic import Field
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision
+from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
     "AgentText",
@@ -147,3 +148,5 @@ class AskRecord(WireModel):
     closed_at: Timestamp | None = None
     code: str | None = None
     reason: str | None = None
+    # A tool-call ask (core/toolcall.py): the call it is about, so the Approval can be built after a restart.
+    tool_call: ToolCall | None = None

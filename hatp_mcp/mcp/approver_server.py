@@ -1,0 +1,119 @@
+"""`serve_approver(server, gateway)`: the Human Gateway as a voter over MCP (spec/mcp-binding.md, HATP-MCP-9/10).
+
+It registers on an MCP server, beside its ordinary tools:
+
+- `hatp/txn/prepare` (PrepareRequest, `branchId` = the approval requirement id): route the requirement to the
+  humans (idempotent per txnId and requirement) and answer with a VoteResult: the gateway's signed vote (pending
+  with `decideBy`, yes or no) and, once the humans decided, the signed Approval;
+- `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made;
+- `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult.
+
+Everything is GatewayApprover's (hatp_mcp/runtime/gateway.py): this module validates params, maps a missing ask
+to a refusal, and leaves refusals through hatp_mcp.mcp.errors only. It holds no protocol logic and no state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer, Server
+
+from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
+from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.extension import HatpSettings, advertise
+from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.store.gateway_store import StoredAsk
+
+__all__ = ["APPROVER_METHODS", "no_such_ask", "serve_approver", "vote_result"]
+
+APPROVER_METHODS = ("hatp/txn/prepare", "hatp/txn/voted", "hatp/txn/abort")
+
+
+def no_such_ask(txn_id: str, requirement_id: str) -> HatpError:
+    """HATP-MCP-10: the gateway never invents a vote for an ask it was not given."""
+    return HatpError(
+        "HATP-MCP-10",
+        f"the gateway has no ask for requirement {requirement_id!r} of transaction {txn_id!r}",
+        path="$.requirementId",
+        fix="ask first with hatp/txn/prepare (the whole plan, branchId = the requirement id)",
+        code="NO_SUCH_ASK",
+    )
+
+
+def vote_result(txn_id: str, requirement_id: str, stored: StoredAsk) -> VoteResult:
+    """The wire answer for one stored plan ask (its vote is always set once the gateway answered)."""
+    if stored.vote is None:
+        raise no_such_ask(txn_id, requirement_id)
+    return VoteResult(
+        txn_id=txn_id,
+        requirement_id=requirement_id,
+        state=stored.state,  # type: ignore[arg-type]
+        vote=stored.vote,
+        approval=stored.evidence,
+    )
+
+
+def serve_approver(
+    server: MCPServer | Server[Any], gateway: GatewayApprover, *, max_concurrent: int = 64
+) -> HatpSettings:
+    """Make `server` the gateway's voter: advertise role `gateway` with its public key, register the methods.
+
+    Returns the advertised settings.
+    """
+    low = lowlevel_of(server)
+    gate = anyio.Semaphore(max_concurrent)
+    settings = HatpSettings(roles=["gateway"], keys=[gateway.key.public_jwk()])
+    advertise(low, settings)
+
+    async def current(txn_id: str, requirement_id: str) -> VoteResult:
+        try:
+            stored = await gateway.current(f"{txn_id}/{requirement_id}")
+        except KeyError:
+            raise no_such_ask(txn_id, requirement_id) from None
+        return vote_result(txn_id, requirement_id, stored)
+
+    async def prepare(req: PrepareRequest) -> WireModel:
+        if req.quote_only:
+            raise HatpError(
+                "HATP-MCP-9",
+                "the gateway gives no quotes: it asks humans (hatp/txn/prepare without quoteOnly)",
+                path="$.quoteOnly",
+                code="UNSUPPORTED",
+            )
+        if req.plan_digest != req.plan.digest():
+            raise HatpError(
+                "HATP-MCP-9",
+                f"planDigest {req.plan_digest} is not the digest of the plan sent ({req.plan.digest()})",
+                path="$.planDigest",
+                fix="send the plan and its own digest",
+                code="PLAN_MISMATCH",
+            )
+        await gateway.ask(req.plan, req.branch_id)
+        return await current(req.txn_id, req.branch_id)
+
+    async def voted(req: VotedRequest) -> WireModel:
+        return await current(req.txn_id, req.requirement_id)
+
+    async def abort(req: AbortRequest) -> WireModel:
+        stored = gateway.store.get(f"{req.txn_id}/{req.branch_id}")
+        if stored is None:
+            raise no_such_ask(req.txn_id, req.branch_id)
+        digest = stored.record.ask.plan_digest if stored.record else (stored.vote or {}).get("planDigest")
+        if digest != req.plan_digest:
+            raise HatpError(
+                "HATP-MCP-10",
+                f"the ask is about plan {digest}, not {req.plan_digest}",
+                path="$.planDigest",
+                code="PLAN_MISMATCH",
+            )
+        await gateway.withdraw(req.txn_id, req.branch_id)
+        return await current(req.txn_id, req.branch_id)
+
+    add_method(low, "hatp/txn/prepare", PrepareRequest, prepare, gate)
+    add_method(low, "hatp/txn/voted", VotedRequest, voted, gate)
+    add_method(low, "hatp/txn/abort", AbortRequest, abort, gate)
+    return settings

@@ -1,0 +1,33 @@
+"""A Human Gateway for in-memory MCP tests: GatewayApprover on the acme.com organisation, a fake clock, a store
+under a temporary dir, and an MCPServer serving it as a voter (serve_approver). Test data only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp.server import MCPServer
+
+from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
+from hatp_mcp.store.gateway_store import GatewayStore
+from tests.acme_org import contacts, directory, gateway_key
+
+__all__ = ["make_gateway", "voter_server"]
+
+
+def make_gateway(data: Path, clock: FakeClock, key: SigningKey | None = None) -> GatewayApprover:
+    store = GatewayStore(data)
+    for human, book in contacts().items():
+        for channel, address in book.items():
+            store.set_contact(human, channel, address)
+    return GatewayApprover(
+        directory=directory(), key=key or gateway_key(), store=store, clock=clock, notifier=RecordingNotifier()
+    )
+
+
+def voter_server(gw: GatewayApprover) -> MCPServer:
+    server = MCPServer("human-gateway", log_level="WARNING")
+    serve_approver(server, gw)
+    return server
