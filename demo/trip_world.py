@@ -174,9 +174,17 @@ class CardCapture(Operation):
         self.hang = 0
         self.decline = False
         self.version = 1
+        self.pending_until: datetime | None = None  # e.g. 3-D Secure: the card holder has not answered yet
+        self.promised_by: datetime | None = None  # the decideBy it signs meanwhile (default: pending_until)
 
     async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
-        return DryRun(versions={"card:tok_visa_4242": str(self.version)}, cost=self.price, credential_scope="capture")
+        pending = self.pending_until is not None and now < self.pending_until
+        return DryRun(
+            versions={"card:tok_visa_4242": str(self.version)},
+            cost=self.price,
+            credential_scope="capture",
+            pending_until=(self.promised_by or self.pending_until) if pending else None,
+        )
 
     async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
         if self.hang > 0:

@@ -57,8 +57,11 @@ async def settle() -> None:
     me = asyncio.current_task()
     for _ in range(100_000):
         await anyio.lowlevel.checkpoint()
-        busy = False
+        # callbacks waiting to run (anyio delivers cancellation with call_soon) count as work too
+        busy = bool(getattr(asyncio.get_running_loop(), "_ready", ()))
         for task in asyncio.all_tasks():
+            if busy:
+                break
             if task is me:
                 continue
             waiter = getattr(task, "_fut_waiter", None)

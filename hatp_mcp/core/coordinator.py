@@ -83,6 +83,7 @@ class _Data:
     valid_until: dict[str, datetime] = field(default_factory=dict)
     inflight: set[str] = field(default_factory=set)  # branchIds with a phase-1 call out
     quoting: set[str] = field(default_factory=set)  # branchIds asked for a quote (not a prepare)
+    pending_phase: dict[str, str] = field(default_factory=dict)  # participants that voted pending: what was asked
     approvals: dict[str, str] = field(default_factory=dict)  # requirementId -> asked | pending | yes | no
     asked: bool = False
     deadline: datetime | None = None
@@ -273,6 +274,8 @@ class Coordinator(Deadlines):
             receipt = check_branch_receipt(self.plan, self.plan_digest, b, ev.receipt, self.keyring, {asked})
         except HatpError as exc:
             return [self._refused(b.branch_id, exc), *self._abort_or_note(b.branch_id, exc.code, now)]
+        if vote.decision == "pending" and self.state is not T.ABORTING:
+            return self._participant_pending(b.branch_id, asked, vote, ev, now)
         out: list[Command] = [
             Record(event="vote", body={"branchId": b.branch_id}, evidence=ev.vote, author=b.participant),
             Record(event="receipt", body={"branchId": b.branch_id}, evidence=ev.receipt, author=b.participant),
@@ -288,11 +291,8 @@ class Coordinator(Deadlines):
                     )
                 )
                 yes = False
-        if self.state is T.ABORTING:
-            if yes:
-                self._d.votes[b.branch_id] = "yes"
-                self._d.abort_queue.append(("abort", b.branch_id))
-            return out + self._next_abort(now)
+        if self.state is T.ABORTING:  # a late answer: whatever it holds is released like the rest
+            return out + self._queue_abort(b.branch_id, now)
         if not yes:
             self._d.votes[b.branch_id] = "no"
             return out + self._abort(now, vote.code or receipt.code or "VOTED_NO", f"{b.branch_id} voted no")

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hatp_mcp.core.coordinator_events import Command, Poll, Record, SendCommit, Timer, TxnState
+from hatp_mcp.core.coordinator_events import (
+    Command,
+    Poll,
+    PrepareAnswer,
+    Record,
+    SendCommit,
+    SendPrepare,
+    Timer,
+    TxnState,
+)
 from hatp_mcp.core.coordinator_phase2 import Phase2
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Receipt
+from hatp_mcp.core.model.evidence import Receipt, Vote
 
 __all__ = ["Deadlines"]
 
@@ -86,6 +95,37 @@ class Deadlines(Phase2):
             return out
         if kind == "escalate" and c.state is T.IN_DOUBT and not c._d.escalated:
             return c._escalate(now)
+        if kind == "reprepare" and c.state in _DECIDING and c._d.votes.get(arg) == "pending":
+            c._d.inflight.add(arg)
+            quote = c._d.pending_phase.get(arg) == "quote"
+            if quote:
+                c._d.quoting.add(arg)
+            return [SendPrepare(branch_id=arg, quote_only=quote)]
         if kind == "undo" and c.state is T.ABORTING:
             return c._next_abort(now)
         return []
+
+    def _participant_pending(self, bid: str, asked: str, vote: Vote, ev: PrepareAnswer, now: datetime) -> list[Command]:
+        """A participant that cannot answer yet: ask again (idempotent) until its signed decideBy (HATP-TXN-16)."""
+        c = self._c()
+        d = c._d
+        author = c._branches[bid].participant
+        if vote.decide_by is None:
+            return [
+                Record(event="vote.refused", body={"branchId": bid, "rule": "HATP-TXN-16", "code": "NO_DEADLINE"}),
+                *c._abort(now, "NO_DEADLINE", f"{bid} voted pending without a decideBy"),
+            ]
+        out: list[Command] = []
+        if d.votes.get(bid) != "pending":
+            out += [
+                Record(event="vote", body={"branchId": bid}, evidence=ev.vote, author=author),
+                Record(event="receipt", body={"branchId": bid}, evidence=ev.receipt, author=author),
+            ]
+        d.votes[bid] = "pending"
+        d.pending_phase[bid] = asked
+        decide_by = parse_ts(vote.decide_by)
+        if now >= decide_by:
+            timeout = Record(event="vote.timeout", body={"branchId": bid, "decideBy": vote.decide_by})
+            return [*out, timeout, *c._abort(now, "VOTE_TIMEOUT", f"{bid} did not decide by {vote.decide_by}")]
+        # asked again at the latest at its deadline; still pending then (above) aborts
+        return out + c._arm(f"reprepare:{bid}", min(now + timedelta(seconds=c.config.poll_seconds), decide_by))

@@ -63,6 +63,7 @@ class DryRun:
     cost: Amount | None = None
     credential_scope: str | None = None
     refuse_code: str | None = None
+    pending_until: datetime | None = None  # cannot answer yet: vote pending, promising to decide by then
     refuse_reason: str | None = None
 
 
@@ -135,7 +136,12 @@ class ParticipantRuntime:
 
     # -- signing -------------------------------------------------------------------------------------------
     def _vote(
-        self, row: BranchRow, decision: str, code: str | None = None, reason: str | None = None
+        self,
+        row: BranchRow,
+        decision: str,
+        code: str | None = None,
+        reason: str | None = None,
+        decide_by: str | None = None,
     ) -> dict[str, Any]:
         vote = Vote(
             txn_id=row.txn_id,
@@ -145,6 +151,7 @@ class ParticipantRuntime:
             decision=decision,  # type: ignore[arg-type]
             code=code,
             reason=reason,
+            decide_by=decide_by,
             issued_at=format_ts(self._clock.now()),
         )
         return sign_object(vote.wire(), self._key)
@@ -189,6 +196,11 @@ class ParticipantRuntime:
         row.branch = branch.wire()
         op = self._ops[branch.operation]
         dry = await op.dry_run(branch, now)
+        if dry.pending_until is not None:  # HATP-PART-9: nothing held, nothing kept
+            return PrepareResult(
+                vote=self._vote(row, "pending", decide_by=format_ts(dry.pending_until)),
+                receipt=self._receipt(row, phase, "in-doubt", code="PENDING"),
+            )
         if dry.refuse_code is not None:
             return self._no(row, phase, dry.refuse_code, dry.refuse_reason or dry.refuse_code)
         try:

@@ -379,3 +379,32 @@ async def test_an_escalation_hook_that_fails_does_not_stop_the_transaction(clock
     assert "escalated" in events(result.record)  # HATP-TXN-10: recorded even though the hook failed
     assert result.outcome is Outcome.NEEDS_RECOVERY
     assert verify_record(result.record, world.keyring) == []
+
+
+@pytest.mark.anyio
+async def test_a_pending_participant_is_asked_again_until_it_votes_yes(clock: FakeClock) -> None:
+    world = build_world(clock)
+    world.pay.pending_until = clock.now() + timedelta(seconds=100)
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.COMMITTED
+    pay_votes = [
+        e["evidence"] for e in result.record["events"] if e["event"] == "vote" and e["body"]["branchId"] == "pay"
+    ]
+    assert [v["decision"] for v in pay_votes] == ["pending", "yes"]  # HATP-TXN-16
+    assert pay_votes[0]["decideBy"] == "2026-11-29T10:01:40Z"  # HATP-PART-9: signed deadline
+    pending_receipt = next(r for r in receipts(result.record, "prepare") if r["branchId"] == "pay")
+    assert (pending_receipt["outcome"], pending_receipt["code"]) == ("in-doubt", "PENDING")
+    assert verify_record(result.record, world.keyring) == []
+
+
+@pytest.mark.anyio
+async def test_a_participant_still_pending_at_its_deadline_aborts_the_transaction(clock: FakeClock) -> None:
+    world = build_world(clock)
+    world.pay.pending_until = clock.now() + timedelta(seconds=600)
+    world.pay.promised_by = clock.now() + timedelta(seconds=300)  # it promised less than it needs
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.ABORTED
+    assert bodies(result.record, "vote.timeout") == [{"branchId": "pay", "decideBy": "2026-11-29T10:05:00Z"}]
+    assert bodies(result.record, "decision")[0]["reason"].startswith("VOTE_TIMEOUT")  # HATP-TXN-16
+    assert receipts(result.record, "commit") == []
+    assert world.seat.effects[-1] == "release txn-trip-0001"
