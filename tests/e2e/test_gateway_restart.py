@@ -1,108 +1,89 @@
-"""Durability across real processes: a gateway killed with asks pending is restarted, people decide in the
-terminal inbox (another process) meanwhile, and the decision lands as a signed approval (HATP-GW-13)."""
+"""Durability across real processes: the MCP gateway server (servers/gateway.py) killed with SIGKILL while an ask
+is pending is restarted on the same data dir; people decide in the terminal inbox (another process) meanwhile and
+through the server's tools; the decision lands as a signed approval (HATP-GW-13, HATP-MCP-12)."""
 
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
 
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.model.base import format_ts
-from tests.acme_org import ORG_DIR, h, keyring, plan
+from hatp_mcp.mcp.approver_client import mcp_approver
+from hatp_mcp.mcp.launch import launch_http, stdio_params
+from tests.acme_org import GATEWAY_ID, ORG_DIR, h, keyring, plan
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 HATP = str(Path(sys.executable).parent / "hatp")
-KEY = str(ORG_DIR / "test-only-keys" / "gateway.private.jwk.json")
-
-
-class Gateway:
-    """One gateway process speaking JSON lines; every read is bounded."""
-
-    def __init__(self, data: Path) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hatp_mcp.runtime.gateway_stdio",
-                "--data",
-                str(data),
-                "--org",
-                str(ORG_DIR),
-                "--key",
-                KEY,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.read() == {"ready": True}
-
-    def read(self, timeout: float = 30.0) -> Any:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, "the gateway did not answer in time"
-        return json.loads(self.proc.stdout.readline())
-
-    def call(self, req: dict[str, Any]) -> Any:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 def inbox(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([HATP, "inbox", "--data", str(data), *args], capture_output=True, text=True, timeout=60)
 
 
-def test_a_gateway_killed_with_an_ask_pending_restarts_and_the_inbox_decision_lands(tmp_path: Path) -> None:
+async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the_inbox_decision_lands(
+    tmp_path: Path,
+) -> None:
     decide_by = format_ts((datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0))
     p = plan(decide_by=decide_by, txn_id="txn-restart-1")
-    ask = {"op": "ask", "plan": p.wire(), "requirementId": "finance"}
+    extra = ["--org", str(ORG_DIR)]
+    with anyio.fail_after(60):
+        async with launch_http("servers.gateway", tmp_path, extra=extra) as first:
+            async with Client(first.url) as client:
+                pending = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance")
+            first.kill()  # SIGKILL: no shutdown, no flush; only what was committed survives
+            await first.process.wait()
 
-    first = Gateway(tmp_path)
-    pending = first.call(ask)
-    assert pending["ok"] and pending["vote"]["decision"] == "pending" and pending["vote"]["decideBy"] == decide_by
-    first.kill()  # no shutdown, no flush: only what was committed survives
+        listed = inbox(tmp_path, "list")
+        shown = inbox(tmp_path, "show", "txn-restart-1/finance")
+        selfie = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("dana"))
+        bob = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob"))
+        twice = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob"))
 
-    listed = inbox(tmp_path, "list")
+        async with launch_http("servers.gateway", tmp_path, extra=extra) as second:
+            async with Client(second.url) as client:
+                approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+                again = await approver.ask(p, "finance")
+                carol = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("carol"))  # server running
+                done = await approver.poll(p.txn_id, "finance")
+    assert pending.vote["decision"] == "pending" and pending.vote["decideBy"] == decide_by
     assert listed.returncode == 0 and "txn-restart-1/finance" in listed.stdout
-    shown = inbox(tmp_path, "show", "txn-restart-1/finance")
     assert shown.returncode == 0 and "$25,000.00" in shown.stdout and "[agent-written]" in shown.stdout
-    selfie = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("dana"))
     assert selfie.returncode == 1 and "HATP-GW-5" in selfie.stderr
-    assert inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob")).returncode == 0
-    twice = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob"))
+    assert bob.returncode == 0
     assert twice.returncode == 1 and "HATP-GW-6" in twice.stderr
+    assert again.vote == pending.vote  # the same signed pending vote, not a new ask
+    assert carol.returncode == 0
+    assert done.vote["decision"] == "yes" and done.approval is not None
+    verify_raw(done.vote, keyring(), role="gateway")
+    verify_raw(done.approval, keyring(), role="gateway")
+    assert [d["approver"] for d in done.approval["decisions"]] == [h("bob"), h("carol")]
+    assert done.approval["planDigest"] == p.digest()
 
-    second = Gateway(tmp_path)
-    assert second.call(ask)["vote"] == pending["vote"]  # the same signed pending vote, not a new ask
-    assert inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("carol")).returncode == 0
-    done = second.call({"op": "poll", "txnId": "txn-restart-1", "requirementId": "finance"})
-    second.stop()
-    assert done["ok"] and done["vote"]["decision"] == "yes"
-    verify_raw(done["vote"], keyring(), role="gateway")
-    verify_raw(done["approval"], keyring(), role="gateway")
-    assert [d["approver"] for d in done["approval"]["decisions"]] == [h("bob"), h("carol")]
-    assert done["approval"]["planDigest"] == p.digest()
+
+async def test_the_gateway_over_stdio_votes_and_people_decide_through_its_tools(tmp_path: Path) -> None:
+    p = plan(txn_id="txn-stdio-1")
+    params = stdio_params("servers.gateway", tmp_path, ["--org", str(ORG_DIR), "--now", "2026-11-29T10:00:00Z"])
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+            pending = await approver.ask(p, "finance")
+            for who in ("bob", "carol"):
+                r = await client.call_tool(
+                    "decide", {"ask_id": "txn-stdio-1/finance", "human": h(who), "action": "approve"}
+                )
+                assert not r.is_error
+            done = await approver.poll(p.txn_id, "finance")
+    assert pending.vote["decision"] == "pending" and done.vote["decision"] == "yes"
+    assert done.approval is not None and json.dumps(done.approval).count("human://acme.com/") >= 2
 
 
 def test_the_inbox_refuses_a_missing_data_dir_with_exit_2(tmp_path: Path) -> None:

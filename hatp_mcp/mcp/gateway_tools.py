@@ -1,0 +1,125 @@
+"""The Human Gateway's ordinary MCP tools, for people and agents (spec/mcp-binding.md, HATP-MCP-12/13/16).
+
+For people (they stand in for the terminal inbox and go through the same code, `GatewayApprover.decide` ->
+`apply_human_input`, so the same rules hold): `list_asks`, `show_ask`, `decide` (approve, reject, decline or
+answer as a named person). For agents, the tool-call approval path of spec/gated-tools.md: `request_approval`
+(route one exact call) and `approval_status` (poll it; the signed Approval once decided).
+
+Nothing here decides: the rules are the core's, the state the gateway store's. Refusals leave through
+hatp_mcp.mcp.errors. No result carries contact details: seats show who and why, never where they are reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server import MCPServer
+
+from hatp_mcp.core.gate import GateRequirement
+from hatp_mcp.core.screen import render_ask_text
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.store.gateway_store import StoredAsk
+
+__all__ = ["GATEWAY_TOOLS", "add_gateway_tools", "ask_view"]
+
+GATEWAY_TOOLS = ("list_asks", "show_ask", "decide", "request_approval", "approval_status")
+
+
+def _no_such_ask(ask_id: str) -> HatpError:
+    return HatpError(
+        "HATP-MCP-12", f"the gateway has no ask {ask_id!r}", path="$.ask_id", fix="list_asks", code="NO_SUCH_ASK"
+    )
+
+
+def _waiting_for(s: StoredAsk) -> list[str]:
+    return [x.human for x in s.record.seats if x.status == "asked"] if s.record else []
+
+
+def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
+    """What a tool shows of an ask: state, who is asked, the signed outcome; with `full`, the screen and seats."""
+    out: dict[str, Any] = {"askId": s.ask_id, "state": s.state, "waitingFor": _waiting_for(s)}
+    if s.record is not None:
+        ask = s.record.ask
+        out |= {"kind": ask.kind, "decideBy": ask.decide_by, "quorum": [s.record.quorum_required, s.record.quorum_of]}
+        if full:
+            out["ask"] = ask.wire()
+            out["text"] = "\n".join(render_ask_text(ask))
+            out["seats"] = [
+                {k: v for k, v in seat.wire().items() if k in ("human", "status", "rule", "detail", "delegateFor")}
+                for seat in s.record.seats
+            ]
+    if s.vote is not None:
+        out["vote"] = s.vote
+    if s.evidence is not None:
+        out["approval" if s.evidence.get("type") == "hatp.approval" else "answer"] = s.evidence
+    return out
+
+
+def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
+    """Register the people's and the agents' tools of `gateway` on `server`."""
+
+    async def current(ask_id: str) -> StoredAsk:
+        try:
+            return await gateway.current(ask_id)
+        except KeyError:
+            raise to_mcp_error(_no_such_ask(ask_id)) from None
+
+    async def list_asks(human: str | None = None) -> dict[str, Any]:
+        """Pending asks, oldest first; with `human`, only those waiting for that person."""
+        rows = [s for s in gateway.store.asks("pending") if s.record is not None]
+        return {"asks": [ask_view(s) for s in rows if human is None or human in _waiting_for(s)]}
+
+    async def show_ask(ask_id: str) -> dict[str, Any]:
+        """An ask's approval screen (agent-written text labelled so), who was asked, excluded and why."""
+        return ask_view(await current(ask_id), full=True)
+
+    async def decide(ask_id: str, human: str, action: str, value: Any = None) -> dict[str, Any]:
+        """`human` approves, rejects, declines or answers (`value`) an ask they were asked. Same rules as the inbox."""
+        try:
+            after = await gateway.decide(ask_id, human, action, value)
+        except KeyError:
+            raise to_mcp_error(_no_such_ask(ask_id)) from None
+        except HatpError as exc:
+            raise to_mcp_error(exc) from None
+        return ask_view(after)
+
+    async def request_approval(
+        server_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        requires: dict[str, Any],
+        requester: str,
+        call_digest: str | None = None,
+        tool_digest: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask the humans at `requires.address` to approve exactly this tool call (as the tool server described
+        it in its APPROVAL_REQUIRED refusal). Idempotent per call; poll with approval_status."""
+        try:
+            try:
+                requirement = GateRequirement.from_config(requires)
+            except ValueError as exc:
+                raise HatpError("HATP-MCP-13", str(exc), path="$.requires", code="BAD_REQUEST") from None
+            stored = await gateway.ask_tool_call(
+                server=server_id,
+                tool=tool,
+                arguments=arguments,
+                requirement=requirement,
+                requester=requester,
+                tool_digest=tool_digest,
+                call_digest_seen=call_digest,
+            )
+        except HatpError as exc:
+            raise to_mcp_error(exc) from None
+        return ask_view(stored, full=True)
+
+    async def approval_status(ask_id: str) -> dict[str, Any]:
+        """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
+        return ask_view(await current(ask_id))
+
+    server.add_tool(list_asks)
+    server.add_tool(show_ask)
+    server.add_tool(decide)
+    server.add_tool(request_approval)
+    server.add_tool(approval_status)

@@ -1,0 +1,113 @@
+"""The Human Gateway as an MCP server process.
+
+`python -m servers.gateway --transport stdio|http [--port N] [--data DIR] [--org DIR] [--key FILE] [--now TS]`
+
+- The organisation (default spec/fixtures/org, the TEST-ONLY acme.com): its well-known document, the Directory's
+  signed cards (unsigned or altered ones are ignored, each logged with its rule) and `contacts.json`, copied into
+  the store's private contacts table (never into a message).
+- The signing key (role gateway), first found of: `--key FILE`; `DIR/key.jwk.json` (HATP-MCP-8); the org's
+  `test-only-keys/gateway.private.jwk.json` when the well-known publishes its kid with role gateway (the demo
+  and tests: coordinators trust the well-known's keys, so the gateway must sign with a published one); else a new
+  key created in DIR, whose public half (`DIR/public.jwk.json`) the organisation must publish. A key the
+  well-known does not publish as a gateway key is logged as a warning at start: its votes will not verify.
+- State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL).
+  A decision made there is picked up on the next poll or tick.
+- Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
+- Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
+  (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+from mcp.server import MCPServer
+
+from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.mcp.gateway_tools import add_gateway_tools
+from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
+from hatp_mcp.runtime.gateway import GatewayApprover, load_org
+from hatp_mcp.store.gateway_store import GatewayStore
+from servers._keys import load_or_create_key
+
+__all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
+
+DEFAULT_ORG = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
+
+
+def choose_key(data: Path, org: Path, published: Keyring, key_file: str | None) -> SigningKey:
+    """The gateway's signing key (see the module docstring for the order). Raises OSError or ValueError."""
+    if key_file is not None:
+        key = SigningKey.from_jwk(json.loads(Path(key_file).read_text()))
+    elif not (data / "key.jwk.json").exists() and (org / "test-only-keys" / "gateway.private.jwk.json").exists():
+        test_key = SigningKey.from_jwk(json.loads((org / "test-only-keys" / "gateway.private.jwk.json").read_text()))
+        entry = published.get(test_key.kid)
+        key = test_key if entry is not None and "gateway" in entry.roles else load_or_create_key(data, ["gateway"])
+    else:
+        key = load_or_create_key(data, ["gateway"])
+    entry = published.get(key.kid)
+    if entry is None or "gateway" not in entry.roles or entry.raw() != key.public_raw():
+        log(f"gateway: WARNING key {key.kid} is not published as a gateway key in the well-known; votes won't verify")
+    return key
+
+
+def build(data: Path, org: Path, clock: Clock, key_file: str | None = None) -> tuple[MCPServer, GatewayApprover]:
+    """Load the organisation, key and store and build the server. Raises OSError, ValueError or HatpError."""
+    directory, ignored, contacts = load_org(org)
+    for card in ignored:
+        log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
+    data.mkdir(parents=True, exist_ok=True)
+    key = choose_key(data, org, directory.keyring, key_file)
+    if "gateway" not in key.roles:
+        raise ValueError(f"key {key.kid} has roles {sorted(key.roles)}; the gateway signs with role 'gateway'")
+    store = GatewayStore(data)
+    for human, book in contacts.items():
+        for channel, address in book.items():
+            store.set_contact(human, channel, address)
+    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock)
+    server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
+    serve_approver(server, gateway)
+    add_gateway_tools(server, gateway)
+    return server, gateway
+
+
+async def _run(server: MCPServer, gateway: GatewayApprover, transport: str, port: int, parent_watch: bool) -> None:
+    async with anyio.create_task_group() as tg:
+        await tg.start(gateway.run)
+        await serve(server, transport, port, parent_watch=parent_watch)
+        tg.cancel_scope.cancel()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="servers.gateway", description="the Human Gateway MCP server (HATP)")
+    add_server_arguments(parser)
+    parser.add_argument("--org", default=str(DEFAULT_ORG), help="organisation dir (.well-known, cards, contacts)")
+    parser.add_argument("--key", default=None, help="the gateway's private JWK (role gateway)")
+    parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
+    args = parser.parse_args(argv)
+    quiet()
+    data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
+    try:
+        clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
+        server, gateway = build(data, Path(args.org).resolve(), clock, args.key)
+    except (OSError, ValueError, HatpError) as exc:  # HatpError: an unusable well-known document
+        log(f"gateway: cannot start: {exc}")
+        return 2
+    try:
+        anyio.run(functools.partial(_run, server, gateway, args.transport, args.port, args.parent_watch))
+    finally:
+        gateway.store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""The gateway's tools for people and agents over an in-memory MCP client: the same rules as the terminal inbox
+(HATP-MCP-12), tool-call approvals durable like plan asks (HATP-MCP-13), and no contact details in any result
+(HATP-MCP-16)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError
+from mcp.server import MCPServer
+
+from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.gate import GateRequirement, call_digest, expected_call
+from hatp_mcp.core.model.gateway_messages import VoteResult
+from hatp_mcp.core.model.messages import PrepareRequest
+from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.mcp.call import call
+from hatp_mcp.mcp.gateway_tools import add_gateway_tools
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.gateway import GatewayApprover
+from tests.acme_org import contacts, h, keyring, plan
+from tests.mcp.gateway_fixture import make_gateway
+
+pytestmark = pytest.mark.anyio
+
+REQUIRES = {
+    "address": "human://acme.com/role/finance-approver?quorum=2-of-3",
+    "requirement": {"action": "travel.spend", "amountFrom": "/amount", "payeeFrom": "/payee"},
+}
+ARGS: dict[str, Any] = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "USD"}, "payee": "acme"}
+SERVER = "mcp://payments.example"
+
+
+def gateway_server(gw: GatewayApprover) -> MCPServer:
+    server = MCPServer("hatp-gateway", log_level="WARNING")
+    serve_approver(server, gw)
+    add_gateway_tools(server, gw)
+    return server
+
+
+async def tool(client: Client, name: str, args: dict[str, Any]) -> Any:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def refused(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    with pytest.raises(MCPError) as err:
+        await client.call_tool(name, args)
+    data = err.value.error.data
+    assert isinstance(data, dict)
+    return data
+
+
+async def ask_plan(client: Client) -> None:
+    p = plan()
+    req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
+    await call(client, "hatp/txn/prepare", req, VoteResult)
+
+
+async def test_HATP_MCP_12_people_list_show_and_decide_through_tools_and_the_vote_follows(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            await ask_plan(client)
+            for_bob = await tool(client, "list_asks", {"human": h("bob")})
+            for_dana = await tool(client, "list_asks", {"human": h("dana")})
+            shown = await tool(client, "show_ask", {"ask_id": "txn-acme-0001/finance"})
+            first = await tool(
+                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": h("bob"), "action": "approve"}
+            )
+            second = await tool(
+                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": h("carol"), "action": "approve"}
+            )
+    assert [a["askId"] for a in for_bob["asks"]] == ["txn-acme-0001/finance"] and for_dana["asks"] == []
+    assert "[agent-written]" in shown["text"] and "$25,000.00" in shown["text"]
+    assert {s["human"]: s["status"] for s in shown["seats"]}[h("dana")] == "excluded"
+    assert first["state"] == "pending" and first["vote"]["decision"] == "pending"
+    assert second["state"] == "approved" and second["vote"]["decision"] == "yes"
+    verify_raw(second["approval"], keyring(), role="gateway")
+
+
+@pytest.mark.parametrize(
+    ("human", "action", "rule"),
+    [
+        (h("dana"), "approve", "HATP-GW-5"),  # the requester approving their own request
+        (h("alice"), "approve", "HATP-GW-4"),  # matched, but her authority is below the total
+        (h("zed"), "approve", "HATP-GW-14"),  # no such person, never asked
+        (h("bob"), "answer", "HATP-ASK-6"),  # an approval is approved or rejected, not answered
+    ],
+)
+async def test_HATP_MCP_12_a_tool_decision_is_refused_exactly_as_the_inbox_refuses_it(
+    tmp_path: Path, clock: FakeClock, human: str, action: str, rule: str
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            await ask_plan(client)
+            data = await refused(
+                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": human, "action": action, "value": "x"}
+            )
+    assert data["rule"] == rule
+    stored = gw.store.get("txn-acme-0001/finance")
+    assert stored is not None and stored.state == "pending" and stored.record is not None
+    assert stored.record.decisions == []
+
+
+async def test_HATP_MCP_12_an_unknown_ask_is_refused(tmp_path: Path, clock: FakeClock) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            shown = await refused(client, "show_ask", {"ask_id": "txn-nope/finance"})
+            decided = await refused(
+                client, "decide", {"ask_id": "txn-nope/finance", "human": h("bob"), "action": "approve"}
+            )
+    assert (shown["rule"], shown["code"]) == ("HATP-MCP-12", "NO_SUCH_ASK")
+    assert (decided["rule"], decided["code"]) == ("HATP-MCP-12", "NO_SUCH_ASK")
+
+
+async def test_HATP_MCP_13_a_tool_call_approval_is_routed_durable_and_signed_once_decided(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    digest = call_digest(expected_call(SERVER, "charge_card", ARGS, GateRequirement.from_config(REQUIRES), None))
+    request = {
+        "server_id": SERVER,
+        "tool": "charge_card",
+        "arguments": ARGS,
+        "requires": REQUIRES,
+        "requester": h("dana"),
+        "call_digest": digest,
+    }
+    with anyio.fail_after(10):
+        async with Client(gateway_server(make_gateway(tmp_path, clock))) as client:
+            asked = await tool(client, "request_approval", request)
+            await tool(client, "decide", {"ask_id": asked["askId"], "human": h("bob"), "action": "approve"})
+        restarted = make_gateway(tmp_path, clock)  # a new process on the same store
+        async with Client(gateway_server(restarted)) as client:
+            again = await tool(client, "request_approval", request)
+            await tool(client, "decide", {"ask_id": asked["askId"], "human": h("alice"), "action": "approve"})
+            done = await tool(client, "approval_status", {"ask_id": asked["askId"]})
+            wrong = await refused(client, "request_approval", {**request, "call_digest": "sha256:" + "3" * 64})
+            bad = await refused(client, "request_approval", {**request, "requires": {"address": "x"}})
+    assert asked["state"] == "pending" and asked["quorum"] == [2, 3] and "approval" not in asked
+    assert again["askId"] == asked["askId"] and again["state"] == "pending"
+    approval = done["approval"]
+    verify_raw(approval, keyring(), role="gateway")
+    assert (approval["subject"], approval["planDigest"], approval["toolCall"]["tool"]) == (
+        "tool-call",
+        digest,
+        "charge_card",
+    )
+    assert [d["approver"] for d in approval["decisions"]] == [h("bob"), h("alice")]
+    assert wrong["rule"] == "HATP-GATE-7"
+    assert (bad["rule"], bad["code"]) == ("HATP-MCP-13", "BAD_REQUEST")
+
+
+def contact_strings() -> list[str]:
+    return [address for book in contacts().values() for address in book.values()]
+
+
+async def test_HATP_MCP_16_no_tool_result_of_the_gateway_carries_a_contact_detail(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    seen: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            p = plan()
+            req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
+            seen.append(json.dumps((await call(client, "hatp/txn/prepare", req, VoteResult)).wire()))
+            for name, args in [
+                ("list_asks", {}),
+                ("show_ask", {"ask_id": "txn-acme-0001/finance"}),
+                ("decide", {"ask_id": "txn-acme-0001/finance", "human": h("bob"), "action": "approve"}),
+                ("decide", {"ask_id": "txn-acme-0001/finance", "human": h("frank"), "action": "approve"}),
+                ("show_ask", {"ask_id": "txn-acme-0001/finance"}),
+            ]:
+                result = await client.call_tool(name, args)
+                seen.append(json.dumps([c.model_dump() for c in result.content]))
+                seen.append(json.dumps(result.structured_content))
+    assert gw.store.contacts_for(h("frank"))  # the gateway does hold them
+    text = "\n".join(seen)
+    assert "approved" in text
+    leaked = [c for c in contact_strings() if c in text]
+    assert leaked == []
