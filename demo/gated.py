@@ -1,10 +1,10 @@
 """`make demo-gated`: one tool call, one signed human approval, across separate processes.
 
 The agent (this process) talks MCP over stdio to a payments server (demo.gated_server) whose `charge_card` is
-gated, and to the Human Gateway (demo.gated_gateway). The call is refused with APPROVAL_REQUIRED; the agent asks
-the gateway to approve that exact call; two finance approvers approve; the call runs. Replaying the same
-approval is refused, and so is the approval with changed arguments. Keys and people are the test-only acme.com
-organisation in spec/fixtures/org/.
+gated, and to the Human Gateway (servers.gateway, its store in a temporary data dir). The call is refused with
+APPROVAL_REQUIRED; the agent asks the gateway to approve that exact call; two finance approvers approve; the call
+runs. Replaying the same approval is refused, and so is the approval with changed arguments. Keys and people are
+the test-only acme.com organisation in spec/fixtures/org/.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = ROOT / "spec" / "fixtures" / "org"
-GATEWAY_KEY = ORG / "test-only-keys" / "gateway.private.jwk.json"
 REQUESTER = "human://acme.com/dana"
 ARGS: dict[str, Any] = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "USD"}, "payee": "acme"}
 
@@ -59,11 +58,11 @@ async def refused(payments: Client, args: dict[str, Any], approval: dict[str, An
     raise SystemExit(f"demo failed: the call ran ({text}) where it must be refused")
 
 
-async def run(db: Path) -> int:
+async def run(tmp: Path) -> int:
     with anyio.fail_after(60):
         async with (
-            Client(child("demo.gated_server", "--db", str(db), "--org", str(ORG))) as payments,
-            Client(child("demo.gated_gateway", "--org", str(ORG), "--key", str(GATEWAY_KEY))) as gateway,
+            Client(child("demo.gated_server", "--db", str(tmp / "gate.db"), "--org", str(ORG))) as payments,
+            Client(child("servers.gateway", "--data", str(tmp / "gateway"), "--org", str(ORG))) as gateway,
         ):
             print("1. The agent charges $2,500.00 to acme without an approval")
             need = (await refused(payments, ARGS, None))["data"]
@@ -87,16 +86,16 @@ async def run(db: Path) -> int:
                 )
             )
             for seat in asked["seats"]:
-                say("gateway", f"{seat['human']:<24} {seat['status']:<9} {seat['detail'] or ''}".rstrip())
+                say("gateway", f"{seat['human']:<24} {seat['status']:<9} {seat.get('detail') or ''}".rstrip())
 
             print("3. The finance approvers decide (quorum 2 of 3)")
             approval: dict[str, Any] | None = None
             for human in ("human://acme.com/bob", "human://acme.com/alice"):
                 got = result_json(
-                    await gateway.call_tool("decide", {"ask_id": asked["askId"], "human": human, "decision": "approve"})
+                    await gateway.call_tool("decide", {"ask_id": asked["askId"], "human": human, "action": "approve"})
                 )
                 say(human.rsplit("/", 1)[1], f"approves -> ask {got['state']}")
-                approval = got["approval"]
+                approval = got.get("approval")
             assert approval is not None
             say("gateway", f"signed approval {approval['approvalId']} (kid {approval['signature']['kid']})")
             say("", f"nonce {approval['nonce']}, expires {approval['expiresAt']}")
@@ -121,7 +120,7 @@ async def run(db: Path) -> int:
 def main() -> int:
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as tmp:
-        return anyio.run(run, Path(tmp) / "gate.db")
+        return anyio.run(run, Path(tmp))
 
 
 if __name__ == "__main__":
