@@ -139,7 +139,7 @@ class Coordinator(Deadlines):
             raise HatpError(
                 "HATP-TXN-1",
                 f"the plan is invalid: {len(violations)} violation(s), first {getattr(first, 'rule', '?')}: "
-                f"{getattr(first, 'reason', first)}",
+                f"{getattr(first, 'message', None) or getattr(first, 'reason', first)}",
                 path=str(getattr(first, "path", "$")),
                 code="PLAN_INVALID",
                 fix="fix the violations (hatp validate) and begin again",

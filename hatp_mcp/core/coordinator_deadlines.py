@@ -41,6 +41,8 @@ class Deadlines(Phase2):
         ]
         if candidate is not None:
             options.append(candidate)
+        if c.plan.deadlines.commit_by is not None and c.timing.commit is not None:  # leave room to commit by then
+            options.append(parse_ts(c.plan.deadlines.commit_by) - timedelta(seconds=c.timing.commit))
         if c._d.horizons and c.mode in ("parallel", "holds-first") and c.timing.commit is not None:
             options.append(min(c._d.horizons.values()) - timedelta(seconds=c.timing.commit))
         if c._d.deadline is not None:

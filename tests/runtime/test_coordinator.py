@@ -408,3 +408,17 @@ async def test_a_participant_still_pending_at_its_deadline_aborts_the_transactio
     assert bodies(result.record, "decision")[0]["reason"].startswith("VOTE_TIMEOUT")  # HATP-TXN-16
     assert receipts(result.record, "commit") == []
     assert world.seat.effects[-1] == "release txn-trip-0001"
+
+
+@pytest.mark.anyio
+async def test_the_approval_deadline_leaves_room_to_commit_by_the_plans_commit_by(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1200)})
+    at = (clock.now() + timedelta(seconds=1000)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    plan = trip_plan(clock.now(), deadlines={"decideBy": at, "commitBy": at})
+    plan = plan.model_copy(update={"approvals": [a.model_copy(update={"decide_by": at}) for a in plan.approvals]})
+    result = await drive(clock, lambda: world.coordinator().run(plan))
+    deadline = bodies(result.record, "approval.deadline")[-1]["decideBy"]
+    assert deadline == (clock.now().replace(hour=10, minute=0, second=0) + timedelta(seconds=975)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )  # HATP-TXN-7: commitBy minus the 25 s commit phase
+    assert result.outcome is Outcome.ABORTED and receipts(result.record, "commit") == []
