@@ -29,6 +29,7 @@ from hatp_mcp.core.model.messages import (
 )
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
+from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnList, TxnQuery, TxnStatus
 
 __all__ = [
     "WIRE_MODELS",
@@ -85,4 +86,8 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "vote-result": VoteResult,
     "resolve-request": ResolveRequest,
     "resolve-result": ResolveResult,
+    "txn-query": TxnQuery,
+    "txn-abort-request": TxnAbortRequest,
+    "txn-status": TxnStatus,
+    "txn-list": TxnList,
 }

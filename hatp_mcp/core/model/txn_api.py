@@ -1,0 +1,78 @@
+"""The wire objects an agent exchanges with a coordinator: hatp/txn/{begin,status,abort} and the pending list.
+
+`hatp/txn/begin` takes a Plan as its params (no envelope: the plan is the request). `TxnQuery` asks for one
+transaction, `TxnAbortRequest` asks the coordinator to abort one, and every answer is a `TxnStatus`: its state,
+the decision, the votes recorded so far, the outcome and, once closed, the whole Transaction Record. Pure: no IO.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from hatp_mcp.core.model.base import Ident, WireModel
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN
+
+__all__ = ["TxnAbortRequest", "TxnList", "TxnQuery", "TxnStatus", "VoteSummary"]
+
+TxnStateName = Literal[
+    "new",
+    "quoting",
+    "preparing",
+    "approving",
+    "committing",
+    "in-doubt",
+    "aborting",
+    "committed",
+    "aborted",
+    "needs-recovery",
+]
+
+
+class TxnQuery(WireModel):
+    """hatp/txn/status sent to a coordinator: what it knows of one transaction.
+
+    `waitSeconds` asks the coordinator to answer once the transaction has ended, or after that many seconds.
+    """
+
+    type: Literal["hatp.txn-query"] = "hatp.txn-query"
+    txn_id: Ident
+    wait_seconds: int | None = Field(default=None, ge=0, le=300)
+
+
+class TxnAbortRequest(WireModel):
+    """hatp/txn/abort sent to a coordinator by the agent: abort the transaction unless commit is decided."""
+
+    type: Literal["hatp.txn-abort"] = "hatp.txn-abort"
+    txn_id: Ident
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class VoteSummary(WireModel):
+    """The latest recorded vote of one branch (or approval requirement): who voted and how."""
+
+    branch_id: Ident
+    voter: str = Field(max_length=500)
+    decision: str = Field(max_length=40)
+
+
+class TxnStatus(WireModel):
+    """A coordinator's answer about one transaction. `record` is present once the record is closed."""
+
+    type: Literal["hatp.txn-status"] = "hatp.txn-status"
+    txn_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    state: TxnStateName
+    decision: Literal["commit", "abort"] | None = None
+    outcome: Literal["COMMITTED", "ABORTED", "NEEDS_RECOVERY"] | None = None
+    votes: list[VoteSummary] = Field(default_factory=list)
+    event_count: int = Field(ge=0)
+    record: dict[str, Any] | None = None
+
+
+class TxnList(WireModel):
+    """The transactions a coordinator has not finished (the agent tool `list_pending`)."""
+
+    type: Literal["hatp.txn-list"] = "hatp.txn-list"
+    txns: list[TxnStatus] = Field(default_factory=list)

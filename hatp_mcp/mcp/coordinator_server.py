@@ -1,0 +1,114 @@
+"""`serve_coordinator(server, service, settings)`: a coordinator as an MCP server, for agents and for MCP clients.
+
+It registers the coordinator's methods, hatp/txn/begin (params: a Plan), hatp/txn/status (TxnQuery) and
+hatp/txn/abort (TxnAbortRequest), each answering a TxnStatus, and the same operations as ordinary MCP tools
+(`begin_transaction`, `transaction_status`, `abort_transaction`, `list_pending`) so a client such as Claude
+Desktop can drive it. Params are validated as their wire models; refusals leave through hatp_mcp.mcp.errors only.
+Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.txn_service's; this module only
+binds it to MCP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server import MCPServer
+
+from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnQuery
+from hatp_mcp.core.wire import parse
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.extension import HatpSettings, advertise
+from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
+from hatp_mcp.runtime.txn_service import TxnService
+
+__all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "serve_coordinator"]
+
+COORDINATOR_METHODS = ("hatp/txn/begin", "hatp/txn/status", "hatp/txn/abort")
+COORDINATOR_TOOLS = ("begin_transaction", "transaction_status", "abort_transaction", "list_pending")
+M = TypeVar("M", bound=WireModel)
+
+
+async def _answer(work: Callable[[], Awaitable[WireModel]]) -> dict[str, Any]:
+    """Run one operation; a refusal becomes its JSON-RPC error (HATP-MCP-3), a result its wire form."""
+    try:
+        result = await work()
+    except HatpError as exc:
+        raise to_mcp_error(exc) from exc
+    return result.wire()
+
+
+def _parsed(model: type[M], value: Any, source: str) -> M:
+    try:
+        return parse(model, value, source)
+    except HatpError as exc:
+        raise to_mcp_error(exc) from exc
+
+
+def serve_coordinator(
+    server: MCPServer, service: TxnService, settings: HatpSettings, *, max_concurrent: int = 64
+) -> None:
+    """Make `server` a HATP coordinator: advertise `settings`, register the methods and the agent tools.
+
+    `max_concurrent` bounds how many begin / abort calls run at once (status long-polls are not counted).
+    """
+    low = lowlevel_of(server)
+    gate = anyio.Semaphore(max_concurrent)
+    advertise(low, settings)
+
+    async def begin(plan: Plan) -> WireModel:
+        async with gate:
+            with anyio.CancelScope(shield=True):  # a caller that stops waiting must not leave begin half done
+                status = await service.begin(plan)
+        return status
+
+    async def status(query: TxnQuery) -> WireModel:
+        return await service.status(query.txn_id, float(query.wait_seconds or 0))
+
+    async def abort(req: TxnAbortRequest) -> WireModel:
+        async with gate:
+            with anyio.CancelScope(shield=True):
+                status = await service.abort(req.txn_id, req.reason)
+        return status
+
+    def method(name: str, model: type[M], fn: Callable[[M], Awaitable[WireModel]]) -> None:
+        async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
+            req = _parsed(model, dict(params.model_extra or {}), name)
+            return await _answer(lambda: fn(req))
+
+        low.add_request_handler(name, AnyParams, handler)
+
+    method("hatp/txn/begin", Plan, begin)
+    method("hatp/txn/status", TxnQuery, status)
+    method("hatp/txn/abort", TxnAbortRequest, abort)
+
+    async def begin_transaction(plan: dict[str, Any]) -> dict[str, Any]:
+        """Begin an all-or-nothing transaction from a HATP plan (the whole plan object, as `hatp validate` checks
+        it). Returns as soon as the transaction is durably begun; it then runs in the background: prepares every
+        branch, asks the humans the plan names, and commits or aborts. Poll `transaction_status` for the outcome."""
+        parsed = _parsed(Plan, plan, "plan")
+        return await _answer(lambda: begin(parsed))
+
+    async def transaction_status(txn_id: str, wait_seconds: int = 0) -> dict[str, Any]:
+        """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record
+        once it is closed. `wait_seconds` (at most 300) waits for the transaction to end first."""
+        query = _parsed(TxnQuery, {"txnId": txn_id, "waitSeconds": wait_seconds}, "transaction_status")
+        return await _answer(lambda: status(query))
+
+    async def abort_transaction(txn_id: str, reason: str | None = None) -> dict[str, Any]:
+        """Abort a transaction that has no commit decision yet: every hold is released and every done step undone.
+        Refused once commit is decided."""
+        body = {"txnId": txn_id} | ({"reason": reason} if reason is not None else {})
+        req = _parsed(TxnAbortRequest, body, "abort_transaction")
+        return await _answer(lambda: abort(req))
+
+    async def list_pending() -> dict[str, Any]:
+        """The transactions this coordinator has not finished yet, with their states and votes."""
+        return await _answer(service.pending)
+
+    for fn in (begin_transaction, transaction_status, abort_transaction, list_pending):
+        server.add_tool(fn, name=fn.__name__, description=fn.__doc__)

@@ -1,0 +1,173 @@
+"""The coordinator as its own MCP server process.
+
+`python -m servers.coordinator --transport stdio|http [--port N] [--data DIR] --participants CONFIG`
+(or `--participant URI=TARGET`, repeatable) and `--gateway TARGET --gateway-keys JWKS` (or, for tests and demos
+without a gateway process, `--scripted-approver approve|reject|never`). A TARGET is `http://127.0.0.1:N/mcp` or
+`stdio:MODULE[:DATA_DIR]` (this process then starts the server as its stdio child). CONFIG is a JSON file
+`{"participants": {uri: target}, "gateway": target, "gatewayKeys": path, "gatewayId": id}`.
+
+Under --data: the signing key (key.jwk.json, role coordinator), the durable decision log (coordinator.db) and the
+stderr of stdio children. On start it reaches every participant (their keys are the ones they advertise), then
+finishes every transaction its log holds open (HATP-MCP-24), then serves agents (hatp_mcp.mcp.coordinator_server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+
+from hatp_mcp.core.coordinator import Config
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.coordinator_server import serve_coordinator
+from hatp_mcp.mcp.extension import HatpSettings
+from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, advertised_keyring, open_links
+from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.interfaces import Approver, Participant
+from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
+from hatp_mcp.runtime.txn_service import TxnService
+from hatp_mcp.store.txn_log import SqliteTxnLog
+from servers._keys import load_or_create_key
+
+__all__ = ["GATEWAY", "Setup", "main", "read_setup"]
+
+GATEWAY = "gateway"  # the link name of the Human Gateway
+
+
+class Setup:
+    """Where the participants and the gateway are, read from CONFIG and the flags."""
+
+    def __init__(self) -> None:
+        self.participants: dict[str, Target] = {}
+        self.gateway: Target | None = None
+        self.gateway_keys: Path | None = None
+        self.gateway_id: str | None = None
+
+
+def read_setup(args: argparse.Namespace) -> Setup:
+    """Raises ValueError (a wrong target or config) or OSError (an unreadable config)."""
+    setup = Setup()
+    if args.participants:
+        doc: Any = json.loads(Path(args.participants).read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("participants", {}), dict):
+            raise ValueError(f"{args.participants}: expected an object with a 'participants' object")
+        for uri, target in doc.get("participants", {}).items():
+            setup.participants[uri] = Target.parse(target)
+        if doc.get("gateway") is not None:
+            setup.gateway = Target.parse(doc["gateway"])
+        if doc.get("gatewayKeys"):
+            setup.gateway_keys = Path(str(doc["gatewayKeys"]))
+        setup.gateway_id = doc.get("gatewayId")
+    for item in args.participant or []:
+        uri, sep, target = item.partition("=")
+        if not sep:
+            raise ValueError(f"--participant takes URI=TARGET, not {item!r}")
+        setup.participants[uri] = Target.parse(target)
+    if args.gateway:
+        setup.gateway = Target.parse(args.gateway)
+    if args.gateway_keys:
+        setup.gateway_keys = Path(args.gateway_keys)
+    setup.gateway_id = args.gateway_id or setup.gateway_id
+    if setup.gateway is not None and setup.gateway_keys is None:
+        raise ValueError("--gateway needs --gateway-keys (the organisation's JWKS with the gateway's key)")
+    return setup
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servers.coordinator", description="the HATP coordinator MCP server")
+    add_server_arguments(p)
+    p.add_argument("--participants", help="JSON file: {participants: {uri: target}, gateway, gatewayKeys}")
+    p.add_argument("--participant", action="append", help="URI=TARGET (repeatable)")
+    p.add_argument("--gateway", help="the Human Gateway: http://... or stdio:MODULE[:DATA]")
+    p.add_argument("--gateway-keys", help="JWKS file holding the gateway's public key (role gateway)")
+    p.add_argument("--gateway-id", help="the gateway id every vote must name (e.g. gateway://acme.com)")
+    p.add_argument("--scripted-approver", choices=["approve", "reject", "never"], help="tests: no gateway process")
+    p.add_argument("--id", default="coordinator://localhost", help="this coordinator's id in records")
+    p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
+    p.add_argument("--retry-seconds", type=int, default=30, help="retry an in-doubt commit this often")
+    p.add_argument("--poll-seconds", type=int, default=30, help="poll a pending approval this often")
+    return p
+
+
+async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
+    key = load_or_create_key(data, ["coordinator"])
+    clock = SystemClock()
+    keyring = Keyring()
+    keyring.add_signer(key)
+    targets = dict(setup.participants)
+    if setup.gateway is not None:
+        targets[GATEWAY] = setup.gateway
+    async with open_links(targets, data) as links:
+        participants: dict[str, Participant] = {}
+        try:
+            for uri in setup.participants:
+                own = await advertised_keyring(links[uri], "participant")
+                for jwk in own.to_jwks()["keys"]:
+                    keyring.add(PublicKeyEntry.from_jwk(jwk))
+                participants[uri] = LinkedParticipant(uri, links[uri], own, timeout=args.call_timeout)
+        except HatpError as exc:
+            log(f"coordinator: cannot start: {exc}")
+            return 2
+        approver = _approver(args, data, setup, links, keyring, clock)
+        service = TxnService(
+            key=key,
+            keyring=keyring,
+            participants=participants,
+            approver=approver,
+            log=SqliteTxnLog(data / "coordinator.db"),
+            clock=clock,
+            config=Config(coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds),
+        )
+        server = MCPServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
+        serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
+        async with service.running():
+            recovered = await service.recover_unfinished()
+            if recovered:
+                log(f"coordinator: finishing {len(recovered)} unfinished transaction(s): {', '.join(recovered)}")
+            await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
+    return 0
+
+
+def _approver(
+    args: argparse.Namespace, data: Path, setup: Setup, links: Any, keyring: Keyring, clock: SystemClock
+) -> Approver | None:
+    if setup.gateway is not None and setup.gateway_keys is not None:
+        org = Keyring.from_jwks(json.loads(setup.gateway_keys.read_text()))
+        for jwk in org.to_jwks()["keys"]:
+            if "gateway" in jwk.get("roles", []):
+                keyring.add(PublicKeyEntry.from_jwk(jwk))
+        return LinkedApprover(
+            links[GATEWAY], org, timeout=args.call_timeout, gateway_id=setup.gateway_id, coordinator=args.id
+        )
+    if args.scripted_approver:
+        gw = load_or_create_key(data / "scripted-gateway", ["gateway"])
+        keyring.add_signer(gw)
+        # the demo's and the tests' plans name one requirement, "finance"; any other is approved
+        return ScriptedApprover(gw, clock, scripts={"finance": HumanScript(args.scripted_approver)})
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    quiet()
+    data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "coordinator"
+    try:
+        setup = read_setup(args)
+        data.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        log(f"coordinator: cannot start: {exc}")
+        return 2
+    return anyio.run(functools.partial(_run, args, data, setup))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

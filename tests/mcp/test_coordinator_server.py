@@ -1,0 +1,136 @@
+"""serve_coordinator in memory: hatp/txn/{begin,status,abort}, the agent tools, refusals on the wire."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.server import MCPServer
+
+from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.record import verify_record
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import HatpRequest, call_raw
+from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS, serve_coordinator
+from hatp_mcp.mcp.extension import HatpSettings, read_advertisement
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.scripted_approver import HumanScript
+from hatp_mcp.runtime.txn_service import TxnService
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def coordinator(world: World) -> AsyncIterator[Client]:
+    svc = TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=world.clock,
+    )
+    server = MCPServer("hatp-coordinator-test")
+    serve_coordinator(server, svc, HatpSettings(roles=["coordinator"], keys=[world.keys["coordinator"].public_jwk()]))
+    async with svc.running(), Client(server) as client:
+        yield client
+
+
+def invalid_plan(clock: FakeClock, txn_id: str) -> dict[str, Any]:
+    data = trip_plan(clock.now(), txn_id).wire()
+    data["branches"][0]["amount"] = {"value": "-5.00", "currency": "USD"}
+    return data
+
+
+async def test_HATP_MCP_1_the_coordinator_advertises_hatp_with_its_role_and_key(clock: FakeClock) -> None:
+    world = build_world(clock)
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            hatp = read_advertisement(client.server_capabilities)
+            tools = {t.name for t in (await client.list_tools()).tools}
+    assert hatp["roles"] == ["coordinator"] and hatp["keys"] == [world.keys["coordinator"].public_jwk()]
+    assert set(COORDINATOR_TOOLS) <= tools
+
+
+async def test_HATP_MCP_20_begin_over_mcp_answers_a_status_and_the_transaction_commits_in_the_background(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            begun = await call_raw(client, "hatp/txn/begin", trip_plan(clock.now(), "txn-m1").wire(), 5)
+            done = await call_raw(client, "hatp/txn/status", {"txnId": "txn-m1", "waitSeconds": 5}, 10)
+    assert begun["type"] == "hatp.txn-status" and "outcome" not in begun and "record" not in begun
+    assert (done["state"], done["outcome"]) == ("committed", "COMMITTED")
+    assert verify_record(done["record"], world.keyring) == []
+
+
+async def test_HATP_MCP_20_an_invalid_plan_is_refused_on_the_wire_with_its_violations(clock: FakeClock) -> None:
+    world = build_world(clock)
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            with pytest.raises(HatpError) as info:
+                await call_raw(client, "hatp/txn/begin", invalid_plan(clock, "txn-m2"), 5)
+            with pytest.raises(HatpError) as unknown:
+                await call_raw(client, "hatp/txn/status", {"txnId": "txn-m2"}, 5)
+    assert (info.value.rule, info.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
+    assert info.value.data is not None and info.value.data["violations"]
+    assert unknown.value.code == "UNKNOWN_TXN" and await world.log.load("txn-m2") is None
+
+
+async def test_HATP_MCP_2_begin_params_that_are_not_a_plan_are_invalid_params(clock: FakeClock) -> None:
+    world = build_world(clock)
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            with pytest.raises(MCPError) as info:
+                await client.session.send_request(
+                    HatpRequest(method="hatp/txn/begin", params={"txnId": "txn-m3"}), types.EmptyResult
+                )
+    assert info.value.code == -32602 and info.value.error.data["rule"] == "HATP-OBJ-3"
+
+
+async def test_HATP_MCP_22_status_of_an_unknown_txn_is_refused_with_its_stable_code(clock: FakeClock) -> None:
+    with anyio.fail_after(10):
+        async with coordinator(build_world(clock)) as client:
+            with pytest.raises(HatpError) as info:
+                await call_raw(client, "hatp/txn/status", {"txnId": "txn-none"}, 5)
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-22", "UNKNOWN_TXN")
+
+
+async def test_HATP_MCP_23_abort_over_mcp_ends_an_undecided_transaction_aborted(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=3600)})
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            await call_raw(client, "hatp/txn/begin", trip_plan(clock.now(), "txn-m4").wire(), 5)
+            await anyio.wait_all_tasks_blocked()
+            aborted = await call_raw(client, "hatp/txn/abort", {"txnId": "txn-m4", "reason": "no longer needed"}, 5)
+            done = await call_raw(client, "hatp/txn/status", {"txnId": "txn-m4", "waitSeconds": 5}, 10)
+    assert aborted["decision"] == "abort" and done["outcome"] == "ABORTED"
+    assert world.seat.effects == ["hold txn-m4", "release txn-m4"]
+
+
+async def test_HATP_MCP_25_the_agent_tools_answer_the_same_wire_objects_and_refusals(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=3600)})
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            begun = await client.call_tool("begin_transaction", {"plan": trip_plan(clock.now(), "txn-t1").wire()})
+            await anyio.wait_all_tasks_blocked()
+            pending = await client.call_tool("list_pending", {})
+            status = await client.call_tool("transaction_status", {"txn_id": "txn-t1"})
+            aborted = await client.call_tool("abort_transaction", {"txn_id": "txn-t1", "reason": "test"})
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("begin_transaction", {"plan": invalid_plan(clock, "txn-t2")})
+            with pytest.raises(MCPError) as unknown:
+                await client.call_tool("transaction_status", {"txn_id": "txn-none"})
+    assert begun.structured_content is not None and begun.structured_content["type"] == "hatp.txn-status"
+    assert pending.structured_content is not None
+    assert [t["txnId"] for t in pending.structured_content["txns"]] == ["txn-t1"]
+    assert status.structured_content is not None and status.structured_content["state"] == "approving"
+    assert aborted.structured_content is not None and aborted.structured_content["decision"] == "abort"
+    assert refused.value.error.data["rule"] == "HATP-TXN-1"
+    assert (unknown.value.code, unknown.value.error.data["code"]) == (-32062, "UNKNOWN_TXN")

@@ -1,0 +1,166 @@
+"""TxnService: begin returns once durable and runs in the background; status from the log; abort; recovery."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.record import verify_record
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.scripted_approver import HumanScript
+from hatp_mcp.runtime.txn_service import TxnService
+from hatp_mcp.store.txn_log import MemoryTxnLog, TxnLog
+
+pytestmark = pytest.mark.anyio
+
+
+def service(world: World, log: TxnLog | None = None) -> TxnService:
+    return TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=log or world.log,
+        clock=world.clock,
+    )
+
+
+def slow_human(clock: FakeClock) -> World:
+    return build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=3600)})
+
+
+async def test_HATP_MCP_20_begin_answers_once_the_plan_is_durable_without_waiting_for_the_human(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(trip_plan(clock.now(), "txn-bg"))
+            logged = await world.log.load("txn-bg")
+            await anyio.wait_all_tasks_blocked()
+            later = await svc.status("txn-bg")
+    assert begun.state in ("preparing", "approving") and begun.decision is None
+    assert logged is not None and logged.events[0]["event"] == "txn.begin"
+    assert later.state == "approving" and {v.branch_id: v.decision for v in later.votes}["finance"] == "pending"
+
+
+async def test_HATP_MCP_20_an_invalid_plan_is_refused_with_every_violation_and_nothing_is_written(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    data = trip_plan(clock.now(), "txn-bad").wire()
+    data["branches"][0]["amount"] = {"value": "-5.00", "currency": "USD"}
+    from hatp_mcp.core.model.plan import Plan
+
+    with anyio.fail_after(10):
+        async with svc.running():
+            with pytest.raises(HatpError) as info:
+                await svc.begin(Plan.model_validate(data))
+            pending = await svc.pending()
+    assert (info.value.rule, info.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
+    assert info.value.data["violations"]
+    assert await world.log.load("txn-bad") is None and pending.txns == []
+    assert world.effects() == {"seat": [], "room": [], "event": [], "pay": []}
+
+
+async def test_HATP_MCP_21_the_same_plan_again_starts_nothing_twice_and_another_plan_is_refused(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    plan = trip_plan(clock.now(), "txn-twice")
+    other = trip_plan(clock.now(), "txn-twice", summary="another trip")
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(plan)
+            await anyio.wait_all_tasks_blocked()
+            again = await svc.begin(plan)
+            with pytest.raises(HatpError) as info:
+                await svc.begin(other)
+            await anyio.wait_all_tasks_blocked()
+    assert again.txn_id == "txn-twice" and again.plan_digest == plan.digest()
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-21", "PLAN_MISMATCH")
+    assert world.seat.effects == ["hold txn-twice"]
+
+
+async def test_HATP_MCP_22_status_of_an_unknown_transaction_is_refused(clock: FakeClock) -> None:
+    svc = service(build_world(clock))
+    async with svc.running():
+        with pytest.raises(HatpError) as info:
+            await svc.status("txn-nobody")
+    assert (info.value.rule, info.value.code, info.value.path) == ("HATP-MCP-22", "UNKNOWN_TXN", "$.txnId")
+
+
+async def test_HATP_MCP_22_a_finished_transaction_reports_its_outcome_and_a_record_that_verifies(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-done"))
+            done = await svc.wait("txn-done")
+            again = await service(world).status("txn-done")  # another service on the same log: the same answer
+    assert (done.state, done.outcome, done.decision) == ("committed", "COMMITTED", "commit")
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    assert again == done
+
+
+async def test_HATP_MCP_23_abort_before_the_decision_releases_every_hold_and_withdraws_the_ask(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-stop"))
+            await anyio.wait_all_tasks_blocked()
+            aborting = await svc.abort("txn-stop", "the trip is off")
+            done = await svc.wait("txn-stop")
+            again = await svc.abort("txn-stop")
+    assert aborting.decision == "abort"
+    assert (done.outcome, again.outcome) == ("ABORTED", "ABORTED")
+    assert world.seat.effects == ["hold txn-stop", "release txn-stop"]
+    assert world.room.effects == ["hold txn-stop", "release txn-stop"]
+    assert world.pay.effects == [] and ("withdraw", "txn-stop", "finance") in world.approver.calls
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+
+
+async def test_HATP_MCP_23_abort_once_commit_is_decided_is_refused_and_the_trip_stays_committed(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-late"))
+            await svc.wait("txn-late")
+            with pytest.raises(HatpError) as info:
+                await svc.abort("txn-late", "too late")
+            status = await svc.status("txn-late")
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-23", "ILLEGAL_TRANSITION")
+    assert status.outcome == "COMMITTED" and world.pay.effects == ["capture txn-late"]
+
+
+async def test_HATP_MCP_24_a_new_service_on_the_same_log_finishes_what_a_stopped_one_left_undecided(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = MemoryTxnLog()
+    with anyio.fail_after(10):
+        async with service(world, log).running() as first:
+            await first.begin(trip_plan(clock.now(), "txn-left"))
+            await anyio.wait_all_tasks_blocked()
+        # the first coordinator stopped with the human still deciding: no decision in the log
+        async with service(world, log).running() as second:
+            recovered = await second.recover_unfinished()
+            done = await second.wait("txn-left")
+    assert recovered == ["txn-left"]
+    assert done.outcome == "ABORTED"
+    assert world.seat.effects == ["hold txn-left", "release txn-left"]
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    assert [e["event"] for e in done.record["events"]].count("coordinator.recovered") == 1
