@@ -1,0 +1,130 @@
+"""The Directory over an in-memory MCP client (servers/directory.py on the acme.com fixtures): resolve ranks and
+excludes exactly as the core does (HATP-MCP-14), cards and the well-known document are resources that verify
+offline (HATP-MCP-15), and nothing served carries a contact detail (HATP-MCP-16)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError
+from mcp.server import MCPServer
+
+from hatp_mcp.core.address import parse_address
+from hatp_mcp.core.directory import Criteria
+from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import call, call_raw
+from hatp_mcp.mcp.extension import read_advertisement
+from hatp_mcp.runtime.clock import FakeClock
+from servers.directory import build
+from tests.acme_org import ORG_DIR, contacts, directory, h, keyring, well_known
+
+pytestmark = pytest.mark.anyio
+FINANCE = "human://acme.com/role/finance-approver?quorum=2-of-3"
+
+
+def server(clock: FakeClock) -> MCPServer:
+    return build(ORG_DIR, clock)
+
+
+def request(**changes: Any) -> ResolveRequest:
+    body: dict[str, Any] = {
+        "address": FINANCE,
+        "action": "travel.spend",
+        "amounts": [{"value": "25000", "currency": "USD"}],
+        "requester": h("dana"),
+        "decideBy": "2026-11-29T14:00:00Z",
+    }
+    body.update(changes)
+    return ResolveRequest.model_validate(body)
+
+
+async def test_HATP_MCP_14_resolve_ranks_the_eligible_and_names_the_rule_excluding_each_other_person(
+    clock: FakeClock,
+) -> None:
+    with anyio.fail_after(10):
+        async with Client(server(clock)) as client:
+            caps = read_advertisement(client.server_capabilities, "directory")
+            got = await call(client, "hatp/directory/resolve", request(), ResolveResult)
+    core = directory().resolve(
+        parse_address(FINANCE),
+        Criteria(
+            action="travel.spend",
+            up_to={"USD": Decimal(25000)},
+            requester=h("dana"),
+            decide_by=clock.now().replace(hour=14),
+        ),
+        clock.now(),
+    )
+    assert caps["roles"] == ["directory"]
+    assert [e.human for e in got.eligible] == [c.human for c in core.eligible]
+    assert [e.rank for e in got.eligible] == list(range(1, len(core.eligible) + 1))
+    assert [(x.human, x.rule, x.detail) for x in got.excluded] == [(e.human, e.rule, e.detail) for e in core.excluded]
+    assert {x.human: x.rule for x in got.excluded}[h("dana")] == "HATP-GW-5"
+    assert got.resolved_at == "2026-11-29T10:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("params", "rule", "code"),
+    [
+        ({"address": "human://globex.com/role/finance-approver"}, "HATP-MCP-14", "UNKNOWN_ORG"),
+        ({"address": "agent://acme.com/travel-bot"}, "HATP-ADDR-4", "BAD_ADDRESS"),
+        ({"address": "human://ACME/bob"}, "HATP-ADDR-1", None),
+        ({"amounts": [{"value": 25000.5, "currency": "USD"}]}, "HATP-OBJ", None),
+    ],
+    ids=["other-org", "agent", "malformed", "float-amount"],
+)
+async def test_HATP_MCP_14_resolve_refuses_what_it_cannot_answer_with_the_rule(
+    clock: FakeClock, params: dict[str, Any], rule: str, code: str | None
+) -> None:
+    body = {**request().wire(), **params}
+    with anyio.fail_after(10):
+        async with Client(server(clock)) as client:
+            with pytest.raises(HatpError) as err:
+                await call_raw(client, "hatp/directory/resolve", body, 5)
+    if rule == "HATP-OBJ":  # params that are not a ResolveRequest (HATP-MCP-2)
+        assert err.value.rule.startswith("HATP-OBJ-") and err.value.path == "amounts[0].value"
+    else:
+        assert err.value.rule == rule
+    if code is not None:
+        assert err.value.code == code
+
+
+async def test_HATP_MCP_15_cards_are_resources_that_verify_as_the_directory_signed_them(clock: FakeClock) -> None:
+    with anyio.fail_after(10):
+        async with Client(server(clock)) as client:
+            listed = sorted(str(r.uri) for r in (await client.list_resources()).resources)
+            templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+            alice = json.loads((await client.read_resource("cards://acme.com/alice")).contents[0].text)  # type: ignore[union-attr]
+            wk = json.loads(
+                (await client.read_resource("wellknown://acme.com/human-card.json")).contents[0].text  # type: ignore[union-attr]
+            )
+            with pytest.raises(MCPError):
+                await client.read_resource("cards://acme.com/zed")
+    assert "cards://acme.com/alice" in listed and "wellknown://acme.com/human-card.json" in listed
+    assert "cards://{org}/{name}" in templates
+    assert alice == json.loads((ORG_DIR / "cards" / "alice.json").read_text())
+    assert verify_raw(alice, keyring(), role="directory")
+    assert wk == well_known()
+
+
+async def test_HATP_MCP_16_no_resource_or_resolve_result_of_the_directory_carries_a_contact_detail(
+    clock: FakeClock,
+) -> None:
+    seen: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(server(clock)) as client:
+            for r in (await client.list_resources()).resources:
+                seen.append(json.dumps([c.model_dump() for c in (await client.read_resource(r.uri)).contents]))
+            for address in (FINANCE, h("frank"), h("alice"), "human://acme.com/pool/security-leads"):
+                got = await call(client, "hatp/directory/resolve", request(address=address), ResolveResult)
+                seen.append(json.dumps(got.wire()))
+    text = "\n".join(seen)
+    assert "human://acme.com/frank" in text
+    leaked = [a for book in contacts().values() for a in book.values() if a in text]
+    assert leaked == []
