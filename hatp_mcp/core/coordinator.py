@@ -8,7 +8,6 @@ error while handling (the machine's data is restored). The driver (hatp_mcp/runt
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -102,7 +101,11 @@ class _Data:
     decision: str | None = None
 
     def copy(self) -> _Data:
-        return _Data(**{k: copy.copy(v) for k, v in self.__dict__.items()})
+        """A snapshot to restore on error: containers copied (their items are immutable or never changed)."""
+        fields: dict[str, Any] = {
+            k: v.copy() if isinstance(v, dict | set | list) else v for k, v in self.__dict__.items()
+        }
+        return _Data(**fields)
 
 
 class Coordinator(Deadlines):

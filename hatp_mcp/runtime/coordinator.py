@@ -9,10 +9,11 @@ decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
@@ -90,6 +91,42 @@ class _CallTimeout(Exception):
     pass
 
 
+class _Alarms:
+    """A transaction's timers: one task sleeps on the Clock until the earliest armed time, then reports a Timer.
+
+    Arming an earlier time wakes it. Re-armed keys leave stale entries behind; the machine ignores those.
+    """
+
+    def __init__(self, clock: Clock, send: MemoryObjectSendStream[Event]) -> None:
+        self._clock = clock
+        self._send = send
+        self._heap: list[tuple[datetime, int, str]] = []
+        self._count = 0
+        self._scope: anyio.CancelScope | None = None
+        self._target: datetime | None = None
+
+    def arm(self, key: str, at: datetime) -> None:
+        heapq.heappush(self._heap, (at, self._count, key))
+        self._count += 1
+        if self._scope is not None and (self._target is None or at < self._target):
+            self._scope.cancel()
+
+    async def run(self) -> None:
+        while True:
+            if self._heap and self._clock.now() >= self._heap[0][0]:
+                at, _n, key = heapq.heappop(self._heap)
+                await self._send.send(Timer(key=key, at=at))
+                continue
+            self._target = self._heap[0][0] if self._heap else None
+            self._scope = anyio.CancelScope()
+            with self._scope:
+                if self._target is None:
+                    await anyio.sleep_forever()
+                else:
+                    await self._clock.sleep_until(self._target)
+            self._scope = None
+
+
 class CoordinatorRuntime:
     """Runs transactions against in-memory or remote participants and an approver."""
 
@@ -151,6 +188,8 @@ class CoordinatorRuntime:
         send, recv = anyio.create_memory_object_stream[Event](math.inf)
         outcome = Outcome.ABORTED
         async with send, recv, anyio.create_task_group() as tg:
+            alarms = _Alarms(self._clock, send)
+            tg.start_soon(alarms.run)
             pending: list[Event] = [Start()]
             while not machine.done:
                 event = pending.pop() if pending else await recv.receive()
@@ -159,7 +198,7 @@ class CoordinatorRuntime:
                 except HatpError as exc:  # the machine refused the event and is unchanged: say so, carry on
                     body = {"kind": event.kind, "rule": exc.rule, "code": exc.code, "reason": exc.reason[:500]}
                     commands = [Record(event="event.refused", body=body)]
-                outcome = await self._execute(machine, chain, commands, tg, send, first) or outcome
+                outcome = await self._execute(machine, chain, commands, tg, send, alarms, first) or outcome
                 first = []
             tg.cancel_scope.cancel()
         return TxnResult(machine.plan.txn_id, outcome, machine.state, chain.record())
@@ -171,6 +210,7 @@ class CoordinatorRuntime:
         commands: list[Command],
         tg: TaskGroup,
         send: MemoryObjectSendStream[Event],
+        alarms: _Alarms,
         first: list[LogEntry],
     ) -> Outcome | None:
         txn_id = machine.plan.txn_id
@@ -193,7 +233,7 @@ class CoordinatorRuntime:
             await self._log.append(txn_id, entries)  # persist before send
         for cmd in commands:
             if isinstance(cmd, Arm):
-                tg.start_soon(self._timer, cmd, send)
+                alarms.arm(cmd.key, cmd.at)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
                 tg.start_soon(self._call, machine.plan, machine.plan_digest, cmd, send)
             elif isinstance(cmd, Ask | Poll):
@@ -212,10 +252,6 @@ class CoordinatorRuntime:
             await call
         except Exception:  # the callee reports its own failure; cancellation (BaseException) still passes
             return
-
-    async def _timer(self, cmd: Arm, send: MemoryObjectSendStream[Event]) -> None:
-        await self._clock.sleep_until(cmd.at)
-        await send.send(Timer(key=cmd.key, at=cmd.at))
 
     async def _bounded(self, seconds: float, fn: Callable[[], Awaitable[R]]) -> R:
         """Run fn, racing the clock. Raises _CallTimeout when the bound passes first."""

@@ -9,8 +9,6 @@ about transports: the MCP binding calls these methods.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,6 +93,33 @@ class Operation:
         return None
 
 
+class _BranchLock:
+    """`async with`: serialize requests on one branch; forget the lock when it is idle (no unbounded growth)."""
+
+    __slots__ = ("_key", "_lock", "_locks")
+
+    def __init__(self, locks: dict[tuple[str, str], anyio.Lock], key: tuple[str, str]) -> None:
+        self._locks = locks
+        self._key = key
+        self._lock = locks.setdefault(key, anyio.Lock(fast_acquire=True))
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+        stats = self._lock.statistics()
+        if not stats.locked and stats.tasks_waiting == 0 and self._locks.get(self._key) is self._lock:
+            del self._locks[self._key]
+
+
+def _answer(result: PrepareResult | BranchResult) -> dict[str, Any]:
+    """The stored first answer: the signed objects themselves (they are never changed), without a re-dump."""
+    if isinstance(result, PrepareResult):
+        return {"type": result.type, "vote": result.vote, "receipt": result.receipt}
+    return {"type": result.type, "receipt": result.receipt}
+
+
 class ParticipantRuntime:
     """A participant server's HATP side, independent of transport."""
 
@@ -121,18 +146,9 @@ class ParticipantRuntime:
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self.lock_table = LockTable()
 
-    @asynccontextmanager
-    async def _lock(self, txn_id: str, branch_id: str) -> AsyncIterator[None]:
+    def _lock(self, txn_id: str, branch_id: str) -> _BranchLock:
         """One request at a time per (txnId, branchId); the lock is dropped once nobody holds or awaits it."""
-        key = (txn_id, branch_id)
-        lock = self._locks.setdefault(key, anyio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            stats = lock.statistics()
-            if not stats.locked and stats.tasks_waiting == 0 and self._locks.get(key) is lock:
-                del self._locks[key]
+        return _BranchLock(self._locks, (txn_id, branch_id))
 
     # -- signing -------------------------------------------------------------------------------------------
     def _vote(
@@ -224,7 +240,7 @@ class ParticipantRuntime:
             row.machine = row.machine.fire(BranchEvent.PREPARE_YES)
             row.preconditions = pre.wire()
         result = PrepareResult(vote=self._vote(row, "yes"), receipt=self._receipt(row, phase, "ok", **extra))
-        row.answers[phase] = result.wire()
+        row.answers[phase] = _answer(result)
         self.store.put(row)
         return result
 
@@ -235,7 +251,7 @@ class ParticipantRuntime:
         )
         if store and BranchState(row.state) in (BranchState.NONE, BranchState.QUOTED):
             row.machine = row.machine.fire(BranchEvent.PREPARE_NO)
-            row.answers[phase] = result.wire()
+            row.answers[phase] = _answer(result)
             self.store.put(row)
         return result
 
@@ -283,20 +299,20 @@ class ParticipantRuntime:
             except HatpError as exc:
                 result = BranchResult(receipt=self._refusal(row, "commit", exc))
                 if BranchState(row.state) is BranchState.PREPARED:
-                    row.answers["commit"] = result.wire()
+                    row.answers["commit"] = _answer(result)
                     self.store.put(row)
                 return result
             try:
                 undo = await self._ops[branch.operation].perform(req.txn_id, branch, now)
             except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
                 result = BranchResult(receipt=self._refusal(row, "commit", exc))
-                row.answers["commit"] = result.wire()
+                row.answers["commit"] = _answer(result)
                 self.store.put(row)
                 return result
             row.machine = row.machine.fire(BranchEvent.COMMIT)
             row.committed_at = format_ts(now)
             result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
-            row.answers["commit"] = result.wire()
+            row.answers["commit"] = _answer(result)
             self.store.put(row)
             return result
 
@@ -328,7 +344,7 @@ class ParticipantRuntime:
             row.machine = nxt
             row.lease = None
             result = BranchResult(receipt=self._receipt(row, "abort", "ok"))
-            row.answers["abort"] = result.wire()
+            row.answers["abort"] = _answer(result)
             self.store.put(row)
             return result
 
@@ -346,7 +362,7 @@ class ParticipantRuntime:
             await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now)
             row.machine = row.machine.fire(BranchEvent.COMPENSATE)
             result = BranchResult(receipt=self._receipt(row, "compensate", "ok"))
-            row.answers["compensate"] = result.wire()
+            row.answers["compensate"] = _answer(result)
             self.store.put(row)
             return result
 
