@@ -67,7 +67,7 @@ def serve_coordinator(
         return status
 
     async def status(query: TxnQuery) -> WireModel:
-        return await service.status(query.txn_id, float(query.wait_seconds or 0))
+        return await service.status(query.txn_id, float(query.wait_seconds or 0), query.after_events)
 
     async def abort(req: TxnAbortRequest) -> WireModel:
         async with gate:
@@ -93,10 +93,12 @@ def serve_coordinator(
         parsed = _parsed(Plan, plan, "plan")
         return await _answer(lambda: begin(parsed))
 
-    async def transaction_status(txn_id: str, wait_seconds: int = 0) -> dict[str, Any]:
+    async def transaction_status(txn_id: str, wait_seconds: int = 0, after_events: int | None = None) -> dict[str, Any]:
         """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record
-        once it is closed. `wait_seconds` (at most 300) waits for the transaction to end first."""
-        query = _parsed(TxnQuery, {"txnId": txn_id, "waitSeconds": wait_seconds}, "transaction_status")
+        once it is closed. `wait_seconds` (at most 300) waits for the transaction to end first or, with
+        `after_events`, only until its record holds more events than that."""
+        body = {"txnId": txn_id, "waitSeconds": wait_seconds}
+        query = _parsed(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
         return await _answer(lambda: status(query))
 
     async def abort_transaction(txn_id: str, reason: str | None = None) -> dict[str, Any]:

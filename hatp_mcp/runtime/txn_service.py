@@ -200,13 +200,22 @@ class TxnService:
             raise run.refused
         return await self.status(txn_id)
 
-    async def status(self, txn_id: str, wait_seconds: float = 0) -> TxnStatus:
-        """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction to end first.
-        Raises HatpError HATP-MCP-22 (UNKNOWN_TXN)."""
-        run = self._running.get(txn_id)
-        if run is not None and wait_seconds > 0:
-            with anyio.move_on_after(min(wait_seconds, MAX_WAIT_SECONDS)):  # a transport bound, not a deadline
-                await run.done.wait()
+    async def status(self, txn_id: str, wait_seconds: float = 0, after_events: int | None = None) -> TxnStatus:
+        """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction to end first or,
+        with `after_events`, for its record to hold more events than that. Raises HatpError HATP-MCP-22."""
+        with anyio.move_on_after(min(wait_seconds, MAX_WAIT_SECONDS)):  # a transport bound, not a deadline
+            while wait_seconds > 0:
+                run = self._running.get(txn_id)
+                if run is None:
+                    break
+                appended = self._log.next_append(txn_id)
+                if after_events is not None:
+                    logged = await self._log.load(txn_id)
+                    if logged is not None and len(logged.events) > after_events:
+                        break
+                    await _either(appended, run.done)
+                else:
+                    await run.done.wait()
         logged = await self._log.load(txn_id)
         if logged is None:
             raise _unknown(txn_id)

@@ -164,3 +164,16 @@ async def test_HATP_MCP_24_a_new_service_on_the_same_log_finishes_what_a_stopped
     assert world.seat.effects == ["hold txn-left", "release txn-left"]
     assert done.record is not None and verify_record(done.record, world.keyring) == []
     assert [e["event"] for e in done.record["events"]].count("coordinator.recovered") == 1
+
+
+async def test_HATP_MCP_22_status_with_after_events_answers_on_progress_not_only_at_the_end(clock: FakeClock) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(trip_plan(clock.now(), "txn-follow"))
+            moved = await svc.status("txn-follow", wait_seconds=5, after_events=begun.event_count)
+            await anyio.wait_all_tasks_blocked()
+            settled = await svc.status("txn-follow")
+    assert begun.event_count < moved.event_count <= settled.event_count
+    assert moved.outcome is None

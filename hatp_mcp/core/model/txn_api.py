@@ -33,12 +33,14 @@ TxnStateName = Literal[
 class TxnQuery(WireModel):
     """hatp/txn/status sent to a coordinator: what it knows of one transaction.
 
-    `waitSeconds` asks the coordinator to answer once the transaction has ended, or after that many seconds.
+    `waitSeconds` asks the coordinator to answer once the transaction has ended, or after that many seconds; with
+    `afterEvents` it answers as soon as the record holds more events than that (to follow progress).
     """
 
     type: Literal["hatp.txn-query"] = "hatp.txn-query"
     txn_id: Ident
     wait_seconds: int | None = Field(default=None, ge=0, le=300)
+    after_events: int | None = Field(default=None, ge=0)
 
 
 class TxnAbortRequest(WireModel):

@@ -1,0 +1,127 @@
+"""The coordinator suite as real processes for end-to-end tests: an agent's view of a coordinator over MCP.
+
+`Agent` wraps the agent's MCP client to the coordinator (begin, follow, wait) and `trip` builds the demo trip
+plan timed from the real clock. Every wait is a long-poll on the coordinator (signalled), bounded; no sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from demo.trip_mcp import plan_for
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.record import verify_record
+from hatp_mcp.mcp.call import call_raw
+from tests.acme_org import GATEWAY_ID, ORG_DIR
+
+__all__ = [
+    "GATEWAY_ARGS",
+    "PARTICIPANTS",
+    "Agent",
+    "alive",
+    "child_pids",
+    "events",
+    "problems",
+    "record_keyring",
+    "trip",
+    "uri",
+]
+
+PARTICIPANTS = ("airline", "hotel", "calendar", "payments")
+WELL_KNOWN = ORG_DIR / ".well-known" / "human-card.json"
+GATEWAY_ARGS = ["--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
+
+
+def uri(name: str) -> str:
+    return f"mcp://{name}.example/hatp"
+
+
+def trip(txn_id: str, check_in: str, seat: str) -> Plan:
+    return plan_for(txn_id, datetime.now(UTC), check_in, seat)
+
+
+class Agent:
+    """The agent side: drives one coordinator over MCP."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def begin(self, plan: Plan) -> dict[str, Any]:
+        return await call_raw(self.client, "hatp/txn/begin", plan.wire(), 30)
+
+    async def status(self, txn_id: str, wait: int = 0, after: int | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"txnId": txn_id, "waitSeconds": wait}
+        if after is not None:
+            params["afterEvents"] = after
+        return await call_raw(self.client, "hatp/txn/status", params, wait + 10)
+
+    async def until(self, txn_id: str, state: str) -> dict[str, Any]:
+        """Follow the transaction's progress (long-polls) until it reaches `state` or ends."""
+        return await self.follow(txn_id, lambda s: s["state"] == state)
+
+    async def asked(self, txn_id: str, requirement: str = "finance") -> dict[str, Any]:
+        """Follow until every branch voted and the gateway's vote on `requirement` is recorded (the human is asked)."""
+        return await self.follow(
+            txn_id, lambda s: s["state"] == "approving" and any(v["branchId"] == requirement for v in s["votes"])
+        )
+
+    async def follow(self, txn_id: str, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        status = await self.status(txn_id)
+        while not done(status) and "outcome" not in status:
+            status = await self.status(txn_id, wait=30, after=status["eventCount"])
+        return status
+
+    async def outcome(self, txn_id: str) -> dict[str, Any]:
+        status = await self.status(txn_id)
+        while "outcome" not in status:
+            status = await self.status(txn_id, wait=60)
+        return status
+
+
+def record_keyring(data: Path) -> Keyring:
+    """Every key a trip's record is signed with: coordinator, participants (under `data/<name>`), gateway."""
+    ring = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+    for pub in data.rglob("public.jwk.json"):
+        ring.add(PublicKeyEntry.from_jwk(json.loads(pub.read_text())))
+    return ring
+
+
+def problems(record: dict[str, Any], data: Path) -> list[dict[str, Any]]:
+    """What offline verification finds wrong with `record` (empty: it verifies)."""
+    return [p.to_dict() for p in verify_record(record, record_keyring(data))]
+
+
+def events(record: dict[str, Any]) -> list[str]:
+    return [e["event"] for e in record["events"]]
+
+
+def child_pids(parent: int, needle: str) -> list[int]:
+    """Processes whose parent is `parent` and whose command line contains `needle` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and needle in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True

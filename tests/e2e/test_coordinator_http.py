@@ -1,0 +1,210 @@
+"""The coordinator as a real process over streamable HTTP, with the four tool servers and the Human Gateway as
+processes too: an agent drives trips over MCP, a person decides through the gateway's MCP tools.
+
+Commit; abort on a participant's refusal; the approver says no; a precondition changed after approval; a final
+step that outlasts the request timeout (in doubt, then resolved); a participant killed mid-transaction; the
+coordinator killed (SIGKILL) mid-phase-2 and restarted. Processes start once per module."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from hatp_mcp.mcp.launch import HttpProcess, launch_http
+from tests.acme_org import ORG_DIR
+from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, events, problems, trip, uri
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+
+
+def commits(record: dict[str, Any], branch: str) -> list[dict[str, Any]]:
+    """The commit receipts the record holds for `branch` (a repeated commit is answered with the first receipt)."""
+    return [e["evidence"] for e in record["events"] if e["event"] == "commit" and e["body"]["branchId"] == branch]
+
+
+class Suite:
+    def __init__(self, data: Path, stack: AsyncExitStack) -> None:
+        self.data = data
+        self.stack = stack
+        self.procs: dict[str, HttpProcess] = {}
+
+    async def start(self, name: str, module: str, extra: list[str], port: int = 0) -> HttpProcess:
+        self.procs[name] = await self.stack.enter_async_context(
+            launch_http(module, self.data / name, extra=extra, port=port, ready_timeout=60)
+        )
+        return self.procs[name]
+
+    def coordinator(self, name: str, *extra: str, **urls: str) -> AbstractAsyncContextManager[HttpProcess]:
+        """A coordinator process on `data/name`; `urls` replace participants' URLs (e.g. a slow payments server)."""
+        targets = {**{n: self.procs[n].url for n in PARTICIPANTS}, **urls}
+        args = [f"--participant={uri(n)}={url}" for n, url in targets.items()]
+        args += ["--gateway", self.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
+        return launch_http("servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60)
+
+    async def decide(self, txn_id: str, action: str) -> dict[str, Any]:
+        """The person the gateway asked approves or rejects, through the gateway's MCP tools."""
+        async with Client(self.procs["gateway"].url) as gateway:
+            shown = await gateway.call_tool("show_ask", {"ask_id": f"{txn_id}/finance"})
+            assert shown.structured_content is not None
+            who = shown.structured_content["waitingFor"][0]
+            done = await gateway.call_tool("decide", {"ask_id": f"{txn_id}/finance", "human": who, "action": action})
+        assert done.structured_content is not None
+        return done.structured_content
+
+    async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        async with Client(self.procs[server].url) as client:
+            result = await client.call_tool(name, args)
+        assert result.structured_content is not None
+        return result.structured_content
+
+
+@pytest.fixture(scope="module")
+async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite]:
+    data = tmp_path_factory.mktemp("coordinator-http")
+    async with AsyncExitStack() as stack:
+        s = Suite(data, stack)
+        for name in PARTICIPANTS:
+            await s.start(name, f"servers.{name}", [])
+        await s.start("payments-slow", "servers.payments", ["--commit-delay", "3"])
+        await s.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
+        yield s
+
+
+@pytest.fixture(scope="module")
+async def agent(suite: Suite) -> AsyncIterator[Agent]:
+    async with suite.coordinator("coordinator") as proc, Client(proc.url) as client:
+        suite.procs["coordinator"] = proc
+        yield Agent(client)
+
+
+async def test_HATP_MCP_20_an_agent_begins_a_trip_over_http_a_person_approves_and_it_commits(
+    suite: Suite, agent: Agent
+) -> None:
+    with anyio.fail_after(60):
+        begun = await agent.begin(trip("txn-h-commit", "2026-12-10", "14C"))
+        asked = await agent.asked("txn-h-commit")
+        await suite.decide("txn-h-commit", "approve")
+        done = await agent.outcome("txn-h-commit")
+        seat = await suite.tool("airline", "seat_status", {"resource": "LH123/2026-12-10/14C"})
+    assert begun["state"] in ("preparing", "approving") and "outcome" not in begun
+    assert {v["branchId"]: v["decision"] for v in asked["votes"]}["finance"] == "pending"
+    assert (done["outcome"], done["state"]) == ("COMMITTED", "committed")
+    assert problems(done["record"], suite.data) == []
+    assert (seat["state"], seat["holder"]) == ("taken", "txn-h-commit")
+
+
+async def test_a_participant_refusal_aborts_the_trip_and_releases_every_hold(suite: Suite, agent: Agent) -> None:
+    with anyio.fail_after(60):
+        await suite.tool("hotel", "room_change", {"resource": "Adlon/2026-12-17", "state": "taken"})
+        await agent.begin(trip("txn-h-soldout", "2026-12-17", "15A"))
+        done = await agent.outcome("txn-h-soldout")
+        seat = await suite.tool("airline", "seat_status", {"resource": "LH123/2026-12-10/15A"})
+    assert done["outcome"] == "ABORTED"
+    assert {v["branchId"]: v["decision"] for v in done["votes"]}["room"] == "no"
+    assert seat["state"] == "free"
+    assert problems(done["record"], suite.data) == []
+
+
+async def test_the_approver_saying_no_aborts_the_trip(suite: Suite, agent: Agent) -> None:
+    with anyio.fail_after(60):
+        await agent.begin(trip("txn-h-no", "2026-12-11", "16A"))
+        await agent.asked("txn-h-no")
+        decided = await suite.decide("txn-h-no", "reject")
+        done = await agent.outcome("txn-h-no")
+        room = await suite.tool("hotel", "room_status", {"resource": "Adlon/2026-12-11"})
+    assert decided["state"] == "rejected"
+    assert done["outcome"] == "ABORTED" and "approval" in events(done["record"])
+    assert room["state"] == "free"
+    assert problems(done["record"], suite.data) == []
+
+
+async def test_a_precondition_changed_after_approval_refuses_the_commit_and_aborts(suite: Suite, agent: Agent) -> None:
+    with anyio.fail_after(60):
+        await agent.begin(trip("txn-h-moved", "2026-12-12", "17A"))
+        await agent.asked("txn-h-moved")
+        # the card's issuer changes something after the approval (the version moves; the card stays usable)
+        await suite.tool("payments", "card_change", {"resource": "tok_visa_4242", "state": "free"})
+        await suite.decide("txn-h-moved", "approve")
+        done = await agent.outcome("txn-h-moved")
+    codes = [e.get("evidence", {}).get("code") for e in done["record"]["events"]]
+    assert done["outcome"] == "ABORTED"
+    assert "PRECONDITION_CHANGED" in codes and "compensate" in events(done["record"])  # the event was undone
+    assert problems(done["record"], suite.data) == []
+
+
+async def test_HATP_MCP_6_a_final_step_outlasting_the_request_timeout_is_in_doubt_then_commits_once(
+    suite: Suite,
+) -> None:
+    with anyio.fail_after(90):
+        async with suite.coordinator(
+            "coordinator-doubt", "--call-timeout", "1", payments=suite.procs["payments-slow"].url
+        ) as proc:
+            async with Client(proc.url) as client:
+                agent = Agent(client)
+                await agent.begin(trip("txn-h-doubt", "2026-12-13", "18A"))
+                await agent.asked("txn-h-doubt")
+                await suite.decide("txn-h-doubt", "approve")
+                doubt = await agent.until("txn-h-doubt", "in-doubt")
+                done = await agent.outcome("txn-h-doubt")
+    pay_commits = [
+        e["evidence"] for e in done["record"]["events"] if e["event"] == "commit" and e["body"]["branchId"] == "pay"
+    ]
+    assert doubt["state"] == "in-doubt"
+    assert done["outcome"] == "COMMITTED" and "commit.in-doubt" in events(done["record"])
+    assert len({str(r["signature"]) for r in pay_commits}) == 1  # every answer is the one commit's receipt
+    assert problems(done["record"], suite.data) == []
+
+
+async def test_HATP_MCP_26_a_participant_killed_mid_transaction_is_asked_again_once_it_is_back(suite: Suite) -> None:
+    hotel_data = suite.data / "hotel-killed"
+    with anyio.fail_after(120):
+        async with launch_http("servers.hotel", hotel_data, ready_timeout=60) as hotel:
+            async with suite.coordinator("coordinator-kill", hotel=hotel.url) as proc, Client(proc.url) as client:
+                agent = Agent(client)
+                await agent.begin(trip("txn-h-killed", "2026-12-14", "19A"))
+                await agent.asked("txn-h-killed")
+                hotel.kill()  # SIGKILL with the room held
+                await hotel.process.wait()
+                async with launch_http("servers.hotel", hotel_data, port=hotel.port, ready_timeout=60) as again:
+                    await suite.decide("txn-h-killed", "approve")
+                    done = await agent.outcome("txn-h-killed")
+                    async with Client(again.url) as direct:
+                        room = await direct.call_tool("room_status", {"resource": "Adlon/2026-12-14"})
+    assert done["outcome"] == "COMMITTED"
+    assert room.structured_content is not None
+    assert (room.structured_content["state"], room.structured_content["holder"]) == ("taken", "txn-h-killed")
+    assert problems(done["record"], suite.data) == []
+
+
+async def test_HATP_MCP_24_the_coordinator_killed_mid_phase_2_restarts_and_finishes_the_commit_once(
+    suite: Suite,
+) -> None:
+    with anyio.fail_after(120):
+        async with suite.coordinator("coordinator-crash", payments=suite.procs["payments-slow"].url) as first:
+            async with Client(first.url) as client:
+                agent = Agent(client)
+                await agent.begin(trip("txn-h-crash", "2026-12-15", "20A"))
+                await agent.asked("txn-h-crash")
+                await suite.decide("txn-h-crash", "approve")
+                committing = await agent.until("txn-h-crash", "committing")
+            first.kill()  # SIGKILL mid-phase-2: the slow capture is still running on the payments server
+            await first.process.wait()
+        async with suite.coordinator("coordinator-crash", payments=suite.procs["payments-slow"].url) as second:
+            async with Client(second.url) as client:
+                done = await Agent(client).outcome("txn-h-crash")
+            lines = list(second.lines)
+    names = events(done["record"])
+    pay_commits = [
+        e["evidence"] for e in done["record"]["events"] if e["event"] == "commit" and e["body"]["branchId"] == "pay"
+    ]
+    assert committing["decision"] == "commit"
+    assert done["outcome"] == "COMMITTED" and "coordinator.recovered" in names
+    assert len(pay_commits) >= 1 and len({str(r["signature"]) for r in pay_commits}) == 1
+    assert any("finishing 1 unfinished transaction(s): txn-h-crash" in line for line in lines)
+    assert problems(done["record"], suite.data) == []
