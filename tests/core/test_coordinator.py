@@ -22,8 +22,6 @@ from hatp_mcp.core.coordinator_events import (
     Timer,
     TxnState,
 )
-from hatp_mcp.core.coordinator_evidence import check_approver_answer
-from hatp_mcp.core.coordinator_timing import abort_order, choose_mode, commit_order
 from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
@@ -117,90 +115,6 @@ def test_a_yes_whose_receipt_reports_more_than_the_plan_allows_counts_as_no() ->
     assert decide.decision == "abort" and decide.reason.startswith("VOTED_NO")
 
 
-def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    digest = plan.digest()
-    vote = {
-        "type": "hatp.vote",
-        "txnId": plan.txn_id,
-        "branchId": "finance",
-        "planDigest": digest,
-        "voter": "gateway://acme.com",
-        "decision": "yes",
-        "issuedAt": format_ts(NOW),
-    }
-    approval: dict[str, Any] = {
-        "type": "hatp.approval",
-        "approvalId": "apr-1",
-        "subject": "plan",
-        "txnId": plan.txn_id,
-        "requirementId": "finance",
-        "planDigest": digest,
-        "decision": "approve",
-        "decisions": [
-            {"approver": "human://acme.com/alice", "decision": "approve", "decidedAt": format_ts(NOW), "via": "inbox"}
-        ],
-        "quorum": {"required": 1, "of": 3},
-        "routing": {
-            "address": "human://acme.com/role/finance-approver",
-            "planDigest": digest,
-            "checked": {"status": "checked", "amounts": []},
-        },
-        "gateway": "gateway://acme.com",
-        "nonce": "n" * 16,
-        "issuedAt": format_ts(NOW),
-    }
-    for path, value in changes.items():
-        target = approval
-        *parents, last = path.split(".")
-        for p in parents:
-            target = target[p]
-        target[last] = value
-    return vote, approval
-
-
-def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked() -> None:
-    plan = trip_plan(NOW)
-    g = KEYS["gateway"]
-    vote, approval = _gateway_answer(plan)
-    check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
-    cases = {
-        "AUTHORITY_NOT_CHECKED": _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}}),
-        "QUORUM_NOT_MET": _gateway_answer(
-            plan,
-            **{"quorum": {"required": 2, "of": 3}, "decisions": [approval["decisions"][0], approval["decisions"][0]]},
-        ),
-    }
-    for code, (v, a) in cases.items():
-        with pytest.raises(HatpError) as err:
-            check_approver_answer(plan, plan.digest(), "finance", sign_object(v, g), sign_object(a, g), RING)
-        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", code)
-    with pytest.raises(HatpError) as err:  # a participant key is not a gateway
-        check_approver_answer(
-            plan, plan.digest(), "finance", sign_object(vote, KEYS["airline"]), sign_object(approval, g), RING
-        )
-    assert err.value.rule == "HATP-TXN-3" and "HATP-SIG-5" in err.value.reason
-    with pytest.raises(HatpError) as err:
-        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), None, RING)
-    assert err.value.code == "NO_APPROVAL"
-
-
-def test_commit_order_is_compensate_then_final_then_holds_and_abort_is_its_reverse() -> None:
-    plan = trip_plan(NOW)
-    assert commit_order(plan) == ["event", "pay", "seat", "room"]  # HATP-TXN-5
-    assert abort_order(plan) == ["room", "seat", "pay", "event"]
-
-
-def test_auto_mode_takes_the_first_mode_that_fits_and_refuses_when_none_does() -> None:
-    assert choose_mode(trip_plan(NOW), NOW)[0] == "parallel"
-    plan = trip_plan(NOW)
-    unbounded = plan.model_copy(
-        update={"branches": [b.model_copy(update={"max_duration_seconds": None}) for b in plan.branches]}
-    )
-    with pytest.raises(HatpError) as err:
-        choose_mode(unbounded, NOW)
-    assert (err.value.rule, err.value.code) == ("HATP-MODE-1", "MODE_DOES_NOT_FIT")
-
-
 def test_an_explicit_mode_that_cannot_fit_is_refused_at_begin() -> None:
     plan = trip_plan(NOW, mode="parallel")
     short = plan.model_copy(
@@ -260,12 +174,3 @@ def test_a_quote_receipt_does_not_answer_a_prepare() -> None:
     refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert refused and refused[0]["rule"] == "HATP-TXN-2" and "quote" in refused[0]["reason"]
     assert c.state is TxnState.ABORTING
-
-
-def test_an_expired_approval_does_not_count() -> None:
-    plan = trip_plan(NOW)
-    g = KEYS["gateway"]
-    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(seconds=1)))
-    with pytest.raises(HatpError) as err:
-        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
-    assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")

@@ -1,0 +1,92 @@
+"""What the coordinator checks before an approver's answer counts (pure)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from demo.trip_world import trip_plan
+from hatp_mcp.core.coordinator_evidence import check_approver_answer
+from hatp_mcp.core.keys import sign_object
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
+from tests.core.test_coordinator import KEYS, NOW, RING
+
+
+def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    digest = plan.digest()
+    vote = {
+        "type": "hatp.vote",
+        "txnId": plan.txn_id,
+        "branchId": "finance",
+        "planDigest": digest,
+        "voter": "gateway://acme.com",
+        "decision": "yes",
+        "issuedAt": format_ts(NOW),
+    }
+    approval: dict[str, Any] = {
+        "type": "hatp.approval",
+        "approvalId": "apr-1",
+        "subject": "plan",
+        "txnId": plan.txn_id,
+        "requirementId": "finance",
+        "planDigest": digest,
+        "decision": "approve",
+        "decisions": [
+            {"approver": "human://acme.com/alice", "decision": "approve", "decidedAt": format_ts(NOW), "via": "inbox"}
+        ],
+        "quorum": {"required": 1, "of": 3},
+        "routing": {
+            "address": "human://acme.com/role/finance-approver",
+            "planDigest": digest,
+            "checked": {"status": "checked", "amounts": []},
+        },
+        "gateway": "gateway://acme.com",
+        "nonce": "n" * 16,
+        "issuedAt": format_ts(NOW),
+    }
+    for path, value in changes.items():
+        target = approval
+        *parents, last = path.split(".")
+        for p in parents:
+            target = target[p]
+        target[last] = value
+    return vote, approval
+
+
+def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked() -> None:
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan)
+    check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
+    cases = {
+        "AUTHORITY_NOT_CHECKED": _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}}),
+        "QUORUM_NOT_MET": _gateway_answer(
+            plan,
+            **{"quorum": {"required": 2, "of": 3}, "decisions": [approval["decisions"][0], approval["decisions"][0]]},
+        ),
+    }
+    for code, (v, a) in cases.items():
+        with pytest.raises(HatpError) as err:
+            check_approver_answer(plan, plan.digest(), "finance", sign_object(v, g), sign_object(a, g), RING)
+        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", code)
+    with pytest.raises(HatpError) as err:  # a participant key is not a gateway
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, KEYS["airline"]), sign_object(approval, g), RING
+        )
+    assert err.value.rule == "HATP-TXN-3" and "HATP-SIG-5" in err.value.reason
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), None, RING)
+    assert err.value.code == "NO_APPROVAL"
+
+
+def test_an_expired_approval_does_not_count() -> None:
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(seconds=1)))
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
