@@ -178,6 +178,8 @@ class Coordinator(Deadlines):
         b = body.get("branchId")
         if evidence.get("type") == "hatp.vote" and b in self._branches:
             self._d.votes[b] = evidence.get("decision", "no")
+        if evidence.get("type") == "hatp.vote" and b in {r.id for r in self.plan.approvals}:
+            self._d.approvals[b] = evidence.get("decision", "no")
         if evidence.get("type") == "hatp.receipt" and b in self._branches and evidence.get("outcome") == "ok":
             phase = evidence.get("phase")
             if phase == "prepare":

@@ -342,6 +342,9 @@ class Phase2:
             return out + self._next_commit(now)
         for b in c._branches:
             d.votes.setdefault(b, "unknown")
+        for r in c.plan.approvals:  # the human may still be asked: withdraw it (the old coordinator may have asked)
+            if d.approvals.get(r.id) not in ("yes", "no"):
+                d.approvals[r.id] = "asked"
         if decision == "abort":
             return out + self._abort(now, "RECOVERED", "finishing the logged abort", log=False)
         return out + self._abort(now, "PRESUMED_ABORT", "no decision was logged before the coordinator stopped")

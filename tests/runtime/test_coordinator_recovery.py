@@ -95,6 +95,8 @@ async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_dura
         decided = bodies(result.record, "decision")
         if not decided or decided[0]["reason"].startswith("PRESUMED_ABORT"):
             assert result.outcome is Outcome.ABORTED
+            approved = any(e["event"] == "approval" for e in result.record["events"])
+            assert approved or ("withdraw", txn, "finance") in world.approver.calls  # the human is not left asked
         else:
             assert result.outcome is Outcome.COMMITTED
         assert all_or_nothing(world, txn) == ("all" if result.outcome is Outcome.COMMITTED else "none")
