@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import secrets
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.directory import Directory
+from hatp_mcp.core.human_proof import HumanKeys, sign_decision, subject_digest
 from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.model.gateway import Ask
 from hatp_mcp.core.model.plan import Plan
 
 ORG_DIR = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
@@ -45,6 +49,31 @@ def directory_key() -> SigningKey:
 
 def gateway_key() -> SigningKey:
     return SigningKey.from_jwk(json.loads((ORG_DIR / "test-only-keys" / "gateway.private.jwk.json").read_text()))
+
+
+def human_key(name: str) -> SigningKey:
+    """A person's TEST-ONLY decision key (the ed25519 entry of their card)."""
+    path = ORG_DIR / "test-only-keys" / "humans" / f"{name}.private.jwk.json"
+    return SigningKey.from_jwk(json.loads(path.read_text()))
+
+
+def human_keys() -> HumanKeys:
+    return HumanKeys.from_cards(directory().cards())
+
+
+def proof(ask: Ask, name: str, decision: str, now: datetime, value: Any = None, **over: Any) -> dict[str, Any]:
+    """`name`'s signed decision on `ask` (wire form); `over` changes the askId, subject or human signed."""
+    signed = sign_decision(
+        over.get("key", human_key(name)),
+        over.get("ask_id", ask.ask_id),
+        over.get("subject", subject_digest(ask)),
+        over.get("human", h(name)),
+        decision,
+        now,
+        nonce=over.get("nonce", secrets.token_urlsafe(18)),
+        value=value,
+    )
+    return signed.wire()
 
 
 def keyring() -> Keyring:

@@ -16,7 +16,7 @@ from hatp_mcp.core.address import parse_address
 from hatp_mcp.core.authority import check_requirement, plan_money
 from hatp_mcp.core.directory import Criteria, Directory
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Checked, HumanDecision
+from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Seat
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.screen import render_screen
@@ -280,8 +280,16 @@ def asked_seat(rec: AskRecord, human: str) -> tuple[int, Seat]:
     )
 
 
-def decide(rec: AskRecord, human: str, decision: str, now: datetime, via: str = "inbox") -> AskRecord:
+def decide(
+    rec: AskRecord,
+    human: str,
+    decision: str,
+    now: datetime,
+    via: str = "inbox",
+    proof: HumanDecisionProof | None = None,
+) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
+    `proof` is the person's verified signed decision (core/human_proof.py), kept in the HumanDecision.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -309,7 +317,13 @@ def decide(rec: AskRecord, human: str, decision: str, now: datetime, via: str = 
     seats[i] = seat.model_copy(
         update={"status": "decided", "decision": decision, "decided_at": format_ts(now), "via": via}
     )
-    hd = HumanDecision(approver=human, decision=decision, decided_at=format_ts(now), via=via)  # type: ignore[arg-type]
+    hd = HumanDecision(
+        approver=human,
+        decision=decision,  # type: ignore[arg-type]
+        decided_at=format_ts(now),
+        via=via,
+        proof=proof,
+    )
     update: dict[str, Any] = {"state": state.value, "seats": seats, "decisions": [*rec.decisions, hd]}
     if state is not AskState.PENDING:
         update["closed_at"] = format_ts(now)

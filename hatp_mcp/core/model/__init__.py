@@ -9,7 +9,7 @@ from __future__ import annotations
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard, WellKnown
-from hatp_mcp.core.model.evidence import Approval, Receipt, RoutingRecord, Vote
+from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof, Receipt, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, Ask
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult, VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import (
@@ -40,6 +40,7 @@ __all__ = [
     "Ask",
     "Branch",
     "HumanCard",
+    "HumanDecisionProof",
     "Plan",
     "Receipt",
     "RecordEvent",
@@ -65,6 +66,7 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "receipt": Receipt,
     "routing-record": RoutingRecord,
     "approval": Approval,
+    "human-decision": HumanDecisionProof,
     "record-event": RecordEvent,
     "transaction-record": TransactionRecord,
     "ask": Ask,

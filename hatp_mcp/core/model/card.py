@@ -5,9 +5,11 @@ Contact details never appear here: a card lists channel types only; addresses li
 
 from __future__ import annotations
 
-from typing import Literal
+import base64
+import re
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Seconds, SignedModel, Timestamp, WireModel
@@ -49,12 +51,25 @@ class Capacity(WireModel):
     open: int = Field(ge=0, le=100_000)
 
 
+_B64U_32 = re.compile(r"^[A-Za-z0-9_-]{43}$")
+
+
 class CardKey(WireModel):
-    """A key the person decides with: a WebAuthn passkey (COSE public key) or an Ed25519 JWK thumbprint."""
+    """A key the person decides with. `ed25519`: `id` is the kid their decision proofs name and `publicKey` the
+    JWK `x` (32 bytes, unpadded base64url), checked here. `passkey`: a WebAuthn credential (placeholder until the
+    passkey page lands; never accepted as a decision proof, see spec/gateway.md)."""
 
     type: Literal["passkey", "ed25519"]
     id: str = Field(min_length=1, max_length=512)
     public_key: str = Field(min_length=1, max_length=4096)
+
+    @model_validator(mode="after")
+    def _ed25519_is_a_public_key(self) -> Self:
+        if self.type == "ed25519" and (
+            not _B64U_32.match(self.public_key) or len(base64.urlsafe_b64decode(self.public_key + "=")) != 32
+        ):
+            raise ValueError("an ed25519 key's publicKey is the JWK x: 32 bytes, unpadded base64url (43 characters)")
+        return self
 
 
 class HumanCard(SignedModel):

@@ -1,12 +1,13 @@
 """Signed evidence: votes, receipts, routing records and approvals. Each names the plan digest. Pure.
 
 Who signs what (the keyring role the verifier demands): votes and receipts, the participant (or, for approval
-votes, the gateway); approvals and routing records, the gateway.
+votes, the gateway); approvals and routing records, the gateway; a HumanDecisionProof, the person themselves
+(an `ed25519` key on their Directory-signed card, hatp_mcp/core/human_proof.py).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -18,6 +19,7 @@ __all__ = [
     "Approval",
     "Checked",
     "HumanDecision",
+    "HumanDecisionProof",
     "Preconditions",
     "Quorum",
     "Receipt",
@@ -101,11 +103,30 @@ class RoutingRecord(WireModel):
     humans: list[RoutedHuman] = Field(default_factory=list)
 
 
+class HumanDecisionProof(SignedModel):
+    """A person's own signed decision on one ask (spec/gateway.md, HATP-GW-19..26): the gateway counts it only
+    when it verifies against the person's card; it travels inside the Approval so anyone can check it offline.
+
+    `subjectDigest` is what the person decided about: the plan digest (an approval of a plan), the call digest
+    (an approval of a tool call) or the Ask's digest (a question, as an Answer names it)."""
+
+    type: Literal["hatp.human-decision"] = "hatp.human-decision"
+    ask_id: Ident
+    subject_digest: str = Field(pattern=DIGEST_PATTERN)
+    human: str = Field(min_length=1, max_length=500)
+    decision: Literal["approve", "reject", "decline", "answer"]
+    value: str | dict[str, Any] | None = None
+    issued_at: Timestamp
+    nonce: str = Field(min_length=16, max_length=128)
+
+
 class HumanDecision(WireModel):
     approver: str = Field(min_length=1, max_length=500)
     decision: Literal["approve", "reject"]
     decided_at: Timestamp
     via: str = Field(default="inbox", max_length=64)
+    # The approver's own signed decision (HATP-GW-26); an Approval's verifier checks it against the cards.
+    proof: HumanDecisionProof | None = None
 
 
 class Quorum(WireModel):
