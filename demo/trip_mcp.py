@@ -1,11 +1,12 @@
-"""`make demo-mcp`: the trip booked across separate MCP server processes, then the same trip with the hotel sold out.
+"""`make demo-mcp`: the trip booked across seven MCP server processes, then the same trip with the hotel sold out.
 
-The airline, hotel, calendar and payments servers each run as their own stdio child (`python -m servers.<name>`,
-state and keys under a data directory). This process is the agent's coordinator: it drives the transaction with
-hatp_mcp.runtime.coordinator over `mcp_participant` clients. The finance approver is scripted (in this process,
-until the gateway runs as its own MCP server). It prints a timeline per transaction, writes each record and
-verifies it offline with `hatp verify`. Leaving the `async with` stops every child (stdin closed, then SIGTERM),
-also on Ctrl-C: no orphans.
+Coordinator, gateway, directory, airline, hotel, calendar and payments each run as their own process
+(demo/trip_suite.py). This process is the agent: it begins each trip on the coordinator over MCP
+(`hatp/txn/begin`) and follows it with `hatp/txn/status`. The finance approver is a scripted person who decides
+through the gateway's MCP tools, or, with `--interactive`, you in the terminal inbox (`hatp inbox --data ...`, the
+exact command is printed). It prints a timeline per transaction (which server did what), writes each record and
+verifies it offline with `hatp verify`. Every process is stopped on the way out, also on Ctrl-C: no orphans.
+`open_suite` (the coordinator in this process over four stdio servers) is what bench/mcp_trip.py measures.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
+from demo.trip_suite import Seven, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.plan import Plan
@@ -31,7 +33,7 @@ from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, TxnResult, default_validator
+from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -53,11 +55,11 @@ def plan_for(txn_id: str, now: datetime, check_in: str, seat: str) -> Plan:
     return Plan.model_validate(data)
 
 
-def timeline(result: TxnResult, started: datetime) -> list[str]:
+def timeline(record: dict[str, Any], started: datetime) -> list[str]:
     """One line per record event: seconds since start, which server, what happened."""
-    servers = {b["branchId"]: b["participant"].split("//")[1].split(".")[0] for b in result.record["plan"]["branches"]}
+    servers = {b["branchId"]: b["participant"].split("//")[1].split(".")[0] for b in record["plan"]["branches"]}
     lines = []
-    for event in result.record["events"]:
+    for event in record["events"]:
         body: dict[str, Any] = event.get("body") or {}
         at = datetime.fromisoformat(event["at"].replace("Z", "+00:00"))
         branch = body.get("branchId") or body.get("requirementId")
@@ -104,62 +106,85 @@ async def open_suite(
     return clients, runtime, ring
 
 
-async def run_trip(data: Path, *, out: Callable[[str], None] = print) -> dict[str, str]:
+def _say(line: str) -> None:
+    print(line, flush=True)  # flushed: the demo is often piped, and Ctrl-C must not lose the timeline
+
+
+async def _verify(data: Path, txn_id: str, record: dict[str, Any], out: Callable[[str], None]) -> None:
+    path = data / f"{txn_id}.record.json"
+    path.write_text(json.dumps(record, indent=1))
+    verified = await anyio.run_process(
+        [sys.executable, "-m", "hatp_mcp.cli", "verify", str(path), "--keys", str(data / "keyring.json")], check=False
+    )
+    said = verified.stdout.decode().strip()
+    out(f"  hatp verify {path.name}: {'ok' if verified.returncode == 0 else 'FAILED'} {said}")
+    if verified.returncode != 0:
+        raise RuntimeError(f"record did not verify: {said} {verified.stderr.decode()}")
+
+
+async def _approver(suite: Seven, txn_id: str, interactive: bool, out: Callable[[str], None]) -> None:
+    """The finance approver: scripted (through the gateway's MCP tools), or a person at the terminal inbox."""
+    asked = await suite.asked(txn_id)
+    if "outcome" in asked or not any(v["decision"] == "pending" for v in asked["votes"] if v["branchId"] == "finance"):
+        return
+    if interactive:
+        inbox = f"{Path(sys.executable).parent / 'hatp'} inbox --data {suite.data / 'gateway'}"
+        out(f"\n  the finance approver is asked. In another terminal, run:\n    {inbox} show {txn_id}/finance")
+        out(f"    {inbox} approve {txn_id}/finance --as <the person it names>   (or reject)")
+        out("  waiting for the decision...")
+        return
+    who, decided = await suite.human_decides(txn_id, "approve")
+    out(f"  {who} approves {txn_id}/finance in the gateway: {decided['state']}")
+
+
+async def run_trip(data: Path, *, out: Callable[[str], None] = _say, interactive: bool = False) -> dict[str, str]:
     """Run both trips; return {txnId: outcome}. Raises on a failed verification."""
-    clock = SystemClock()
     outcomes: dict[str, str] = {}
     async with AsyncExitStack() as stack:
-        clients, runtime, ring = await open_suite(stack, data, clock)
-        out(f"started {len(clients)} MCP server processes (stdio): {', '.join(clients)}")
-        (data / "keyring.json").write_text(json.dumps(ring.to_jwks()))
-        stamp = clock.now().strftime("%H%M%S%f")
+        suite = await open_seven(stack, data)
+        out(f"started {len(suite.procs)} MCP server processes (HTTP on 127.0.0.1): {', '.join(suite.procs)}")
+        (data / "keyring.json").write_text(json.dumps(suite.keyring().to_jwks()))
+        stamp = datetime.now(UTC).strftime("%H%M%S%f")
         trips = [
             (f"txn-trip-{stamp}-ok", "2026-12-10", "14C", None),
             (f"txn-trip-{stamp}-soldout", "2026-12-17", "15A", "2026-12-17"),
         ]
         for txn_id, check_in, seat, sell_out in trips:
             if sell_out is not None:
-                await clients["hotel"].call_tool("room_change", {"resource": f"Adlon/{sell_out}", "state": "taken"})
+                await suite.tool("hotel", "room_change", {"resource": f"Adlon/{sell_out}", "state": "taken"})
                 out(f"\nthe hotel sells its last room for {sell_out} on another channel")
-            started = clock.now()
-            with anyio.fail_after(60):
-                result = await runtime.run(plan_for(txn_id, started, check_in, seat))
-            out(f"\n{txn_id}")
-            for line in timeline(result, started):
+            started = datetime.now(UTC)
+            begun = await suite.begin(plan_for(txn_id, started, check_in, seat))
+            out(f"\n{txn_id}: begun on the coordinator ({begun['state']})")
+            await _approver(suite, txn_id, interactive, out)
+            done = await suite.outcome(txn_id)
+            for line in timeline(done["record"], started):
                 out(line)
-            out(f"  => {result.outcome.value}")
-            path = data / f"{txn_id}.record.json"
-            path.write_text(json.dumps(result.record, indent=1))
-            verified = await anyio.run_process(
-                [sys.executable, "-m", "hatp_mcp.cli", "verify", str(path), "--keys", str(data / "keyring.json")],
-                check=False,
-            )
-            said = verified.stdout.decode().strip()
-            out(f"  hatp verify {path.name}: {'ok' if verified.returncode == 0 else 'FAILED'} {said}")
-            if verified.returncode != 0:
-                raise RuntimeError(f"record did not verify: {said} {verified.stderr.decode()}")
-            outcomes[txn_id] = result.outcome.value
+            out(f"  => {done['outcome']}")
+            await _verify(data, txn_id, done["record"], out)
+            outcomes[txn_id] = done["outcome"]
     out("\nall server processes stopped")
     return outcomes
 
 
-async def _bounded(data: Path) -> dict[str, str]:
-    with anyio.fail_after(300):
-        return await run_trip(data)
+async def _bounded(data: Path, interactive: bool) -> dict[str, str]:
+    with anyio.fail_after(3600 if interactive else 300):  # a person at the inbox may take a while
+        return await run_trip(data, interactive=interactive)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="demo.trip", description=__doc__)
     parser.add_argument("--data", help="keep server state and records here (default: a fresh temporary directory)")
+    parser.add_argument("--interactive", action="store_true", help="you approve in the terminal inbox")
     args = parser.parse_args(argv)
     quiet()
     try:
         if args.data:
             Path(args.data).mkdir(parents=True, exist_ok=True)
-            outcomes = anyio.run(_bounded, Path(args.data))
+            outcomes = anyio.run(_bounded, Path(args.data), args.interactive)
         else:
             with tempfile.TemporaryDirectory(prefix="hatp-demo-") as tmp:
-                outcomes = anyio.run(_bounded, Path(tmp))
+                outcomes = anyio.run(_bounded, Path(tmp), args.interactive)
     except KeyboardInterrupt:
         print("interrupted; every server process was stopped", file=sys.stderr)
         return 130

@@ -1,7 +1,10 @@
 """`hatp mcp-config [--data DIR] [--python PATH]`: print the Claude Desktop `mcpServers` JSON for the suite.
 
 Every path is absolute (Claude Desktop starts servers from an unknown directory): the Python interpreter, the
-repository root as the working directory, and each server's --data directory.
+repository root as the working directory, and each server's --data directory. The coordinator reaches the four
+tool servers and the gateway as its own stdio children on the same --data directories (their SQLite state is
+shared with the entries Claude Desktop starts, so a person deciding through the gateway's tools is seen by the
+coordinator's gateway on its next poll), and trusts the gateway key of the organisation's well-known document.
 """
 
 from __future__ import annotations
@@ -13,11 +16,21 @@ from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, print_json
 
-__all__ = ["HELP", "SERVERS", "add_arguments", "config", "run"]
+__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "run"]
 
 HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
 SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
 ROOT = Path(__file__).resolve().parents[2]
+TOOL_SERVERS = ("airline", "hotel", "calendar", "payments")
+WELL_KNOWN = ROOT / "spec" / "fixtures" / "org" / ".well-known" / "human-card.json"  # TEST-ONLY acme.com
+GATEWAY_ID = "https://acme.com/hatp/gateway"
+
+
+def coordinator_args(data: Path) -> list[str]:
+    """How the coordinator reaches the suite: each tool server and the gateway as a stdio child on its --data."""
+    args = [f"--participant=mcp://{n}.example/hatp=stdio:servers.{n}:{(data / n).absolute()}" for n in TOOL_SERVERS]
+    gateway = f"stdio:servers.gateway:{(data / 'gateway').absolute()}"
+    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +44,8 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
     for name in names:
         servers[f"hatp-{name}"] = {
             "command": str(Path(python).absolute()),
-            "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())],
+            "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())]
+            + (coordinator_args(data) if name == "coordinator" else []),
             "cwd": str(ROOT),
             "env": {"PYTHONPATH": str(ROOT)},
         }

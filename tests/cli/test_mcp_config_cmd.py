@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.cli import main
+from hatp_mcp.cli.mcp_config_cmd import SERVERS
 
 
 def test_mcp_config_prints_one_stdio_entry_per_server_with_absolute_paths(
@@ -30,3 +31,15 @@ def test_mcp_config_only_limits_the_servers(capsys: pytest.CaptureFixture[str]) 
 
 def test_mcp_config_refuses_an_unknown_server_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp-config", "--only", "bank"]) == 2
+
+
+def test_mcp_config_lists_all_seven_servers_and_the_coordinator_reaches_the_others_by_absolute_paths(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0
+    servers = json.loads(capsys.readouterr().out)["mcpServers"]
+    assert set(servers) == {f"hatp-{n}" for n in SERVERS}
+    args = servers["hatp-coordinator"]["args"]
+    assert f"--participant=mcp://hotel.example/hatp=stdio:servers.hotel:{tmp_path / 'hotel'}" in args
+    assert args[args.index("--gateway") + 1] == f"stdio:servers.gateway:{tmp_path / 'gateway'}"
+    assert Path(args[args.index("--gateway-keys") + 1]).is_file()

@@ -1,15 +1,21 @@
-"""`make demo-mcp` end to end: four server processes, one trip committed, one aborted, both records verified,
-and no process left behind."""
+"""`make demo-mcp` end to end: seven server processes, one trip committed (a scripted person approving through the
+gateway's MCP tools), one aborted, both records verified, and no process left behind, also after Ctrl-C."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from demo.trip_mcp import run_trip
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -37,4 +43,35 @@ async def test_the_mcp_demo_commits_the_trip_aborts_the_sold_out_one_and_leaves_
     assert sorted(outcomes.values()) == ["ABORTED", "COMMITTED"]
     assert sum("hatp verify" in line and ": ok" in line for line in lines) == 2
     assert any("decision=abort" in line and "room voted no" in line for line in lines)
+    assert any("approves" in line and "/finance in the gateway: approved" in line for line in lines)
+    assert any(line.startswith("started 7 MCP server processes") for line in lines)
     assert children() <= before
+
+
+def servers_using(data: Path) -> list[str]:
+    """Every process whose command line names `data` (the demo's servers, wherever they were reparented)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(data) in cmd and "servers." in cmd:
+                found.append(cmd)
+    return found
+
+
+async def test_ctrl_c_during_the_mcp_demo_stops_every_server_process(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "demo.trip", "--data", str(tmp_path)]
+    with anyio.fail_after(90):
+        async with await anyio.open_process(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as proc:
+            assert proc.stdout is not None
+            stream = BufferedByteReceiveStream(proc.stdout)
+            first = (await stream.receive_until(b"\n", 1 << 16)).decode()
+            running = servers_using(tmp_path)
+            proc.send_signal(signal.SIGINT)
+            code = await proc.wait()
+    assert first.startswith("started 7 MCP server processes") and len(running) == 7
+    assert code == 130
+    assert servers_using(tmp_path) == []

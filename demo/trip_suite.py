@@ -1,0 +1,108 @@
+"""The seven server processes of `make demo-mcp`, each its own process on streamable HTTP (127.0.0.1), and the two
+people around them: the agent (an MCP client of the coordinator) and the finance approver (a scripted human who
+decides through the Human Gateway's MCP tools, or a real person in the terminal inbox).
+
+`open_seven(stack, data)` starts directory, gateway, airline, hotel, calendar, payments and the coordinator (which
+reaches the others by URL and trusts the gateway's key from the organisation's well-known document). Every process
+is started with a parent watch and stopped when `stack` closes (stdin closed, SIGTERM, then SIGKILL): no orphans,
+also on Ctrl-C. This module holds no HATP logic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.launch import HttpProcess, launch_http
+
+__all__ = ["GATEWAY_ID", "ORG", "PARTICIPANTS", "Seven", "open_seven"]
+
+ROOT = Path(__file__).resolve().parents[1]
+ORG = ROOT / "spec" / "fixtures" / "org"  # the TEST-ONLY organisation acme.com
+WELL_KNOWN = ORG / ".well-known" / "human-card.json"
+GATEWAY_ID = "https://acme.com/hatp/gateway"
+PARTICIPANTS = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
+
+
+@dataclass
+class Seven:
+    """The running suite: each process by name, the agent's client to the coordinator, the data directory."""
+
+    data: Path
+    procs: dict[str, HttpProcess]
+    agent: Client
+
+    async def begin(self, plan: Plan) -> dict[str, Any]:
+        return await call_raw(self.agent, "hatp/txn/begin", plan.wire(), 30)
+
+    async def status(self, txn_id: str, wait: int = 0, after: int | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"txnId": txn_id, "waitSeconds": wait}
+        if after is not None:
+            params["afterEvents"] = after
+        return await call_raw(self.agent, "hatp/txn/status", params, wait + 10)
+
+    async def follow(self, txn_id: str, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Long-poll the coordinator until `done(status)` or the transaction ends."""
+        status = await self.status(txn_id)
+        while not done(status) and "outcome" not in status:
+            status = await self.status(txn_id, wait=60, after=status["eventCount"])
+        return status
+
+    async def outcome(self, txn_id: str) -> dict[str, Any]:
+        return await self.follow(txn_id, lambda s: False)
+
+    async def asked(self, txn_id: str, requirement: str = "finance") -> dict[str, Any]:
+        """Until the gateway's vote on `requirement` is recorded: the people are asked (or the trip ended)."""
+        return await self.follow(txn_id, lambda s: any(v["branchId"] == requirement for v in s["votes"]))
+
+    async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        async with Client(self.procs[server].url) as client:
+            result = await client.call_tool(name, args)
+        if result.structured_content is None:
+            raise RuntimeError(f"{server}.{name} answered no structured content: {result}")
+        return result.structured_content
+
+    async def human_decides(self, txn_id: str, action: str = "approve") -> tuple[str, dict[str, Any]]:
+        """The scripted finance approver: looks at the ask in the gateway and decides, through its MCP tools."""
+        shown = await self.tool("gateway", "show_ask", {"ask_id": f"{txn_id}/finance"})
+        who = str(shown["waitingFor"][0])
+        return who, await self.tool(
+            "gateway", "decide", {"ask_id": f"{txn_id}/finance", "human": who, "action": action}
+        )
+
+    def keyring(self) -> Keyring:
+        """Every key the records are signed with: the organisation's (gateway), the coordinator's, the servers'."""
+        ring = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+        for name in (*PARTICIPANTS, "coordinator"):
+            ring.add(PublicKeyEntry.from_jwk(json.loads((self.data / name / "public.jwk.json").read_text())))
+        return ring
+
+
+async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list[str]] | None = None) -> Seven:
+    """Start the seven servers (stopped when `stack` closes) and connect the agent to the coordinator."""
+    extra = extra or {}
+    procs: dict[str, HttpProcess] = {}
+
+    async def start(name: str, args: list[str]) -> None:
+        launched = launch_http(f"servers.{name}", data / name, extra=[*args, *extra.get(name, [])], ready_timeout=60)
+        procs[name] = await stack.enter_async_context(launched)
+
+    await start("directory", ["--org", str(ORG)])
+    await start("gateway", ["--org", str(ORG)])
+    for name in PARTICIPANTS:
+        await start(name, [])
+    links = [f"--participant={uri}={procs[name].url}" for name, uri in PARTICIPANTS.items()]
+    gateway = ["--gateway", procs["gateway"].url, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
+    await start("coordinator", [*links, *gateway, "--id", "coordinator://acme.com/demo", "--poll-seconds", "1"])
+    agent = await stack.enter_async_context(Client(procs["coordinator"].url))
+    return Seven(data, procs, agent)
