@@ -76,6 +76,18 @@ def proof(ask: Ask, name: str, decision: str, now: datetime, value: Any = None, 
     return signed.wire()
 
 
+def signed_for(store: Any, ask_id: str, name: str, decision: str, now: datetime, value: Any = None) -> dict[str, Any]:
+    """`name`'s signed decision on the ask `ask_id` as a GatewayStore holds it."""
+    stored = store.get(ask_id)
+    assert stored is not None and stored.record is not None, ask_id
+    return proof(stored.record.ask, name, decision, now, value)
+
+
+async def decide_as(gw: Any, ask_id: str, name: str, decision: str, value: Any = None) -> Any:
+    """`name` decides on a GatewayApprover `gw` with a proof signed by their test-only key, dated gw's now."""
+    return await gw.decide(ask_id, signed_for(gw.store, ask_id, name, decision, gw.clock.now(), value))
+
+
 def keyring() -> Keyring:
     return Keyring.from_jwks({"keys": well_known()["keys"]})
 

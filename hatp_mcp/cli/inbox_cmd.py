@@ -1,23 +1,31 @@
-"""`hatp inbox --data DIR list|show ID|approve ID|reject ID|decline ID|answer ID VALUE --as HUMAN`: the
-terminal inbox of a Human Gateway's data dir.
+"""`hatp inbox --data DIR list|show ID|approve ID|reject ID|decline ID|answer ID VALUE --as HUMAN --key FILE`:
+the terminal inbox of a Human Gateway's data dir.
 
-It reads and decides asks in the gateway's store (another process may be running on it); the gateway signs
-the outcome when the coordinator next polls. It prints asks and screens only: never contact details.
+It reads asks in the gateway's store (another process may be running on it). A decision is signed here, with the
+person's own key (`--key`, their private JWK: the `ed25519` key on their card), previewed against the ask's rules
+(so a person who may not decide hears why at once), and left in the store as a signed proof; the gateway verifies
+it against the cards on its next sync and only then does it count (spec/gateway.md, HATP-GW-19..26). This module
+never decides for the gateway and prints asks, screens and proofs only: never contact details.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail, print_json
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.core.gateway import tick
+from hatp_mcp.core.human_proof import apply_decision, sign_decision, subject_digest
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.evidence import HumanDecisionProof
+from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.core.screen import render_ask_text
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.gateway import apply_human_input
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
 
 __all__ = ["HELP", "add_arguments", "run"]
@@ -35,14 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="show an ask's screen and who was asked")
     show.add_argument("ask_id")
     show.add_argument("--json", action="store_true")
-    for verb in ("approve", "reject", "decline"):
-        v = sub.add_parser(verb, help=f"{verb} an ask")
+    for verb in ("approve", "reject", "decline", "answer"):
+        v = sub.add_parser(
+            verb,
+            help="answer a choose / form / text ask (a form answer is JSON)" if verb == "answer" else f"{verb} an ask",
+        )
         v.add_argument("ask_id")
+        if verb == "answer":
+            v.add_argument("value")
         v.add_argument("--as", dest="human", required=True, help="who decides, e.g. human://acme.com/alice")
-    ans = sub.add_parser("answer", help="answer a choose / form / text ask (a form answer is JSON)")
-    ans.add_argument("ask_id")
-    ans.add_argument("value")
-    ans.add_argument("--as", dest="human", required=True)
+        v.add_argument("--key", required=True, help="your private JWK (the ed25519 key on your card) to sign with")
 
 
 def _waiting_for(s: StoredAsk) -> list[str]:
@@ -59,6 +69,23 @@ def _show(s: StoredAsk) -> None:
     for seat in s.record.seats:
         why = f"  {seat.rule} {seat.detail}" if seat.rule else ""
         print(f"  {seat.status:9} {seat.human}{why}")
+
+
+def _show_proofs(store: GatewayStore, ask_id: str) -> None:
+    for p in store.proofs(ask_id):
+        why = f"  {p.rule} {p.reason}" if p.rule else ""
+        print(f"  proof {p.status:9} {p.proof.get('human')} {p.proof.get('decision')}{why}")
+
+
+def _preview(store: GatewayStore, rec: AskRecord, proof: HumanDecisionProof, now: datetime) -> None:
+    """Raise the core's refusal if `proof` could not count once the proofs already waiting are applied."""
+    rec = tick(rec, now)
+    for left in store.proofs(rec.ask.ask_id, "submitted"):
+        try:
+            rec = apply_decision(rec, HumanDecisionProof.model_validate(left.proof), now)
+        except (HatpError, ValueError):
+            continue  # the gateway will refuse that one; it does not stand in this person's way
+    apply_decision(rec, proof, now)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,18 +133,34 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
             print_json(stored.record.ask.wire() if stored.record else stored.vote)
         else:
             _show(stored)
+            _show_proofs(store, args.ask_id)
         return EXIT_OK
+    if stored.record is None:
+        return fail(f"ask {args.ask_id} was refused at routing; nothing to decide", EXIT_PROBLEMS)
     value: Any = None
     if cmd == "answer":
         value = args.value
-        if stored.record is not None and stored.record.ask.kind == "form":
+        if stored.record.ask.kind == "form":
             try:
                 value = json.loads(args.value)
             except ValueError:
                 return fail('a form answer is a JSON object, e.g. \'{"costCenter": "CC-0042"}\'', EXIT_BAD_INPUT)
     try:
-        after = apply_human_input(store, args.ask_id, args.human, cmd, value, now)
+        key = SigningKey.from_jwk(read_json(args.key))
+    except (InputError, ValueError, AttributeError) as exc:
+        return fail(f"--key {args.key}: {exc}")
+    ask = stored.record.ask
+    try:
+        proof = sign_decision(
+            key, ask.ask_id, subject_digest(ask), args.human, cmd, now, nonce=secrets.token_urlsafe(18), value=value
+        )
+    except ValueError as exc:
+        return fail(f"cannot sign this decision: {exc}".splitlines()[0])
+    try:
+        _preview(store, stored.record, proof, now)
     except HatpError as exc:
         return fail(exc.one_line(), EXIT_PROBLEMS)
-    print(f"{cmd} by {args.human} recorded on {args.ask_id}: the ask is {after.state}")
+    store.submit_proof(ask.ask_id, proof.wire())
+    print(f"{cmd} by {args.human} on {args.ask_id} signed with key {key.kid} and left for the gateway:")
+    print("  it counts once the gateway verifies it against your card (see `hatp inbox show`)")
     return EXIT_OK

@@ -1,9 +1,11 @@
 """The Human Gateway's ordinary MCP tools, for people and agents (spec/mcp-binding.md, HATP-MCP-12/13/16).
 
 For people (they stand in for the terminal inbox and go through the same code, `GatewayApprover.decide` ->
-`apply_human_input`, so the same rules hold): `list_asks`, `show_ask`, `decide` (approve, reject, decline or
-answer as a named person). For agents, the tool-call approval path of spec/gated-tools.md: `request_approval`
-(route one exact call) and `approval_status` (poll it; the signed Approval once decided).
+`apply_human_input`, so the same rules hold): `list_asks`, `show_ask` (with the `subjectDigest` a person signs)
+and `decide`, which takes the person's signed HumanDecisionProof and never a name: whoever is connected (the
+agent too) can look, only the person's own key decides (spec/gateway.md, HATP-GW-19..26). For agents, the
+tool-call approval path of spec/gated-tools.md: `request_approval` (route one exact call) and `approval_status`
+(poll it; the signed Approval once decided).
 
 Nothing here decides: the rules are the core's, the state the gateway store's. Refusals leave through
 hatp_mcp.mcp.errors. No result carries contact details: seats show who and why, never where they are reached.
@@ -16,6 +18,7 @@ from typing import Any
 from mcp.server import MCPServer
 
 from hatp_mcp.core.gate import GateRequirement
+from hatp_mcp.core.human_proof import subject_digest
 from hatp_mcp.core.screen import render_ask_text
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
@@ -42,7 +45,12 @@ def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"askId": s.ask_id, "state": s.state, "waitingFor": _waiting_for(s)}
     if s.record is not None:
         ask = s.record.ask
-        out |= {"kind": ask.kind, "decideBy": ask.decide_by, "quorum": [s.record.quorum_required, s.record.quorum_of]}
+        out |= {
+            "kind": ask.kind,
+            "decideBy": ask.decide_by,
+            "quorum": [s.record.quorum_required, s.record.quorum_of],
+            "subjectDigest": subject_digest(ask),
+        }
         if full:
             out["ask"] = ask.wire()
             out["text"] = "\n".join(render_ask_text(ask))
@@ -75,10 +83,11 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         """An ask's approval screen (agent-written text labelled so), who was asked, excluded and why."""
         return ask_view(await current(ask_id), full=True)
 
-    async def decide(ask_id: str, human: str, action: str, value: Any = None) -> dict[str, Any]:
-        """`human` approves, rejects, declines or answers (`value`) an ask they were asked. Same rules as the inbox."""
+    async def decide(ask_id: str, proof: dict[str, Any]) -> dict[str, Any]:
+        """Approve, reject, decline or answer an ask with `proof`: the person's signed hatp.human-decision (askId,
+        subjectDigest from show_ask, human, decision, value?, issuedAt, nonce, signature by their card's key)."""
         try:
-            after = await gateway.decide(ask_id, human, action, value)
+            after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
             raise to_mcp_error(_no_such_ask(ask_id)) from None
         except HatpError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from hatp_mcp.core.directory import Directory, IgnoredCard
 from hatp_mcp.core.evidence import sign_model
 from hatp_mcp.core.gate import GateRequirement
 from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
+from hatp_mcp.core.human_proof import HumanKeys, apply_proof
 from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Vote
@@ -69,36 +70,29 @@ def load_org(org_dir: str | Path) -> tuple[Directory, list[IgnoredCard], dict[st
 
 
 def apply_human_input(
-    store: GatewayStore, ask_id: str, human: str, action: str, value: Any, now: datetime
+    store: GatewayStore, ask_id: str, proof: object, now: datetime, humans: HumanKeys, via: str = "inbox"
 ) -> StoredAsk:
-    """Apply one person's approve / reject / answer / decline to a stored ask, atomically.
+    """Apply one person's signed decision (approve / reject / answer / decline) to a stored ask, atomically: the
+    proof is verified against `humans` (the cards' keys) and its nonce spent in the same transaction.
 
-    Used by the gateway and by `hatp inbox` (another process); the gateway signs the outcome when asked.
-    Raises KeyError (no such ask) or HatpError (the core's refusal; the stored ask is unchanged).
-    """
+    Used by the gateway, for proofs from its tools and for those `hatp inbox` left in the store. Raises KeyError
+    (no such ask) or HatpError (HATP-GW-19..26 for the proof, else the core's refusal; the stored ask is
+    unchanged, except that time that ran out first, a deadline or an SLA, is kept)."""
+    nonce = proof.get("nonce") if isinstance(proof, Mapping) else getattr(proof, "nonce", None)
 
-    def act(rec: AskRecord) -> AskRecord:
-        if action in ("approve", "reject"):
-            return core.decide(rec, human, action, now)
-        if action == "answer":
-            return core_asks.answer(rec, human, value, now)
-        if action == "decline":
-            return core.decline(rec, human, now)
-        raise HatpError("HATP-ASK-6", f"{action!r} is not approve, reject, answer or decline", path="$.action")
-
-    def change(s: StoredAsk) -> StoredAsk:
+    def change(s: StoredAsk, used: bool) -> StoredAsk:
         if s.record is None:
             raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED")
         ticked = core.tick(s.record, now)
         try:
-            return s.with_record(act(ticked))
+            return s.with_record(apply_proof(ticked, proof, humans=humans, now=now, nonce_used=used, via=via)[0])
         except HatpError as exc:
             if ticked != s.record:  # time ran out first (deadline, SLA): keep that, then refuse
                 raise _Late(s.with_record(ticked), exc) from exc
             raise
 
     try:
-        return store.update(ask_id, change)
+        return store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change)
     except _Late as late:
         kept, error = late.stored, late.error
         store.update(ask_id, lambda _s: kept)
@@ -138,6 +132,8 @@ class GatewayApprover:
         self.default_window = default_window
         self._nonce = nonce
         self._changed = anyio.Event()
+        # Decision keys as the Directory-verified cards list them: the only keys a decision counts with.
+        self.humans = HumanKeys.from_cards(directory.cards())
 
     # -- the Approver protocol -------------------------------------------------------------------------------
 
@@ -192,19 +188,36 @@ class GatewayApprover:
 
     # -- people and questions --------------------------------------------------------------------------------
 
-    async def decide(self, ask_id: str, human: str, action: str, value: Any = None) -> StoredAsk:
-        """A person approves, rejects, answers or declines. Raises KeyError or HatpError (nothing changes)."""
+    async def decide(self, ask_id: str, proof: object, *, via: str = "inbox") -> StoredAsk:
+        """A person approves, rejects, answers or declines, proven by their signed HumanDecisionProof (its wire
+        form). Raises KeyError or HatpError (HATP-GW-19..26 for the proof, else the core's; nothing changes)."""
         before = self.store.get(ask_id)
         if before is None:
             raise KeyError(ask_id)
         try:
-            apply_human_input(self.store, ask_id, human, action, value, self.clock.now())
+            apply_human_input(self.store, ask_id, proof, self.clock.now(), self.humans, via)
         finally:
             self._changed.set()
         after = await self._sync(ask_id)
         if before.record is not None and after.record is not None:
             await self._notify_new(before.record, after.record)
         return after
+
+    async def _drain(self, ask_id: str) -> None:
+        """Verify and apply the proofs `hatp inbox` left for this ask; a refused one is recorded and never counts."""
+        for left in self.store.proofs(ask_id, "submitted"):
+            before = self.store.get(ask_id)
+            try:
+                after = apply_human_input(self.store, ask_id, left.proof, self.clock.now(), self.humans)
+            except HatpError as exc:
+                self.store.settle_proof(left.seq, "refused", exc.rule, exc.reason)
+                continue
+            except KeyError:
+                self.store.settle_proof(left.seq, "refused", "HATP-GW-22", f"the gateway has no ask {ask_id!r}")
+                continue
+            self.store.settle_proof(left.seq, "accepted")
+            if before is not None and before.record is not None and after.record is not None:
+                await self._notify_new(before.record, after.record)
 
     async def open_question(self, *, ask_id: str, kind: str, address: str, question: str, **kw: Any) -> StoredAsk:
         """Route a choose / form / text ask (see core.asks.open_question). Raises HatpError."""
@@ -312,7 +325,10 @@ class GatewayApprover:
     # -- internals -------------------------------------------------------------------------------------------
 
     async def _sync(self, ask_id: str) -> StoredAsk:
-        """Let time pass on the ask, then (persisting before answering) sign what changed."""
+        """Apply the proofs left in the store, let time pass on the ask, then (persisting before answering) sign
+        what changed."""
+        if self.store.get(ask_id) is not None:
+            await self._drain(ask_id)
         now = self.clock.now()
 
         def change(s: StoredAsk) -> StoredAsk:

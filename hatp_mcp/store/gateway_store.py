@@ -1,5 +1,6 @@
 """The Human Gateway's durable state in SQLite: asks (their record and the signed evidence last sent), the
-contacts table, and the outbox of every message that left the gateway.
+contacts table, the outbox of every message that left the gateway, the people's signed decision proofs left by
+`hatp inbox` (submitted, then accepted or refused by the gateway) and the nonces of every proof that counted.
 
 Several processes share one data dir (the gateway and `hatp inbox`), so every change is a read-modify-write
 inside ``BEGIN IMMEDIATE``. Contact details live only in the `contacts` table: nothing here copies them into
@@ -19,7 +20,7 @@ from typing import Any
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["DB_NAME", "GatewayStore", "StoredAsk"]
+__all__ = ["DB_NAME", "GatewayStore", "StoredAsk", "StoredProof"]
 
 DB_NAME = "gateway.db"
 
@@ -39,6 +40,18 @@ CREATE TABLE IF NOT EXISTS contacts (
     channel TEXT NOT NULL,
     address TEXT NOT NULL,
     PRIMARY KEY (human, channel)
+);
+CREATE TABLE IF NOT EXISTS proofs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ask_id TEXT NOT NULL,
+    proof TEXT NOT NULL,
+    status TEXT NOT NULL,
+    rule TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS used_nonces (
+    nonce TEXT PRIMARY KEY,
+    ask_id TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -62,6 +75,19 @@ class StoredAsk:
 
     def with_record(self, record: AskRecord) -> StoredAsk:
         return replace(self, record=record, state=record.state)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredProof:
+    """A decision proof left in the store: `submitted` until the gateway verifies it, then `accepted` or
+    `refused` (with the rule and reason)."""
+
+    seq: int
+    ask_id: str
+    proof: dict[str, Any]
+    status: str
+    rule: str | None = None
+    reason: str | None = None
 
 
 class GatewayStore:
@@ -152,6 +178,49 @@ class GatewayStore:
             if new != current:
                 self._put(new)
             return new
+
+    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
+        """Like `update`, for a decision proof: `change` gets the ask and whether `nonce` was spent before; when
+        it returns, the nonce is spent in the same transaction. Whatever `change` raises spends nothing.
+
+        Raises KeyError when there is no such ask."""
+        with self._tx():
+            current = self._get(ask_id)
+            if current is None:
+                raise KeyError(ask_id)
+            used = self._conn.execute("SELECT 1 FROM used_nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
+            new = change(current, used)
+            self._conn.execute("INSERT INTO used_nonces (nonce, ask_id) VALUES (?, ?)", (nonce, ask_id))
+            if new != current:
+                self._put(new)
+            return new
+
+    def submit_proof(self, ask_id: str, proof: dict[str, Any]) -> int:
+        """Leave a person's signed decision for the gateway to verify; returns its sequence number."""
+        with self._tx():
+            cur = self._conn.execute(
+                "INSERT INTO proofs (ask_id, proof, status) VALUES (?, ?, 'submitted')", (ask_id, json.dumps(proof))
+            )
+            return int(cur.lastrowid or 0)
+
+    def proofs(self, ask_id: str | None = None, status: str | None = None) -> list[StoredProof]:
+        """Proofs left in the store, oldest first; only those of `ask_id` and/or in `status` when given."""
+        sql = "SELECT seq, ask_id, proof, status, rule, reason FROM proofs WHERE 1 = 1"
+        args: list[str] = []
+        if ask_id is not None:
+            sql, args = sql + " AND ask_id = ?", [*args, ask_id]
+        if status is not None:
+            sql, args = sql + " AND status = ?", [*args, status]
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [StoredProof(q, a, json.loads(p), st, r, why) for q, a, p, st, r, why in rows]
+
+    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
+        """Record what the gateway made of a submitted proof (`accepted` or `refused` with rule and reason)."""
+        with self._tx():
+            self._conn.execute(
+                "UPDATE proofs SET status = ?, rule = ?, reason = ? WHERE seq = ?", (status, rule, reason, seq)
+            )
 
     def asks(self, state: str | None = None) -> list[StoredAsk]:
         """Every ask in creation order, or only those in `state`."""

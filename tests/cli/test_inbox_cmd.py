@@ -10,8 +10,10 @@ import pytest
 from hatp_mcp.cli import main
 from hatp_mcp.core.asks import open_question
 from hatp_mcp.core.gateway import open_approval
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
-from tests.acme_org import GATEWAY_ID, directory, h, plan
+from tests.acme_org import GATEWAY_ID, ORG_DIR, directory, gateway_key, h, plan
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 SCHEMA = {"type": "object", "properties": {"costCenter": {"type": "string"}}, "required": ["costCenter"]}
@@ -37,8 +39,24 @@ def data(tmp_path: Path) -> Path:
     return tmp_path
 
 
+KEYS = ORG_DIR / "test-only-keys" / "humans"
+
+
 def inbox(data: Path, *args: str) -> int:
     return main(["inbox", "--data", str(data), "--now", "2026-11-29T10:05:00Z", *args])
+
+
+def as_(name: str, key: str | None = None) -> list[str]:
+    return ["--as", h(name), "--key", str(KEYS / f"{key or name}.private.jwk.json")]
+
+
+def gateway(data: Path) -> GatewayApprover:
+    return GatewayApprover(
+        directory=directory(),
+        key=gateway_key(),
+        store=GatewayStore(data),
+        clock=FakeClock(datetime(2026, 11, 29, 10, 6, tzinfo=UTC)),
+    )
 
 
 def test_list_shows_pending_asks_for_a_person(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,20 +74,69 @@ def test_show_prints_the_screen_with_agent_text_labelled(data: Path, capsys: pyt
     assert "excluded  human://acme.com/dana  HATP-GW-5" in out
 
 
-def test_a_form_answer_is_checked_against_its_schema_under_HATP_ASK_3(
+@pytest.mark.anyio
+async def test_a_form_answer_is_checked_against_its_schema_under_HATP_ASK_3(
     data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert inbox(data, "answer", "q-form", "{}", "--as", h("carol")) == 1
+    assert inbox(data, "answer", "q-form", "{}", *as_("carol")) == 1
     assert "HATP-ASK-3" in capsys.readouterr().err
-    assert inbox(data, "answer", "q-form", "not json", "--as", h("carol")) == 2
-    assert inbox(data, "answer", "q-form", '{"costCenter": "CC-1"}', "--as", h("carol")) == 0
-    assert "the ask is answered" in capsys.readouterr().out
+    assert inbox(data, "answer", "q-form", "not json", *as_("carol")) == 2
+    assert inbox(data, "answer", "q-form", '{"costCenter": "CC-1"}', *as_("carol")) == 0
+    assert "left for the gateway" in capsys.readouterr().out
+    gw = gateway(data)
+    done = await gw.current("q-form")
+    assert done.state == "answered" and done.evidence is not None and done.evidence["value"] == {"costCenter": "CC-1"}
+    gw.store.close()
 
 
-def test_approve_and_reject_record_the_decision(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert inbox(data, "approve", "txn-acme-0001/finance", "--as", h("bob")) == 0
-    assert inbox(data, "reject", "txn-acme-0001/finance", "--as", h("frank")) == 0
-    assert "the ask is rejected" in capsys.readouterr().out
+@pytest.mark.anyio
+async def test_approve_and_reject_are_signed_left_in_the_store_and_count_once_the_gateway_verifies_them(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob")) == 0
+    assert inbox(data, "reject", "txn-acme-0001/finance", *as_("frank")) == 0
+    store = GatewayStore(data)
+    assert store.get("txn-acme-0001/finance").state == "pending"  # type: ignore[union-attr]
+    assert [p.status for p in store.proofs("txn-acme-0001/finance")] == ["submitted", "submitted"]
+    store.close()
+    gw = gateway(data)
+    done = await gw.current("txn-acme-0001/finance")
+    assert done.state == "rejected" and done.evidence is not None
+    assert [(d["approver"], d["proof"]["decision"]) for d in done.evidence["decisions"]] == [
+        (h("bob"), "approve"),
+        (h("frank"), "reject"),
+    ]
+    gw.store.close()
+    capsys.readouterr()
+    assert inbox(data, "show", "txn-acme-0001/finance") == 0
+    assert f"proof accepted  {h('bob')} approve" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_a_proof_signed_with_someone_elses_key_is_refused_by_the_gateway_under_HATP_GW_20(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob", key="carol")) == 0
+    gw = gateway(data)
+    after = await gw.current("txn-acme-0001/finance")
+    assert after.record is not None and after.record.decisions == []
+    assert [(p.status, p.rule) for p in gw.store.proofs("txn-acme-0001/finance")] == [("refused", "HATP-GW-20")]
+    gw.store.close()
+    assert inbox(data, "show", "txn-acme-0001/finance") == 0
+    assert "proof refused" in capsys.readouterr().out
+
+
+def test_the_inbox_refuses_at_once_what_the_ask_would_refuse(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert inbox(data, "approve", "txn-acme-0001/finance", *as_("dana")) == 1
+    assert "HATP-GW-5" in capsys.readouterr().err
+    assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob")) == 0
+    assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob")) == 1  # bob's first proof is waiting
+    assert "HATP-GW-6" in capsys.readouterr().err
+
+
+def test_deciding_needs_a_readable_key(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert inbox(data, "approve", "txn-acme-0001/finance", "--as", h("bob"), "--key", str(tmp_path / "none")) == 2
+    assert "--key" in capsys.readouterr().err
 
 
 def test_an_unknown_ask_exits_2(data: Path) -> None:

@@ -15,18 +15,25 @@ import pytest
 from mcp import Client
 
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.human_proof import check_decision_proofs, sign_decision
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.mcp.approver_client import mcp_approver
 from hatp_mcp.mcp.launch import launch_http, stdio_params
-from tests.acme_org import GATEWAY_ID, ORG_DIR, h, keyring, plan
+from tests.acme_org import GATEWAY_ID, ORG_DIR, h, human_key, human_keys, keyring, plan
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 HATP = str(Path(sys.executable).parent / "hatp")
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 
 def inbox(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([HATP, "inbox", "--data", str(data), *args], capture_output=True, text=True, timeout=60)
+
+
+def as_(name: str) -> list[str]:
+    return ["--as", h(name), "--key", str(ORG_DIR / "test-only-keys" / "humans" / f"{name}.private.jwk.json")]
 
 
 async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the_inbox_decision_lands(
@@ -44,15 +51,15 @@ async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the
 
         listed = inbox(tmp_path, "list")
         shown = inbox(tmp_path, "show", "txn-restart-1/finance")
-        selfie = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("dana"))
-        bob = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob"))
-        twice = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("bob"))
+        selfie = inbox(tmp_path, "approve", "txn-restart-1/finance", *as_("dana"))
+        bob = inbox(tmp_path, "approve", "txn-restart-1/finance", *as_("bob"))
+        twice = inbox(tmp_path, "approve", "txn-restart-1/finance", *as_("bob"))
 
         async with launch_http("servers.gateway", tmp_path, extra=extra) as second:
             async with Client(second.url) as client:
                 approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
                 again = await approver.ask(p, "finance")
-                carol = inbox(tmp_path, "approve", "txn-restart-1/finance", "--as", h("carol"))  # server running
+                carol = inbox(tmp_path, "approve", "txn-restart-1/finance", *as_("carol"))  # server running
                 done = await approver.poll(p.txn_id, "finance")
     assert pending.vote["decision"] == "pending" and pending.vote["decideBy"] == decide_by
     assert listed.returncode == 0 and "txn-restart-1/finance" in listed.stdout
@@ -66,6 +73,7 @@ async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the
     verify_raw(done.vote, keyring(), role="gateway")
     verify_raw(done.approval, keyring(), role="gateway")
     assert [d["approver"] for d in done.approval["decisions"]] == [h("bob"), h("carol")]
+    check_decision_proofs(Approval.model_validate(done.approval), human_keys())
     assert done.approval["planDigest"] == p.digest()
 
 
@@ -77,13 +85,20 @@ async def test_the_gateway_over_stdio_votes_and_people_decide_through_its_tools(
             approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
             pending = await approver.ask(p, "finance")
             for who in ("bob", "carol"):
-                r = await client.call_tool(
-                    "decide", {"ask_id": "txn-stdio-1/finance", "human": h(who), "action": "approve"}
+                shown = json.loads(
+                    (await client.call_tool("show_ask", {"ask_id": "txn-stdio-1/finance"})).content[0].text
+                )  # type: ignore[union-attr]
+                signed = sign_decision(
+                    human_key(who), "txn-stdio-1/finance", shown["subjectDigest"], h(who), "approve", NOW, nonce=who * 8
                 )
+                r = await client.call_tool("decide", {"ask_id": "txn-stdio-1/finance", "proof": signed.wire()})
                 assert not r.is_error
             done = await approver.poll(p.txn_id, "finance")
     assert pending.vote["decision"] == "pending" and done.vote["decision"] == "yes"
-    assert done.approval is not None and json.dumps(done.approval).count("human://acme.com/") >= 2
+    assert done.approval is not None and [d["proof"]["human"] for d in done.approval["decisions"]] == [
+        h("bob"),
+        h("carol"),
+    ]
 
 
 def test_the_inbox_refuses_a_missing_data_dir_with_exit_2(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_client import mcp_approver
 from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
-from tests.acme_org import GATEWAY_ID, gateway_key, h, keyring, plan
+from tests.acme_org import GATEWAY_ID, decide_as, gateway_key, keyring, plan
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,8 @@ async def test_ask_poll_and_withdraw_over_mcp_give_the_coordinator_checked_answe
         async with Client(voter_server(gw)) as client:
             approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
             pending = await approver.ask(p, "finance")
-            await gw.decide("txn-acme-0001/finance", h("bob"), "approve")
-            await gw.decide("txn-acme-0001/finance", h("carol"), "approve")
+            await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
+            await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
             done = await approver.poll(p.txn_id, "finance")
             await approver.ask(q, "finance")
             restarted = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)  # knows no digests yet

@@ -16,7 +16,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.runtime.clock import FakeClock
-from tests.acme_org import GATEWAY_ID, h, keyring, plan
+from tests.acme_org import GATEWAY_ID, decide_as, h, keyring, plan
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio
@@ -37,8 +37,8 @@ async def test_HATP_MCP_9_prepare_on_the_gateway_returns_its_signed_pending_vote
             caps = read_advertisement(client.server_capabilities, "gateway")
             first = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult)
             again = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult)
-            await gw.decide("txn-acme-0001/finance", h("bob"), "approve")
-            await gw.decide("txn-acme-0001/finance", h("carol"), "approve")
+            await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
+            await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
             done = await call(
                 client, "hatp/txn/voted", VotedRequest(txn_id="txn-acme-0001", requirement_id="finance"), VoteResult
             )
@@ -128,7 +128,7 @@ async def test_HATP_MCP_10_abort_withdraws_a_pending_ask_and_keeps_a_decided_one
                 ),
                 VoteResult,
             )
-            await gw.decide("txn-acme-0002/finance", h("bob"), "reject")
+            await decide_as(gw, "txn-acme-0002/finance", "bob", "reject")
             kept = await call(
                 client,
                 "hatp/txn/abort",

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import secrets
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.gate import GateRequirement, call_digest, expected_call
+from hatp_mcp.core.human_proof import sign_decision
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.gateway_messages import VoteResult
 from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.mcp.approver_server import serve_approver
@@ -22,7 +26,7 @@ from hatp_mcp.mcp.call import call
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
-from tests.acme_org import contacts, h, keyring, plan
+from tests.acme_org import contacts, h, human_key, keyring, plan
 from tests.mcp.gateway_fixture import make_gateway
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +60,18 @@ async def refused(client: Client, name: str, args: dict[str, Any]) -> dict[str, 
     return data
 
 
+async def signed(client: Client, ask_id: str, name: str, action: str, now: datetime, value: Any = None) -> Any:
+    """What a person's client does: show the ask, sign its subjectDigest with their own key."""
+    shown = await tool(client, "show_ask", {"ask_id": ask_id})
+    key = human_key(name)
+    nonce = secrets.token_urlsafe(18)
+    return sign_decision(key, ask_id, shown["subjectDigest"], h(name), action, now, nonce=nonce, value=value).wire()
+
+
+async def decide(client: Client, ask_id: str, name: str, action: str, now: datetime) -> Any:
+    return await tool(client, "decide", {"ask_id": ask_id, "proof": await signed(client, ask_id, name, action, now)})
+
+
 async def ask_plan(client: Client) -> None:
     p = plan()
     req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
@@ -72,43 +88,63 @@ async def test_HATP_MCP_12_people_list_show_and_decide_through_tools_and_the_vot
             for_bob = await tool(client, "list_asks", {"human": h("bob")})
             for_dana = await tool(client, "list_asks", {"human": h("dana")})
             shown = await tool(client, "show_ask", {"ask_id": "txn-acme-0001/finance"})
-            first = await tool(
-                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": h("bob"), "action": "approve"}
-            )
-            second = await tool(
-                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": h("carol"), "action": "approve"}
-            )
+            first = await decide(client, "txn-acme-0001/finance", "bob", "approve", clock.now())
+            second = await decide(client, "txn-acme-0001/finance", "carol", "approve", clock.now())
     assert [a["askId"] for a in for_bob["asks"]] == ["txn-acme-0001/finance"] and for_dana["asks"] == []
     assert "[agent-written]" in shown["text"] and "$25,000.00" in shown["text"]
     assert {s["human"]: s["status"] for s in shown["seats"]}[h("dana")] == "excluded"
+    assert shown["subjectDigest"] == plan().digest()
     assert first["state"] == "pending" and first["vote"]["decision"] == "pending"
     assert second["state"] == "approved" and second["vote"]["decision"] == "yes"
     verify_raw(second["approval"], keyring(), role="gateway")
 
 
 @pytest.mark.parametrize(
-    ("human", "action", "rule"),
+    ("name", "action", "rule"),
     [
-        (h("dana"), "approve", "HATP-GW-5"),  # the requester approving their own request
-        (h("alice"), "approve", "HATP-GW-4"),  # matched, but her authority is below the total
-        (h("zed"), "approve", "HATP-GW-14"),  # no such person, never asked
-        (h("bob"), "answer", "HATP-ASK-6"),  # an approval is approved or rejected, not answered
+        ("dana", "approve", "HATP-GW-5"),  # the requester approving their own request
+        ("alice", "approve", "HATP-GW-4"),  # matched, but her authority is below the total
+        ("erin", "approve", "HATP-GW-4"),
+        ("bob", "answer", "HATP-ASK-6"),  # an approval is approved or rejected, not answered
     ],
 )
 async def test_HATP_MCP_12_a_tool_decision_is_refused_exactly_as_the_inbox_refuses_it(
-    tmp_path: Path, clock: FakeClock, human: str, action: str, rule: str
+    tmp_path: Path, clock: FakeClock, name: str, action: str, rule: str
 ) -> None:
     gw = make_gateway(tmp_path, clock)
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
             await ask_plan(client)
-            data = await refused(
-                client, "decide", {"ask_id": "txn-acme-0001/finance", "human": human, "action": action, "value": "x"}
-            )
+            raw = await signed(client, "txn-acme-0001/finance", name, action, clock.now(), "x")
+            data = await refused(client, "decide", {"ask_id": "txn-acme-0001/finance", "proof": raw})
     assert data["rule"] == rule
     stored = gw.store.get("txn-acme-0001/finance")
     assert stored is not None and stored.state == "pending" and stored.record is not None
     assert stored.record.decisions == []
+
+
+async def test_a_connected_client_cannot_decide_by_naming_a_person_under_HATP_GW_19_and_HATP_GW_20(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    ask_id = "txn-acme-0001/finance"
+    agent_key = SigningKey.generate(["approver"])  # the agent's own key, on no card
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            await ask_plan(client)
+            named = await client.call_tool("decide", {"ask_id": ask_id, "human": h("bob"), "action": "approve"})
+            shown = await tool(client, "show_ask", {"ask_id": ask_id})
+            as_bob = sign_decision(
+                agent_key, ask_id, shown["subjectDigest"], h("bob"), "approve", clock.now(), nonce="n" * 20
+            )
+            forged = await refused(client, "decide", {"ask_id": ask_id, "proof": as_bob.wire()})
+            unsigned = {k: v for k, v in as_bob.wire().items() if k != "signature"}
+            bare = await refused(client, "decide", {"ask_id": ask_id, "proof": unsigned})
+    assert named.is_error  # `human` and `action` are not parameters any more: a proof is
+    assert (forged["rule"], forged["code"]) == ("HATP-GW-20", "DECISION_NOT_PROVEN")
+    assert bare["rule"] == "HATP-GW-19"
+    stored = gw.store.get(ask_id)
+    assert stored is not None and stored.record is not None and stored.record.decisions == []
 
 
 async def test_HATP_MCP_12_an_unknown_ask_is_refused(tmp_path: Path, clock: FakeClock) -> None:
@@ -116,9 +152,7 @@ async def test_HATP_MCP_12_an_unknown_ask_is_refused(tmp_path: Path, clock: Fake
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
             shown = await refused(client, "show_ask", {"ask_id": "txn-nope/finance"})
-            decided = await refused(
-                client, "decide", {"ask_id": "txn-nope/finance", "human": h("bob"), "action": "approve"}
-            )
+            decided = await refused(client, "decide", {"ask_id": "txn-nope/finance", "proof": {}})
     assert (shown["rule"], shown["code"]) == ("HATP-MCP-12", "NO_SUCH_ASK")
     assert (decided["rule"], decided["code"]) == ("HATP-MCP-12", "NO_SUCH_ASK")
 
@@ -138,11 +172,11 @@ async def test_HATP_MCP_13_a_tool_call_approval_is_routed_durable_and_signed_onc
     with anyio.fail_after(10):
         async with Client(gateway_server(make_gateway(tmp_path, clock))) as client:
             asked = await tool(client, "request_approval", request)
-            await tool(client, "decide", {"ask_id": asked["askId"], "human": h("bob"), "action": "approve"})
+            await decide(client, asked["askId"], "bob", "approve", clock.now())
         restarted = make_gateway(tmp_path, clock)  # a new process on the same store
         async with Client(gateway_server(restarted)) as client:
             again = await tool(client, "request_approval", request)
-            await tool(client, "decide", {"ask_id": asked["askId"], "human": h("alice"), "action": "approve"})
+            await decide(client, asked["askId"], "alice", "approve", clock.now())
             done = await tool(client, "approval_status", {"ask_id": asked["askId"]})
             wrong = await refused(client, "request_approval", {**request, "call_digest": "sha256:" + "3" * 64})
             bad = await refused(client, "request_approval", {**request, "requires": {"address": "x"}})
@@ -156,6 +190,7 @@ async def test_HATP_MCP_13_a_tool_call_approval_is_routed_durable_and_signed_onc
         "charge_card",
     )
     assert [d["approver"] for d in approval["decisions"]] == [h("bob"), h("alice")]
+    assert [d["proof"]["subjectDigest"] for d in approval["decisions"]] == [digest, digest]
     assert wrong["rule"] == "HATP-GATE-7"
     assert (bad["rule"], bad["code"]) == ("HATP-MCP-13", "BAD_REQUEST")
 
@@ -174,12 +209,13 @@ async def test_HATP_MCP_16_no_tool_result_of_the_gateway_carries_a_contact_detai
             p = plan()
             req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
             seen.append(json.dumps((await call(client, "hatp/txn/prepare", req, VoteResult)).wire()))
+            ask_id = "txn-acme-0001/finance"
             for name, args in [
                 ("list_asks", {}),
-                ("show_ask", {"ask_id": "txn-acme-0001/finance"}),
-                ("decide", {"ask_id": "txn-acme-0001/finance", "human": h("bob"), "action": "approve"}),
-                ("decide", {"ask_id": "txn-acme-0001/finance", "human": h("frank"), "action": "approve"}),
-                ("show_ask", {"ask_id": "txn-acme-0001/finance"}),
+                ("show_ask", {"ask_id": ask_id}),
+                ("decide", {"ask_id": ask_id, "proof": await signed(client, ask_id, "bob", "approve", clock.now())}),
+                ("decide", {"ask_id": ask_id, "proof": await signed(client, ask_id, "frank", "approve", clock.now())}),
+                ("show_ask", {"ask_id": ask_id}),
             ]:
                 result = await client.call_tool(name, args)
                 seen.append(json.dumps([c.model_dump() for c in result.content]))

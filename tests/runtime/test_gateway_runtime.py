@@ -5,19 +5,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
 import pytest
 
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.human_proof import check_decision_proofs
 from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.gateway_store import GatewayStore
-from tests.acme_org import GATEWAY_ID, contacts, directory, gateway_key, h, keyring, plan
+from tests.acme_org import (
+    GATEWAY_ID,
+    contacts,
+    decide_as,
+    directory,
+    gateway_key,
+    h,
+    human_key,
+    human_keys,
+    keyring,
+    plan,
+    proof,
+    signed_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -56,9 +71,9 @@ async def test_a_quorum_of_two_lands_as_a_signed_approval_and_a_yes_vote_under_H
     p = plan()
     await gw.ask(p, "finance")
     clock.advance(600)
-    await gw.decide("txn-acme-0001/finance", h("bob"), "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
     assert (await gw.poll(p.txn_id, "finance")).vote["decision"] == "pending"
-    await gw.decide("txn-acme-0001/finance", h("carol"), "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
     ans = await gw.poll(p.txn_id, "finance")
     assert ans.approval is not None
     verify_raw(ans.vote, keyring(), role="gateway")
@@ -77,7 +92,7 @@ async def test_self_approval_through_the_runtime_is_refused_under_HATP_GW_5_and_
     p = plan()
     await gw.ask(p, "finance")
     with pytest.raises(HatpError) as e:
-        await gw.decide("txn-acme-0001/finance", h("dana"), "approve")
+        await decide_as(gw, "txn-acme-0001/finance", "dana", "approve")
     assert e.value.rule == "HATP-GW-5"
     assert (await gw.poll(p.txn_id, "finance")).approval is None
 
@@ -109,7 +124,7 @@ async def test_the_timer_escalates_a_missed_sla_to_the_delegate_under_HATP_GW_10
                 await anyio.lowlevel.checkpoint()
         tg.cancel_scope.cancel()
     assert [d[0] for d in notifier.delivered] == [h("frank"), h("carol")]
-    await gw.decide("txn-acme-0001/finance", h("carol"), "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
     assert (await gw.poll(p.txn_id, "finance")).vote["decision"] == "yes"
 
 
@@ -131,7 +146,7 @@ async def test_at_the_deadline_the_timer_withdraws_and_votes_no_under_HATP_GW_12
     ans = await gw.poll(p.txn_id, "finance")
     assert (ans.vote["decision"], ans.vote["code"], ans.approval) == ("no", "DEADLINE_PASSED", None)
     with pytest.raises(HatpError) as e:
-        await gw.decide("txn-acme-0001/finance", h("bob"), "approve")
+        await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
     assert e.value.rule == "HATP-GW-12"
 
 
@@ -142,7 +157,7 @@ async def test_a_late_decision_after_the_deadline_without_a_timer_is_refused_and
     await gw.ask(p, "finance")
     clock.advance(1800)
     with pytest.raises(HatpError) as e:
-        await gw.decide("txn-acme-0001/finance", h("bob"), "approve")
+        await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
     assert e.value.rule == "HATP-GW-12"
     assert gw.store.get("txn-acme-0001/finance").state == "expired"  # type: ignore[union-attr]
 
@@ -161,10 +176,10 @@ async def test_a_choose_ask_is_answered_with_a_signed_answer_and_a_bad_choice_is
     opts = [{"id": "adlon", "label": "Hotel Adlon"}, {"id": "motel", "label": "Motel One"}]
     await gw.open_question(ask_id="q-hotel", kind="choose", address=h("carol"), question="Which hotel?", options=opts)
     with pytest.raises(HatpError) as e:
-        await gw.decide("q-hotel", h("carol"), "answer", "ritz")
+        await decide_as(gw, "q-hotel", "carol", "answer", "ritz")
     assert e.value.rule == "HATP-ASK-2"
     assert gw.store.get("q-hotel").evidence is None  # type: ignore[union-attr]
-    done = await gw.decide("q-hotel", h("carol"), "answer", "motel")
+    done = await decide_as(gw, "q-hotel", "carol", "answer", "motel")
     assert done.evidence is not None and done.evidence["value"] == "motel"
     verify_raw(done.evidence, keyring(), role="gateway")
 
@@ -178,10 +193,10 @@ async def test_no_outgoing_message_contains_a_contact_detail_under_HATP_GW_17(
     await gw.ask(p, "finance")
     await gw.ask(plan(txn_id="txn-refused", max_amount="1"), "finance")
     await gw.open_question(ask_id="q-text", kind="text", address=h("alice"), question="Any dietary needs?")
-    await gw.decide("q-text", h("alice"), "answer", "none")
+    await decide_as(gw, "q-text", "alice", "answer", "none")
     clock.advance(2 * 3600)
     await gw.poll(p.txn_id, "finance")  # frank missed his SLA: carol is asked
-    await gw.decide("txn-acme-0001/finance", h("carol"), "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
     await gw.poll(p.txn_id, "finance")
     # The notifier did get the private destinations (that is how a person is reached) ...
     assert any(contact for _h, contact, _a in notifier.delivered)
@@ -203,3 +218,69 @@ async def test_the_gateway_refuses_to_sign_with_a_key_without_the_gateway_role_u
         GatewayApprover(
             directory=directory(), key=SigningKey.generate(["participant"]), store=GatewayStore(tmp_path), clock=clock
         )
+
+
+async def test_the_approval_carries_each_persons_proof_and_verifies_offline_against_the_cards_under_HATP_GW_27(
+    gw: GatewayApprover,
+) -> None:
+    p = plan()
+    await gw.ask(p, "finance")
+    await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
+    ans = await gw.poll(p.txn_id, "finance")
+    assert ans.approval is not None
+    approval = Approval.model_validate(ans.approval)
+    assert all(d.proof is not None and d.proof.human == d.approver for d in approval.decisions)
+    check_decision_proofs(approval, human_keys())
+
+
+async def test_a_decision_without_a_valid_proof_changes_nothing_under_HATP_GW_19_and_HATP_GW_21(
+    gw: GatewayApprover,
+) -> None:
+    await gw.ask(plan(), "finance")
+    before = gw.store.get("txn-acme-0001/finance")
+    with pytest.raises(HatpError) as e:
+        await gw.decide("txn-acme-0001/finance", {"human": h("bob"), "decision": "approve"})
+    assert e.value.rule == "HATP-GW-19"
+    forged = {**signed_for(gw.store, "txn-acme-0001/finance", "bob", "reject", gw.clock.now()), "decision": "approve"}
+    with pytest.raises(HatpError) as e:
+        await gw.decide("txn-acme-0001/finance", forged)
+    assert e.value.rule == "HATP-GW-21"
+    assert gw.store.get("txn-acme-0001/finance") == before
+
+
+async def test_a_spent_nonce_stays_spent_when_the_gateway_restarts_under_HATP_GW_26(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    await gw.ask(plan(), "finance")
+    raw = signed_for(gw.store, "txn-acme-0001/finance", "bob", "approve", clock.now())
+    await gw.decide("txn-acme-0001/finance", raw)
+    again = GatewayApprover(directory=directory(), key=gateway_key(), store=GatewayStore(gw.store.path), clock=clock)
+    with pytest.raises(HatpError) as e:
+        await again.decide("txn-acme-0001/finance", raw)
+    assert e.value.rule == "HATP-GW-26"
+    again.store.close()
+
+
+async def test_proofs_left_in_the_store_are_verified_on_the_next_sync_and_a_refused_one_never_counts(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    p = plan()
+    await gw.ask(p, "finance")
+    ask_id = "txn-acme-0001/finance"
+    gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
+    stale = signed_for(gw.store, ask_id, "carol", "approve", clock.now() - timedelta(minutes=30))
+    gw.store.submit_proof(ask_id, stale)
+    not_hers = proof(gw.store.get(ask_id).record.ask, "frank", "approve", clock.now(), key=human_key("carol"))  # type: ignore[union-attr]
+    gw.store.submit_proof(ask_id, not_hers)
+    ans = await gw.poll(p.txn_id, "finance")
+    assert ans.vote["decision"] == "pending" and ans.approval is None
+    assert [(x.status, x.rule) for x in gw.store.proofs(ask_id)] == [
+        ("accepted", None),
+        ("refused", "HATP-GW-25"),
+        ("refused", "HATP-GW-20"),
+    ]
+    gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "frank", "approve", clock.now()))
+    done = await gw.poll(p.txn_id, "finance")
+    assert done.vote["decision"] == "yes" and done.approval is not None
+    assert [d["approver"] for d in done.approval["decisions"]] == [h("bob"), h("frank")]

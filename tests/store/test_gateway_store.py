@@ -58,3 +58,35 @@ def test_contacts_and_the_outbox_are_kept_apart(tmp_path: Path) -> None:
     s.record_sent("a/b", "vote", {"decision": "pending"}, recipient=None)
     assert s.contacts_for("human://acme.com/frank") == {"sms": "+49-555-0199-frank"}
     assert s.sent() == [("a/b", "vote", None, {"decision": "pending"})]
+
+
+def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tmp_path: Path) -> None:
+    store = GatewayStore(tmp_path)
+    rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+    store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
+    seen: list[bool] = []
+
+    def refuse(s: StoredAsk, used: bool) -> StoredAsk:
+        seen.append(used)
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError):
+        store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
+    store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", lambda s, used: seen.append(used) or s)
+    store.close()
+    reopened = GatewayStore(tmp_path)
+    reopened.update_spending(rec.ask.ask_id, "nonce-bbbbbbbbbbbbbbbb", lambda s, used: seen.append(used) or s)
+    with pytest.raises(ValueError):
+        reopened.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
+    assert seen == [False, False, False, True]  # spent once, and still spent after reopening
+
+
+def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: Path) -> None:
+    store = GatewayStore(tmp_path)
+    first = store.submit_proof("a/1", {"human": "x"})
+    second = store.submit_proof("a/1", {"human": "y"})
+    store.submit_proof("b/1", {"human": "z"})
+    store.settle_proof(first, "refused", "HATP-GW-21", "forged")
+    assert [(p.seq, p.proof["human"]) for p in store.proofs("a/1", "submitted")] == [(second, "y")]
+    assert [(p.status, p.rule) for p in store.proofs("a/1")] == [("refused", "HATP-GW-21"), ("submitted", None)]
+    assert len(store.proofs()) == 3
