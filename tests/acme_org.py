@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.directory import Directory
-from hatp_mcp.core.human_proof import HumanKeys, sign_decision, subject_digest
+from hatp_mcp.core.human_proof import HumanKeys, apply_proof, sign_decision, subject_digest
 from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.gateway import Ask
 from hatp_mcp.core.model.plan import Plan
@@ -86,6 +86,12 @@ def signed_for(store: Any, ask_id: str, name: str, decision: str, now: datetime,
 async def decide_as(gw: Any, ask_id: str, name: str, decision: str, value: Any = None) -> Any:
     """`name` decides on a GatewayApprover `gw` with a proof signed by their test-only key, dated gw's now."""
     return await gw.decide(ask_id, signed_for(gw.store, ask_id, name, decision, gw.clock.now(), value))
+
+
+def approve_as(rec: Any, name: str, now: datetime, decision: str = "approve") -> Any:
+    """An AskRecord after `name`'s proven decision (core.human_proof.apply_proof), as the gateway records it."""
+    after, _ = apply_proof(rec, proof(rec.ask, name, decision, now), humans=human_keys(), now=now, nonce_used=False)
+    return after
 
 
 def keyring() -> Keyring:

@@ -18,6 +18,7 @@ from typing import Any
 from hatp_mcp.core.address import parse_address
 from hatp_mcp.core.canonical import digest
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.keys import Keyring, SignatureError
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -265,6 +266,18 @@ def _check_humans(approval: Approval, min_quorum: int) -> None:
         raise _refuse("HATP-GATE-12", f"{len(seen)} distinct approver(s), the quorum needs {need}", "$.quorum")
 
 
+def _check_proofs(approval: Approval, humans: HumanKeys) -> None:
+    try:
+        check_decision_proofs(approval, humans)
+    except HatpError as exc:
+        raise _refuse(
+            "HATP-GATE-21",
+            f"a decision is not proven by the person who made it ({exc.rule}: {exc.reason})",
+            exc.path,
+            "ask the gateway for an approval whose decisions carry the people's own signed proofs",
+        ) from exc
+
+
 def _check_routing(approval: Approval, want: ToolCall, req: GateRequirement) -> None:
     routing = approval.routing
     if routing.address != req.address:
@@ -315,6 +328,7 @@ def check_approval(
     expected: ToolCall,
     requirement: GateRequirement,
     trusted: Keyring,
+    humans: HumanKeys,
     now: datetime,
     defined_at: datetime | None = None,
     quote: Quote | None = None,
@@ -322,9 +336,10 @@ def check_approval(
 ) -> Approval:
     """Return the approval when it authorizes exactly `expected` at `now`; else raise the refusal.
 
-    `expected` binds the tool definition digest when the gate does; `defined_at` is when that definition took
-    effect (unknown: unbound approvals are refused); `quote` is the server's own price and payee, when it sets
-    them; `nonce_used` whether the replay cache has seen the nonce. Raises HatpError HATP-GATE-2..19.
+    `expected` binds the tool definition digest when the gate does; `humans` are the people's decision keys from
+    their Directory-verified cards (each decision must carry its person's proof); `defined_at` is when that
+    definition took effect (unknown: unbound approvals are refused); `quote` is the server's own price and payee,
+    when it sets them; `nonce_used` whether the replay cache has seen the nonce. Raises HatpError HATP-GATE-2..21.
     """
     approval, doc = _parse(raw)
     _verify(doc, trusted)
@@ -338,6 +353,7 @@ def check_approval(
         raise _refuse("HATP-GATE-10", f"the approval expired at {when}; it is {format_ts(now)}", "$.expiresAt")
     addr = parse_address(requirement.address)
     _check_humans(approval, addr.quorum[0] if addr.quorum else 1)
+    _check_proofs(approval, humans)
     _check_routing(approval, want, requirement)
     if quote is not None:
         _check_quote(approval.tool_call, quote)

@@ -1,4 +1,4 @@
-"""Approval gates on an existing MCPServer: `create_approval_gate(server_id, trusted_gateways)` and
+"""Approval gates on an existing MCPServer: `create_approval_gate(server_id, trusted_gateways, humans=...)` and
 `gate_tools(server, gate, tools={...})`.
 
 A gate is an SDK middleware on the server (`server.middleware`): for a `tools/call` of a gated tool it reads the
@@ -12,7 +12,7 @@ This module decides nothing itself: the rules are the core's.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,9 @@ from hatp_mcp.core.gate import (
     expected_call,
     tool_definition_digest,
 )
+from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
@@ -55,6 +57,7 @@ class ApprovalGate:
 
     server_id: str
     trusted: Keyring
+    humans: HumanKeys
     cache: ReplayCache
     clock: Clock
     tools: dict[str, GatedTool] = field(default_factory=dict)
@@ -81,6 +84,7 @@ class ApprovalGate:
             expected=want,
             requirement=spec.requirement,
             trusted=self.trusted,
+            humans=self.humans,
             now=now,
             defined_at=defined_at,
             quote=quote,
@@ -103,6 +107,7 @@ class ApprovalGate:
                 expected=want,
                 requirement=spec.requirement,
                 trusted=self.trusted,
+                humans=self.humans,
                 now=now,
                 defined_at=defined_at,
                 quote=quote,
@@ -148,15 +153,19 @@ def create_approval_gate(
     server_id: str,
     trusted_gateways: Keyring | Mapping[str, Any],
     *,
+    humans: HumanKeys | Iterable[HumanCard],
     replay_cache: ReplayCache | str | Path = ":memory:",
     clock: Clock | None = None,
 ) -> ApprovalGate:
     """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
-    the keys need the role ``gateway``). `replay_cache` is a ReplayCache or a SQLite path: give a file so that
-    used approvals stay used across restarts. Raises ValueError for a bad keyring."""
+    the keys need the role ``gateway``) whose every decision is proven by its person: `humans` is their decision
+    keys, or the Directory-verified cards they come from (e.g. `Directory.load(...)[0].cards()`); nothing else
+    stands in for them. `replay_cache` is a ReplayCache or a SQLite path: give a file so that used approvals stay
+    used across restarts. Raises ValueError for a bad keyring."""
     trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
+    people = humans if isinstance(humans, HumanKeys) else HumanKeys.from_cards(humans)
     cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)
-    return ApprovalGate(server_id=server_id, trusted=trusted, cache=cache, clock=clock or SystemClock())
+    return ApprovalGate(server_id=server_id, trusted=trusted, humans=people, cache=cache, clock=clock or SystemClock())
 
 
 def gate_tools(

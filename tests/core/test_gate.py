@@ -20,13 +20,13 @@ from hatp_mcp.core.gate import (
     resolve_pointer,
     tool_definition_digest,
 )
-from hatp_mcp.core.gateway import decide
+from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask
 from hatp_mcp.errors import HatpError
-from tests.acme_org import GATEWAY_ID, directory, gateway_key, h, keyring
+from tests.acme_org import GATEWAY_ID, approve_as, directory, gateway_key, h, human_key, human_keys, keyring, proof
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 SERVER = "mcp://payments.example"
@@ -52,7 +52,7 @@ def issue(
     c = c or call()
     rec, c = ask(c, requester)
     for name in approvers:
-        rec = decide(rec, h(name), "approve", NOW + timedelta(minutes=1))
+        rec = approve_as(rec, name, NOW + timedelta(minutes=1))
     appr = build_tool_call_approval(rec, c, gateway=GATEWAY_ID, nonce="nonce-0123456789abcdef", now=NOW)
     assert appr is not None
     return sign_object(appr.wire(), gateway_key())
@@ -82,6 +82,7 @@ def check(raw: object, **kw: Any) -> Any:
         "expected": call(),
         "requirement": REQ,
         "trusted": keyring(),
+        "humans": human_keys(),
         "now": NOW + timedelta(minutes=2),
         "defined_at": DEFINED_AT,
     }
@@ -295,3 +296,27 @@ def test_the_gateway_takes_the_amount_from_the_arguments_and_refuses_a_call_the_
     with pytest.raises(HatpError) as e:
         ask(call(), args={"card": "x", "payee": "acme"})
     assert e.value.rule == "HATP-GATE-20"
+
+
+def test_HATP_GATE_21_an_approval_whose_decisions_carry_no_proof_is_refused() -> None:
+    doc = issue()
+    bare = [{k: v for k, v in d.items() if k != "proof"} for d in doc["decisions"]]
+    e = refused(resigned(doc, decisions=bare))
+    assert e.rule == "HATP-GATE-21" and "HATP-GW-27" in e.reason and e.path == "$.decisions[0].proof"
+
+
+def test_HATP_GATE_21_a_decision_proven_with_another_persons_key_or_for_another_call_is_refused() -> None:
+    doc = issue()
+    d0, d1 = doc["decisions"]
+    carol_for_bob = proof(ask(call())[0].ask, "bob", "approve", NOW + timedelta(minutes=1), key=human_key("carol"))
+    e = refused(resigned(doc, decisions=[{**d0, "proof": carol_for_bob}, d1]))
+    assert e.rule == "HATP-GATE-21" and "HATP-GW-20" in e.reason
+    when = NOW + timedelta(minutes=1)
+    other_call = proof(ask(call())[0].ask, "bob", "approve", when, subject="sha256:" + "4" * 64)
+    e = refused(resigned(doc, decisions=[{**d0, "proof": other_call}, d1]))
+    assert e.rule == "HATP-GATE-21" and "HATP-GW-23" in e.reason
+
+
+def test_HATP_GATE_21_a_gate_that_knows_no_cards_accepts_no_decision() -> None:
+    e = refused(issue(), humans=HumanKeys())
+    assert e.rule == "HATP-GATE-21" and "HATP-GW-20" in e.reason

@@ -17,7 +17,6 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.server import MCPServer
 
 from hatp_mcp.core.gate import APPROVAL_META_KEY, GateRequirement, Quote, call_digest
-from hatp_mcp.core.gateway import decide
 from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts
@@ -27,7 +26,7 @@ from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import ReplayCache
-from tests.acme_org import GATEWAY_ID, directory, gateway_key, h, keyring
+from tests.acme_org import GATEWAY_ID, approve_as, directory, gateway_key, h, keyring
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +66,7 @@ def payments_server(
 
     server.add_tool(charge_card, description=description)
     server.add_tool(balance)
-    gate = create_approval_gate(SERVER_ID, keyring(), replay_cache=cache, clock=clock)
+    gate = create_approval_gate(SERVER_ID, keyring(), humans=directory().cards(), replay_cache=cache, clock=clock)
     gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES, "quote": pay.quote}})
     return server
 
@@ -102,7 +101,7 @@ def approve(
         now=now,
     )
     for name in approvers:
-        rec = decide(rec, h(name), "approve", now)
+        rec = approve_as(rec, name, now)
     appr = build_tool_call_approval(rec, c, gateway=GATEWAY_ID, nonce=secrets.token_hex(16), now=now)
     assert appr is not None
     return sign_object(appr.wire(), gateway_key())
