@@ -10,20 +10,17 @@ the test-only acme.com organisation in spec/fixtures/org/.
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 import tempfile
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client, MCPError, StdioServerParameters
 
+from demo.people import decide_as, human_key
 from hatp_mcp.core.gate import APPROVAL_META_KEY
-from hatp_mcp.core.human_proof import sign_decision
-from hatp_mcp.core.keys import SigningKey
 
 __all__ = ["main"]
 
@@ -31,11 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ORG = ROOT / "spec" / "fixtures" / "org"
 REQUESTER = "human://acme.com/dana"
 ARGS: dict[str, Any] = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "USD"}, "payee": "acme"}
-
-
-def human_key(name: str) -> SigningKey:
-    """A person's TEST-ONLY decision key from the fixture organisation (never use these keys for real)."""
-    return SigningKey.from_jwk(json.loads((ORG / "test-only-keys" / "humans" / f"{name}.private.jwk.json").read_text()))
 
 
 def say(who: str, text: str) -> None:
@@ -101,19 +93,8 @@ async def run(tmp: Path) -> int:
             approval: dict[str, Any] | None = None
             for name in ("bob", "alice"):
                 # Each person signs their own decision with their (test-only) key; the gateway counts nothing else.
-                proof = sign_decision(
-                    human_key(name),
-                    asked["askId"],
-                    asked["subjectDigest"],
-                    f"human://acme.com/{name}",
-                    "approve",
-                    datetime.now(UTC),
-                    nonce=secrets.token_urlsafe(18),
-                )
-                got = result_json(await gateway.call_tool("decide", {"ask_id": asked["askId"], "proof": proof.wire()}))
-                say(
-                    name, f"signs an approval ({proof.signature.kid if proof.signature else '?'}) -> ask {got['state']}"
-                )
+                got = await decide_as(gateway, asked["askId"], name, "approve")
+                say(name, f"signs an approval with {human_key(name).kid} -> ask {got['state']}")
                 approval = got.get("approval")
             assert approval is not None
             say("gateway", f"signed approval {approval['approvalId']} (kid {approval['signature']['kid']})")
