@@ -25,7 +25,7 @@ from hatp_mcp.core.gateway import (
     transition,
 )
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.model.evidence import Checked
+from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
 from hatp_mcp.errors import HatpError
 
@@ -135,9 +135,17 @@ def _check_fits(ask: Ask, value: Any) -> None:
             )
 
 
-def answer(rec: AskRecord, human: str, value: Any, now: datetime, via: str = "inbox") -> AskRecord:
-    """Record an asked person's answer to a question ask. Raises HatpError: HATP-ASK-6 (an approval ask),
-    HATP-ASK-2/3/4 (the answer does not fit), HATP-GW-12 (after the deadline), HATP-GW-5/6/14 (who)."""
+def answer(
+    rec: AskRecord,
+    human: str,
+    value: Any,
+    now: datetime,
+    via: str = "inbox",
+    proof: HumanDecisionProof | None = None,
+) -> AskRecord:
+    """Record an asked person's answer to a question ask (`proof`: their verified signed decision, kept for the
+    Answer). Raises HatpError: HATP-ASK-6 (an approval ask), HATP-ASK-2/3/4 (the answer does not fit),
+    HATP-GW-12 (after the deadline), HATP-GW-5/6/14 (who)."""
     if rec.ask.kind == "approve":
         raise HatpError("HATP-ASK-6", f"ask {rec.ask.ask_id} is an approval; approve or reject it", path="$.kind")
     refuse_if_closed(rec, now, human)
@@ -155,6 +163,7 @@ def answer(rec: AskRecord, human: str, value: Any, now: datetime, via: str = "in
             "seats": seats,
             "answer_value": value,
             "answered_by": human,
+            "answer_proof": proof,
             "closed_at": format_ts(now),
         }
     )

@@ -95,6 +95,7 @@ def build_answer(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> Ans
         gateway=gateway,
         nonce=nonce,
         issued_at=format_ts(now),
+        proof=rec.answer_proof,
     )
 
 

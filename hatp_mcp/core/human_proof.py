@@ -22,7 +22,7 @@ from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SignatureError, SigningK
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
-from hatp_mcp.core.model.gateway import Ask, AskRecord
+from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
 from hatp_mcp.core.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 
@@ -33,6 +33,7 @@ __all__ = [
     "apply_decision",
     "apply_proof",
     "ask_id_of",
+    "check_answer_proof",
     "check_decision_proofs",
     "sign_decision",
     "subject_digest",
@@ -207,7 +208,7 @@ def apply_decision(rec: AskRecord, proof: HumanDecisionProof, now: datetime, via
     if proof.decision in ("approve", "reject"):
         return core_gateway.decide(rec, proof.human, proof.decision, now, via, proof=proof)
     if proof.decision == "answer":
-        return core_asks.answer(rec, proof.human, proof.value, now, via)
+        return core_asks.answer(rec, proof.human, proof.value, now, via, proof=proof)
     return core_gateway.decline(rec, proof.human, now)
 
 
@@ -248,3 +249,23 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
         if proof.nonce in seen:
             raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} appears twice in one approval", f"{where}.nonce")
         seen.add(proof.nonce)
+
+
+def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:
+    """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask.
+
+    Raises HatpError HATP-GW-27 (no proof) or the proof's own rule (HATP-GW-19..25)."""
+    where = f"{path}.proof"
+    if answer.proof is None:
+        raise _refuse("HATP-GW-27", f"the answer of {answer.answerer} carries no proof", where)
+    proof, doc = _parse(answer.proof, where)
+    _check_signature(proof, doc, humans, where)
+    _check_binding(proof, answer.ask_id, answer.subject_digest, where)
+    if (proof.human, proof.decision, proof.value) != (answer.answerer, "answer", answer.value):
+        raise _refuse(
+            "HATP-GW-24",
+            f"the proof says {proof.human} decided {proof.decision!r} ({proof.value!r}); the answer records "
+            f"{answer.answerer} answering {answer.value!r}",
+            where,
+        )
+    _check_fresh(proof, parse_ts(answer.answered_at), where, MAX_AGE)

@@ -213,3 +213,31 @@ def test_keys_listed_on_a_card_count_only_for_that_person() -> None:
     bob = keys.keyring_for(h("bob"))
     assert bob is not None and human_key("carol").kid not in bob
     assert b64u(human_key("bob").public_raw()) in {k.public_key for k in directory().card(h("bob")).keys}  # type: ignore[union-attr]
+
+
+def test_HATP_GW_27_an_answer_carries_its_answerers_proof_and_a_changed_or_missing_one_is_refused() -> None:
+    from hatp_mcp.core.asks import open_question
+    from hatp_mcp.core.gateway_evidence import build_answer
+    from hatp_mcp.core.human_proof import check_answer_proof
+
+    rec = open_question(
+        ask_id="q-2",
+        kind="text",
+        address=h("carol"),
+        question="Why?",
+        directory=directory(),
+        gateway=GATEWAY_ID,
+        now=NOW,
+    )
+    rec, _ = apply_proof(
+        rec, proof(rec.ask, "carol", "answer", NOW, value="budget"), humans=human_keys(), now=NOW, nonce_used=False
+    )
+    answer = build_answer(rec, GATEWAY_ID, "nonce-0123456789abcdef", NOW)
+    assert answer is not None and answer.proof is not None and answer.proof.value == "budget"
+    check_answer_proof(answer, human_keys())
+    with pytest.raises(HatpError) as err:
+        check_answer_proof(answer.model_copy(update={"value": "no budget"}), human_keys())
+    assert err.value.rule == "HATP-GW-24"
+    with pytest.raises(HatpError) as err:
+        check_answer_proof(answer.model_copy(update={"proof": None}), human_keys())
+    assert err.value.rule == "HATP-GW-27"

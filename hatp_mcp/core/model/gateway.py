@@ -13,7 +13,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
-from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
@@ -110,6 +110,8 @@ class Answer(SignedModel):
     gateway: str = Field(min_length=1, max_length=500)
     nonce: str = Field(min_length=16, max_length=128)
     issued_at: Timestamp
+    # The answerer's own signed decision (HATP-GW-27): anyone with the cards can check that they answered this.
+    proof: HumanDecisionProof | None = None
 
 
 class Seat(WireModel):
@@ -145,6 +147,7 @@ class AskRecord(WireModel):
     decisions: list[HumanDecision] = Field(default_factory=list)
     answer_value: str | dict[str, Any] | None = None
     answered_by: str | None = None
+    answer_proof: HumanDecisionProof | None = None
     closed_at: Timestamp | None = None
     code: str | None = None
     reason: str | None = None
