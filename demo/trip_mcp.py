@@ -25,7 +25,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from demo.trip_suite import Seven, open_seven
+from demo.trip_suite import Seven, human_key_file, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.plan import Plan
@@ -125,13 +125,17 @@ async def _verify(data: Path, txn_id: str, record: dict[str, Any], out: Callable
 async def _approver(suite: Seven, txn_id: str, interactive: bool, out: Callable[[str], None]) -> None:
     """The finance approver: scripted (through the gateway's MCP tools), or a person at the terminal inbox."""
     asked = await suite.asked(txn_id)
-    if "outcome" in asked or not any(v["decision"] == "pending" for v in asked["votes"] if v["branchId"] == "finance"):
-        return
+    finance = [v for v in asked["votes"] if v["branchId"] == "finance"]
+    if "outcome" in asked or "decision" in asked or not finance or finance[0]["decision"] != "pending":
+        return  # decided without the person (a participant said no)
     if interactive:
+        shown = await suite.tool("gateway", "show_ask", {"ask_id": f"{txn_id}/finance"})
         inbox = f"{Path(sys.executable).parent / 'hatp'} inbox --data {suite.data / 'gateway'}"
-        out(f"\n  the finance approver is asked. In another terminal, run:\n    {inbox} show {txn_id}/finance")
-        out(f"    {inbox} approve {txn_id}/finance --as <the person it names>   (or reject)")
-        out("  waiting for the decision...")
+        out(f"\n  the finance approver {', '.join(shown['waitingFor'])} is asked. In another terminal, run:")
+        out(f"    {inbox} show {txn_id}/finance")
+        who = shown["waitingFor"][0]
+        out(f"    {inbox} approve {txn_id}/finance --as {who} --key {human_key_file(who)}")
+        out("  (or reject instead of approve). Waiting for the decision...")
         return
     who, decided = await suite.human_decides(txn_id, "approve")
     out(f"  {who} approves {txn_id}/finance in the gateway: {decided['state']}")

@@ -11,27 +11,35 @@ also on Ctrl-C. This module holds no HATP logic.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mcp import Client
 
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.human_proof import sign_decision
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 
-__all__ = ["GATEWAY_ID", "ORG", "PARTICIPANTS", "Seven", "open_seven"]
+__all__ = ["GATEWAY_ID", "ORG", "PARTICIPANTS", "Seven", "human_key_file", "open_seven"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = ROOT / "spec" / "fixtures" / "org"  # the TEST-ONLY organisation acme.com
 WELL_KNOWN = ORG / ".well-known" / "human-card.json"
 GATEWAY_ID = "https://acme.com/hatp/gateway"
 PARTICIPANTS = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
+
+
+def human_key_file(human: str) -> Path:
+    """The TEST-ONLY private key of a person of acme.com (`human://acme.com/bob` -> .../humans/bob.private.jwk.json)."""
+    return ORG / "test-only-keys" / "humans" / f"{human.rsplit('/', 1)[-1]}.private.jwk.json"
 
 
 @dataclass
@@ -73,12 +81,15 @@ class Seven:
         return result.structured_content
 
     async def human_decides(self, txn_id: str, action: str = "approve") -> tuple[str, dict[str, Any]]:
-        """The scripted finance approver: looks at the ask in the gateway and decides, through its MCP tools."""
-        shown = await self.tool("gateway", "show_ask", {"ask_id": f"{txn_id}/finance"})
+        """The scripted finance approver: looks at the ask in the gateway and decides through its MCP tools, signing
+        the decision with their own (TEST-ONLY) key, as a person's device would."""
+        ask_id = f"{txn_id}/finance"
+        shown = await self.tool("gateway", "show_ask", {"ask_id": ask_id})
         who = str(shown["waitingFor"][0])
-        return who, await self.tool(
-            "gateway", "decide", {"ask_id": f"{txn_id}/finance", "human": who, "action": action}
-        )
+        key = SigningKey.from_jwk(json.loads(human_key_file(who).read_text()))
+        nonce = secrets.token_urlsafe(18)
+        proof = sign_decision(key, ask_id, shown["subjectDigest"], who, action, datetime.now(UTC), nonce=nonce)
+        return who, await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     def keyring(self) -> Keyring:
         """Every key the records are signed with: the organisation's (gateway), the coordinator's, the servers'."""

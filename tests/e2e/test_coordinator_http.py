@@ -7,15 +7,21 @@ coordinator killed (SIGKILL) mid-phase-2 and restarted. Processes start once per
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from datetime import UTC, datetime
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
+from demo.trip_suite import human_key_file
+from hatp_mcp.core.human_proof import sign_decision
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from tests.acme_org import ORG_DIR
 from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, events, problems, trip, uri
@@ -48,14 +54,13 @@ class Suite:
         return launch_http("servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60)
 
     async def decide(self, txn_id: str, action: str) -> dict[str, Any]:
-        """The person the gateway asked approves or rejects, through the gateway's MCP tools."""
-        async with Client(self.procs["gateway"].url) as gateway:
-            shown = await gateway.call_tool("show_ask", {"ask_id": f"{txn_id}/finance"})
-            assert shown.structured_content is not None
-            who = shown.structured_content["waitingFor"][0]
-            done = await gateway.call_tool("decide", {"ask_id": f"{txn_id}/finance", "human": who, "action": action})
-        assert done.structured_content is not None
-        return done.structured_content
+        """The person the gateway asked approves or rejects through the gateway's MCP tools, signing with their key."""
+        ask_id = f"{txn_id}/finance"
+        shown = await self.tool("gateway", "show_ask", {"ask_id": ask_id})
+        who = shown["waitingFor"][0]
+        key = SigningKey.from_jwk(json.loads(human_key_file(who).read_text()))
+        proof = sign_decision(key, ask_id, shown["subjectDigest"], who, action, datetime.now(UTC), nonce=token_hex(12))
+        return await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
         async with Client(self.procs[server].url) as client:

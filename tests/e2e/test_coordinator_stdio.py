@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
+from demo.trip_suite import human_key_file
 from hatp_mcp.mcp.launch import stdio_params
 from tests.acme_org import ORG_DIR, h
 from tests.e2e.coordinator_suite import (
@@ -56,9 +57,9 @@ async def agent(data: Path) -> AsyncIterator[Agent]:
 
 
 async def inbox(data: Path, action: str, txn_id: str, who: str = "bob") -> str:
-    done = await anyio.run_process(
-        [HATP, "inbox", "--data", str(data / "gateway"), action, f"{txn_id}/finance", "--as", h(who)], check=False
-    )
+    key = str(human_key_file(h(who)))  # the person signs their decision with their own key (TEST-ONLY)
+    cmd = [HATP, "inbox", "--data", str(data / "gateway"), action, f"{txn_id}/finance", "--as", h(who), "--key", key]
+    done = await anyio.run_process(cmd, check=False)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode()
 

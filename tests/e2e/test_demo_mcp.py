@@ -75,3 +75,23 @@ async def test_ctrl_c_during_the_mcp_demo_stops_every_server_process(tmp_path: P
     assert first.startswith("started 7 MCP server processes") and len(running) == 7
     assert code == 130
     assert servers_using(tmp_path) == []
+
+
+async def test_the_interactive_demo_waits_for_a_person_who_approves_with_the_printed_inbox_command(
+    tmp_path: Path,
+) -> None:
+    cmd = [sys.executable, "-m", "demo.trip", "--interactive", "--data", str(tmp_path)]
+    lines: list[str] = []
+    with anyio.fail_after(120):
+        async with await anyio.open_process(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as proc:
+            assert proc.stdout is not None
+            stream = BufferedByteReceiveStream(proc.stdout)
+            while not lines or " approve txn-" not in lines[-1]:
+                lines.append((await stream.receive_until(b"\n", 1 << 16)).decode())
+            approve = lines[-1].split()
+            person = await anyio.run_process(approve, check=False)
+            rest = (await stream.receive_until(b"all server processes stopped", 1 << 20)).decode()
+            code = await proc.wait()
+    assert approve[1:4] == ["inbox", "--data", str(tmp_path / "gateway")]
+    assert person.returncode == 0, person.stderr.decode()
+    assert code == 0 and "=> COMMITTED" in rest and "=> ABORTED" in rest
