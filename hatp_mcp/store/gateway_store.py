@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS proofs (
     rule TEXT,
     reason TEXT
 );
+CREATE INDEX IF NOT EXISTS proofs_by_ask ON proofs (ask_id, status);
 CREATE TABLE IF NOT EXISTS used_nonces (
     nonce TEXT PRIMARY KEY,
     ask_id TEXT NOT NULL
