@@ -7,46 +7,25 @@ currency (tolerance included) and checks everyone against that. Currencies are n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 
-from hatp_mcp.core.model.amount import Amount, with_tolerance
+from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.plan import ApprovalRequirement, Plan
+from hatp_mcp.core.money import PlanMoney, show_money
+from hatp_mcp.core.money import plan_money as _plan_money
 from hatp_mcp.errors import HatpError
 
 __all__ = ["PlanMoney", "card_authority_gap", "check_requirement", "plan_money", "show_money"]
 
 
-@dataclass(frozen=True, slots=True)
-class PlanMoney:
-    """Per-currency totals of a plan: `totals` as quoted, `up_to` with every tolerance applied."""
-
-    totals: dict[str, Decimal]
-    up_to: dict[str, Decimal]
-
-    @property
-    def moves_money(self) -> bool:
-        """True when any branch states an amount (even zero: an amount was named, so it must be checked)."""
-        return bool(self.up_to)
-
-    def amounts(self) -> tuple[list[Amount], list[Amount]]:
-        cur = sorted(self.totals)
-        return [Amount.of(self.totals[c], c) for c in cur], [Amount.of(self.up_to[c], c) for c in cur]
-
-
 def plan_money(plan: Plan) -> PlanMoney:
-    """Add up a plan's branches per currency. A branch another branch `settles` is paid by that branch: the
-    payer counts once, at the larger of its own amount and what it settles (fail closed: never the smaller).
+    """The plan's money (hatp_mcp.core.money.plan_money), refusing what would make a total lie first.
 
     Raises HatpError HATP-GW-2 (a negative branch amount) and HATP-GW-3 (a negative tolerance).
     """
-    by_id = {b.branch_id: b for b in plan.branches}
-    own: dict[str, tuple[str, Decimal, Decimal]] = {}
     for i, b in enumerate(plan.branches):
-        if b.amount is None:
-            continue
-        if b.amount.decimal < 0:
+        if b.amount is not None and b.amount.decimal < 0:
             raise HatpError(
                 "HATP-GW-2",
                 f"branch {b.branch_id!r} has a negative amount {b.amount.value} {b.amount.currency}: "
@@ -64,42 +43,7 @@ def plan_money(plan: Plan) -> PlanMoney:
                 fix="give a tolerance of 0 or more",
                 code="NEGATIVE_TOLERANCE",
             )
-        own[b.branch_id] = (b.amount.currency, b.amount.decimal, with_tolerance(b.amount, b.tolerance_percent))
-    settled = {s for b in plan.branches for s in b.settles if s in by_id and s != b.branch_id}
-
-    def effective(bid: str, seen: frozenset[str]) -> dict[str, tuple[Decimal, Decimal]]:
-        # What a branch stands for: the larger of its own amount and the sum of what it settles, per currency.
-        b = by_id[bid]
-        out: dict[str, tuple[Decimal, Decimal]] = {}
-        for s in b.settles:
-            if s in by_id and s not in seen and s != bid:
-                for c, (t, u) in effective(s, seen | {s}).items():
-                    pt, pu = out.get(c, (Decimal(0), Decimal(0)))
-                    out[c] = (pt + t, pu + u)
-        if bid in own:
-            c, t, u = own[bid]
-            st, su = out.get(c, (Decimal(0), Decimal(0)))
-            out[c] = (max(t, st), max(u, su))
-        return out
-
-    totals: dict[str, Decimal] = {}
-    up_to: dict[str, Decimal] = {}
-    for b in plan.branches:
-        if b.branch_id in settled:
-            continue  # its payer counts it
-        for c, (t, u) in effective(b.branch_id, frozenset({b.branch_id})).items():
-            totals[c] = totals.get(c, Decimal(0)) + t
-            up_to[c] = up_to.get(c, Decimal(0)) + u
-    return PlanMoney(totals=totals, up_to=up_to)
-
-
-def show_money(money: PlanMoney) -> list[str]:
-    """What the approver is shown per currency: ``$1,000.00, up to $1,020.00`` (or just the total)."""
-    out = []
-    for c in sorted(money.totals):
-        total, most = Amount.of(money.totals[c], c), Amount.of(money.up_to[c], c)
-        out.append(total.display() if most.decimal == total.decimal else f"{total.display()}, up to {most.display()}")
-    return out
+    return _plan_money(plan)
 
 
 def check_requirement(req: ApprovalRequirement, money: PlanMoney, path: str = "$") -> None:

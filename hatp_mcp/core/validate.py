@@ -17,7 +17,13 @@ from hatp_mcp.core.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.saga import validate_saga
-from hatp_mcp.core.validate_money import check_amounts, check_approval_amounts, check_mandate_spend, check_settles
+from hatp_mcp.core.validate_money import (
+    check_amounts,
+    check_approval_amounts,
+    check_mandate_spend,
+    check_settles,
+    totals_for,
+)
 from hatp_mcp.core.violation import Check, Violation, schema_violations
 
 __all__ = ["HATP_CHECKS", "Kind", "Report", "detect_kind", "validate", "validate_document"]
@@ -333,8 +339,9 @@ HATP_CHECKS: tuple[tuple[str, Check], ...] = (
 def validate(plan: Plan, now: datetime) -> list[Violation]:
     """Every violation of the HATP-VAL rules by `plan` at `now` (empty: valid). Raises nothing."""
     out: list[Violation] = []
-    for _rule, check in HATP_CHECKS:
-        out.extend(check(plan, now))
+    with totals_for(plan):
+        for _rule, check in HATP_CHECKS:
+            out.extend(check(plan, now))
     return out
 
 

@@ -1,17 +1,20 @@
 """The money rules of the static validator (HATP-VAL-5..8): signs, `settles`, approval amounts, mandate caps. Pure.
 
 Amounts are exact decimals kept per currency and never converted. A branch's most is amount x (1 + tolerance/100);
-the plan's total in a currency is the sum of the most of every branch no other branch settles. This module must
-not read the clock or do IO.
+the plan's totals come from hatp_mcp.core.money, shared with the gateway so both check the same numbers. This
+module must not read the clock or do IO.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from decimal import Decimal
 
-from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.money import branch_most, plan_money
 from hatp_mcp.core.violation import Violation
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "check_mandate_spend",
     "check_settles",
     "plan_totals",
+    "totals_for",
 ]
 
 _ZERO = Decimal(0)
@@ -37,40 +41,28 @@ def _show(value: Decimal, currency: str) -> str:
     return f"{sym}{text}" if sym else f"{text} {currency}"
 
 
-def branch_most(b: Branch) -> Decimal | None:
-    """The most a branch may cost (amount with tolerance), in its amount's currency; None without an amount."""
-    if b.amount is None:
-        return None
-    return with_tolerance(b.amount, b.tolerance_percent)
-
-
-_last: tuple[Plan, dict[str, Decimal]] | None = None
+_CURRENT: ContextVar[tuple[Plan, dict[str, Decimal]] | None] = ContextVar("hatp_validate_totals", default=None)
 
 
 def plan_totals(plan: Plan) -> dict[str, Decimal]:
-    """The plan's own total per currency: the most of every branch that no other (existing) branch settles.
+    """The plan's own total per currency, tolerance included (hatp_mcp.core.money: the gateway's computation).
 
-    Plans are immutable, so the last plan's totals are remembered (several rules ask in a row). Returns a copy.
+    Inside `totals_for(plan)` (one validate() call) it is computed once; a copy is returned.
     """
-    global _last
-    last = _last
-    if last is not None and last[0] is plan:
-        return dict(last[1])
-    totals = _totals(plan)
-    _last = (plan, totals)
-    return dict(totals)
+    current = _CURRENT.get()
+    if current is not None and current[0] is plan:
+        return dict(current[1])
+    return plan_money(plan).up_to
 
 
-def _totals(plan: Plan) -> dict[str, Decimal]:
-    ids = {b.branch_id for b in plan.branches}
-    settled = {s for b in plan.branches for s in b.settles if s in ids and s != b.branch_id}
-    out: dict[str, Decimal] = {}
-    for b in plan.branches:
-        most = branch_most(b)
-        if b.branch_id in settled or most is None or b.amount is None:
-            continue
-        out[b.amount.currency] = out.get(b.amount.currency, _ZERO) + most
-    return out
+@contextmanager
+def totals_for(plan: Plan) -> Iterator[None]:
+    """Compute the plan's totals once for the rules run inside this block (scoped to the caller's context)."""
+    token = _CURRENT.set((plan, plan_money(plan).up_to))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 def check_amounts(plan: Plan, now: datetime) -> list[Violation]:

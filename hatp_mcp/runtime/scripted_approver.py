@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from hatp_mcp.core.keys import SigningKey, sign_object
-from hatp_mcp.core.model.amount import Amount, totals
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval, Checked, HumanDecision, Quorum, RoutedHuman, RoutingRecord, Vote
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.money import plan_money
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 
@@ -101,16 +101,15 @@ class ScriptedApprover:
         plan = entry.plan
         req = next(r for r in plan.approvals if r.id == rid)
         now = format_ts(self.clock.now())
-        amounts = [b.amount for b in plan.branches if b.amount is not None and not _settled(plan, b.branch_id)]
-        plan_totals = [Amount.of(v, c) for c, v in sorted(totals(amounts).items())]
+        plan_totals, up_to = plan_money(plan).amounts()
         decision: Literal["approve", "reject"] = "approve" if script.decision == "approve" else "reject"
         routing = RoutingRecord(
             address=req.address,
             plan_digest=entry.plan_digest,
             requester=plan.requester.principal,
             plan_totals=plan_totals,
-            up_to=[req.max_amount] if req.max_amount else [],
-            checked=Checked(status=script.checked, action=req.action, amounts=plan_totals),  # type: ignore[arg-type]
+            up_to=up_to,
+            checked=Checked(status=script.checked, action=req.action, amounts=up_to),  # type: ignore[arg-type]
             humans=[RoutedHuman(human=h, status="decided") for h in script.approvers],
         )
         approval = Approval(
@@ -128,7 +127,3 @@ class ScriptedApprover:
             issued_at=now,
         )
         return sign_object(approval.wire(), self.key)
-
-
-def _settled(plan: Plan, branch_id: str) -> bool:
-    return any(branch_id in b.settles for b in plan.branches)

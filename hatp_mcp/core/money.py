@@ -1,0 +1,106 @@
+"""What a plan moves, per currency: the one computation the validator, the gateway and approvers share. Pure.
+
+A branch's most is amount x (1 + tolerance/100). A branch another branch `settles` is paid by that branch and is
+not counted on its own; the payer counts once, at the larger of its own amount and what it settles (fail closed:
+never the smaller, even when the validator's HATP-VAL-6 check that a payer covers what it settles was not run).
+Currencies are never converted. Negative amounts are not refused here: callers refuse them with their own rule
+(HATP-VAL-5 in the validator, HATP-GW-2/3 at the gateway) before trusting a total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from hatp_mcp.core.model.amount import Amount, with_tolerance
+from hatp_mcp.core.model.plan import Branch, Plan
+
+__all__ = ["PlanMoney", "branch_most", "plan_money", "show_money"]
+
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanMoney:
+    """Per-currency totals of a plan: `totals` as quoted, `up_to` with every tolerance applied."""
+
+    totals: dict[str, Decimal]
+    up_to: dict[str, Decimal]
+
+    @property
+    def moves_money(self) -> bool:
+        """True when any branch states an amount (even zero: an amount was named, so it must be checked)."""
+        return bool(self.up_to)
+
+    def amounts(self) -> tuple[list[Amount], list[Amount]]:
+        cur = sorted(self.totals)
+        return [Amount.of(self.totals[c], c) for c in cur], [Amount.of(self.up_to[c], c) for c in cur]
+
+
+def branch_most(b: Branch) -> Decimal | None:
+    """The most a branch may cost (amount with tolerance), in its amount's currency; None without an amount."""
+    if b.amount is None:
+        return None
+    if b.tolerance_percent is None:
+        return b.amount.decimal
+    return with_tolerance(b.amount, b.tolerance_percent)
+
+
+def plan_money(plan: Plan) -> PlanMoney:
+    """Add up a plan's branches per currency (see the module docstring). Raises nothing."""
+    own: dict[str, tuple[str, Decimal, Decimal]] = {}
+    for b in plan.branches:
+        if b.amount is not None:
+            d = b.amount.decimal
+            most = d if b.tolerance_percent is None else with_tolerance(b.amount, b.tolerance_percent)
+            own[b.branch_id] = (b.amount.currency, d, most)
+    by_id = {b.branch_id: b for b in plan.branches}
+    settled = {s for b in plan.branches for s in b.settles if s in by_id and s != b.branch_id}
+    totals: dict[str, Decimal] = {}
+    up_to: dict[str, Decimal] = {}
+    if not settled:  # the common case: every amount counts once, as stated
+        for c, t, u in own.values():
+            totals[c] = totals.get(c, _ZERO) + t
+            up_to[c] = up_to.get(c, _ZERO) + u
+        return PlanMoney(totals=totals, up_to=up_to)
+
+    done: dict[str, dict[str, tuple[Decimal, Decimal]]] = {}
+
+    def effective(bid: str, path: frozenset[str]) -> dict[str, tuple[Decimal, Decimal]]:
+        # What a branch stands for: the larger of its own amount and the sum of what it settles, per currency.
+        # `path` guards against settles cycles (the validator refuses them; here they just stop the walk).
+        if bid in done:
+            return done[bid]
+        settles = by_id[bid].settles
+        if not settles:  # a leaf stands for its own amount
+            o = own.get(bid)
+            return {o[0]: (o[1], o[2])} if o is not None else {}
+        out: dict[str, tuple[Decimal, Decimal]] = {}
+        for s in settles:
+            if s in by_id and s not in path:
+                for c, (t, u) in effective(s, path | {s}).items():
+                    pt, pu = out.get(c, (_ZERO, _ZERO))
+                    out[c] = (pt + t, pu + u)
+        if bid in own:
+            c, t, u = own[bid]
+            st, su = out.get(c, (_ZERO, _ZERO))
+            out[c] = (max(t, st), max(u, su))
+        done[bid] = out
+        return out
+
+    for b in plan.branches:
+        if b.branch_id in settled:
+            continue  # its payer counts it
+        for c, (t, u) in effective(b.branch_id, frozenset({b.branch_id})).items():
+            totals[c] = totals.get(c, _ZERO) + t
+            up_to[c] = up_to.get(c, _ZERO) + u
+    return PlanMoney(totals=totals, up_to=up_to)
+
+
+def show_money(money: PlanMoney) -> list[str]:
+    """What the approver is shown per currency: ``$1,000.00, up to $1,020.00`` (or just the total)."""
+    out = []
+    for c in sorted(money.totals):
+        total, most = Amount.of(money.totals[c], c), Amount.of(money.up_to[c], c)
+        out.append(total.display() if most.decimal == total.decimal else f"{total.display()}, up to {most.display()}")
+    return out
