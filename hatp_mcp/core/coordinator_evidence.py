@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.gateway_evidence import check_routing
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
@@ -148,4 +149,14 @@ def check_approver_answer(
                 code="AUTHORITY_NOT_CHECKED",
             )
         _same(rule, "approval", "routing.planDigest", approval.routing.plan_digest, plan_digest)
+        try:
+            # the amounts the gateway checked authority against must be the plan's own, recomputed here
+            check_routing(approval.routing, plan, plan_digest)
+        except HatpError as exc:
+            raise HatpError(
+                rule,
+                f"the approval's routing record does not hold against the plan: {exc.reason}",
+                path=f"approval.routing{exc.path.removeprefix('$.routing')}",
+                code=exc.code,
+            ) from exc
     return vote, approval

@@ -99,13 +99,14 @@ def build_answer(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> Ans
     )
 
 
-def check_routing(routing: RoutingRecord, plan: Plan) -> None:
+def check_routing(routing: RoutingRecord, plan: Plan, plan_digest: str | None = None) -> None:
     """Offline: recompute what the authority check must have used from the plan itself, and compare.
 
-    Raises HatpError HATP-GW-7 when the record names another plan, claims `absent` (or other amounts) for a plan
+    `plan_digest`, when the caller has it, saves recomputing it. Raises HatpError HATP-GW-7 when the record names
+    another plan, claims `absent` (or other amounts) for a plan
     that moves money, or misstates the totals; HATP-GW-2/3 when the plan itself is refused.
     """
-    if routing.plan_digest != plan.digest():
+    if routing.plan_digest != (plan_digest or plan.digest()):
         raise HatpError("HATP-GW-7", "the routing record names another plan digest", path="$.routing.planDigest")
     totals, up_to = plan_money(plan).amounts()
     if up_to and routing.checked.status != "checked":

@@ -12,12 +12,14 @@ from hatp_mcp.core.coordinator_evidence import check_approver_answer
 from hatp_mcp.core.keys import sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.money import plan_money
 from hatp_mcp.errors import HatpError
 from tests.core.test_coordinator import KEYS, NOW, RING
 
 
 def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     digest = plan.digest()
+    totals, up_to = (([a.wire() for a in side]) for side in plan_money(plan).amounts())
     vote = {
         "type": "hatp.vote",
         "txnId": plan.txn_id,
@@ -42,7 +44,9 @@ def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[st
         "routing": {
             "address": "human://acme.com/role/finance-approver",
             "planDigest": digest,
-            "checked": {"status": "checked", "amounts": []},
+            "planTotals": totals,
+            "upTo": up_to,
+            "checked": {"status": "checked", "action": "travel.spend", "amounts": up_to},
         },
         "gateway": "gateway://acme.com",
         "nonce": "n" * 16,
@@ -62,14 +66,27 @@ def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked(
     g = KEYS["gateway"]
     vote, approval = _gateway_answer(plan)
     check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
-    cases = {
-        "AUTHORITY_NOT_CHECKED": _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}}),
-        "QUORUM_NOT_MET": _gateway_answer(
-            plan,
-            **{"quorum": {"required": 2, "of": 3}, "decisions": [approval["decisions"][0], approval["decisions"][0]]},
+    cases = [
+        ("AUTHORITY_NOT_CHECKED", _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}})),
+        # HATP-TXN-3: "checked", but against less than the plan's own total (recomputed from the plan, HATP-GW-7)
+        (
+            "AUTHORITY_NOT_CHECKED",
+            _gateway_answer(
+                plan, **{"routing.checked": {"status": "checked", "amounts": [{"value": "10.00", "currency": "USD"}]}}
+            ),
         ),
-    }
-    for code, (v, a) in cases.items():
+        (
+            "QUORUM_NOT_MET",
+            _gateway_answer(
+                plan,
+                **{
+                    "quorum": {"required": 2, "of": 3},
+                    "decisions": [approval["decisions"][0], approval["decisions"][0]],
+                },
+            ),
+        ),
+    ]
+    for code, (v, a) in cases:
         with pytest.raises(HatpError) as err:
             check_approver_answer(plan, plan.digest(), "finance", sign_object(v, g), sign_object(a, g), RING)
         assert (err.value.rule, err.value.code) == ("HATP-TXN-3", code)
