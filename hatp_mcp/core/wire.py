@@ -8,6 +8,7 @@ a parsed value against a model and reports pydantic's errors as a WireError with
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -26,13 +27,20 @@ class WireError(HatpError):
     """Input that is not a valid wire object: HATP-OBJ-1 (not JSON), HATP-OBJ-2 (limits), HATP-OBJ-3 (schema)."""
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
 def error_path(loc: tuple[int | str, ...]) -> str:
+    """A JSON path like ``branches[2].amount``; a member name that is not a plain identifier is written quoted,
+    ``["odd key"]``, with JSON escapes, so a path never spans lines or hides characters."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif _PLAIN_KEY.match(str(part)):
             out += ("." if out else "") + str(part)
+        else:
+            out += f"[{json.dumps(str(part))}]"
     return out or "$"
 
 

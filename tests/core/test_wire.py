@@ -63,3 +63,12 @@ def test_arbitrary_bytes_yield_json_or_a_clean_wire_error(data: bytes) -> None:
         load_json(data, "fuzz.json")
     except WireError as err:
         assert err.rule in {"HATP-OBJ-1", "HATP-OBJ-2"}
+
+
+def test_a_member_name_with_odd_characters_is_quoted_in_the_error_path_HATP_OBJ_3() -> None:
+    from hatp_mcp.core.model import Amount
+
+    with pytest.raises(WireError) as err:
+        parse(Amount, {"value": "1", "currency": "USD", "evil\nkey": 1}, "a.json")
+    assert err.value.path == '["evil\\nkey"]'
+    assert "\n" not in str(err.value)
