@@ -1,12 +1,20 @@
-"""`hatp verify RECORD.json --keys KEYRING.json [--json] [--open]`: check a Transaction Record offline."""
+"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--json] [--open]`: check a Transaction Record offline.
+
+With `--org DIR` (an organisation dir: `.well-known/human-card.json` and `cards/*.json`) it also checks that every
+human decision in the record's approvals carries that person's own proof, against the Directory-signed cards.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.core.directory import Directory
+from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.record import verify_record
+from hatp_mcp.errors import HatpError
 
 HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure"
 
@@ -16,6 +24,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keys", required=True, help="keyring JSON (a JWKS whose keys list their roles)")
     p.add_argument("--json", action="store_true", help="print {ok, problems} as JSON")
     p.add_argument("--open", action="store_true", help="accept a record that is not closed yet (in progress)")
+    p.add_argument(
+        "--org",
+        metavar="DIR",
+        help="organisation dir (.well-known/human-card.json, cards/*.json): also check the humans' own proofs",
+    )
+
+
+def _humans(org: str) -> HumanKeys:
+    """The human keys on an organisation's Directory-signed cards. Raises InputError."""
+    root = Path(org)
+    well_known = read_json(str(root / ".well-known" / "human-card.json"))
+    cards = [read_json(str(p)) for p in sorted((root / "cards").glob("*.json"))]
+    if not isinstance(well_known, dict) or not all(isinstance(c, dict) for c in cards):
+        raise InputError(f"{org}: the well-known document and every card must be JSON objects")
+    try:
+        directory, _ignored = Directory.load(well_known, cards)
+    except HatpError as exc:
+        raise InputError(f"{org}: {exc.rule}: {exc.reason}") from exc
+    return HumanKeys.from_cards(directory.cards())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{args.keys}: {exc}")
     if not isinstance(record, dict):
         return fail(f"{args.record}: a record is a JSON object")
-    problems = verify_record(record, ring, require_closed=not args.open)
+    try:
+        humans = _humans(args.org) if args.org else None
+    except InputError as exc:
+        return fail(str(exc))
+    problems = verify_record(record, ring, require_closed=not args.open, humans=humans)
+    proofs = "checked" if humans is not None else "not-checked"
     if args.json:
-        print_json({"ok": not problems, "problems": [p.to_dict() for p in problems]})
+        print_json({"ok": not problems, "problems": [p.to_dict() for p in problems], "humanProofs": proofs})
     elif problems:
         for p in problems:
             where = "record" if p.index < 0 else f"event {p.index}"
@@ -42,4 +74,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         n = len(record.get("events", []))
         print(f"✓ record {record.get('txnId')} holds: {n} events, chain and signatures verified")
+        if humans is None:
+            print("  the humans' own proofs were not checked (pass --org DIR to check them against the cards)")
+        else:
+            print("  every human decision carries its person's valid proof")
     return EXIT_PROBLEMS if problems else EXIT_OK

@@ -18,11 +18,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from hatp_mcp.core.canonical import CanonicalError, digest
+from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
 from hatp_mcp.core.wire import error_path
+from hatp_mcp.errors import HatpError
 
 __all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "verify_record"]
 
@@ -118,11 +121,19 @@ class RecordChain:
         }
 
 
-def verify_record(record: Mapping[str, Any], keyring: Keyring, *, require_closed: bool = True) -> list[Problem]:
+def verify_record(
+    record: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    require_closed: bool = True,
+    humans: HumanKeys | None = None,
+) -> list[Problem]:
     """Check a record offline; return every problem found (empty: it holds).
 
     Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
     coordinator signature, each piece of evidence's signature, role and digest, and that the record is closed.
+    With `humans` (the keys on the organisation's Directory-signed cards) it also checks that every human decision
+    inside an approval carries that person's own valid proof (HATP-GW-19..27); without it those are not checked.
     """
     problems: list[Problem] = []
     if record.get("type") != "hatp.record":
@@ -201,6 +212,8 @@ def verify_record(record: Mapping[str, Any], keyring: Keyring, *, require_closed
             problems.append(Problem(i, exc.rule, exc.reason))
         if ev.evidence is not None:
             problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
+            if humans is not None and ev.evidence.get("type") == "hatp.approval":
+                problems.extend(_check_human_proofs(i, ev.evidence, humans))
         if ev.event == CLOSE_EVENT:
             if i != len(events) - 1:
                 problems.append(Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed"))
@@ -266,6 +279,18 @@ def _check_evidence(
             )
         )
     return out
+
+
+def _check_human_proofs(i: int, evidence: Mapping[str, Any], humans: HumanKeys) -> list[Problem]:
+    try:
+        approval = Approval.model_validate(evidence)
+        check_decision_proofs(approval, humans, f"events[{i}].evidence")
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        return [Problem(i, "HATP-OBJ-3", f"approval: {error_path(tuple(e['loc']))}: {e['msg']}")]
+    except HatpError as exc:
+        return [Problem(i, exc.rule, f"approval: {exc.reason}")]
+    return []
 
 
 def parse_record(record: Mapping[str, Any]) -> TransactionRecord:

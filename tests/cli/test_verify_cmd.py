@@ -107,4 +107,4 @@ def test_the_console_script_runs_as_a_real_process(files: Any) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"ok": True, "problems": []}
+    assert json.loads(done.stdout) == {"ok": True, "problems": [], "humanProofs": "not-checked"}
