@@ -120,6 +120,7 @@ class GatewayApprover:
         notifier: Notifier | None = None,
         default_window: timedelta = timedelta(hours=24),
         nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18),
+        proof_poll: timedelta = timedelta(seconds=1),
     ) -> None:
         if "gateway" not in key.roles:
             raise ValueError("the gateway signs with a key whose roles include 'gateway'")
@@ -131,6 +132,8 @@ class GatewayApprover:
         self.notifier = notifier or RecordingNotifier()
         self.default_window = default_window
         self._nonce = nonce
+        # How often the timer loop looks for proofs `hatp inbox` left (another process: no event reaches us).
+        self.proof_poll = proof_poll
         self._changed = anyio.Event()
         # Decision keys as the Directory-verified cards list them: the only keys a decision counts with.
         self.humans = HumanKeys.from_cards(directory.cards())
@@ -286,41 +289,66 @@ class GatewayApprover:
     # -- timers ----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Arm SLA and deadline timers for every pending ask (also those found after a restart); runs forever."""
+        """Arm SLA and deadline timers for every pending ask (also those found after a restart) and land the proofs
+        `hatp inbox` leaves in the store within `proof_poll` (HATP-GW-28), without waiting for anyone to poll;
+        runs forever."""
         task_status.started()
+        wake: datetime | None = None
+        scan = True
         while True:
             self._changed = anyio.Event()
-            wake: datetime | None = None
-            for s in self.store.asks(core.AskState.PENDING.value):
-                if s.record is None:
-                    continue
-                w = core.next_wakeup(s.record)
-                if w is not None and w <= self.clock.now():
-                    await self._sync(s.ask_id)
-                    before = s.record
-                    after = self.store.get(s.ask_id)
-                    if after is not None and after.record is not None:
-                        await self._notify_new(before, after.record)
-                    continue
-                if w is not None and (wake is None or w < wake):
-                    wake = w
-            await self._wait(wake)
+            if await self._land_left_proofs():
+                scan = True  # a decision may have escalated or closed an ask: its timers change
+            if scan or (wake is not None and wake <= self.clock.now()):
+                wake = await self._fire_due()
+            tick = self.clock.now() + self.proof_poll
+            scan = await self._wait(tick if wake is None else min(wake, tick))
 
-    async def _wait(self, wake: datetime | None) -> None:
+    async def _land_left_proofs(self) -> bool:
+        """Verify and apply every proof waiting in the store (settled accepted or refused); True if there were any."""
+        ask_ids = self.store.asks_with_proofs("submitted")
+        for ask_id in ask_ids:
+            try:
+                await self._sync(ask_id)
+            except KeyError:  # a proof for an ask this gateway never made: refuse it, never count it
+                await self._drain(ask_id)
+        return bool(ask_ids)
+
+    async def _fire_due(self) -> datetime | None:
+        """Let time pass on every pending ask whose timer is due; return the earliest timer still ahead."""
+        wake: datetime | None = None
+        for s in self.store.asks(core.AskState.PENDING.value):
+            if s.record is None:
+                continue
+            w = core.next_wakeup(s.record)
+            if w is not None and w <= self.clock.now():
+                await self._sync(s.ask_id)
+                after = self.store.get(s.ask_id)
+                if after is not None and after.record is not None:
+                    await self._notify_new(s.record, after.record)
+                w = core.next_wakeup(after.record) if after is not None and after.record is not None else None
+                if w is not None and w <= self.clock.now():
+                    w = None  # nothing more this instant; a change wakes the loop
+            if w is not None and (wake is None or w < wake):
+                wake = w
+        return wake
+
+    async def _wait(self, until: datetime) -> bool:
+        """Wait until `until` or a change made in this process; True if it was a change."""
         changed = self._changed
         async with anyio.create_task_group() as tg:
 
-            async def sleeper(deadline: datetime) -> None:
-                await self.clock.sleep_until(deadline)
+            async def sleeper() -> None:
+                await self.clock.sleep_until(until)
                 tg.cancel_scope.cancel()
 
             async def watcher() -> None:
                 await changed.wait()
                 tg.cancel_scope.cancel()
 
-            if wake is not None:
-                tg.start_soon(sleeper, wake)
+            tg.start_soon(sleeper)
             tg.start_soon(watcher)
+        return changed.is_set()
 
     # -- internals -------------------------------------------------------------------------------------------
 

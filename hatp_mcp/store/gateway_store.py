@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS proofs (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS proofs_by_ask ON proofs (ask_id, status);
+CREATE INDEX IF NOT EXISTS proofs_by_status ON proofs (status);
 CREATE TABLE IF NOT EXISTS used_nonces (
     nonce TEXT PRIMARY KEY,
     ask_id TEXT NOT NULL
@@ -215,6 +216,15 @@ class GatewayStore:
         with self._lock:
             rows = self._conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [StoredProof(q, a, json.loads(p), st, r, why) for q, a, p, st, r, why in rows]
+
+    def asks_with_proofs(self, status: str) -> list[str]:
+        """The ids of asks with proofs in `status` (the gateway's timer loop looks for `submitted` ones), in the
+        order their first such proof was left."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT ask_id FROM proofs WHERE status = ? GROUP BY ask_id ORDER BY MIN(seq)", (status,)
+            ).fetchall()
+        return [a for (a,) in rows]
 
     def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
         """Record what the gateway made of a submitted proof (`accepted` or `refused` with rule and reason)."""

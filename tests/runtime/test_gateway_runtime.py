@@ -284,3 +284,88 @@ async def test_proofs_left_in_the_store_are_verified_on_the_next_sync_and_a_refu
     done = await gw.poll(p.txn_id, "finance")
     assert done.vote["decision"] == "yes" and done.approval is not None
     assert [d["approver"] for d in done.approval["decisions"]] == [h("bob"), h("frank")]
+
+
+async def _armed(clock: FakeClock) -> None:
+    with anyio.fail_after(5):
+        while clock.sleepers == 0:
+            await anyio.lowlevel.checkpoint()
+
+
+async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_poll_under_HATP_GW_28(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    p = plan()
+    await gw.ask(p, "finance")
+    ask_id = "txn-acme-0001/finance"
+    async with anyio.create_task_group() as tg:
+        await tg.start(gw.run)
+        await _armed(clock)
+        # what `hatp inbox approve` does from another process: a signed proof left in the store, nothing else
+        gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
+        gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "carol", "approve", clock.now()))
+        clock.advance(gw.proof_poll.total_seconds())
+        with anyio.fail_after(5):
+            while gw.store.get(ask_id).state != "approved":  # type: ignore[union-attr]
+                await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()
+    stored = gw.store.get(ask_id)
+    assert stored is not None and stored.evidence is not None and stored.vote is not None
+    assert stored.vote["decision"] == "yes"
+    assert [q.status for q in gw.store.proofs(ask_id)] == ["accepted", "accepted"]
+    assert [k for a, k, _, _ in gw.store.sent() if a == ask_id][-2:] == ["vote", "hatp.approval"]
+
+
+async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_persons_sla_under_HATP_GW_28(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    notifier = gw.notifier
+    assert isinstance(notifier, RecordingNotifier)
+    p = plan(address="human://acme.com/frank")
+    await gw.ask(p, "finance")
+    ask_id = "txn-acme-0001/finance"
+    async with anyio.create_task_group() as tg:
+        await tg.start(gw.run)
+        await _armed(clock)
+        gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "frank", "decline", clock.now()))
+        clock.advance(1)
+        with anyio.fail_after(5):
+            while len(notifier.delivered) < 2:
+                await anyio.lowlevel.checkpoint()
+        assert [d[0] for d in notifier.delivered] == [h("frank"), h("carol")]  # long before frank's 2 h SLA
+        await _armed(clock)
+        clock.advance(3600)  # carol's SLA, counted from when the decline landed, runs out: nobody is left
+        with anyio.fail_after(5):
+            while gw.store.get(ask_id).state != "exhausted":  # type: ignore[union-attr]
+                await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()
+    stored = gw.store.get(ask_id)
+    assert stored is not None and stored.record is not None and stored.vote is not None
+    assert [(s.human, s.detail.split(":")[0]) for s in stored.record.seats] == [
+        (h("frank"), "declined"),
+        (h("carol"), "sla-missed"),
+    ]
+    assert (stored.vote["decision"], stored.vote["code"]) == ("no", "NO_ELIGIBLE_APPROVER")
+
+
+async def test_a_refused_proof_left_by_the_inbox_is_settled_by_the_timer_loop_and_never_counts(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    p = plan()
+    await gw.ask(p, "finance")
+    ask_id = "txn-acme-0001/finance"
+    async with anyio.create_task_group() as tg:
+        await tg.start(gw.run)
+        await _armed(clock)
+        gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "dana", "approve", clock.now()))
+        gw.store.submit_proof("txn-none/finance", signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
+        clock.advance(1)
+        with anyio.fail_after(5):
+            while gw.store.asks_with_proofs("submitted"):
+                await anyio.lowlevel.checkpoint()
+        tg.cancel_scope.cancel()
+    assert [(q.ask_id, q.status, q.rule) for q in gw.store.proofs()] == [
+        (ask_id, "refused", "HATP-GW-5"),
+        ("txn-none/finance", "refused", "HATP-GW-22"),
+    ]
+    assert gw.store.get(ask_id).state == "pending"  # type: ignore[union-attr]

@@ -90,3 +90,16 @@ def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: P
     assert [(p.seq, p.proof["human"]) for p in store.proofs("a/1", "submitted")] == [(second, "y")]
     assert [(p.status, p.rule) for p in store.proofs("a/1")] == [("refused", "HATP-GW-21"), ("submitted", None)]
     assert len(store.proofs()) == 3
+
+
+def test_the_asks_with_submitted_proofs_are_listed_once_each_in_the_order_their_proofs_were_left(
+    tmp_path: Path,
+) -> None:
+    store = GatewayStore(tmp_path)
+    first = store.submit_proof("b/1", {"human": "x"})
+    store.submit_proof("a/1", {"human": "y"})
+    store.submit_proof("b/1", {"human": "z"})
+    assert store.asks_with_proofs("submitted") == ["b/1", "a/1"]
+    store.settle_proof(first, "accepted")
+    assert store.asks_with_proofs("submitted") == ["a/1", "b/1"]
+    assert store.asks_with_proofs("accepted") == ["b/1"]
