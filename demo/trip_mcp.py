@@ -25,7 +25,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from demo.trip_suite import Seven, human_key_file, open_seven
+from demo.trip_suite import ORG, Seven, human_key_file, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.plan import Plan
@@ -114,9 +114,13 @@ async def _verify(data: Path, txn_id: str, record: dict[str, Any], out: Callable
     path = data / f"{txn_id}.record.json"
     path.write_text(json.dumps(record, indent=1))
     verified = await anyio.run_process(
-        [sys.executable, "-m", "hatp_mcp.cli", "verify", str(path), "--keys", str(data / "keyring.json")], check=False
+        [
+            *(sys.executable, "-m", "hatp_mcp.cli", "verify", str(path)),
+            *("--keys", str(data / "keyring.json"), "--org", str(ORG)),
+        ],
+        check=False,
     )
-    said = verified.stdout.decode().strip()
+    said = " ".join(verified.stdout.decode().split())
     out(f"  hatp verify {path.name}: {'ok' if verified.returncode == 0 else 'FAILED'} {said}")
     if verified.returncode != 0:
         raise RuntimeError(f"record did not verify: {said} {verified.stderr.decode()}")
