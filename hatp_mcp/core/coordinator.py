@@ -96,6 +96,8 @@ class _Data:
     undo_failed: list[str] = field(default_factory=list)
     timers: dict[str, datetime] = field(default_factory=dict)
     step: str | None = None  # the phase-2 branch whose call is out
+    holds_out: set[str] = field(default_factory=set)  # holds whose commits are out together, after the final
+    holds_refused: list[str] = field(default_factory=list)  # of those, the ones whose commit was refused
     doubt: str | None = None
     escalated: bool = False
     decision: str | None = None

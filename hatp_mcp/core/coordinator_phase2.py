@@ -87,8 +87,11 @@ class Phase2:
         """Commit the next branch in order, after checking and renewing every short lease (HATP-TXN-9)."""
         c = self._c()
         d = c._d
-        if d.step is not None or d.renewing:
+        if d.step is not None or d.renewing or d.holds_out:
             return []
+        if d.holds_refused:  # every hold commit sent together has answered; some were refused after the final
+            refused, d.holds_refused = d.holds_refused, []
+            return self._offer_recovery(refused, now) + self._finish(Outcome.NEEDS_RECOVERY)
         remaining = [b for b in c._order if b not in d.committed and b not in d.lapsed]
         if not remaining:
             return self._finish(Outcome.NEEDS_RECOVERY if d.lapsed else Outcome.COMMITTED)
@@ -115,7 +118,12 @@ class Phase2:
             return out
         if not [b for b in remaining if b not in d.lapsed]:
             return out + self._next_commit(now)
-        step = next(b for b in remaining if b not in d.lapsed)
+        live = [b for b in remaining if b not in d.lapsed]
+        if self._final_done() and all(c._branches[b].tier == "hold" for b in live):
+            # After the final branch only holds are left; nothing depends on their order, so they commit together.
+            d.holds_out = set(live)
+            return [*out, *(SendCommit(branch_id=b, preconditions=d.preconditions.get(b, {})) for b in live)]
+        step = live[0]
         d.step = step
         return [*out, SendCommit(branch_id=step, preconditions=d.preconditions.get(step, {}))]
 
@@ -159,6 +167,7 @@ class Phase2:
         if receipt.phase == "commit":
             if d.step == bid:
                 d.step = None
+            d.holds_out.discard(bid)
             if receipt.outcome == "in-doubt":
                 return out + self._in_doubt(bid, now)
             resolving = c.state is T.IN_DOUBT and d.doubt == bid
@@ -167,12 +176,20 @@ class Phase2:
                 if resolving:
                     out += self._resolved(bid, "yes", now)
                     c.state = T.COMMITTING
+                if c.state is T.IN_DOUBT:  # another hold of the same step is in doubt: its answer decides what next
+                    return out
                 return out + self._next_commit(now)
             if resolving:
                 out += self._resolved(bid, "no", now)
             if not self._final_done():  # undo what ran, release the holds; never retry with new values (HATP-TXN-6)
                 return out + self._abort(now, receipt.code or "COMMIT_REFUSED", f"{bid} refused its commit")
-            return out + self._offer_recovery([bid], now) + self._finish(Outcome.NEEDS_RECOVERY)
+            # After the irreversible step nothing is undone: recovery is offered for the refused holds once every
+            # hold commit that is out has answered (_next_commit), and the outcome is NEEDS_RECOVERY.
+            d.holds_refused.append(bid)
+            if c.state is T.IN_DOUBT and not resolving:
+                return out
+            c.state = T.COMMITTING
+            return out + self._next_commit(now)
         # abort / compensate
         if d.step == bid:
             d.step = None
@@ -208,6 +225,7 @@ class Phase2:
         if ev.phase == "commit":
             if d.step == bid:
                 d.step = None
+            d.holds_out.discard(bid)
             return out + self._in_doubt(bid, now)
         if d.step == bid:  # abort / compensate: try again later
             d.step = None
