@@ -24,9 +24,17 @@ from hatp_mcp.core.model.gateway import Ask, AskRecord
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.errors import HatpError
 
-__all__ = ["DEFAULT_TTL", "build_tool_call_approval", "open_tool_call_ask"]
+__all__ = ["DEFAULT_TTL", "build_tool_call_approval", "open_tool_call_ask", "tool_call_ask_id"]
 
 DEFAULT_TTL = timedelta(minutes=15)
+
+
+def tool_call_ask_id(digest: str, round_: int = 1) -> str:
+    """The id of the `round_`-th ask for the call with this call digest: ``toolcall.<24 hex>`` for the first,
+    ``toolcall.<24 hex>.<n>`` after it (a closed ask is never reopened; an identical later call gets a new one,
+    HATP-GATE-22)."""
+    base = f"toolcall.{digest[7:31]}"
+    return base if round_ <= 1 else f"{base}.{round_}"
 
 
 def open_tool_call_ask(
@@ -42,15 +50,16 @@ def open_tool_call_ask(
     now: datetime,
     call_digest_seen: str | None = None,
     decide_within: timedelta = timedelta(hours=1),
+    round_: int = 1,
 ) -> tuple[AskRecord, ToolCall]:
     """Route an approval of one call to `requirement.address`; returns the ask and the ToolCall it is about.
 
     The ToolCall is built here from the call's own arguments (`amountFrom`, `payeeFrom`), so authority is
     checked against the amount the tool will be called with, never a figure the agent wrote beside it.
     `call_digest_seen` is the digest the tool server gave the agent (APPROVAL_REQUIRED); when given it must
-    match. The requester is never eligible (separation of duties, as for plans). Raises HatpError
-    HATP-ADDR-1..4 (address), HATP-GATE-20 (the arguments lack the amount or payee), HATP-GATE-7 (the
-    arguments are not the ones the server described).
+    match. `round_` numbers the asks for the same call (`tool_call_ask_id`). The requester is never eligible
+    (separation of duties, as for plans). Raises HatpError HATP-ADDR-1..4 (address), HATP-GATE-20 (the
+    arguments lack the amount or payee), HATP-GATE-7 (the arguments are not the ones the server described).
     """
     call = expected_call(server, tool, arguments, requirement, tool_digest)
     digest = call_digest(call)
@@ -68,7 +77,7 @@ def open_tool_call_ask(
     criteria = Criteria(action=requirement.action, up_to=up_to, requester=requester, decide_by=decide_by)
     seats, quorum = route_seats(directory, requirement.address, criteria, now, "requires.address")
     ask = Ask(
-        ask_id=f"toolcall.{digest[7:31]}",
+        ask_id=tool_call_ask_id(digest, round_),
         kind="approve",
         requirement_id=tool if len(tool) <= 128 else tool[:128],
         plan_digest=digest,

@@ -22,7 +22,7 @@ from hatp_mcp.core import asks as core_asks
 from hatp_mcp.core import gateway as core
 from hatp_mcp.core.directory import Directory, IgnoredCard
 from hatp_mcp.core.evidence import sign_model
-from hatp_mcp.core.gate import GateRequirement
+from hatp_mcp.core.gate import GateRequirement, call_digest
 from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
 from hatp_mcp.core.human_proof import HumanKeys, apply_proof
 from hatp_mcp.core.keys import SigningKey
@@ -30,7 +30,7 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask
+from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask, tool_call_ask_id
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
@@ -256,31 +256,40 @@ class GatewayApprover:
         tool_digest: str | None = None,
         call_digest_seen: str | None = None,
     ) -> StoredAsk:
-        """Route an approval of one tool call (core/toolcall.py), durable like a plan ask; idempotent per call
-        digest. Once the humans decided, `evidence` is the signed Approval with subject tool-call.
+        """Route an approval of one tool call (core/toolcall.py), durable like a plan ask. Idempotent per call
+        digest while that call's ask is pending; once it is closed (approved: its approval may already be spent;
+        or rejected, expired, exhausted, withdrawn) an identical request opens a new ask (HATP-GATE-22). Once the
+        humans decided, `evidence` is the signed Approval with subject tool-call.
 
         Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20) before anything is stored.
         """
-        rec, call = open_tool_call_ask(
-            server=server,
-            tool=tool,
-            arguments=arguments,
-            requirement=requirement,
-            tool_digest=tool_digest,
-            requester=requester,
-            directory=self.directory,
-            gateway=self.gateway_id,
-            now=self.clock.now(),
-            call_digest_seen=call_digest_seen,
-        )
+        args: dict[str, Any] = {
+            "server": server,
+            "tool": tool,
+            "arguments": arguments,
+            "requirement": requirement,
+            "tool_digest": tool_digest,
+            "requester": requester,
+            "directory": self.directory,
+            "gateway": self.gateway_id,
+            "call_digest_seen": call_digest_seen,
+        }
+        rec, call = open_tool_call_ask(**args, now=self.clock.now())
+        digest = call_digest(call)
+        round_ = 1
+        while self.store.get(tool_call_ask_id(digest, round_)) is not None:
+            current = await self._sync(tool_call_ask_id(digest, round_))  # time applied: it may have expired
+            if current.state == core.AskState.PENDING.value:
+                return current
+            round_ += 1
+        if round_ > 1:
+            rec, call = open_tool_call_ask(**args, now=self.clock.now(), round_=round_)
         rec = rec.model_copy(update={"tool_call": call})
-        ask_id = rec.ask.ask_id
-        if self.store.get(ask_id) is None:
-            stored = StoredAsk(ask_id, rec.state, rec, None, None)
-            if self.store.create(stored) is stored:
-                await self._notify_new(None, rec)
-            self._changed.set()
-        return await self._sync(ask_id)
+        stored = StoredAsk(rec.ask.ask_id, rec.state, rec, None, None)
+        if self.store.create(stored) is stored:
+            await self._notify_new(None, rec)
+        self._changed.set()
+        return await self._sync(rec.ask.ask_id)
 
     async def current(self, ask_id: str) -> StoredAsk:
         """An ask as it stands now (time applied, outcome signed). Raises KeyError for an unknown ask."""
@@ -290,7 +299,7 @@ class GatewayApprover:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Arm SLA and deadline timers for every pending ask (also those found after a restart) and land the proofs
-        `hatp inbox` leaves in the store within `proof_poll` (HATP-GW-28), without waiting for anyone to poll;
+        `hatp inbox` leaves in the store within `proof_poll` (HATP-GW-40), without waiting for anyone to poll;
         runs forever."""
         task_status.started()
         wake: datetime | None = None

@@ -225,3 +225,31 @@ async def test_HATP_MCP_16_no_tool_result_of_the_gateway_carries_a_contact_detai
     assert "approved" in text
     leaked = [c for c in contact_strings() if c in text]
     assert leaked == []
+
+
+async def test_a_second_identical_charge_after_an_approval_was_handed_out_gets_a_new_ask_under_HATP_GATE_22(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    request = {
+        "server_id": SERVER,
+        "tool": "charge_card",
+        "arguments": ARGS,
+        "requires": REQUIRES,
+        "requester": h("dana"),
+    }
+    with anyio.fail_after(10):
+        async with Client(gateway_server(make_gateway(tmp_path, clock))) as client:
+            first = await tool(client, "request_approval", request)
+            await decide(client, first["askId"], "bob", "approve", clock.now())
+            await decide(client, first["askId"], "alice", "approve", clock.now())
+            done = await tool(client, "approval_status", {"ask_id": first["askId"]})
+            second = await tool(client, "request_approval", request)
+            retried = await tool(client, "request_approval", request)
+            await decide(client, second["askId"], "bob", "approve", clock.now())
+            await decide(client, second["askId"], "carol", "approve", clock.now())
+            done_again = await tool(client, "approval_status", {"ask_id": second["askId"]})
+    assert done["state"] == "approved" and "approval" in done
+    assert second["askId"] == first["askId"] + ".2" and second["state"] == "pending" and "approval" not in second
+    assert retried["askId"] == second["askId"]
+    assert done_again["approval"]["nonce"] != done["approval"]["nonce"]  # a fresh approval for the second charge
+    assert done_again["approval"]["planDigest"] == done["approval"]["planDigest"]

@@ -12,13 +12,14 @@ import anyio
 import pytest
 
 from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.gate import GateRequirement
 from hatp_mcp.core.human_proof import check_decision_proofs
 from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
 from tests.acme_org import (
     GATEWAY_ID,
     contacts,
@@ -292,7 +293,7 @@ async def _armed(clock: FakeClock) -> None:
             await anyio.lowlevel.checkpoint()
 
 
-async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_poll_under_HATP_GW_28(
+async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_poll_under_HATP_GW_40(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
     p = plan()
@@ -316,7 +317,7 @@ async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_p
     assert [k for a, k, _, _ in gw.store.sent() if a == ask_id][-2:] == ["vote", "hatp.approval"]
 
 
-async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_persons_sla_under_HATP_GW_28(
+async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_persons_sla_under_HATP_GW_40(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
     notifier = gw.notifier
@@ -369,3 +370,54 @@ async def test_a_refused_proof_left_by_the_inbox_is_settled_by_the_timer_loop_an
         ("txn-none/finance", "refused", "HATP-GW-22"),
     ]
     assert gw.store.get(ask_id).state == "pending"  # type: ignore[union-attr]
+
+
+TOOL_REQUIREMENT = GateRequirement.from_config(
+    {
+        "address": "human://acme.com/role/finance-approver?quorum=2-of-3",
+        "requirement": {"action": "travel.spend", "amountFrom": "/amount", "payeeFrom": "/payee"},
+    }
+)
+CHARGE = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "USD"}, "payee": "acme"}
+
+
+async def _ask_charge(gw: GatewayApprover) -> StoredAsk:
+    return await gw.ask_tool_call(
+        server="mcp://payments.example",
+        tool="charge_card",
+        arguments=CHARGE,
+        requirement=TOOL_REQUIREMENT,
+        requester=h("dana"),
+    )
+
+
+async def test_an_identical_charge_after_the_first_was_approved_opens_a_new_ask_under_HATP_GATE_22(
+    gw: GatewayApprover,
+) -> None:
+    first = await _ask_charge(gw)
+    assert (await _ask_charge(gw)).ask_id == first.ask_id  # idempotent while pending
+    await decide_as(gw, first.ask_id, "bob", "approve")
+    await decide_as(gw, first.ask_id, "alice", "approve")
+    approved = await gw.current(first.ask_id)
+    assert approved.state == "approved" and approved.evidence is not None
+    notified = len(gw.notifier.delivered)  # type: ignore[attr-defined]
+
+    second = await _ask_charge(gw)  # its approval may be spent already: never handed out again
+
+    assert second.ask_id == first.ask_id + ".2"
+    assert (second.state, second.evidence) == ("pending", None)
+    assert second.record is not None and second.record.ask.plan_digest == first.record.ask.plan_digest  # type: ignore[union-attr]
+    assert len(gw.notifier.delivered) > notified  # type: ignore[attr-defined]  # the humans are asked again
+    assert (await _ask_charge(gw)).ask_id == second.ask_id  # and that one is idempotent while pending
+    assert await gw.current(first.ask_id) == approved  # the first ask keeps its decision and approval
+
+
+async def test_an_identical_charge_after_the_first_ask_expired_opens_a_new_ask_under_HATP_GATE_22(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    first = await _ask_charge(gw)
+    clock.advance(3600)  # the ask's decide window (an hour) passes with nobody deciding
+    second = await _ask_charge(gw)
+    assert (await gw.current(first.ask_id)).state == "expired"
+    assert (second.ask_id, second.state) == (first.ask_id + ".2", "pending")
+    assert second.record is not None and second.record.ask.decide_by == "2026-11-29T12:00:00Z"
