@@ -9,7 +9,7 @@ error while handling (the machine's data is restored). The driver (hatp_mcp/runt
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -104,10 +104,15 @@ class _Data:
 
     def copy(self) -> _Data:
         """A snapshot to restore on error: containers copied (their items are immutable or never changed)."""
-        fields: dict[str, Any] = {
-            k: v.copy() if isinstance(v, dict | set | list) else v for k, v in self.__dict__.items()
-        }
-        return _Data(**fields)
+        snapshot = object.__new__(_Data)
+        values = dict(self.__dict__)
+        for name in _CONTAINERS:  # taken once per event: the known container fields, no per-value type test
+            values[name] = values[name].copy()
+        snapshot.__dict__.update(values)
+        return snapshot
+
+
+_CONTAINERS = tuple(f.name for f in fields(_Data) if f.default_factory is not MISSING)
 
 
 class Coordinator(Deadlines):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +32,20 @@ class BranchRow:
     preconditions: dict[str, Any] | None = None
     committed_at: str | None = None
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def copy(self) -> BranchRow:
+        """A copy whose answers can change independently (the answers themselves are never changed)."""
+        return BranchRow(
+            self.txn_id,
+            self.branch_id,
+            self.plan_digest,
+            self.state,
+            self.branch,
+            self.lease,
+            self.preconditions,
+            self.committed_at,
+            dict(self.answers),
+        )
 
     @property
     def machine(self) -> BranchMachine:
@@ -97,10 +111,10 @@ class MemoryParticipantStore:
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
         row = self._rows.get((txn_id, branch_id))
-        return replace(row, answers=dict(row.answers)) if row is not None else None
+        return row.copy() if row is not None else None
 
     def put(self, row: BranchRow) -> None:
-        self._rows[(row.txn_id, row.branch_id)] = replace(row, answers=dict(row.answers))
+        self._rows[(row.txn_id, row.branch_id)] = row.copy()
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
         found = self._locks.get(resource)
