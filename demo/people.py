@@ -76,6 +76,7 @@ async def decide_as(
         now or datetime.now(UTC),
         nonce=secrets.token_urlsafe(18),
         value=value,
+        terms=shown.get("terms"),
     )
     result: dict[str, Any] = _json(await gateway.call_tool("decide", {"ask_id": ask_id, "proof": proof.wire()}))
     return result

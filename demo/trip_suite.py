@@ -88,7 +88,10 @@ class Seven:
         who = str(shown["waitingFor"][0])
         key = SigningKey.from_jwk(json.loads(human_key_file(who).read_text()))
         nonce = secrets.token_urlsafe(18)
-        proof = sign_decision(key, ask_id, shown["subjectDigest"], who, action, datetime.now(UTC), nonce=nonce)
+        terms = shown.get("terms")  # holds-first: the deadline and holds the person approves under
+        proof = sign_decision(
+            key, ask_id, shown["subjectDigest"], who, action, datetime.now(UTC), nonce=nonce, terms=terms
+        )
         return who, await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     def keyring(self) -> Keyring:
@@ -113,6 +116,7 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     for name in PARTICIPANTS:
         await start(name, [])
     links = [f"--participant={uri}={procs[name].url}" for name, uri in PARTICIPANTS.items()]
+    links += [f"--participant-keys={uri}={data / name / 'public.jwk.json'}" for name, uri in PARTICIPANTS.items()]
     gateway = ["--gateway", procs["gateway"].url, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
     await start("coordinator", [*links, *gateway, "--id", "coordinator://acme.com/demo", "--poll-seconds", "1"])
     agent = await stack.enter_async_context(Client(procs["coordinator"].url))

@@ -152,7 +152,15 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
     ask = stored.record.ask
     try:
         proof = sign_decision(
-            key, ask.ask_id, subject_digest(ask), args.human, cmd, now, nonce=secrets.token_urlsafe(18), value=value
+            key,
+            ask.ask_id,
+            subject_digest(ask),
+            args.human,
+            cmd,
+            now,
+            nonce=secrets.token_urlsafe(18),
+            value=value,
+            terms=ask.terms,
         )
     except ValueError as exc:
         return fail(f"cannot sign this decision: {exc}".splitlines()[0])

@@ -61,6 +61,7 @@ class Event(Enum):
     EXHAUSTED = "exhausted"
     DEADLINE = "deadline"
     WITHDRAW = "withdraw"
+    TIGHTEN = "tighten"  # a shorter deadline and the holds' end times (core/terms.py, HATP-GW-30)
 
 
 _P, _A, _R, _N = AskState.PENDING, AskState.APPROVED, AskState.REJECTED, AskState.ANSWERED
@@ -75,6 +76,7 @@ TRANSITIONS: dict[tuple[AskState, Event], AskState] = {
     (_P, Event.EXHAUSTED): _E,
     (_P, Event.DEADLINE): _X,
     (_P, Event.WITHDRAW): _W,
+    (_P, Event.TIGHTEN): _P,
     # A transaction aborted after the humans decided: the decision stands, withdrawing is a no-op.
     **{(s, Event.WITHDRAW): s for s in (_A, _R, _N, _X, _E, _W)},
 }

@@ -76,6 +76,7 @@ def build_approval(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> A
         nonce=nonce,
         issued_at=format_ts(now),
         expires_at=rec.ask.decide_by,
+        terms=rec.ask.terms,
     )
 
 

@@ -23,6 +23,8 @@ from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
+from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.terms import check_approval_terms, check_proof_terms
 from hatp_mcp.core.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 
@@ -96,11 +98,12 @@ def sign_decision(
     *,
     nonce: str,
     value: str | dict[str, Any] | None = None,
+    terms: ApprovalTerms | dict[str, Any] | None = None,
 ) -> HumanDecisionProof:
     """The person's signed decision on one ask (`subject` is `subject_digest(ask)`), dated `now`.
 
-    `nonce` must be fresh (16-128 characters, e.g. secrets.token_urlsafe(18)). Raises pydantic.ValidationError
-    for a malformed field."""
+    `nonce` must be fresh (16-128 characters, e.g. secrets.token_urlsafe(18)); `terms` are the ask's own
+    (`ask.terms`, HATP-GW-32) when it has them. Raises pydantic.ValidationError for a malformed field."""
     proof = HumanDecisionProof.model_validate(
         {
             "askId": ask_id,
@@ -110,6 +113,7 @@ def sign_decision(
             "value": value,
             "issuedAt": format_ts(now),
             "nonce": nonce,
+            "terms": terms.wire() if isinstance(terms, ApprovalTerms) else terms,
         }
     )
     return sign_model(proof, key)
@@ -192,11 +196,13 @@ def verify_proof(
 
     Raises HatpError HATP-GW-19 (missing, malformed, unsigned), HATP-GW-20 (the key is not an ed25519 key on
     that person's card), HATP-GW-21 (forged or altered), HATP-GW-22 (another ask), HATP-GW-23 (another
-    subject), HATP-GW-25 (stale or from the future), HATP-GW-26 (the nonce was used before)."""
+    subject), HATP-GW-25 (stale or from the future), HATP-GW-32 (signed over other terms than the ask's),
+    HATP-GW-26 (the nonce was used before)."""
     proof, doc = _parse(raw, path)
     _check_signature(proof, doc, humans, path)
     _check_binding(proof, ask.ask_id, subject_digest(ask), path)
     _check_fresh(proof, now, path, max_age)
+    check_proof_terms(proof, ask.terms, path)
     if nonce_used:
         raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} was used before: a proof counts once", f"{path}.nonce")
     return proof
@@ -224,7 +230,8 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
     """Offline: every human decision in `approval` carries its approver's valid proof of exactly that decision,
     on this ask and subject, issued within MAX_AGE before the gateway recorded it, each nonce once.
 
-    Raises HatpError HATP-GW-27 (a decision without a proof) or the proof's own rule (HATP-GW-19..26)."""
+    Raises HatpError HATP-GW-27 (a decision without a proof), the proof's own rule (HATP-GW-19..26) or
+    HATP-GW-32 (a proof over other terms than the Approval's)."""
     ask_id, seen = ask_id_of(approval), set()
     for i, d in enumerate(approval.decisions):
         where = f"{path}.decisions[{i}].proof"
@@ -249,6 +256,7 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
         if proof.nonce in seen:
             raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} appears twice in one approval", f"{where}.nonce")
         seen.add(proof.nonce)
+    check_approval_terms(approval, path)
 
 
 def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:

@@ -79,6 +79,9 @@ def render_text(screen: Screen) -> list[str]:
         lines.append(f"  decide by {screen.decide_by}")
     if screen.commit_by:
         lines.append(f"  commit by {screen.commit_by}")
+    for h in screen.holds or []:  # holds-first: what the approval relies on (HATP-GW-31)
+        horizon = f", kept at most until {h.hold_horizon}" if h.hold_horizon else ""
+        lines.append(f"  hold {h.branch_id} placed: lease ends {h.lease_expires_at}{horizon}")
     lines.append("  operations:")
     for op in screen.operations:
         money = ""

@@ -18,16 +18,19 @@ from mcp import Client
 
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.keys import Keyring, SignatureError
+from hatp_mcp.core.model.estimate import Estimate, EstimateRequest, TightenRequest
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.terms import same_terms
 from hatp_mcp.core.wire import WireError, parse
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.call import call
+from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.runtime.interfaces import Approver, ApproverAnswer
 
-__all__ = ["McpApprover", "check_answer", "mcp_approver"]
+__all__ = ["McpApprover", "check_answer", "check_estimate", "check_tightened", "mcp_approver"]
 
 _AGREES = {"yes": ("approve",), "no": ("reject", None), "pending": (None,)}
 
@@ -94,6 +97,45 @@ def check_answer(
     return ApproverAnswer(vote=result.vote, approval=result.approval)
 
 
+def check_estimate(
+    raw: Mapping[str, Any], keyring: Keyring, *, plan: Plan, requirement_id: str, gateway_id: str | None
+) -> Estimate:
+    """HATP-MCP-17: a gateway's estimate counts only signed by a `gateway` key of `keyring` and naming the plan,
+    txnId and requirement asked about (and the gateway, when known). Raises HatpError."""
+    _signed(raw, keyring, "$")
+    try:
+        est = parse(Estimate, dict(raw), "$")
+    except WireError as exc:
+        raise HatpError("HATP-MCP-2", exc.reason, path=exc.path, code="BAD_RESULT") from exc
+    expected = {"txnId": plan.txn_id, "requirementId": requirement_id, "planDigest": plan.digest()}
+    _names(raw, "$", expected | {"gateway": gateway_id})
+    return est
+
+
+def check_tightened(answer: ApproverAnswer, terms: ApprovalTerms) -> ApproverAnswer:
+    """HATP-MCP-18: after tighten, a pending vote's signed `decideBy` is the deadline sent (never later), and an
+    approval that came with it carries the terms sent when it approves. Raises HatpError (EVIDENCE_MISMATCH)."""
+    vote = answer.vote
+    if vote.get("decision") == "pending" and vote.get("decideBy") != terms.decide_by:
+        raise HatpError(
+            "HATP-MCP-18",
+            f"the pending vote's deadline is {vote.get('decideBy')}, not the {terms.decide_by} sent",
+            path="$.vote.decideBy",
+            code="EVIDENCE_MISMATCH",
+        )
+    approval = answer.approval
+    if approval is not None and approval.get("decision") == "approve":
+        got = approval.get("terms")
+        if not same_terms(ApprovalTerms.model_validate(got) if got is not None else None, terms):
+            raise HatpError(
+                "HATP-MCP-18",
+                "the approval carries other terms than the ones sent",
+                path="$.approval.terms",
+                code="EVIDENCE_MISMATCH",
+            )
+    return answer
+
+
 class McpApprover:
     """A remote Human Gateway. `timeout` bounds each call (seconds); None means the client's default."""
 
@@ -136,6 +178,25 @@ class McpApprover:
         req = VotedRequest(txn_id=txn_id, requirement_id=requirement_id)
         result = await call(self.client, "hatp/txn/voted", req, VoteResult, self.timeout)
         return self._checked(result, txn_id, requirement_id, self._digests.get((txn_id, requirement_id)))
+
+    async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
+        req = EstimateRequest(txn_id=plan.txn_id, requirement_id=requirement_id, plan_digest=plan.digest(), plan=plan)
+        raw = await call_raw(self.client, "hatp/txn/estimate", req.wire(), self.timeout)
+        return check_estimate(raw, self._keyring, plan=plan, requirement_id=requirement_id, gateway_id=self.gateway_id)
+
+    async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
+        digest = self._digests.get((txn_id, requirement_id))
+        if digest is None:
+            digest = str((await self.poll(txn_id, requirement_id)).vote["planDigest"])
+        req = TightenRequest(
+            txn_id=txn_id,
+            requirement_id=requirement_id,
+            plan_digest=digest,
+            decide_by=terms.decide_by,
+            holds=terms.holds,
+        )
+        result = await call(self.client, "hatp/txn/tighten", req, VoteResult, self.timeout)
+        return check_tightened(self._checked(result, txn_id, requirement_id, digest), terms)
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         """Withdraw the ask; an ask the gateway never got needs no withdrawing."""

@@ -6,7 +6,10 @@ It registers on an MCP server, beside its ordinary tools:
   humans (idempotent per txnId and requirement) and answer with a VoteResult: the gateway's signed vote (pending
   with `decideBy`, yes or no) and, once the humans decided, the signed Approval;
 - `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made;
-- `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult.
+- `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult;
+- `hatp/txn/estimate` (EstimateRequest): the signed worst case until a decision (HATP-MCP-17);
+- `hatp/txn/tighten` (TightenRequest): shrink a pending ask's deadline, bind the terms, answer the VoteResult
+  (HATP-MCP-18).
 
 Everything is GatewayApprover's (hatp_mcp/runtime/gateway.py): this module validates params, maps a missing ask
 to a refusal, and leaves refusals through hatp_mcp.mcp.errors only. It holds no protocol logic and no state.
@@ -20,8 +23,10 @@ import anyio
 from mcp.server import MCPServer, Server
 
 from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
@@ -30,7 +35,7 @@ from hatp_mcp.store.gateway_store import StoredAsk
 
 __all__ = ["APPROVER_METHODS", "no_such_ask", "serve_approver", "vote_result"]
 
-APPROVER_METHODS = ("hatp/txn/prepare", "hatp/txn/voted", "hatp/txn/abort")
+APPROVER_METHODS = ("hatp/txn/prepare", "hatp/txn/voted", "hatp/txn/abort", "hatp/txn/estimate", "hatp/txn/tighten")
 
 
 def no_such_ask(txn_id: str, requirement_id: str) -> HatpError:
@@ -113,7 +118,36 @@ def serve_approver(
         await gateway.withdraw(req.txn_id, req.branch_id)
         return await current(req.txn_id, req.branch_id)
 
+    async def estimate(req: EstimateRequest) -> WireModel:
+        if req.plan_digest != req.plan.digest() or req.txn_id != req.plan.txn_id:
+            raise HatpError(
+                "HATP-MCP-17",
+                f"planDigest {req.plan_digest} / txnId {req.txn_id} do not name the plan sent ({req.plan.digest()})",
+                path="$.planDigest",
+                fix="send the plan, its own digest and its txnId",
+                code="PLAN_MISMATCH",
+            )
+        return await gateway.estimate(req.plan, req.requirement_id)
+
+    async def tighten(req: TightenRequest) -> WireModel:
+        stored = gateway.store.get(f"{req.txn_id}/{req.requirement_id}")
+        if stored is None:
+            raise no_such_ask(req.txn_id, req.requirement_id)
+        digest = stored.record.ask.plan_digest if stored.record else (stored.vote or {}).get("planDigest")
+        if digest != req.plan_digest:
+            raise HatpError(
+                "HATP-MCP-18",
+                f"the ask is about plan {digest}, not {req.plan_digest}",
+                path="$.planDigest",
+                code="PLAN_MISMATCH",
+            )
+        terms = ApprovalTerms(decide_by=req.decide_by, holds=req.holds)
+        await gateway.tighten(req.txn_id, req.requirement_id, terms)
+        return await current(req.txn_id, req.requirement_id)
+
     add_method(low, "hatp/txn/prepare", PrepareRequest, prepare, gate)
+    add_method(low, "hatp/txn/estimate", EstimateRequest, estimate, gate)
+    add_method(low, "hatp/txn/tighten", TightenRequest, tighten, gate)
     add_method(low, "hatp/txn/voted", VotedRequest, voted, gate)
     add_method(low, "hatp/txn/abort", AbortRequest, abort, gate)
     return settings

@@ -39,6 +39,7 @@ class OperationInfo:
     tier: str
     max_lease_seconds: int | None = None
     max_hold_seconds: int | None = None
+    max_duration_seconds: int | None = None  # the longest one call (prepare or commit) takes
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tier": self.tier}
@@ -46,6 +47,8 @@ class OperationInfo:
             out["maxLeaseSeconds"] = self.max_lease_seconds
         if self.max_hold_seconds is not None:
             out["maxHoldSeconds"] = self.max_hold_seconds
+        if self.max_duration_seconds is not None:
+            out["maxDurationSeconds"] = self.max_duration_seconds
         return out
 
 

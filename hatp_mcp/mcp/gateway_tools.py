@@ -51,6 +51,8 @@ def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
             "quorum": [s.record.quorum_required, s.record.quorum_of],
             "subjectDigest": subject_digest(ask),
         }
+        if ask.terms is not None:  # what the person signs with their decision (HATP-GW-32)
+            out["terms"] = ask.terms.wire()
         if full:
             out["ask"] = ask.wire()
             out["text"] = "\n".join(render_ask_text(ask))

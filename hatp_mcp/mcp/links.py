@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -37,6 +38,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.mcp.approver_client import McpApprover
 from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.extension import read_advertisement
@@ -255,3 +257,9 @@ class LinkedApprover:
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         await self._on(lambda a: a.withdraw(txn_id, requirement_id))
+
+    async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
+        return await self._on(lambda a: a.estimate(plan, requirement_id))
+
+    async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
+        return await self._on(lambda a: a.tighten(txn_id, requirement_id, terms))

@@ -18,6 +18,7 @@ from mcp.server import MCPServer, Server
 from pydantic import ConfigDict
 
 from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.estimate import BoundsRequest
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     CommitRequest,
@@ -34,6 +35,7 @@ from hatp_mcp.core.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
+from hatp_mcp.mcp.participant_estimate import bounds_handler
 from hatp_mcp.runtime.interfaces import Participant
 
 __all__ = ["PARTICIPANT_METHODS", "AnyParams", "LockService", "add_method", "lowlevel_of", "serve_hatp"]
@@ -133,6 +135,7 @@ def serve_hatp(
     add_method(low, "hatp/txn/compensate", CompensateRequest, participant.compensate, gate)
     add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate)
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
+    add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
     if isinstance(participant, LockService):
         add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate)
         add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate)

@@ -21,15 +21,19 @@ from anyio.abc import TaskStatus
 from hatp_mcp.core import asks as core_asks
 from hatp_mcp.core import gateway as core
 from hatp_mcp.core.directory import Directory, IgnoredCard
+from hatp_mcp.core.estimate import estimate_requirement
 from hatp_mcp.core.evidence import sign_model
 from hatp_mcp.core.gate import GateRequirement, call_digest
 from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
 from hatp_mcp.core.human_proof import HumanKeys, apply_proof
 from hatp_mcp.core.keys import SigningKey
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.terms import tighten as tighten_terms
 from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask, tool_call_ask_id
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
@@ -188,6 +192,50 @@ class GatewayApprover:
         now = self.clock.now()
         self.store.update(ask_id, lambda s: s.with_record(core.withdraw(s.record, now)) if s.record else s)
         await self._sync(ask_id)
+
+    async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
+        """HATP-GW-28: the signed worst case until a decision on this requirement, routed as `ask` would route it
+        now. Stores nothing. Raises HatpError when the gateway would refuse the requirement (its vote: no)."""
+        est = estimate_requirement(
+            plan,
+            requirement_id,
+            self.directory,
+            gateway=self.gateway_id,
+            now=self.clock.now(),
+            default_window=self.default_window,
+        )
+        return sign_model(est, self.key)
+
+    async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
+        """HATP-GW-30/31: shrink a pending ask's deadline and bind `terms` into what the people sign; the pending
+        vote is re-signed with the new `decideBy` and everyone asked is shown the ask again. Persisted before the
+        answer. Raises KeyError (no such ask) or HatpError (HATP-GW-11/30/31; the ask is unchanged)."""
+        ask_id = f"{txn_id}/{requirement_id}"
+        if self.store.get(ask_id) is None:
+            raise KeyError(ask_id)
+        now = self.clock.now()
+        changed: list[AskRecord] = []
+
+        def change(s: StoredAsk) -> StoredAsk:
+            if s.record is None:
+                raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing", code="ASK_CLOSED")
+            rec = tighten_terms(s.record, parse_ts(terms.decide_by), list(terms.holds), now)
+            if rec == s.record:
+                return s
+            changed.append(rec)
+            vote = sign_model(build_vote(rec, self.gateway_id, now), self.key).wire()
+            return StoredAsk(s.ask_id, rec.state, rec, vote, s.evidence)
+
+        after = self.store.update(ask_id, change)
+        if changed and after.record is not None:
+            assert after.vote is not None
+            self.store.record_sent(ask_id, "vote", after.vote)
+            for seat in after.record.seats:
+                if seat.status == "asked":
+                    self.store.record_sent(ask_id, "ask", after.record.ask.wire(), recipient=seat.human)
+                    await self.notifier.notify(seat.human, self.store.contacts_for(seat.human), after.record.ask)
+        self._changed.set()
+        return await self.poll(txn_id, requirement_id)
 
     # -- people and questions --------------------------------------------------------------------------------
 

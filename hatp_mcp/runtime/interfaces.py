@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -22,6 +23,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 
 __all__ = ["Approver", "ApproverAnswer", "Participant"]
 
@@ -68,4 +70,14 @@ class Approver(Protocol):
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         """The transaction aborted: cancel the asks."""
+        ...
+
+    async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
+        """The gateway's signed worst case until a decision on this requirement (spec/gateway.md HATP-GW-28).
+        Stores nothing. Raises HatpError when the gateway would refuse the requirement."""
+        ...
+
+    async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
+        """Shrink a pending ask's deadline to `terms.decideBy` (never extend it) and bind `terms` (with the holds'
+        end times, holds-first) into what the humans sign; answers the re-signed vote (HATP-GW-30..32)."""
         ...

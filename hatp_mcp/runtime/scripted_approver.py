@@ -13,10 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from hatp_mcp.core.keys import SigningKey, sign_object
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.estimate import Estimate, EstimateStep
 from hatp_mcp.core.model.evidence import Approval, Checked, HumanDecision, Quorum, RoutedHuman, RoutingRecord, Vote
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.money import plan_money
+from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 
@@ -33,6 +36,7 @@ class HumanScript:
     quorum: int = 1
     checked: str = "checked"  # what the routing record says the authority check did
     decide_seconds: int = 3600  # the signed deadline of a pending vote, counted from the ask
+    worst_seconds: int | None = None  # what `estimate` says (default: decide_seconds)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class _Ask:
     asked_at: datetime
     answer: ApproverAnswer | None = None
     withdrawn: bool = False
+    terms: ApprovalTerms | None = None
 
 
 @dataclass
@@ -52,6 +57,7 @@ class ScriptedApprover:
     scripts: dict[str, HumanScript] = field(default_factory=dict)
     asks: dict[tuple[str, str], _Ask] = field(default_factory=dict)
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, txnId, requirementId)
+    tightened: list[tuple[str, str, ApprovalTerms]] = field(default_factory=list)
 
     def script(self, requirement_id: str) -> HumanScript:
         return self.scripts.get(requirement_id, HumanScript())
@@ -71,6 +77,42 @@ class ScriptedApprover:
         if entry is not None:
             entry.withdrawn = True
 
+    async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
+        """The script's worst case (`worst_seconds`, else `decide_seconds`), signed like the gateway's."""
+        self.calls.append(("estimate", plan.txn_id, requirement_id))
+        script = self.script(requirement_id)
+        now = self.clock.now()
+        worst = script.worst_seconds if script.worst_seconds is not None else script.decide_seconds
+        est = Estimate(
+            txn_id=plan.txn_id,
+            requirement_id=requirement_id,
+            plan_digest=plan.digest(),
+            gateway=self.gateway,
+            worst_seconds=worst,
+            order=[EstimateStep(human=h, asked_after_seconds=0, due_after_seconds=worst) for h in script.approvers],
+            decide_by=format_ts(now + timedelta(seconds=script.decide_seconds)),
+            issued_at=format_ts(now),
+        )
+        return Estimate.model_validate(sign_object(est.wire(), self.key))
+
+    async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
+        """Keep `terms` for the ask (its pending vote's deadline, the approval's terms); never a later deadline."""
+        self.calls.append(("tighten", txn_id, requirement_id))
+        entry = self.asks[(txn_id, requirement_id)]
+        if parse_ts(terms.decide_by) > self._deadline(entry, requirement_id):
+            raise HatpError(
+                "HATP-GW-30", "tighten never extends the deadline", path="$.decideBy", code="DEADLINE_EXTENDED"
+            )
+        if entry.answer is None:
+            entry.terms = terms
+            self.tightened.append((txn_id, requirement_id, terms))
+        return self._answer(entry, requirement_id)
+
+    def _deadline(self, entry: _Ask, rid: str) -> datetime:
+        if entry.terms is not None:
+            return parse_ts(entry.terms.decide_by)
+        return entry.asked_at + timedelta(seconds=self.script(rid).decide_seconds)
+
     def _answer(self, entry: _Ask, rid: str) -> ApproverAnswer:
         if entry.answer is not None:
             return entry.answer  # idempotent: a decided ask answers the same signed objects
@@ -78,7 +120,7 @@ class ScriptedApprover:
         now = self.clock.now()
         decided = script.decision != "never" and now >= entry.asked_at + timedelta(seconds=script.after_seconds)
         if not decided:
-            deadline = format_ts(entry.asked_at + timedelta(seconds=script.decide_seconds))
+            deadline = format_ts(self._deadline(entry, rid))
             return ApproverAnswer(vote=self._vote(entry, rid, "pending", deadline), approval=None)
         approval = self._approval(entry, rid, script)
         decision = "yes" if script.decision == "approve" else "no"
@@ -125,5 +167,6 @@ class ScriptedApprover:
             gateway=self.gateway,
             nonce=secrets.token_hex(16),
             issued_at=now,
+            terms=entry.terms,
         )
         return sign_object(approval.wire(), self.key)

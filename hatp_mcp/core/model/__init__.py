@@ -9,6 +9,7 @@ from __future__ import annotations
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard, WellKnown
+from hatp_mcp.core.model.estimate import BoundsRequest, Estimate, EstimateRequest, OperationBounds, TightenRequest
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof, Receipt, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, Ask
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult, VotedRequest, VoteResult
@@ -29,6 +30,7 @@ from hatp_mcp.core.model.messages import (
 )
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnList, TxnQuery, TxnStatus
 
 __all__ = [
@@ -92,4 +94,10 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "txn-abort-request": TxnAbortRequest,
     "txn-status": TxnStatus,
     "txn-list": TxnList,
+    "approval-terms": ApprovalTerms,
+    "estimate-request": EstimateRequest,
+    "estimate": Estimate,
+    "tighten-request": TightenRequest,
+    "bounds-request": BoundsRequest,
+    "operation-bounds": OperationBounds,
 }

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
@@ -118,6 +119,8 @@ class HumanDecisionProof(SignedModel):
     value: str | dict[str, Any] | None = None
     issued_at: Timestamp
     nonce: str = Field(min_length=16, max_length=128)
+    # The terms the person approved under, when the ask has them (HATP-GW-32): the same object as the Ask's.
+    terms: ApprovalTerms | None = None
 
 
 class HumanDecision(WireModel):
@@ -153,3 +156,5 @@ class Approval(SignedModel):
     expires_at: Timestamp | None = None
     # subject tool-call: the call approved; planDigest is its digest (spec/gated-tools.md).
     tool_call: ToolCall | None = None
+    # The terms the humans approved under (deadline, holds' end times), set by hatp/txn/tighten (HATP-GW-32).
+    terms: ApprovalTerms | None = None

@@ -14,6 +14,7 @@ from pydantic import Field
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision, HumanDecisionProof
+from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
@@ -64,6 +65,8 @@ class Screen(WireModel):
     commit_by: Timestamp | None = None
     quorum: str | None = None
     agent_written: list[AgentText] = Field(default_factory=list)
+    # holds-first: the placed holds' end times the approval relies on (hatp/txn/tighten, HATP-GW-31).
+    holds: list[HoldTerm] | None = None
 
 
 class Option(WireModel):
@@ -90,6 +93,8 @@ class Ask(SignedModel):
     decide_by: Timestamp
     gateway: str = Field(min_length=1, max_length=500)
     issued_at: Timestamp
+    # Set by hatp/txn/tighten: the deadline and holds the person approves under; their proof must carry the same.
+    terms: ApprovalTerms | None = None
 
 
 class Answer(SignedModel):
