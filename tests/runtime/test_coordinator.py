@@ -422,3 +422,33 @@ async def test_the_approval_deadline_leaves_room_to_commit_by_the_plans_commit_b
         "%Y-%m-%dT%H:%M:%SZ"
     )  # HATP-TXN-7: commitBy minus the 25 s commit phase
     assert result.outcome is Outcome.ABORTED and receipts(result.record, "commit") == []
+
+
+class _BatchLog(MemoryTxnLog):
+    """Remembers what each durable append carried: `event:branchId` per record event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    async def append(self, txn_id: str, entries: Any) -> None:
+        self.batches.append(
+            [f"{e.payload.get('event', e.kind)}:{e.payload.get('body', {}).get('branchId')}" for e in entries]
+        )
+        await super().append(txn_id, entries)
+
+
+@pytest.mark.anyio
+async def test_answers_that_arrive_together_are_made_durable_in_one_append(
+    clock: FakeClock,
+) -> None:
+    log = _BatchLog()
+    world = build_world(clock, log=log)
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.COMMITTED
+    # HATP-TXN-4: the four prepare answers and the decision that follows from them are one durable write
+    decided = next(b for b in log.batches if "decision:None" in b)
+    assert {f"vote:{b}" for b in ("seat", "room", "event", "pay")} <= set(decided)
+    # begin, the approver, the prepares with the decision, the calendar, the payment, both holds with the close
+    assert len(log.batches) <= 6 and "record.closed:None" in log.batches[-1]
+    assert {"commit:seat", "commit:room"} <= set(log.batches[-1])  # HATP-TXN-5: the holds commit together
