@@ -4,10 +4,15 @@
 (or `--participant URI=TARGET`, repeatable) and `--gateway TARGET --gateway-keys JWKS` (or, for tests and demos
 without a gateway process, `--scripted-approver approve|reject|never`). A TARGET is `http://127.0.0.1:N/mcp` or
 `stdio:MODULE[:DATA_DIR]` (this process then starts the server as its stdio child). CONFIG is a JSON file
-`{"participants": {uri: target}, "gateway": target, "gatewayKeys": path, "gatewayId": id}`.
+`{"participants": {uri: target}, "gateway": target, "gatewayKeys": path, "gatewayId": id}`; a participant's target
+may be an object with `keys` (a JWKS or JWK file, or the keys inline): the keys its evidence must be signed with.
+`--participant-keys URI=FILE` pins them from the command line. A participant whose keys are not pinned is refused
+at start (HATP-MCP-28) unless `--trust-advertised-keys` allows trust on first use.
 
 Under --data: the signing key (key.jwk.json, role coordinator), the durable decision log (coordinator.db) and the
-stderr of stdio children. On start it reaches every participant (their keys are the ones they advertise), then
+stderr of stdio children (and, with --trust-advertised-keys, under trusted-keys/ the keys each participant first
+advertised). On start it reaches every participant (an advertised key outside its pinned ones is refused,
+HATP-MCP-27), then
 finishes every transaction its log holds open (HATP-MCP-24), then serves agents (hatp_mcp.mcp.coordinator_server).
 """
 
@@ -29,7 +34,8 @@ from hatp_mcp.core.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
-from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, advertised_keyring, open_links
+from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, open_links
+from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
@@ -48,13 +54,15 @@ class Setup:
 
     def __init__(self) -> None:
         self.participants: dict[str, Target] = {}
+        self.participant_keys: dict[str, KeySource] = {}  # uri -> the keys pinned for it
         self.gateway: Target | None = None
         self.gateway_keys: Path | None = None
         self.gateway_id: str | None = None
 
 
 def read_setup(args: argparse.Namespace) -> Setup:
-    """Raises ValueError (a wrong target or config) or OSError (an unreadable config)."""
+    """Raises ValueError (a wrong target or config), OSError (an unreadable config) or HatpError HATP-MCP-28 (a
+    participant without pinned keys, trust on first use not allowed)."""
     setup = Setup()
     if args.participants:
         doc: Any = json.loads(Path(args.participants).read_text())
@@ -62,6 +70,13 @@ def read_setup(args: argparse.Namespace) -> Setup:
             raise ValueError(f"{args.participants}: expected an object with a 'participants' object")
         for uri, target in doc.get("participants", {}).items():
             setup.participants[uri] = Target.parse(target)
+            keys = target.get("keys") if isinstance(target, dict) else None
+            if isinstance(keys, str):
+                setup.participant_keys[uri] = Path(keys)
+            elif isinstance(keys, dict):
+                setup.participant_keys[uri] = keys
+            elif keys is not None:
+                raise ValueError(f"participants[{uri!r}].keys: give a JWKS or JWK file path, or the keys inline")
         if doc.get("gateway") is not None:
             setup.gateway = Target.parse(doc["gateway"])
         if doc.get("gatewayKeys"):
@@ -72,6 +87,17 @@ def read_setup(args: argparse.Namespace) -> Setup:
         if not sep:
             raise ValueError(f"--participant takes URI=TARGET, not {item!r}")
         setup.participants[uri] = Target.parse(target)
+    for item in args.participant_keys or []:
+        uri, sep, file = item.partition("=")
+        if not sep or not file:
+            raise ValueError(f"--participant-keys takes URI=FILE, not {item!r}")
+        setup.participant_keys[uri] = Path(file)
+    unknown = sorted(set(setup.participant_keys) - set(setup.participants))
+    if unknown:
+        raise ValueError(f"keys are pinned for {', '.join(unknown)}, which is not a participant")
+    for uri in setup.participants:  # refused before any participant is reached
+        if uri not in setup.participant_keys and not args.trust_advertised_keys:
+            raise unpinned(uri)
     if args.gateway:
         setup.gateway = Target.parse(args.gateway)
     if args.gateway_keys:
@@ -87,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
     add_server_arguments(p)
     p.add_argument("--participants", help="JSON file: {participants: {uri: target}, gateway, gatewayKeys}")
     p.add_argument("--participant", action="append", help="URI=TARGET (repeatable)")
+    p.add_argument(
+        "--participant-keys", action="append", help="URI=FILE: the JWKS or JWK its evidence is signed with (repeatable)"
+    )
+    p.add_argument(
+        "--trust-advertised-keys",
+        action="store_true",
+        help="trust on first use: a participant without pinned keys is trusted with the keys it first advertises",
+    )
     p.add_argument("--gateway", help="the Human Gateway: http://... or stdio:MODULE[:DATA]")
     p.add_argument("--gateway-keys", help="JWKS file holding the gateway's public key (role gateway)")
     p.add_argument("--gateway-id", help="the gateway id every vote must name (e.g. gateway://acme.com)")
@@ -110,11 +144,17 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
         participants: dict[str, Participant] = {}
         try:
             for uri in setup.participants:
-                own = await advertised_keyring(links[uri], "participant")
+                own = await participant_keyring(
+                    uri,
+                    links[uri],
+                    "participant",
+                    pinned=setup.participant_keys.get(uri),
+                    trust_dir=data if args.trust_advertised_keys else None,
+                )
                 for jwk in own.to_jwks()["keys"]:
                     keyring.add(PublicKeyEntry.from_jwk(jwk))
                 participants[uri] = LinkedParticipant(uri, links[uri], own, timeout=args.call_timeout)
-        except HatpError as exc:
+        except (HatpError, OSError, ValueError) as exc:
             log(f"coordinator: cannot start: {exc}")
             return 2
         approver = _approver(args, data, setup, links, keyring, clock)
@@ -163,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         setup = read_setup(args)
         data.mkdir(parents=True, exist_ok=True)
-    except (OSError, ValueError) as exc:
+    except (HatpError, OSError, ValueError) as exc:
         log(f"coordinator: cannot start: {exc}")
         return 2
     return anyio.run(functools.partial(_run, args, data, setup))

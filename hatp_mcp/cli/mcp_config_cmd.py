@@ -4,7 +4,8 @@ Every path is absolute (Claude Desktop starts servers from an unknown directory)
 repository root as the working directory, and each server's --data directory. The coordinator reaches the four
 tool servers and the gateway as its own stdio children on the same --data directories (their SQLite state is
 shared with the entries Claude Desktop starts, so a person deciding through the gateway's tools is seen by the
-coordinator's gateway on its next poll), and trusts the gateway key of the organisation's well-known document.
+coordinator's gateway on its next poll), trusts the gateway key of the organisation's well-known document, and
+pins each tool server's key to the public key that server writes under its --data (HATP-MCP-27).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ GATEWAY_ID = "https://acme.com/hatp/gateway"
 def coordinator_args(data: Path) -> list[str]:
     """How the coordinator reaches the suite: each tool server and the gateway as a stdio child on its --data."""
     args = [f"--participant=mcp://{n}.example/hatp=stdio:servers.{n}:{(data / n).absolute()}" for n in TOOL_SERVERS]
+    # each server's own public key, written under its --data on its first start, is the one its evidence must carry
+    args += [
+        f"--participant-keys=mcp://{n}.example/hatp={(data / n / 'public.jwk.json').absolute()}" for n in TOOL_SERVERS
+    ]
     gateway = f"stdio:servers.gateway:{(data / 'gateway').absolute()}"
     return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
 

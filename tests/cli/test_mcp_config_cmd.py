@@ -43,3 +43,7 @@ def test_mcp_config_lists_all_seven_servers_and_the_coordinator_reaches_the_othe
     assert f"--participant=mcp://hotel.example/hatp=stdio:servers.hotel:{tmp_path / 'hotel'}" in args
     assert args[args.index("--gateway") + 1] == f"stdio:servers.gateway:{tmp_path / 'gateway'}"
     assert Path(args[args.index("--gateway-keys") + 1]).is_file()
+    assert (
+        f"--participant-keys=mcp://hotel.example/hatp={tmp_path / 'hotel' / 'public.jwk.json'}" in args
+    )  # HATP-MCP-27
+    assert "--trust-advertised-keys" not in args

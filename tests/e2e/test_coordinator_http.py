@@ -46,10 +46,17 @@ class Suite:
         )
         return self.procs[name]
 
-    def coordinator(self, name: str, *extra: str, **urls: str) -> AbstractAsyncContextManager[HttpProcess]:
-        """A coordinator process on `data/name`; `urls` replace participants' URLs (e.g. a slow payments server)."""
+    def coordinator(
+        self, name: str, *extra: str, keys: dict[str, Path] | None = None, **urls: str
+    ) -> AbstractAsyncContextManager[HttpProcess]:
+        """A coordinator process on `data/name`; `urls` replace participants' URLs (e.g. a slow payments server).
+        Each participant's key is pinned to the public key its server wrote under its --data (HATP-MCP-27), or to
+        `keys[name]` for a server this suite did not start."""
         targets = {**{n: self.procs[n].url for n in PARTICIPANTS}, **urls}
         args = [f"--participant={uri(n)}={url}" for n, url in targets.items()]
+        served_by = {p.url: self.data / proc / "public.jwk.json" for proc, p in self.procs.items()}
+        pins = {n: (keys or {}).get(n) or served_by[url] for n, url in targets.items()}
+        args += [f"--participant-keys={uri(n)}={file}" for n, file in pins.items()]
         args += ["--gateway", self.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
         return launch_http("servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60)
 
@@ -170,7 +177,11 @@ async def test_HATP_MCP_26_a_participant_killed_mid_transaction_is_asked_again_o
     hotel_data = suite.data / "hotel-killed"
     with anyio.fail_after(120):
         async with launch_http("servers.hotel", hotel_data, ready_timeout=60) as hotel:
-            async with suite.coordinator("coordinator-kill", hotel=hotel.url) as proc, Client(proc.url) as client:
+            pinned = {"hotel": hotel_data / "public.jwk.json"}
+            async with (
+                suite.coordinator("coordinator-kill", keys=pinned, hotel=hotel.url) as proc,
+                Client(proc.url) as client,
+            ):
                 agent = Agent(client)
                 await agent.begin(trip("txn-h-killed", "2026-12-14", "19A"))
                 await agent.asked("txn-h-killed")

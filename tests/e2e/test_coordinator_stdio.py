@@ -45,7 +45,10 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 async def agent(data: Path) -> AsyncIterator[Agent]:
     config = {
-        "participants": {uri(n): f"stdio:servers.{n}:{data / n}" for n in PARTICIPANTS},
+        "participants": {
+            uri(n): {"module": f"servers.{n}", "data": str(data / n), "keys": str(data / n / "public.jwk.json")}
+            for n in PARTICIPANTS
+        },
         "gateway": {"module": "servers.gateway", "data": str(data / "gateway"), "args": ["--org", str(ORG_DIR)]},
     }
     (data / "suite.json").write_text(json.dumps(config))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hatp_mcp.core.keys import SigningKey
 from hatp_mcp.mcp.links import Target
 from servers.coordinator import _parser, main, read_setup
 
@@ -24,7 +25,13 @@ def test_a_config_file_and_flags_name_the_participants_and_the_gateway(tmp_path:
         )
     )
     args = _parser().parse_args(
-        ["--participants", str(config), "--participant", "mcp://airline.example/hatp=http://127.0.0.1:9001/mcp"]
+        [
+            "--participants",
+            str(config),
+            "--participant",
+            "mcp://airline.example/hatp=http://127.0.0.1:9001/mcp",
+            "--trust-advertised-keys",
+        ]
     )
     setup = read_setup(args)
     assert setup.participants == {
@@ -56,5 +63,70 @@ def test_a_participant_that_cannot_be_reached_at_start_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--participant", "mcp://hotel.example/hatp=http://127.0.0.1:9/mcp", "--data", str(tmp_path)]
-    assert main(argv) == 2
+    assert main([*argv, "--trust-advertised-keys"]) == 2
     assert "HATP-MCP-6" in capsys.readouterr().err
+
+
+def test_a_participants_keys_are_pinned_in_the_config_by_file_or_inline_and_by_flag(tmp_path: Path) -> None:
+    jwk = SigningKey.generate(["participant"]).public_jwk()
+    config = tmp_path / "suite.json"
+    config.write_text(
+        json.dumps(
+            {
+                "participants": {
+                    "mcp://hotel.example/hatp": {
+                        "module": "servers.hotel",
+                        "data": "/d/h",
+                        "keys": "/d/h/public.jwk.json",
+                    },
+                    "mcp://airline.example/hatp": {"url": "http://127.0.0.1:9001/mcp", "keys": {"keys": [jwk]}},
+                    "mcp://payments.example/hatp": "http://127.0.0.1:9002/mcp",
+                }
+            }
+        )
+    )
+    args = _parser().parse_args(
+        ["--participants", str(config), "--participant-keys", "mcp://payments.example/hatp=/d/p/public.jwk.json"]
+    )
+    setup = read_setup(args)
+    assert setup.participant_keys == {
+        "mcp://hotel.example/hatp": Path("/d/h/public.jwk.json"),
+        "mcp://airline.example/hatp": {"keys": [jwk]},
+        "mcp://payments.example/hatp": Path("/d/p/public.jwk.json"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--participant", "mcp://hotel.example/hatp=http://127.0.0.1:9/mcp"], "HATP-MCP-28"),  # nothing pinned
+        (["--participant-keys", "mcp://hotel.example/hatp=/k.json"], "not a participant"),
+        (["--participant", "mcp://h/hatp=http://127.0.0.1:9/mcp", "--participant-keys", "mcp://h/hatp"], "URI=FILE"),
+    ],
+)
+def test_HATP_MCP_28_a_participant_without_pinned_keys_or_a_pin_for_nobody_exits_2_before_reaching_anyone(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coordinator: cannot start:") and said in err and "Traceback" not in err
+    assert not (tmp_path / "key.jwk.json").exists()  # refused before the coordinator even made its key
+
+
+def test_HATP_MCP_27_a_coordinator_whose_participant_advertises_an_unpinned_key_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong = tmp_path / "wrong.jwk.json"
+    wrong.write_text(json.dumps(SigningKey.generate(["participant"]).public_jwk()))
+    argv = [
+        "--participant",
+        f"mcp://hotel.example/hatp=stdio:servers.hotel:{tmp_path / 'hotel'}",
+        "--participant-keys",
+        f"mcp://hotel.example/hatp={wrong}",
+        "--data",
+        str(tmp_path / "coordinator"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    hotel_kid = json.loads((tmp_path / "hotel" / "public.jwk.json").read_text())["kid"]
+    assert "HATP-MCP-27" in err and hotel_kid in err and str(wrong) in err and "Traceback" not in err

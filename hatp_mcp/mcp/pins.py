@@ -1,0 +1,119 @@
+"""Which keys a coordinator trusts for each participant (spec/mcp-binding.md HATP-MCP-27, HATP-MCP-28).
+
+Pinned: the operator names a participant's keys (a JWKS or single-JWK file, such as the `public.jwk.json` a server
+writes under its --data, or the same inline); at connect the keys the participant advertises must all be among
+them, and only the pinned keys count. Trust on first use, only when the operator asks for it: the keys first
+advertised are written under the coordinator's data dir and pinned from then on. A participant with neither is
+refused before anything is sent to it. This module decides nothing about transactions; it reads and writes only
+key files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.links import Link, advertised_keyring
+
+__all__ = ["KeySource", "check_pinned", "describe", "participant_keyring", "read_keys", "tofu_file", "unpinned"]
+
+KeySource = Path | Mapping[str, Any]  # a key file, or the keys inline (a JWKS or one JWK)
+
+
+def describe(source: KeySource) -> str:
+    return str(source) if isinstance(source, Path) else "the inline keys"
+
+
+def read_keys(source: KeySource) -> Keyring:
+    """The keys of a JWKS (``{"keys": [...]}``) or of one JWK, from a file or inline.
+
+    Raises OSError (an unreadable file) or ValueError (not JSON, not Ed25519 public JWKs)."""
+    doc: Any = json.loads(source.read_text()) if isinstance(source, Path) else source
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"{describe(source)}: expected a JWKS {{'keys': [...]}} or one JWK")
+    if "keys" in doc:
+        return Keyring.from_jwks(doc)
+    return Keyring([PublicKeyEntry.from_jwk(doc)])
+
+
+def check_pinned(name: str, advertised: Keyring, pinned: Keyring, role: str, where: str) -> Keyring:
+    """HATP-MCP-27: the pinned keys of `name` that may sign as `role`, once every key it advertised is among them
+    (same kid, same key). Raises HatpError HATP-MCP-27 (code KEY_NOT_PINNED) naming the first key that is not,
+    or when no pinned key may sign as `role`."""
+    for kid in _kids(advertised):
+        got, want = advertised.get(kid), pinned.get(kid)
+        if want is None or got is None or want.raw() != got.raw():
+            raise HatpError(
+                "HATP-MCP-27",
+                f"{name} advertises key {kid!r}, which is not among the keys pinned for it ({where})",
+                path=f"$.capabilities.hatp.keys[?(@.kid=={json.dumps(kid)})]",
+                fix="pin the participant's current public key (its --data/public.jwk.json), or reach the right server",
+                code="KEY_NOT_PINNED",
+            )
+    ring = Keyring(e for kid in _kids(pinned) if (e := pinned.get(kid)) is not None and role in e.roles)
+    if len(ring) == 0:
+        raise HatpError(
+            "HATP-MCP-27",
+            f"none of the keys pinned for {name} ({where}) may sign as {role!r}",
+            path="$.keys",
+            fix=f"pin the participant's public key with roles [{role!r}]",
+            code="KEY_NOT_PINNED",
+        )
+    return ring
+
+
+def _kids(ring: Keyring) -> list[str]:
+    return [str(jwk["kid"]) for jwk in ring.to_jwks()["keys"]]
+
+
+def unpinned(name: str) -> HatpError:
+    """HATP-MCP-28: the refusal of a participant whose keys are not pinned, trust on first use not allowed."""
+    return HatpError(
+        "HATP-MCP-28",
+        f"no keys are pinned for {name}: its evidence would be checked against whatever keys it advertises",
+        path=f"$.participants[{json.dumps(name)}].keys",
+        fix="give its keys (CONFIG participants.URI.keys, or --participant-keys URI=FILE), or allow trust on "
+        "first use with --trust-advertised-keys",
+        code="KEYS_NOT_PINNED",
+    )
+
+
+def tofu_file(data: Path, name: str) -> Path:
+    """Where the keys first advertised by `name` are kept when trust on first use is allowed."""
+    return data / "trusted-keys" / f"{quote(name, safe='')}.jwks.json"
+
+
+async def participant_keyring(
+    name: str, link: Link, role: str, *, pinned: KeySource | None, trust_dir: Path | None
+) -> Keyring:
+    """The keys that count for participant `name` on `link`: its pinned keys (HATP-MCP-27); without them, when
+    `trust_dir` is given (trust on first use allowed), the keys kept there from the first connect, or the ones it
+    advertises now, which are then kept (HATP-MCP-28).
+
+    Raises HatpError HATP-MCP-27 (an advertised key not pinned), HATP-MCP-28 (no pinned keys and trust on first
+    use not allowed; nothing is sent to the participant), HATP-MCP-1 / TransportFailed (from the connection),
+    OSError or ValueError (an unreadable key file)."""
+    if pinned is None and trust_dir is None:
+        raise unpinned(name)
+    advertised = await advertised_keyring(link, role)
+    if pinned is not None:
+        return check_pinned(name, advertised, read_keys(pinned), role, describe(pinned))
+    assert trust_dir is not None
+    kept = tofu_file(trust_dir, name)
+    if kept.exists():
+        return check_pinned(name, advertised, read_keys(kept), role, f"first seen, kept in {kept}")
+    if len(advertised) == 0:
+        raise HatpError(
+            "HATP-MCP-27",
+            f"{name} advertises no key that may sign as {role!r}",
+            path="$.capabilities.hatp.keys",
+            code="KEY_NOT_PINNED",
+        )
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(advertised.to_jwks()))
+    return advertised
