@@ -28,11 +28,13 @@ from hatp_mcp.core.coordinator_events import (
     TxnState,
 )
 from hatp_mcp.core.coordinator_evidence import check_approver_answer, check_branch_receipt, check_branch_vote
+from hatp_mcp.core.coordinator_terms import TermsMixin
 from hatp_mcp.core.coordinator_timing import Timing, choose_mode, commit_order, timing
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.errors import HatpError
 
 __all__ = ["TRANSITIONS", "Config", "Coordinator", "Validator", "transition_table"]
@@ -101,6 +103,9 @@ class _Data:
     doubt: str | None = None
     escalated: bool = False
     decision: str | None = None
+    gw_deadline: dict[str, datetime] = field(default_factory=dict)  # requirementId -> the gateway's signed decideBy
+    terms_sent: dict[str, ApprovalTerms] = field(default_factory=dict)  # the last terms sent with tighten
+    terms: dict[str, ApprovalTerms] = field(default_factory=dict)  # the terms the gateway accepted (HATP-MODE-8)
 
     def copy(self) -> _Data:
         """A snapshot to restore on error: containers copied (their items are immutable or never changed)."""
@@ -115,7 +120,7 @@ class _Data:
 _CONTAINERS = tuple(f.name for f in fields(_Data) if f.default_factory is not MISSING)
 
 
-class Coordinator(Deadlines):
+class Coordinator(Deadlines, TermsMixin):
     """One transaction. Build with `begin` (a new plan) or `recover` (from its logged record and decision)."""
 
     def __init__(self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config) -> None:
@@ -141,8 +146,11 @@ class Coordinator(Deadlines):
         keyring: Keyring,
         validator: Validator | None = None,
         config: Config | None = None,
+        estimates: Mapping[str, int | None] | None = None,
     ) -> Coordinator:
-        """Raises HatpError HATP-TXN-1 (the plan is invalid) or HATP-MODE-1 / HATP-MODE-2 (no mode fits)."""
+        """`estimates`: the gateway's signed worstSeconds per requirement (HATP-MODE-5; see choose_mode).
+
+        Raises HatpError HATP-TXN-1 (the plan is invalid) or HATP-MODE-1 / 2 / 6 (no mode fits)."""
         violations = list(validator(plan, now)) if validator is not None else []
         if violations:
             first = violations[0]
@@ -155,7 +163,7 @@ class Coordinator(Deadlines):
                 fix="fix the violations (hatp validate) and begin again",
                 data={"violations": [_violation(v) for v in violations]},
             )
-        mode, t = choose_mode(plan, now)
+        mode, t = choose_mode(plan, now, estimates)
         c = cls(plan, mode, t, keyring, config or Config())
         c.validated = validator is not None
         return c
@@ -183,6 +191,8 @@ class Coordinator(Deadlines):
         evidence = ev.get("evidence") or {}
         body = ev.get("body") or {}
         b = body.get("branchId")
+        if ev.get("event") == "approval.terms" and isinstance(body.get("terms"), dict):
+            self._d.terms[str(body.get("requirementId"))] = ApprovalTerms.model_validate(body["terms"])
         if evidence.get("type") == "hatp.vote" and b in self._branches:
             self._d.votes[b] = evidence.get("decision", "no")
         if evidence.get("type") == "hatp.vote" and b in {r.id for r in self.plan.approvals}:
@@ -268,11 +278,13 @@ class Coordinator(Deadlines):
         out += self._set_deadline(now, None, "plan")
         return out
 
-    def _ask(self) -> list[Command]:
+    def _ask(self, terms: ApprovalTerms | None = None) -> list[Command]:
         self._d.asked = True
         for r in self.plan.approvals:
             self._d.approvals[r.id] = "asked"
-        return [Ask(requirement_id=r.id) for r in self.plan.approvals]
+            if terms is not None:
+                self._d.terms_sent[r.id] = terms
+        return [Ask(requirement_id=r.id, terms=terms) for r in self.plan.approvals]
 
     def _on_prepared(self, ev: PrepareAnswer, now: datetime) -> list[Command]:
         b = self._branches.get(ev.branch_id)
@@ -333,7 +345,8 @@ class Coordinator(Deadlines):
             return self._ask()
         if self.state is T.PREPARING and self.mode == "holds-first" and not d.asked:
             self.state = T.APPROVING
-            return self._ask() + self._set_deadline(now, None, "holds")
+            deadline = self._set_deadline(now, None, "holds")  # first: the human is asked under it (MODE-7)
+            return [*self._ask(self._holds_terms()), *deadline]
         if any(d.approvals.get(r.id) != "yes" for r in self.plan.approvals):
             if self.state is T.PREPARING and d.asked:
                 self.state = T.APPROVING
@@ -361,19 +374,23 @@ class Coordinator(Deadlines):
             vote, _approval = check_approver_answer(
                 self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring, now
             )
+            if vote.decision == "yes":
+                self._check_terms(rid, ev.approval, ev.terms)  # HATP-MODE-8
         except HatpError as exc:
             return [self._refused(rid, exc), *self._abort(now, exc.code, exc.reason)]
         gw = vote.voter
+        out: list[Command] = self._terms_accepted(rid, ev.terms) if ev.terms is not None else []
         if vote.decision == "pending":
-            out: list[Command] = []
             decide_by = parse_ts(vote.decide_by or "")
             if self._d.approvals.get(rid) != "pending":
                 out.append(Record(event="vote", body={"branchId": rid}, evidence=ev.vote, author=gw))
             self._d.approvals[rid] = "pending"
+            self._d.gw_deadline[rid] = decide_by
             out += self._set_deadline(now, decide_by, "approver")
+            out += self._tighten(now)  # HATP-MODE-7
             poll_at = now + timedelta(seconds=self.config.poll_seconds)
             return out + self._arm(f"poll:{rid}", poll_at)
-        out = [Record(event="vote", body={"branchId": rid}, evidence=ev.vote, author=gw)]
+        out.append(Record(event="vote", body={"branchId": rid}, evidence=ev.vote, author=gw))
         if ev.approval is not None:
             out.append(Record(event="approval", body={"requirementId": rid}, evidence=ev.approval, author=gw))
         if vote.decision == "no":

@@ -56,7 +56,7 @@ class Deadlines(Phase2):
         out: list[Command] = [Record(event="approval.deadline", body={"decideBy": format_ts(new), "why": why})]
         if c._d.asked and now >= new and any(v != "yes" for v in c._d.approvals.values()):
             return out + c._abort(now, "APPROVAL_TIMEOUT", "the approval deadline passed (HATP-TXN-7)")
-        return out + c._arm("deadline", new)
+        return out + c._arm("deadline", new) + c._tighten(now)  # a shorter deadline reaches the gateway (MODE-7)
 
     def _note_lease(self, branch_id: str, receipt: Receipt, now: datetime) -> list[Command]:
         c = self._c()

@@ -10,6 +10,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from hatp_mcp.core.model.terms import ApprovalTerms
+
 __all__ = [
     "ApproverReply",
     "Arm",
@@ -31,6 +33,7 @@ __all__ = [
     "SendPrepare",
     "SendRenew",
     "Start",
+    "Tighten",
     "Timer",
     "TxnState",
     "Withdraw",
@@ -97,6 +100,7 @@ class ApproverReply:
     requirement_id: str
     vote: dict[str, Any]
     approval: dict[str, Any] | None = None
+    terms: ApprovalTerms | None = None  # set when this answers a Tighten the gateway accepted (HATP-MODE-7)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +167,7 @@ class SendCompensate:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ask:
     requirement_id: str
+    terms: ApprovalTerms | None = None  # holds-first: the deadline and holds the human approves under
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +178,14 @@ class Poll:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Withdraw:
     requirement_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tighten:
+    """Ask the gateway to shrink a pending ask's deadline and bind these terms (HATP-MODE-7)."""
+
+    requirement_id: str
+    terms: ApprovalTerms
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,6 +218,7 @@ Command = (
     | Ask
     | Poll
     | Withdraw
+    | Tighten
     | Arm
     | Escalate
     | Finish

@@ -206,6 +206,8 @@ class Phase2:
         out: list[Command] = [
             Record(event="call.failed", body={"branchId": bid, "phase": ev.phase, "reason": ev.reason})
         ]
+        if ev.phase == "tighten":  # not accepted: our own deadline still holds; HATP-MODE-8 checks the approval
+            return out
         if ev.phase == "approval":  # an approver that fails never counts as a yes
             if c.state in (T.QUOTING, T.PREPARING, T.APPROVING):
                 return out + self._abort(now, "APPROVER_FAILED", f"{bid}: {ev.reason}")

@@ -8,10 +8,12 @@ does not fit is refused. A missing bound is unbounded, and unbounded never fits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from hatp_mcp.core.clockfit import clock_fit, seconds_text
+from hatp_mcp.core.coordinator_terms import human_worst, mode_fits
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 
@@ -49,9 +51,29 @@ def timing(plan: Plan, now: datetime) -> Timing:
     return Timing(fit.human.seconds, fit.horizon, fit.commit.seconds, fit.prepare.seconds, fit.fits)
 
 
-def choose_mode(plan: Plan, now: datetime) -> tuple[str, Timing]:
-    """The mode to run. Raises HatpError HATP-MODE-1 (auto: nothing fits) or HATP-MODE-2 (explicit: does not fit)."""
+def choose_mode(plan: Plan, now: datetime, estimates: Mapping[str, int | None] | None = None) -> tuple[str, Timing]:
+    """The mode to run. `estimates` (requirementId -> the gateway's signed worstSeconds; a requirement missing
+    from it has none, so is unbounded) makes the human's worst case the worse of the plan's bound and the
+    gateway's (HATP-MODE-5); None uses the plan's numbers alone.
+
+    Raises HatpError HATP-MODE-1 (auto: nothing fits), HATP-MODE-2 (explicit: does not fit by the plan's own
+    numbers) or HATP-MODE-6 (explicit: fits by the plan's numbers, not with the gateway's estimate)."""
     t = timing(plan, now)
+    if estimates is not None:
+        human = human_worst(plan, now, estimates)
+        t_est = Timing(
+            human, t.hold_horizon, t.commit, t.prepare, mode_fits(t.prepare, t.commit, human, t.hold_horizon)
+        )
+        if plan.mode != "auto" and plan.mode in t.fits and plan.mode not in t_est.fits:
+            raise HatpError(
+                "HATP-MODE-6",
+                f"mode {plan.mode} fits by the plan's numbers but not with the gateway's estimate: {t_est.numbers()}",
+                path="$.mode",
+                code="MODE_DOES_NOT_FIT",
+                fix=f"use mode auto or one that fits ({', '.join(t_est.fits) or 'none does'}), ask for longer holds, "
+                "or route the approval to people who decide sooner",
+            )
+        t = t_est
     if plan.mode != "auto":
         if plan.mode not in t.fits:
             raise HatpError(

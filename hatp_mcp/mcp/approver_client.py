@@ -162,7 +162,15 @@ class McpApprover:
         self._digests[(txn_id, rid)] = str(answer.vote["planDigest"])
         return answer
 
-    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+    async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
+        """Ask (hatp/txn/prepare); with `terms`, tighten at once (hatp/txn/tighten) and answer that: a person who
+        decided in between decided without the terms, which the coordinator refuses (HATP-MODE-8)."""
+        answer = await self._ask(plan, requirement_id)
+        if terms is None or answer.vote.get("decision") != "pending":
+            return answer
+        return await self.tighten(plan.txn_id, requirement_id, terms)
+
+    async def _ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
         digest = plan.digest()
         req = PrepareRequest(
             txn_id=plan.txn_id,

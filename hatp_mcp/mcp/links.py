@@ -249,8 +249,8 @@ class LinkedApprover:
                 self.link.lost(client)
             raise
 
-    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
-        return await self._on(lambda a: a.ask(plan, requirement_id))
+    async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
+        return await self._on(lambda a: a.ask(plan, requirement_id, terms))
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         return await self._on(lambda a: a.poll(txn_id, requirement_id))

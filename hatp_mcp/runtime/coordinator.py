@@ -42,6 +42,7 @@ from hatp_mcp.core.coordinator_events import (
     SendPrepare,
     SendRenew,
     Start,
+    Tighten,
     Timer,
     TxnState,
     Withdraw,
@@ -161,8 +162,27 @@ class CoordinatorRuntime:
     async def run(self, plan: Plan) -> TxnResult:
         """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
         machine = Coordinator.begin(plan, self._clock.now(), self.keyring, self._validator, self.config)
+        estimates = await self._estimates(plan)  # only for a valid plan: an invalid one calls nobody
+        if estimates is not None:  # the mode again, with the gateway's worst case (HATP-MODE-5/6)
+            validated = machine.validated
+            machine = Coordinator.begin(plan, self._clock.now(), self.keyring, None, self.config, estimates=estimates)
+            machine.validated = validated
         chain = RecordChain(plan, self._key, self.config.coordinator)
         return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
+
+    async def _estimates(self, plan: Plan) -> dict[str, int | None] | None:
+        """HATP-MODE-5: the gateway's signed worst case for each approval requirement, before begin chooses the
+        mode. An approver that cannot estimate (fails, refuses, or has no `estimate`) gives None: unbounded."""
+        if self._approver is None or not plan.approvals:
+            return None
+        out: dict[str, int | None] = {}
+        for req in plan.approvals:
+            estimate = getattr(self._approver, "estimate", None)
+            try:
+                out[req.id] = None if estimate is None else (await estimate(plan, req.id)).worst_seconds
+            except Exception:  # no estimate is an unbounded one (fail closed); cancellation still passes
+                out[req.id] = None
+        return out
 
     async def recover(self, txn_id: str) -> TxnResult:
         """Finish a transaction a stopped coordinator left open. Raises KeyError when the log does not know it."""
@@ -252,6 +272,8 @@ class CoordinatorRuntime:
                 tg.start_soon(self._call, machine.plan, machine.plan_digest, cmd, send)
             elif isinstance(cmd, Ask | Poll):
                 tg.start_soon(self._approve, machine.plan, cmd, send)
+            elif isinstance(cmd, Tighten):
+                tg.start_soon(self._tighten, txn_id, cmd, send)
             elif isinstance(cmd, Withdraw) and self._approver is not None:
                 tg.start_soon(self._notify, self._approver.withdraw(txn_id, cmd.requirement_id))
             elif isinstance(cmd, Escalate) and self._on_escalate is not None:
@@ -342,17 +364,33 @@ class CoordinatorRuntime:
             event = CallFailed(branch_id=cmd.branch_id, phase=phase, reason=str(exc)[:500] or type(exc).__name__)
         await send.send(event)
 
+    async def _tighten(self, txn_id: str, cmd: Tighten, send: MemoryObjectSendStream[Event]) -> None:
+        """HATP-MODE-7: the gateway shrinks the ask and binds the terms; its answer says they were accepted."""
+        rid = cmd.requirement_id
+        event: Event
+        try:
+            if self._approver is None:
+                raise HatpError("HATP-TXN-3", "no approver is configured", code="NO_APPROVER")
+            answer = await self._approver.tighten(txn_id, rid, cmd.terms)
+            event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=cmd.terms)
+        except Exception as exc:  # not accepted: the coordinator's own deadline still holds
+            event = CallFailed(branch_id=rid, phase="tighten", reason=str(exc)[:500] or type(exc).__name__)
+        await send.send(event)
+
     async def _approve(self, plan: Plan, cmd: Ask | Poll, send: MemoryObjectSendStream[Event]) -> None:
         rid = cmd.requirement_id
         event: Event
         try:
             if self._approver is None:
                 raise HatpError("HATP-TXN-3", "no approver is configured", code="NO_APPROVER")
-            if isinstance(cmd, Ask):
-                answer = await self._approver.ask(plan, rid)
+            terms = cmd.terms if isinstance(cmd, Ask) else None
+            if isinstance(cmd, Ask) and terms is not None:
+                answer = await self._approver.ask(plan, rid, terms)
+            elif isinstance(cmd, Ask):
+                answer = await self._approver.ask(plan, rid)  # an approver older than terms is still called alike
             else:
                 answer = await self._approver.poll(plan.txn_id, rid)
-            event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval)
+            event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=terms)
         except Exception as exc:  # an approver that fails never counts as a yes
             event = CallFailed(branch_id=rid, phase="approval", reason=str(exc)[:500] or type(exc).__name__)
         await send.send(event)

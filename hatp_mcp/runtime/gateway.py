@@ -144,9 +144,16 @@ class GatewayApprover:
 
     # -- the Approver protocol -------------------------------------------------------------------------------
 
-    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
-        """Route a requirement (idempotent per txnId/requirementId). A refused requirement is a signed no vote."""
+    async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
+        """Route a requirement (idempotent per txnId/requirementId). A refused requirement is a signed no vote.
+        With `terms` (holds-first) the ask opens bound to them before anyone is notified; terms the gateway
+        refuses (HATP-GW-30/31) make it a signed no vote too. Asking again with terms tightens."""
         ask_id = f"{plan.txn_id}/{requirement_id}"
+        if self.store.get(ask_id) is not None and terms is not None:
+            try:  # asked again (a retry, a replacement coordinator): the terms as they stand, else what there is
+                return await self.tighten(plan.txn_id, requirement_id, terms)
+            except HatpError:
+                return await self.poll(plan.txn_id, requirement_id)
         if self.store.get(ask_id) is None:
             now = self.clock.now()
             try:
@@ -158,6 +165,8 @@ class GatewayApprover:
                     now=now,
                     default_window=self.default_window,
                 )
+                if terms is not None and rec is not None and core.state_of(rec) is core.AskState.PENDING:
+                    rec = tighten_terms(rec, parse_ts(terms.decide_by), list(terms.holds), now)
                 stored = StoredAsk(ask_id, rec.state, rec, None, None)  # type: ignore[union-attr]
             except HatpError as exc:
                 vote = Vote(

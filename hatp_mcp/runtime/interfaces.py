@@ -62,8 +62,9 @@ class ApproverAnswer:
 class Approver(Protocol):
     """The coordinator talks to humans only through this (shared contract with the Human Gateway)."""
 
-    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
-        """Idempotent per (txnId, requirementId)."""
+    async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
+        """Idempotent per (txnId, requirementId). `terms` (holds-first): the ask opens already bound to them, as
+        `tighten` would bind them, before anyone is asked (HATP-GW-30..32)."""
         ...
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer: ...

@@ -62,9 +62,11 @@ class ScriptedApprover:
     def script(self, requirement_id: str) -> HumanScript:
         return self.scripts.get(requirement_id, HumanScript())
 
-    async def ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+    async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
         self.calls.append(("ask", plan.txn_id, requirement_id))
         entry = self.asks.setdefault((plan.txn_id, requirement_id), _Ask(plan, plan.digest(), self.clock.now()))
+        if terms is not None:
+            return await self.tighten(plan.txn_id, requirement_id, terms)
         return self._answer(entry, requirement_id)
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
