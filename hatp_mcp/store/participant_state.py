@@ -7,6 +7,7 @@ logic: it stores what hatp_mcp.runtime.participant decides.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from dataclasses import dataclass, field
@@ -34,18 +35,12 @@ class BranchRow:
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def copy(self) -> BranchRow:
-        """A copy whose answers can change independently (the answers themselves are never changed)."""
-        return BranchRow(
-            self.txn_id,
-            self.branch_id,
-            self.plan_digest,
-            self.state,
-            self.branch,
-            self.lease,
-            self.preconditions,
-            self.committed_at,
-            dict(self.answers),
-        )
+        """A copy whose answers can change independently (the answers themselves are never changed).
+
+        Every field is copied, also ones added later (copy.copy, cheaper than dataclasses.replace)."""
+        twin = copy.copy(self)
+        twin.answers = dict(self.answers)
+        return twin
 
     @property
     def machine(self) -> BranchMachine:
