@@ -148,7 +148,7 @@ class InventoryHold(Operation):
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
         self.effects.append(f"release {txn_id}")
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         self.effects.append(f"book {txn_id}")
         return None
 
@@ -157,11 +157,11 @@ class CalendarEvent(Operation):
     def __init__(self) -> None:
         self.effects: list[str] = []
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         self.effects.append(f"create {txn_id}")
         return f"evt-{txn_id}"
 
-    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime) -> None:
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
         self.effects.append(f"delete {undo_token}")
 
 
@@ -186,7 +186,7 @@ class CardCapture(Operation):
             pending_until=(self.promised_by or self.pending_until) if pending else None,
         )
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         if self.hang > 0:
             self.hang -= 1
             await anyio.sleep_forever()

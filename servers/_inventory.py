@@ -1,8 +1,11 @@
 """A tool server's small inventory on SQLite: resources that are free, held or taken, each with a version.
 
 Any change made outside a transaction (a sale on another channel, a price change) bumps the version, which is
-what a HATP precondition compares at commit. Holds made by a transaction do not bump it. The operations for the
-participant wrapper (hold, compensate, final) live in servers/_operations.py; this module only stores.
+what a HATP precondition compares at commit. Holds made by a transaction do not bump it. A transaction's effect
+(a booking, a capture, an undo) is written with its idempotency key in the same SQLite transaction as the change
+it makes, to the `effects` ledger: the same key again changes nothing and answers what the first time did
+(HATP-PART-10). The operations for the participant wrapper (hold, compensate, final) live in
+servers/_operations.py; this module only stores.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from pathlib import Path
 
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["Inventory", "Item"]
+__all__ = ["Effect", "Inventory", "Item"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,16 @@ class Item:
     holder: str | None
 
 
+@dataclass(frozen=True)
+class Effect:
+    """One effect in the ledger: `kind` (e.g. commit, undo) of the branch keyed `key` on `resource`."""
+
+    key: str
+    kind: str
+    resource: str
+    undo_token: str | None
+
+
 class Inventory:
     def __init__(self, path: Path | str) -> None:
         self._db = open_db(path)
@@ -31,6 +44,10 @@ class Inventory:
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS items (resource TEXT PRIMARY KEY, version INTEGER NOT NULL,"
             " state TEXT NOT NULL, holder TEXT)"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
+            " kind TEXT NOT NULL, resource TEXT NOT NULL, undo_token TEXT, UNIQUE (key, kind))"
         )
 
     def get(self, resource: str) -> Item:
@@ -61,6 +78,55 @@ class Inventory:
         new = Item(resource, item.version + 1, state or item.state, holder if state else item.holder)
         self._put(new)
         return new
+
+    def apply_effect(
+        self, key: str, kind: str, resource: str, state: str | None, holder: str | None, undo_token: str | None = None
+    ) -> Effect:
+        """Make a transaction's effect once per (key, kind): set the resource's `state` (and holder; None leaves
+        it as it is) and write the effect, in one SQLite transaction. When the ledger already has (key, kind),
+        nothing changes and the first effect is returned."""
+        with self._mutex:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT resource, undo_token FROM effects WHERE key = ? AND kind = ?", (key, kind)
+                ).fetchone()
+                if row is not None:
+                    self._db.execute("ROLLBACK")
+                    return Effect(key, kind, row[0], row[1])
+                if state is not None:
+                    found = self._db.execute("SELECT version FROM items WHERE resource = ?", (resource,)).fetchone()
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
+                        (resource, found[0] if found else 1, state, holder),
+                    )
+                self._db.execute(
+                    "INSERT INTO effects (key, kind, resource, undo_token) VALUES (?, ?, ?, ?)",
+                    (key, kind, resource, undo_token),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return Effect(key, kind, resource, undo_token)
+
+    def effect(self, key: str, kind: str) -> Effect | None:
+        """The effect the ledger holds for (key, kind), if it happened."""
+        with self._mutex:
+            row = self._db.execute(
+                "SELECT resource, undo_token FROM effects WHERE key = ? AND kind = ?", (key, kind)
+            ).fetchone()
+        return Effect(key, kind, row[0], row[1]) if row else None
+
+    def effects(self, resource: str | None = None) -> list[Effect]:
+        """Every effect in the ledger, oldest first (only those on `resource` when given)."""
+        sql, args = "SELECT key, kind, resource, undo_token FROM effects", tuple[str, ...]()
+        if resource is not None:
+            sql, args = sql + " WHERE resource = ?", (resource,)
+        with self._mutex:
+            rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
+        return [Effect(*r) for r in rows]
 
     def all(self) -> list[Item]:
         with self._mutex:

@@ -2,11 +2,15 @@
 
 `HoldOp` (seat, room, card authorization): dry run checks the resource is free, a hold marks it held, commit
 takes it, abort frees it. `CompensateOp` (calendar event): commit creates, undo deletes. `FinalOp` (card capture):
-commit takes, nothing undoes it. The HATP rules (leases, preconditions, first answers) are the wrapper's.
+commit takes, nothing undoes it. Every effect goes through the inventory's ledger with the branch's idempotency key
+(the same key never takes, captures or undoes twice) and `lookup` reads it back (HATP-PART-10, HATP-PART-11). The
+HATP rules (leases, preconditions, first answers) are the wrapper's.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,7 +19,7 @@ import anyio
 
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant import Lease
-from hatp_mcp.runtime.participant import DryRun, Operation
+from hatp_mcp.runtime.participant import DryRun, Operation, Performed
 from servers._inventory import Inventory
 
 __all__ = ["CompensateOp", "FinalOp", "HoldOp", "resource_key"]
@@ -33,9 +37,18 @@ def resource_key(*fields: str) -> KeyFn:
 
 
 class _InventoryOp(Operation):
+    # TEST-ONLY fault point (--crash-after-effect): the process dies by SIGKILL right after an effect is made and
+    # before the participant saves its state, the window HATP-PART-11 reconciles.
+    crash_after_effect = False
+
     def __init__(self, inventory: Inventory, key: KeyFn) -> None:
         self.inventory = inventory
         self.key = key
+
+    def _made(self, token: str | None) -> str | None:
+        if self.crash_after_effect:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return token
 
     async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
         resource = self.key(branch.args)
@@ -48,6 +61,10 @@ class _InventoryOp(Operation):
         resource = self.key(branch.args)
         return {resource: str(self.inventory.get(resource).version)}, None
 
+    async def lookup(self, key: str, branch: Branch) -> Performed | None:
+        done = self.inventory.effect(key, "commit")
+        return Performed(done.undo_token) if done is not None else None
+
 
 class HoldOp(_InventoryOp):
     async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
@@ -58,21 +75,21 @@ class HoldOp(_InventoryOp):
         if item.holder == txn_id:
             self.inventory.set_state(item.resource, "free", None)
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
-        self.inventory.set_state(self.key(branch.args), "taken", txn_id)
-        return None
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        return self._made(self.inventory.apply_effect(key, "commit", self.key(branch.args), "taken", txn_id).undo_token)
 
 
 class CompensateOp(_InventoryOp):
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         resource = self.key(branch.args)
-        self.inventory.set_state(resource, "taken", txn_id)
-        return resource  # the undo token names what to delete
+        # the undo token names what to delete
+        made = self.inventory.apply_effect(key, "commit", resource, "taken", txn_id, undo_token=resource)
+        return self._made(made.undo_token)
 
-    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime) -> None:
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
         resource = undo_token or self.key(branch.args)
-        if self.inventory.get(resource).holder == txn_id:
-            self.inventory.set_state(resource, "free", None)
+        mine = self.inventory.get(resource).holder == txn_id
+        self.inventory.apply_effect(key, "undo", resource, "free" if mine else None, None)
 
 
 class FinalOp(_InventoryOp):
@@ -86,7 +103,8 @@ class FinalOp(_InventoryOp):
             return DryRun(refuse_code="DECLINED", refuse_reason=f"{resource} is blocked")
         return DryRun(versions={resource: str(item.version)}, cost=branch.amount)
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         if self.delay_seconds:
             await anyio.sleep(self.delay_seconds)
-        return None
+        # a capture changes no inventory state (a card is charged many times): the ledger is the charge
+        return self._made(self.inventory.apply_effect(key, "commit", self.key(branch.args), None, None).undo_token)

@@ -24,7 +24,7 @@ from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
-from servers._operations import FinalOp, KeyFn
+from servers._operations import FinalOp, KeyFn, _InventoryOp
 
 __all__ = ["MAX_HOLD_SECONDS", "MAX_LEASE_SECONDS", "OpSpec", "ToolServer", "build", "main"]
 
@@ -109,12 +109,18 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--commit-delay", type=float, default=0.0, help="fault injection: a final commit takes this long"
     )
+    parser.add_argument(
+        "--crash-after-effect",
+        action="store_true",
+        help="TEST-ONLY fault injection: die (SIGKILL) right after a commit's effect, before its state is saved",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
     try:
         server, _runtime, _inventory = build(spec, data)
         FinalOp.delay_seconds = args.commit_delay
+        _InventoryOp.crash_after_effect = args.crash_after_effect
     except (OSError, ValueError) as exc:
         log(f"{spec.name}: cannot start: {exc}")
         return 2

@@ -29,6 +29,7 @@ __all__ = [
     "check_cost",
     "check_preconditions",
     "grant_lease",
+    "idempotency_key",
     "renew_lease",
 ]
 
@@ -38,8 +39,10 @@ class BranchState(Enum):
     QUOTED = "quoted"
     PREPARED = "prepared"
     REFUSED = "refused"
+    COMMITTING = "committing"  # the commit's intent is durable; its effect may have happened (HATP-PART-10)
     COMMITTED = "committed"
     ABORTED = "aborted"
+    COMPENSATING = "compensating"  # the undo's intent is durable; the undo may have happened (HATP-PART-12)
     COMPENSATED = "compensated"
 
 
@@ -49,9 +52,13 @@ class BranchEvent(Enum):
     PREPARE_NO = "prepare-no"
     RENEW = "renew"
     LOST = "lost"
+    COMMIT_INTENT = "commit-intent"
     COMMIT = "commit"
+    COMMIT_REFUSED = "commit-refused"
     ABORT = "abort"
+    COMPENSATE_INTENT = "compensate-intent"
     COMPENSATE = "compensate"
+    COMPENSATE_REFUSED = "compensate-refused"
 
 
 S, E = BranchState, BranchEvent
@@ -64,13 +71,17 @@ TRANSITIONS: dict[tuple[BranchState, BranchEvent], BranchState] = {
     (S.QUOTED, E.PREPARE_NO): S.REFUSED,
     (S.PREPARED, E.RENEW): S.PREPARED,
     (S.PREPARED, E.LOST): S.NONE,
-    (S.PREPARED, E.COMMIT): S.COMMITTED,
+    (S.PREPARED, E.COMMIT_INTENT): S.COMMITTING,
+    (S.COMMITTING, E.COMMIT): S.COMMITTED,
+    (S.COMMITTING, E.COMMIT_REFUSED): S.PREPARED,  # the operation refused: nothing happened
     (S.NONE, E.ABORT): S.ABORTED,
     (S.QUOTED, E.ABORT): S.ABORTED,
     (S.PREPARED, E.ABORT): S.ABORTED,
     (S.REFUSED, E.ABORT): S.ABORTED,
     (S.ABORTED, E.ABORT): S.ABORTED,
-    (S.COMMITTED, E.COMPENSATE): S.COMPENSATED,
+    (S.COMMITTED, E.COMPENSATE_INTENT): S.COMPENSATING,
+    (S.COMPENSATING, E.COMPENSATE): S.COMPENSATED,
+    (S.COMPENSATING, E.COMPENSATE_REFUSED): S.COMMITTED,
 }
 
 
@@ -91,6 +102,12 @@ class BranchMachine:
                 fix="query hatp/txn/status and act on the branch's actual state",
             )
         return replace(self, state=nxt)
+
+
+def idempotency_key(txn_id: str, branch_id: str) -> str:
+    """The key a branch's effect (commit) and its undo (compensate) are idempotent on: ``<txnId>:<branchId>``
+    (HATP-PART-10). The operation gets it, so a repeated effect with the same key is the same effect."""
+    return f"{txn_id}:{branch_id}"
 
 
 @dataclass(frozen=True, slots=True)

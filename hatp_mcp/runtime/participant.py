@@ -3,8 +3,11 @@
 `ParticipantRuntime` implements hatp_mcp.runtime.interfaces.Participant: it checks the plan digest, signs every
 vote and receipt with the participant's key, keeps each branch's state durable in a ParticipantStore, answers a
 repeated request on (txnId, branchId) with the first answer, checks preconditions before a commit and hands out
-fencing-token locks. The tier rules themselves are pure (hatp_mcp.core.participant). This module must not know
-about transports: the MCP binding calls these methods.
+fencing-token locks. An effect runs exactly once: its intent (state `committing` / `compensating`) is durable
+before the operation is called with the branch's idempotency key, and a retry that finds the intent without a
+result reconciles through the operation (`lookup`) instead of performing again blindly (HATP-PART-10..12).
+The tier rules themselves are pure (hatp_mcp.core.participant). This module must not know about transports: the
+MCP binding calls these methods.
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ from hatp_mcp.core.participant import (
     check_cost,
     check_preconditions,
     grant_lease,
+    idempotency_key,
     renew_lease,
 )
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.store.participant_state import BranchRow, ParticipantStore
 
-__all__ = ["DryRun", "Operation", "ParticipantRuntime"]
+__all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed"]
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,24 @@ class DryRun:
     refuse_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class Performed:
+    """What `Operation.lookup` found: the effect with that key happened, and `perform` returned `undo_token`."""
+
+    undo_token: str | None = None
+
+
 class Operation:
     """One operation of a tool, per tier. Override what your tier needs; the defaults do nothing.
 
     hold: `dry_run`, `place_hold`, `release_hold`, `perform` (turn the hold into the booking).
     compensate: `dry_run`, `perform` (returns an undo token), `undo`.  final: `dry_run`, `perform`.
     `current` returns the versions and credential scope a commit would act on now (checked against prepare's).
+
+    The tool author's contract (HATP-PART-10): `perform` and `undo` get `key`, the branch's idempotency key
+    ``<txnId>:<branchId>``; an effect made twice with the same key is made once (as payment APIs do it), and
+    `lookup(key)` says whether the effect with that key happened. The runtime calls `lookup` when the process
+    stopped between an effect and saving its result.
     """
 
     async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
@@ -86,10 +102,18 @@ class Operation:
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
         return None
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         return None
 
-    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime) -> None:
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
+        return None
+
+    async def lookup(self, key: str, branch: Branch) -> Performed | None:
+        """Did the effect with idempotency key `key` happen? `Performed` (with what `perform` returned) or None.
+
+        The default cannot tell and answers None, so a retry performs again with the same key: that is exactly
+        once only when `perform` honours the key. An operation that cannot make its effect idempotent on the
+        key MUST override this."""
         return None
 
 
@@ -291,6 +315,13 @@ class ParticipantRuntime:
             row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "commit" in row.answers:
                 return BranchResult.model_validate(row.answers["commit"])  # HATP-PART-6
+            if BranchState(row.state) is BranchState.COMMITTING and row.branch is not None:
+                # HATP-PART-11: the effect may have happened before the process stopped; ask the operation
+                branch = Branch.model_validate(row.branch)
+                found = await self._ops[branch.operation].lookup(idempotency_key(row.txn_id, row.branch_id), branch)
+                if found is not None:
+                    return self._committed(row, found.undo_token, now)
+                return await self._perform(row, branch, now)
             try:
                 branch = self._prepared(row, req.plan_digest, now)
                 versions, scope = await self._ops[branch.operation].current(branch, now)
@@ -302,19 +333,30 @@ class ParticipantRuntime:
                     row.answers["commit"] = _answer(result)
                     self.store.put(row)
                 return result
-            try:
-                undo = await self._ops[branch.operation].perform(req.txn_id, branch, now)
-            except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
-                result = BranchResult(receipt=self._refusal(row, "commit", exc))
-                row.answers["commit"] = _answer(result)
-                self.store.put(row)
-                return result
-            row.machine = row.machine.fire(BranchEvent.COMMIT)
-            row.committed_at = format_ts(now)
-            result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
+            row.machine = row.machine.fire(BranchEvent.COMMIT_INTENT)
+            self.store.put(row)  # HATP-PART-10: the intent is durable before the effect
+            return await self._perform(row, branch, now)
+
+    async def _perform(self, row: BranchRow, branch: Branch, now: datetime) -> BranchResult:
+        """Run the effect of a `committing` branch with its idempotency key, then keep and answer the result."""
+        key = idempotency_key(row.txn_id, row.branch_id)
+        try:
+            undo = await self._ops[branch.operation].perform(row.txn_id, branch, now, key=key)
+        except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
+            row.machine = row.machine.fire(BranchEvent.COMMIT_REFUSED)
+            result = BranchResult(receipt=self._refusal(row, "commit", exc))
             row.answers["commit"] = _answer(result)
             self.store.put(row)
             return result
+        return self._committed(row, undo, now)
+
+    def _committed(self, row: BranchRow, undo: str | None, now: datetime) -> BranchResult:
+        row.machine = row.machine.fire(BranchEvent.COMMIT)
+        row.committed_at = format_ts(now)
+        result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
+        row.answers["commit"] = _answer(result)
+        self.store.put(row)
+        return result
 
     def _prepared(self, row: BranchRow, plan_digest: str, now: datetime) -> Branch:
         if BranchState(row.state) is not BranchState.PREPARED or row.branch is None:
@@ -354,12 +396,23 @@ class ParticipantRuntime:
             row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "compensate" in row.answers:
                 return BranchResult.model_validate(row.answers["compensate"])
+            if BranchState(row.state) is not BranchState.COMPENSATING:  # else HATP-PART-12: undo again, same key
+                try:
+                    self._compensable(row, now)
+                    row.machine = row.machine.fire(BranchEvent.COMPENSATE_INTENT)
+                except HatpError as exc:
+                    return BranchResult(receipt=self._refusal(row, "compensate", exc))
+                self.store.put(row)  # HATP-PART-12: the intent is durable before the undo
+            assert row.branch is not None
+            branch = Branch.model_validate(row.branch)
+            key = idempotency_key(row.txn_id, row.branch_id)
             try:
-                branch = self._compensable(row, now)
-                row.machine.fire(BranchEvent.COMPENSATE)
-            except HatpError as exc:
-                return BranchResult(receipt=self._refusal(row, "compensate", exc))
-            await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now)
+                await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now, key=key)
+            except HatpError as exc:  # the operation refused: nothing was undone
+                row.machine = row.machine.fire(BranchEvent.COMPENSATE_REFUSED)
+                result = BranchResult(receipt=self._refusal(row, "compensate", exc))
+                self.store.put(row)
+                return result
             row.machine = row.machine.fire(BranchEvent.COMPENSATE)
             result = BranchResult(receipt=self._receipt(row, "compensate", "ok"))
             row.answers["compensate"] = _answer(result)
@@ -419,7 +472,8 @@ class ParticipantRuntime:
                 answer = row.answers[phase]
                 last = answer["receipt"]
                 break
-        state = row.state if row.state != "quoted" else "unknown"
+        # an effect under way is reported as the state it leaves until it has a result (its receipt is not made yet)
+        state = {"quoted": "unknown", "committing": "prepared", "compensating": "committed"}.get(row.state, row.state)
         return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state=state, receipt=last)  # type: ignore[arg-type]
 
     # -- locks (the table is pure; its state is kept in the store so tokens only grow, across restarts too) ---

@@ -17,6 +17,7 @@ from hatp_mcp.core.participant import (
     check_cost,
     check_preconditions,
     grant_lease,
+    idempotency_key,
     renew_lease,
 )
 from hatp_mcp.errors import HatpError
@@ -25,11 +26,34 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 
 def test_an_illegal_branch_transition_is_refused_and_the_state_is_unchanged() -> None:
-    m = BranchMachine().fire(BranchEvent.PREPARE_YES).fire(BranchEvent.COMMIT)
+    m = BranchMachine().fire(BranchEvent.PREPARE_YES).fire(BranchEvent.COMMIT_INTENT).fire(BranchEvent.COMMIT)
     with pytest.raises(HatpError) as err:
         m.fire(BranchEvent.ABORT)  # committed: only compensate can undo it
     assert (err.value.rule, err.value.code) == ("HATP-PART-8", "ILLEGAL_TRANSITION")
     assert m.state is BranchState.COMMITTED
+
+
+def test_HATP_PART_10_a_commit_passes_through_committing_and_only_an_intent_leads_there() -> None:
+    prepared = BranchMachine().fire(BranchEvent.PREPARE_YES)
+    with pytest.raises(HatpError) as err:
+        prepared.fire(BranchEvent.COMMIT)  # no effect without its intent written first
+    assert (err.value.rule, prepared.state) == ("HATP-PART-8", BranchState.PREPARED)
+    committing = prepared.fire(BranchEvent.COMMIT_INTENT)
+    assert committing.state is BranchState.COMMITTING
+    assert committing.fire(BranchEvent.COMMIT).state is BranchState.COMMITTED
+    assert committing.fire(BranchEvent.COMMIT_REFUSED).state is BranchState.PREPARED  # nothing happened
+    with pytest.raises(HatpError):
+        committing.fire(BranchEvent.ABORT)  # the effect may have happened: abort cannot take it back
+    assert idempotency_key("txn-1", "pay") == "txn-1:pay"
+
+
+def test_HATP_PART_12_a_compensation_passes_through_compensating() -> None:
+    committed = BranchMachine(BranchState.COMMITTED)
+    with pytest.raises(HatpError):
+        committed.fire(BranchEvent.COMPENSATE)
+    compensating = committed.fire(BranchEvent.COMPENSATE_INTENT)
+    assert compensating.fire(BranchEvent.COMPENSATE).state is BranchState.COMPENSATED
+    assert compensating.fire(BranchEvent.COMPENSATE_REFUSED).state is BranchState.COMMITTED
 
 
 def test_a_lease_is_capped_by_the_participant_and_never_runs_past_the_horizon() -> None:

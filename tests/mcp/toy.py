@@ -40,7 +40,7 @@ class SeatHold(Operation):
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
         self.held.discard(txn_id)
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         self.held.discard(txn_id)
         self.booked.add(txn_id)
         return None

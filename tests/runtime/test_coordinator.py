@@ -79,12 +79,12 @@ class ProbeCalendar(CalendarEvent):
         self.log = log
         self.seen: list[str | None] = []
 
-    async def perform(self, txn_id: str, branch: Branch, now: Any) -> str | None:
+    async def perform(self, txn_id: str, branch: Branch, now: Any, *, key: str) -> str | None:
         logged = await self.log.load(txn_id)
         self.seen.append(logged.decision if logged else None)
         assert logged is not None
         self.seen.append(logged.events[-1]["event"])
-        return await super().perform(txn_id, branch, now)
+        return await super().perform(txn_id, branch, now, key=key)
 
 
 @pytest.mark.anyio
@@ -155,7 +155,7 @@ async def test_a_commit_refused_at_each_tier(clock: FakeClock, tier: str) -> Non
     assert verify_record(result.record, world.keyring) == []
 
 
-async def _refuse(*args: Any) -> str | None:
+async def _refuse(*args: Any, **kwargs: Any) -> str | None:
     raise HatpError("HATP-PART-6", "the supplier refused", code="SUPPLIER_REFUSED")
 
 

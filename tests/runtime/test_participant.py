@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
     StatusRequest,
 )
-from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.participant import Operation, ParticipantRuntime, Performed
+from hatp_mcp.store.participant_state import MemoryParticipantStore
 
 
 def prep(plan: Plan, branch: str, **kw: object) -> PrepareRequest:
@@ -172,3 +175,120 @@ def test_fencing_tokens_keep_growing_after_the_participant_restarts(clock: FakeC
     with pytest.raises(HatpError) as err:
         again.fenced_write("seat-14C", old.token)
     assert err.value.code == "STALE_TOKEN"
+
+
+class KeyedCapture(Operation):
+    """A payment API honouring idempotency keys: it remembers each key's charge; it can be made to stop the
+    "process" (raise) right after its effect, as a crash between the effect and the state save would."""
+
+    def __init__(self, store: MemoryParticipantStore) -> None:
+        self.store = store
+        self.charges: dict[str, str] = {}
+        self.calls: list[tuple[str, str | None]] = []  # (key, branch state seen when the effect ran)
+        self.crash_after_effect = False
+        self.can_look_up = True
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        row = self.store.get(txn_id, branch.branch_id)
+        self.calls.append((key, row.state if row else None))
+        token = self.charges.setdefault(key, f"ch_{len(self.charges) + 1}")
+        if self.crash_after_effect:
+            raise _Crash
+        return token
+
+    async def lookup(self, key: str, branch: Branch) -> Performed | None:
+        if not self.can_look_up:
+            return None
+        return Performed(self.charges[key]) if key in self.charges else None
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying: nothing after the effect runs."""
+
+
+def keyed_payments(clock: FakeClock) -> tuple[ParticipantRuntime, KeyedCapture]:
+    store = MemoryParticipantStore()
+    op = KeyedCapture(store)
+    key = SigningKey.generate(["participant"], kid="payments-1")
+    return ParticipantRuntime(PAYMENTS, key, {"card.capture": op}, store, clock), op
+
+
+@pytest.mark.anyio
+async def test_HATP_PART_10_the_commit_intent_is_durable_before_the_effect_which_gets_the_idempotency_key(
+    clock: FakeClock,
+) -> None:
+    pay, op = keyed_payments(clock)
+    plan = trip_plan(clock.now())
+    res = await pay.prepare(prep(plan, "pay"))
+    done = await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"]))
+    assert op.calls == [(f"{plan.txn_id}:pay", "committing")]  # the row said committing while the effect ran
+    assert (done.receipt["outcome"], done.receipt["undoToken"]) == ("ok", "ch_1")
+
+
+@pytest.mark.anyio
+async def test_HATP_PART_11_a_retry_after_a_crash_between_effect_and_save_looks_up_instead_of_charging_again(
+    clock: FakeClock,
+) -> None:
+    pay, op = keyed_payments(clock)
+    plan = trip_plan(clock.now())
+    res = await pay.prepare(prep(plan, "pay"))
+    op.crash_after_effect = True
+    with pytest.raises(_Crash):
+        await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"]))
+    assert pay.store.get(plan.txn_id, "pay").state == "committing"  # type: ignore[union-attr]
+    status = await pay.status(StatusRequest(txn_id=plan.txn_id, branch_id="pay"))
+    assert status.state == "prepared"  # no result yet: the commit is still to be answered
+    aborted = await pay.abort(AbortRequest(txn_id=plan.txn_id, branch_id="pay", plan_digest=plan.digest()))
+    assert (aborted.receipt["outcome"], aborted.receipt["code"]) == ("refused", "ILLEGAL_TRANSITION")
+    op.crash_after_effect = False
+    clock.advance(3600)  # long after: the lease and preconditions are not asked again, the effect may have happened
+    again = await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"]))
+    assert (again.receipt["outcome"], again.receipt["undoToken"]) == ("ok", "ch_1")
+    assert len(op.calls) == 1 and op.charges == {f"{plan.txn_id}:pay": "ch_1"}  # charged exactly once
+    assert await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"])) == again
+
+
+@pytest.mark.anyio
+async def test_HATP_PART_11_an_operation_that_cannot_tell_is_performed_again_with_the_same_key(
+    clock: FakeClock,
+) -> None:
+    pay, op = keyed_payments(clock)
+    plan = trip_plan(clock.now())
+    res = await pay.prepare(prep(plan, "pay"))
+    op.crash_after_effect, op.can_look_up = True, False
+    with pytest.raises(_Crash):
+        await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"]))
+    op.crash_after_effect = False
+    again = await pay.commit(commit_req(plan, "pay", res.receipt["preconditions"]))
+    key = f"{plan.txn_id}:pay"
+    assert op.calls == [(key, "committing"), (key, "committing")]  # the same key both times
+    assert (again.receipt["outcome"], again.receipt["undoToken"], len(op.charges)) == ("ok", "ch_1", 1)
+
+
+@pytest.mark.anyio
+async def test_HATP_PART_12_a_compensation_retried_after_a_crash_undoes_again_with_the_same_key(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    cal = world.participants[CALENDAR]
+    res = await cal.prepare(prep(plan, "event"))
+    await cal.commit(commit_req(plan, "event", res.receipt["preconditions"]))
+    seen: list[tuple[str, str | None]] = []
+    original = world.event.undo
+
+    async def crashing_undo(txn_id: str, branch: Branch, token: str | None, now: datetime, *, key: str) -> None:
+        row = cal.store.get(txn_id, branch.branch_id)  # type: ignore[attr-defined]
+        seen.append((key, row.state if row else None))
+        await original(txn_id, branch, token, now, key=key)
+        if len(seen) == 1:
+            raise _Crash
+
+    world.event.undo = crashing_undo  # type: ignore[method-assign]
+    req = CompensateRequest(txn_id=plan.txn_id, branch_id="event", plan_digest=plan.digest(), undo_token="evt-1")
+    with pytest.raises(_Crash):
+        await cal.compensate(req)
+    status = await cal.status(StatusRequest(txn_id=plan.txn_id, branch_id="event"))
+    assert status.state == "committed"
+    done = await cal.compensate(req)
+    assert done.receipt["outcome"] == "ok"
+    assert seen == [(f"{plan.txn_id}:event", "compensating")] * 2

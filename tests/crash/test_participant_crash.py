@@ -1,0 +1,70 @@
+"""Kill a real participant process (SIGKILL) between a commit's effect and the save of its state, start it again
+on the same --data and retry the commit: the effect happened exactly once and the answer is the commit's
+(HATP-PART-10, HATP-PART-11). The fault point is the servers' TEST-ONLY --crash-after-effect flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.messages import CommitRequest, StatusRequest
+from hatp_mcp.mcp.launch import launch_http
+from hatp_mcp.mcp.participant_client import mcp_participant
+from servers._inventory import Inventory
+from tests.e2e.plans import keyring_of, live_plan, prepare_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+
+PAYMENTS = "mcp://payments.example/hatp"
+
+
+@pytest.mark.parametrize(
+    ("module", "uri", "branch", "resource"),
+    [
+        ("servers.payments", PAYMENTS, "pay", "tok_visa_4242"),  # final: a capture charged twice is lost money
+        ("servers.airline", "mcp://airline.example/hatp", "seat", None),  # hold: the booking
+    ],
+)
+async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_the_effect_exactly_once(
+    tmp_path: Path, module: str, uri: str, branch: str, resource: str | None
+) -> None:
+    data = tmp_path / module
+    plan = live_plan(f"txn-crash-{branch}", seat={"seat": "7C"})
+    req = prepare_for(plan, branch)
+    with anyio.fail_after(90):
+        async with launch_http(module, data, extra=["--crash-after-effect"], ready_timeout=60) as first:
+            ring = keyring_of(data)
+            answered = None
+            try:
+                async with Client(first.url) as client:
+                    part = mcp_participant(uri, client, ring)
+                    prepared = await part.prepare(req)
+                    pre = Preconditions.model_validate(prepared.receipt["preconditions"])
+                    commit = CommitRequest(
+                        txn_id=req.txn_id, branch_id=branch, plan_digest=req.plan_digest, preconditions=pre
+                    )
+                    answered = await part.commit(commit)
+            except Exception:  # the process died mid-commit: no answer (the transport's error, maybe a group)
+                pass
+            assert answered is None
+            assert await first.process.wait() == -9  # SIGKILL, right after the effect
+        inventory = Inventory(data / "inventory.db")
+        key = f"{req.txn_id}:{branch}"
+        assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # the effect was made
+        async with launch_http(module, data, ready_timeout=60) as second, Client(second.url) as client:
+            part = mcp_participant(uri, client, ring)
+            assert (await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))).state == "prepared"
+            done = await part.commit(commit)
+            again = await part.commit(commit)
+            status = await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
+    assert done.receipt["outcome"] == "ok" and again == done  # the commit's answer, the same every time
+    assert status.state == "committed" and status.receipt == done.receipt
+    assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # exactly once
+    if resource is None:
+        taken = [i for i in inventory.all() if i.holder == req.txn_id]
+        assert [i.state for i in taken] == ["taken"]
+    inventory.close()
