@@ -168,6 +168,13 @@ class Coordinator(Deadlines, TermsMixin):
         c.validated = validator is not None
         return c
 
+    def choose_with(self, estimates: Mapping[str, int | None], now: datetime) -> None:
+        """Before Start: choose the mode again with the gateway's estimates (HATP-MODE-5/6; see choose_mode).
+        Raises HatpError HATP-MODE-1 / 2 / 6 and leaves the machine as it was."""
+        if self.state is not TxnState.NEW:
+            raise HatpError("HATP-TXN-13", "the mode is chosen before the transaction starts", code="ILLEGAL_EVENT")
+        self.mode, self.timing = choose_mode(self.plan, now, estimates)
+
     @classmethod
     def recover(
         cls,

@@ -164,9 +164,7 @@ class CoordinatorRuntime:
         machine = Coordinator.begin(plan, self._clock.now(), self.keyring, self._validator, self.config)
         estimates = await self._estimates(plan)  # only for a valid plan: an invalid one calls nobody
         if estimates is not None:  # the mode again, with the gateway's worst case (HATP-MODE-5/6)
-            validated = machine.validated
-            machine = Coordinator.begin(plan, self._clock.now(), self.keyring, None, self.config, estimates=estimates)
-            machine.validated = validated
+            machine.choose_with(estimates, self._clock.now())
         chain = RecordChain(plan, self._key, self.config.coordinator)
         return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
 

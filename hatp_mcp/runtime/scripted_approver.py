@@ -58,13 +58,23 @@ class ScriptedApprover:
     asks: dict[tuple[str, str], _Ask] = field(default_factory=dict)
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, txnId, requirementId)
     tightened: list[tuple[str, str, ApprovalTerms]] = field(default_factory=list)
+    _digests: dict[str, str] = field(default_factory=dict)  # txnId -> plan digest, computed once per plan
+
+    def _digest(self, plan: Plan) -> str:
+        got = self._digests.get(plan.txn_id)
+        if got is None:
+            got = self._digests[plan.txn_id] = plan.digest()
+        return got
 
     def script(self, requirement_id: str) -> HumanScript:
         return self.scripts.get(requirement_id, HumanScript())
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
         self.calls.append(("ask", plan.txn_id, requirement_id))
-        entry = self.asks.setdefault((plan.txn_id, requirement_id), _Ask(plan, plan.digest(), self.clock.now()))
+        entry = self.asks.get((plan.txn_id, requirement_id))
+        if entry is None:
+            entry = self.asks[(plan.txn_id, requirement_id)] = _Ask(plan, self._digest(plan), self.clock.now())
+            self._digests.pop(plan.txn_id, None)
         if terms is not None:
             return await self.tighten(plan.txn_id, requirement_id, terms)
         return self._answer(entry, requirement_id)
@@ -88,7 +98,7 @@ class ScriptedApprover:
         est = Estimate(
             txn_id=plan.txn_id,
             requirement_id=requirement_id,
-            plan_digest=plan.digest(),
+            plan_digest=self._digest(plan),
             gateway=self.gateway,
             worst_seconds=worst,
             order=[EstimateStep(human=h, asked_after_seconds=0, due_after_seconds=worst) for h in script.approvers],
