@@ -25,8 +25,8 @@ def trip_plan(txn_id: str = "txn-trip-0001") -> dict[str, Any]:
                 "maxAmount": {"value": "1020.00", "currency": usd},
                 "decideBy": "2026-11-29T11:00:00Z",
                 "chain": [
-                    {"address": "human://acme.com/alice", "decideSeconds": 1800},
-                    {"address": "human://acme.com/frank", "decideSeconds": 1800},
+                    {"address": "human://acme.com/alice", "decideSeconds": 3600},
+                    {"address": "human://acme.com/frank", "decideSeconds": 7200},
                 ],
             }
         ],
