@@ -135,6 +135,7 @@ class Coordinator(Deadlines, TermsMixin):
         self._branches = {b.branch_id: b for b in plan.branches}
         self._order = commit_order(plan)
         self._recovering: str | None = None
+        self._abort_request: dict[str, Any] | None = None  # the agent's, when it made a replacement finish
         self.validated = False
 
     # -- construction -------------------------------------------------------------------------------------
@@ -183,14 +184,19 @@ class Coordinator(Deadlines, TermsMixin):
         decision: str | None,
         keyring: Keyring,
         config: Config | None = None,
+        abort_request: Mapping[str, Any] | None = None,
     ) -> Coordinator:
-        """A replacement coordinator: rebuild what the record says happened; `start` then finishes the job."""
+        """A replacement coordinator: rebuild what the record says happened; `start` then finishes the job.
+
+        `abort_request` (`{"reason", "by"}`) is the agent's request to abort that stopped the old run: without a
+        logged decision the replacement records it (`abort.requested`, HATP-TXN-18) and aborts for it."""
         begin = events[0].get("body", {}) if events else {}
         mode = str(begin.get("mode", plan.mode if plan.mode != "auto" else "parallel"))
         c = cls(plan, mode, timing(plan, parse_ts(plan.created_at)), keyring, config or Config())
         for ev in events:
             c._replay(ev)
         c._recovering = decision or "presumed-abort"
+        c._abort_request = dict(abort_request) if abort_request is not None and decision is None else None
         c._d.decision = decision
         return c
 

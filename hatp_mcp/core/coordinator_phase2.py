@@ -313,7 +313,8 @@ class Phase2:
         d.doubt = None
         out: list[Command] = [Decide(decision="abort", reason=f"{code}: {reason}")] if log else []
         for r in c.plan.approvals:
-            if d.approvals.get(r.id) in ("asked", "pending"):
+            if d.approvals.get(r.id) in ("asked", "pending"):  # HATP-TXN-17: recorded, then withdrawn
+                out.append(Record(event="approval.withdrawn", body={"requirementId": r.id, "reason": code}))
                 out.append(Withdraw(requirement_id=r.id))
         d.abort_queue = []
         for b in abort_order(c.plan):
@@ -367,4 +368,8 @@ class Phase2:
                 d.approvals[r.id] = "asked"
         if decision == "abort":
             return out + self._abort(now, "RECOVERED", "finishing the logged abort", log=False)
+        if c._abort_request is not None:  # HATP-TXN-18: the agent's request is part of the record
+            reason = c._abort_request.get("reason")
+            out.append(Record(event="abort.requested", body={"reason": reason, "by": c._abort_request.get("by")}))
+            return out + self._abort(now, "ABORT_REQUESTED", f"the agent asked: {reason or 'no reason given'}")
         return out + self._abort(now, "PRESUMED_ABORT", "no decision was logged before the coordinator stopped")

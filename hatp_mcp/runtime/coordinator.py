@@ -182,8 +182,9 @@ class CoordinatorRuntime:
                 out[req.id] = None
         return out
 
-    async def recover(self, txn_id: str) -> TxnResult:
-        """Finish a transaction a stopped coordinator left open. Raises KeyError when the log does not know it."""
+    async def recover(self, txn_id: str, abort_request: Mapping[str, Any] | None = None) -> TxnResult:
+        """Finish a transaction a stopped coordinator left open; `abort_request` (`{"reason", "by"}`) when the agent
+        asked to abort it (see Coordinator.recover). Raises KeyError when the log does not know it."""
         logged = await self._log.load(txn_id)
         if logged is None:
             raise KeyError(txn_id)
@@ -195,7 +196,7 @@ class CoordinatorRuntime:
                 outcome, TxnState.NEEDS_RECOVERY
             )
             return TxnResult(txn_id, outcome, state, chain.record())
-        machine = Coordinator.recover(plan, logged.events, logged.decision, self.keyring, self.config)
+        machine = Coordinator.recover(plan, logged.events, logged.decision, self.keyring, self.config, abort_request)
         return await self._drive(machine, chain, [])
 
     async def recover_all(self) -> list[TxnResult]:

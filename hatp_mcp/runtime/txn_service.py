@@ -250,8 +250,9 @@ class TxnService:
             await self._start(txn_id, lambda: self.runtime.recover(txn_id))
             raise self._too_late(txn_id)
         decided = self._log.next_append(txn_id)
-        print(f"coordinator: {txn_id} aborted by the agent: {reason or 'no reason given'}", file=sys.stderr)
-        run = await self._start(txn_id, lambda: self.runtime.recover(txn_id))
+        # HATP-TXN-18: the request is an event of the record (the plan's agent asked; the coordinator attests it)
+        request = {"reason": reason, "by": Plan.model_validate(logged.plan).requester.agent}
+        run = await self._start(txn_id, lambda: self.runtime.recover(txn_id, request))
         await _either(decided, run.done)
         status = await self.status(txn_id)
         await self._withdraw_pending(status)

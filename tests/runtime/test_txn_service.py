@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -177,3 +179,50 @@ async def test_HATP_MCP_22_status_with_after_events_answers_on_progress_not_only
             settled = await svc.status("txn-follow")
     assert begun.event_count < moved.event_count <= settled.event_count
     assert moved.outcome is None
+
+
+def events_of(record: dict[str, object]) -> list[dict[str, Any]]:
+    return list(record["events"])  # type: ignore[call-overload]
+
+
+async def test_HATP_TXN_18_the_agents_abort_request_is_an_event_of_the_record_with_its_reason_and_who_asked(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    plan = trip_plan(clock.now(), "txn-asked")
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(plan)
+            await anyio.wait_all_tasks_blocked()
+            await svc.abort("txn-asked", "the trip is off")
+            done = await svc.wait("txn-asked")
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    events = events_of(done.record)
+    names = [e["event"] for e in events]
+    asked = events[names.index("abort.requested")]
+    assert asked["body"] == {"reason": "the trip is off", "by": plan.requester.agent}
+    decision = events[names.index("decision")]
+    assert names.index("abort.requested") < names.index("decision")
+    assert decision["body"]["reason"] == "ABORT_REQUESTED: the agent asked: the trip is off"
+
+
+async def test_HATP_TXN_17_recovery_at_startup_withdraws_the_pending_ask_through_the_approver_and_records_it(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = MemoryTxnLog()
+    with anyio.fail_after(10):
+        async with service(world, log).running() as first:
+            await first.begin(trip_plan(clock.now(), "txn-asked-left"))
+            await anyio.wait_all_tasks_blocked()
+        assert ("withdraw", "txn-asked-left", "finance") not in world.approver.calls  # the human is still asked
+        async with service(world, log).running() as second:
+            await second.recover_unfinished()
+            done = await second.wait("txn-asked-left")
+    assert done.outcome == "ABORTED" and done.record is not None
+    assert verify_record(done.record, world.keyring) == []
+    withdrawn = [e["body"] for e in events_of(done.record) if e["event"] == "approval.withdrawn"]
+    assert withdrawn == [{"requirementId": "finance", "reason": "PRESUMED_ABORT"}]
+    assert world.approver.calls.count(("withdraw", "txn-asked-left", "finance")) >= 1
+    assert "abort.requested" not in [e["event"] for e in events_of(done.record)]  # nobody asked: presumed
