@@ -30,6 +30,7 @@ import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.coordinator import Config
+from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
@@ -38,6 +39,7 @@ from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, open_l
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.gateway import load_org
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
@@ -58,6 +60,7 @@ class Setup:
         self.gateway: Target | None = None
         self.gateway_keys: Path | None = None
         self.gateway_id: str | None = None
+        self.org: Path | None = None  # the organisation's cards: each human decision's proof is checked
 
 
 def read_setup(args: argparse.Namespace) -> Setup:
@@ -82,6 +85,8 @@ def read_setup(args: argparse.Namespace) -> Setup:
         if doc.get("gatewayKeys"):
             setup.gateway_keys = Path(str(doc["gatewayKeys"]))
         setup.gateway_id = doc.get("gatewayId")
+        if doc.get("org"):
+            setup.org = Path(str(doc["org"]))
     for item in args.participant or []:
         uri, sep, target = item.partition("=")
         if not sep:
@@ -105,6 +110,13 @@ def read_setup(args: argparse.Namespace) -> Setup:
     setup.gateway_id = args.gateway_id or setup.gateway_id
     if setup.gateway is not None and setup.gateway_keys is None:
         raise ValueError("--gateway needs --gateway-keys (the organisation's JWKS with the gateway's key)")
+    if args.org:
+        setup.org = Path(args.org)
+    if setup.gateway is not None and setup.org is None and not args.trust_gateway_decisions:
+        raise ValueError(
+            "--gateway needs --org DIR (the organisation's cards, to check each person's signed decision, "
+            "HATP-TXN-19), or --trust-gateway-decisions to count the gateway's word alone"
+        )
     return setup
 
 
@@ -124,6 +136,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gateway", help="the Human Gateway: http://... or stdio:MODULE[:DATA]")
     p.add_argument("--gateway-keys", help="JWKS file holding the gateway's public key (role gateway)")
     p.add_argument("--gateway-id", help="the gateway id every vote must name (e.g. gateway://acme.com)")
+    p.add_argument(
+        "--org",
+        help="organisation dir (.well-known/human-card.json, cards/*.json): check each person's signed decision",
+    )
+    p.add_argument(
+        "--trust-gateway-decisions",
+        action="store_true",
+        help="with a gateway but no --org: count the gateway's word for who decided (recorded as not checked)",
+    )
     p.add_argument("--scripted-approver", choices=["approve", "reject", "never"], help="tests: no gateway process")
     p.add_argument("--id", default="coordinator://localhost", help="this coordinator's id in records")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
@@ -158,6 +179,11 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
             log(f"coordinator: cannot start: {exc}")
             return 2
         approver = _approver(args, data, setup, links, keyring, clock)
+        try:
+            humans = _humans(setup.org) if setup.org is not None else None
+        except (HatpError, OSError, ValueError) as exc:
+            log(f"coordinator: cannot start: {setup.org}: {exc}")
+            return 2
         service = TxnService(
             key=key,
             keyring=keyring,
@@ -165,7 +191,9 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
             approver=approver,
             log=SqliteTxnLog(data / "coordinator.db"),
             clock=clock,
-            config=Config(coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds),
+            config=Config(
+                coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds, humans=humans
+            ),
         )
         server = MCPServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
         serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
@@ -175,6 +203,12 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
                 log(f"coordinator: finishing {len(recovered)} unfinished transaction(s): {', '.join(recovered)}")
             await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     return 0
+
+
+def _humans(org: Path) -> HumanKeys:
+    """The decision keys on the organisation's Directory-signed cards (a card that does not verify is ignored)."""
+    directory, _ignored, _contacts = load_org(org)
+    return HumanKeys.from_cards(directory.cards())
 
 
 def _approver(

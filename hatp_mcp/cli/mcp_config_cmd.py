@@ -35,7 +35,8 @@ def coordinator_args(data: Path) -> list[str]:
         f"--participant-keys=mcp://{n}.example/hatp={(data / n / 'public.jwk.json').absolute()}" for n in TOOL_SERVERS
     ]
     gateway = f"stdio:servers.gateway:{(data / 'gateway').absolute()}"
-    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
+    org = ["--org", str(WELL_KNOWN.parent.parent)]  # each person's signed decision is checked against the cards
+    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, *org]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from hatp_mcp.core.coordinator_events import (
 from hatp_mcp.core.coordinator_evidence import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.coordinator_terms import TermsMixin
 from hatp_mcp.core.coordinator_timing import Timing, choose_mode, commit_order, timing
+from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
@@ -70,6 +71,9 @@ def transition_table() -> str:
 @dataclass(frozen=True, slots=True)
 class Config:
     coordinator: str = "coordinator://localhost"
+    # The keys on the organisation's Directory-signed cards. With them, every human decision in an approval must
+    # carry that person's own proof (HATP-TXN-19); without them the record says the proofs were not checked.
+    humans: HumanKeys | None = None
     poll_seconds: int = 30  # how often a pending approval is polled
     renew_before_seconds: int = 60  # renew a lease this long before it ends
     retry_seconds: int = 30  # retry an in-doubt commit (or a failed undo) this often
@@ -275,6 +279,7 @@ class Coordinator(Deadlines, TermsMixin):
                     "requested": self.plan.mode,
                     "timing": self.timing.wire(),
                     "validated": self.validated,
+                    "humanProofs": "checked" if self.config.humans is not None else "not-checked",
                 },
             )
         ]
@@ -385,7 +390,7 @@ class Coordinator(Deadlines, TermsMixin):
             return []
         try:
             vote, _approval = check_approver_answer(
-                self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring, now
+                self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring, now, self.config.humans
             )
             if vote.decision == "yes":
                 self._check_terms(rid, ev.approval, ev.terms)  # HATP-MODE-8

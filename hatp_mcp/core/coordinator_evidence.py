@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.gateway_evidence import check_routing
+from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
@@ -94,8 +95,10 @@ def check_approver_answer(
     approval_raw: Mapping[str, Any] | None,
     keyring: Keyring,
     now: datetime | None = None,
+    humans: HumanKeys | None = None,
 ) -> tuple[Vote, Approval | None]:
-    """Raises HatpError HATP-TXN-3 unless the gateway's vote (and approval) may count.
+    """Raises HatpError HATP-TXN-3 unless the gateway's vote (and approval) may count, HATP-TXN-19 when `humans`
+    (the keys on the organisation's cards) is given and a human decision lacks its person's valid proof.
 
     Both signed by a gateway-role key, both naming this txnId and plan digest; pending names its deadline; yes
     comes with an Approval that approves, has not expired at `now`, whose quorum is met by distinct approvers,
@@ -158,5 +161,17 @@ def check_approver_answer(
                 f"the approval's routing record does not hold against the plan: {exc.reason}",
                 path=f"approval.routing{exc.path.removeprefix('$.routing')}",
                 code=exc.code,
+            ) from exc
+    if humans is not None:
+        try:
+            # the gateway's signature says the gateway vouches; the people's own proofs say they decided
+            check_decision_proofs(approval, humans, "approval")
+        except HatpError as exc:
+            raise HatpError(
+                "HATP-TXN-19",
+                f"a human decision in the approval is not proven by its person ({exc.rule}): {exc.reason}",
+                path=exc.path,
+                code="DECISION_NOT_PROVEN",
+                fix="the gateway must return each person's signed decision proof inside the approval",
             ) from exc
     return vote, approval

@@ -107,3 +107,47 @@ def test_an_expired_approval_does_not_count() -> None:
     with pytest.raises(HatpError) as err:
         check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
     assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
+
+
+def test_with_the_cards_a_decision_counts_only_with_its_persons_proof_HATP_TXN_19() -> None:
+    import secrets
+
+    from hatp_mcp.core.human_proof import sign_decision
+    from tests.acme_org import human_key, human_keys
+
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan)
+    # the gateway vouches for alice, but alice's own proof is missing
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+        )
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-19", "DECISION_NOT_PROVEN")
+    assert "HATP-GW-27" in err.value.reason and err.value.path == "approval.decisions[0].proof"
+    # erin's key signing alice's decision is no proof either
+    ask_id = f"{plan.txn_id}/finance"
+
+    def proof(key_of: str) -> dict[str, Any]:
+        p = sign_decision(
+            human_key(key_of),
+            ask_id,
+            plan.digest(),
+            "human://acme.com/alice",
+            "approve",
+            NOW,
+            nonce=secrets.token_urlsafe(18),
+        )
+        return p.wire()
+
+    approval["decisions"][0]["proof"] = proof("erin")
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+        )
+    assert err.value.rule == "HATP-TXN-19" and "HATP-GW-20" in err.value.reason
+    # alice's own proof counts
+    approval["decisions"][0]["proof"] = proof("alice")
+    check_approver_answer(
+        plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+    )

@@ -37,7 +37,7 @@ __all__ = [
 
 PARTICIPANTS = ("airline", "hotel", "calendar", "payments")
 WELL_KNOWN = ORG_DIR / ".well-known" / "human-card.json"
-GATEWAY_ARGS = ["--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
+GATEWAY_ARGS = ["--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, "--org", str(ORG_DIR)]
 
 
 def uri(name: str) -> str:

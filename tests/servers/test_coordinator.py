@@ -21,6 +21,7 @@ def test_a_config_file_and_flags_name_the_participants_and_the_gateway(tmp_path:
                 "gateway": {"url": "http://127.0.0.1:9000/mcp"},
                 "gatewayKeys": "/org/human-card.json",
                 "gatewayId": "https://acme.com/hatp/gateway",
+                "org": "/org",
             }
         )
     )
@@ -40,6 +41,15 @@ def test_a_config_file_and_flags_name_the_participants_and_the_gateway(tmp_path:
     }
     assert setup.gateway == Target(url="http://127.0.0.1:9000/mcp")
     assert (setup.gateway_keys, setup.gateway_id) == (Path("/org/human-card.json"), "https://acme.com/hatp/gateway")
+    assert setup.org == Path("/org")
+
+
+def test_a_gateway_without_the_cards_is_refused_unless_its_word_alone_is_chosen_HATP_TXN_19(tmp_path: Path) -> None:
+    base = ["--gateway", "http://127.0.0.1:9000/mcp", "--gateway-keys", "/org/human-card.json"]
+    with pytest.raises(ValueError, match="--org DIR"):
+        read_setup(_parser().parse_args(base))
+    assert read_setup(_parser().parse_args([*base, "--trust-gateway-decisions"])).org is None
+    assert read_setup(_parser().parse_args([*base, "--org", "/org"])).org == Path("/org")
 
 
 @pytest.mark.parametrize(
