@@ -1,0 +1,82 @@
+"""The README's code examples run: the participant example prepares and commits, the gate refuses an unapproved call."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError
+from mcp.server import MCPServer
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ORG = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
+
+
+def example(heading: str) -> dict[str, Any]:
+    """Execute the first python block after `heading` and return its namespace."""
+    text = README.read_text()
+    section = text[text.index(heading) :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code, f"no python block after {heading!r}"
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(code.group(1), f"README.md ({heading})", "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_names_the_newcomers_two_commands_first() -> None:
+    head = README.read_text().split("\n## ")[0]
+    assert "make demo-mcp" in head and "make test" in head
+
+
+@pytest.mark.anyio
+async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once_over_mcp(tmp_path: Path) -> None:
+    from hatp_mcp.core.keys import Keyring
+    from hatp_mcp.core.model.evidence import Preconditions
+    from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
+    from hatp_mcp.core.model.plan import Plan
+    from hatp_mcp.mcp.extension import read_advertisement
+    from hatp_mcp.mcp.participant_client import mcp_participant
+    from tests.factories import trip_plan
+
+    server = example("## Joining transactions with your own MCP server")["build"](str(tmp_path))
+    raw = trip_plan()
+    raw["branches"][2]["participant"] = "mcp://calendar.example/hatp"
+    plan = Plan.model_validate(raw)
+    digest = plan.digest()
+    async with Client(server) as client:
+        advertised = read_advertisement(client.server_capabilities)
+        assert advertised["operations"]["event.create"]["tier"] == "compensate"
+        ring = Keyring.from_jwks({"keys": advertised["keys"]})
+        calendar = mcp_participant("mcp://calendar.example/hatp", client, ring)
+        prepared = await calendar.prepare(
+            PrepareRequest(txn_id=plan.txn_id, branch_id="event", plan_digest=digest, plan=plan, coordinator="c")
+        )
+        assert prepared.vote["decision"] == "yes"
+        commit = CommitRequest(
+            txn_id=plan.txn_id,
+            branch_id="event",
+            plan_digest=digest,
+            preconditions=Preconditions.model_validate(prepared.receipt["preconditions"]),
+        )
+        first = await calendar.commit(commit)
+        assert first.receipt["outcome"] == "ok" and first.receipt["undoToken"] == f"{plan.txn_id}:event"
+        assert await calendar.commit(commit) == first  # a retry is a status query: the first answer again
+
+
+@pytest.mark.anyio
+async def test_the_gate_example_refuses_a_call_without_an_approval(tmp_path: Path) -> None:
+    server = MCPServer("payments")
+    charged: list[str] = []
+
+    @server.tool()
+    def charge_card(amount: str, payee: str) -> str:
+        charged.append(amount)
+        return "charged"
+
+    example("## Gating one risky tool")["gated"](server, str(ORG), str(tmp_path / "replay.db"))
+    async with Client(server) as client:
+        with pytest.raises(MCPError) as err:
+            await client.call_tool("charge_card", {"amount": {"value": "10", "currency": "USD"}, "payee": "acme"})
+    assert err.value.code == -32050 and charged == []
