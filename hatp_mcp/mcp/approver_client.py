@@ -163,14 +163,9 @@ class McpApprover:
         return answer
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
-        """Ask (hatp/txn/prepare); with `terms`, tighten at once (hatp/txn/tighten) and answer that: a person who
-        decided in between decided without the terms, which the coordinator refuses (HATP-MODE-8)."""
-        answer = await self._ask(plan, requirement_id)
-        if terms is None or answer.vote.get("decision") != "pending":
-            return answer
-        return await self.tighten(plan.txn_id, requirement_id, terms)
-
-    async def _ask(self, plan: Plan, requirement_id: str) -> ApproverAnswer:
+        """Ask (hatp/txn/prepare); `terms` (holds-first) travel with the ask, so the gateway opens it bound to them
+        before anyone is notified and no one decides without them (HATP-MCP-29); the answer is checked as a
+        tighten's (HATP-MCP-18)."""
         digest = plan.digest()
         req = PrepareRequest(
             txn_id=plan.txn_id,
@@ -178,9 +173,11 @@ class McpApprover:
             plan_digest=digest,
             plan=plan,
             coordinator=self.coordinator,
+            terms=terms,
         )
         result = await call(self.client, "hatp/txn/prepare", req, VoteResult, self.timeout)
-        return self._checked(result, plan.txn_id, requirement_id, digest)
+        answer = self._checked(result, plan.txn_id, requirement_id, digest)
+        return answer if terms is None else check_tightened(answer, terms)
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         req = VotedRequest(txn_id=txn_id, requirement_id=requirement_id)

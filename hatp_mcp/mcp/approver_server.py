@@ -4,7 +4,8 @@ It registers on an MCP server, beside its ordinary tools:
 
 - `hatp/txn/prepare` (PrepareRequest, `branchId` = the approval requirement id): route the requirement to the
   humans (idempotent per txnId and requirement) and answer with a VoteResult: the gateway's signed vote (pending
-  with `decideBy`, yes or no) and, once the humans decided, the signed Approval;
+  with `decideBy`, yes or no) and, once the humans decided, the signed Approval; with `terms` (holds-first) the
+  ask opens already bound to them (HATP-MCP-29);
 - `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made;
 - `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult;
 - `hatp/txn/estimate` (EstimateRequest): the signed worst case until a decision (HATP-MCP-17);
@@ -97,7 +98,7 @@ def serve_approver(
                 fix="send the plan and its own digest",
                 code="PLAN_MISMATCH",
             )
-        await gateway.ask(req.plan, req.branch_id)
+        await gateway.ask(req.plan, req.branch_id, req.terms)  # bound to the terms before anyone is notified
         return await current(req.txn_id, req.branch_id)
 
     async def voted(req: VotedRequest) -> WireModel:

@@ -472,8 +472,8 @@ class ParticipantRuntime:
                 answer = row.answers[phase]
                 last = answer["receipt"]
                 break
-        # an effect under way is reported as the state it leaves until it has a result (its receipt is not made yet)
-        state = {"quoted": "unknown", "committing": "prepared", "compensating": "committed"}.get(row.state, row.state)
+        # an effect under way is reported as under way (committing / compensating): its receipt is not made yet
+        state = {"quoted": "unknown"}.get(row.state, row.state)
         return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state=state, receipt=last)  # type: ignore[arg-type]
 
     # -- locks (the table is pure; its state is kept in the store so tokens only grow, across restarts too) ---

@@ -17,9 +17,11 @@ from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VoteResult
+from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_client import check_tightened, mcp_approver
+from hatp_mcp.mcp.approver_server import vote_result
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
@@ -153,3 +155,44 @@ def test_HATP_MCP_18_a_pending_vote_with_another_deadline_or_an_approval_over_ot
         "$.vote.decideBy",
     )
     assert (other.value.rule, other.value.path) == ("HATP-MCP-18", "$.approval.terms")
+
+
+async def test_HATP_MCP_29_the_first_ask_already_carries_the_terms_so_no_one_is_notified_without_them(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    p = held_plan()
+    ask_id = f"{p.txn_id}/finance"
+    with anyio.fail_after(10):
+        async with Client(voter_server(gw)) as client:
+            answer = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance", TERMS)
+            stored = gw.store.get(ask_id)
+            assert stored is not None and stored.record is not None
+            asked = next(s.human for s in stored.record.seats if s.status == "asked").removeprefix("human://acme.com/")
+            await gw.decide(ask_id, _with_terms(stored.record.ask, asked, clock))  # decided at once: no tighten came
+            done = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).poll(p.txn_id, "finance")
+    assert answer.vote["decision"] == "pending" and answer.vote["decideBy"] == TERMS.decide_by
+    assert stored.record.ask.terms == TERMS  # bound from the first ask on
+    notified = gw.notifier.delivered  # type: ignore[attr-defined]
+    assert notified and all(ask.terms == TERMS for _h, _c, ask in notified)
+    assert done.approval is not None and done.approval["terms"] == TERMS.wire()
+    check_tightened(done, TERMS)
+
+
+async def test_HATP_MCP_29_an_ask_whose_answer_drops_the_terms_is_refused(tmp_path: Path, clock: FakeClock) -> None:
+    gw = make_gateway(tmp_path, clock)
+    p = held_plan()
+    forgetful = MCPServer("forgetful", log_level="WARNING")
+
+    async def ignore_terms(req: PrepareRequest) -> WireModel:  # a gateway that asks without the terms
+        await gw.ask(req.plan, req.branch_id)
+        stored = gw.store.get(f"{req.txn_id}/{req.branch_id}")
+        assert stored is not None
+        return vote_result(req.txn_id, req.branch_id, stored)
+
+    add_method(lowlevel_of(forgetful), "hatp/txn/prepare", PrepareRequest, ignore_terms, anyio.Semaphore(4))
+    with anyio.fail_after(10):
+        async with Client(forgetful) as client:
+            with pytest.raises(HatpError) as err:
+                await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance", TERMS)
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MCP-18", "EVIDENCE_MISMATCH", "$.vote.decideBy")

@@ -14,6 +14,7 @@ from pydantic import Field
 from hatp_mcp.core.model.base import Ident, Seconds, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 
 __all__ = [
     "AbortRequest",
@@ -38,6 +39,8 @@ class PrepareRequest(WireModel):
     """hatp/txn/prepare and hatp/txn/quote: the whole plan (the participant checks its digest) and its branch.
 
     `quoteOnly` asks for a quote (dry run with `validUntil`, no hold placed): approval-first mode.
+    `terms` (to a Human Gateway only, holds-first): the ask opens already bound to them, before anyone is
+    notified, so no one decides without them (spec/mcp-binding.md HATP-MCP-9); a participant ignores it.
     """
 
     type: Literal["hatp.prepare"] = "hatp.prepare"
@@ -47,6 +50,7 @@ class PrepareRequest(WireModel):
     plan: Plan
     coordinator: str = Field(min_length=1, max_length=500)
     quote_only: bool = False
+    terms: ApprovalTerms | None = None
 
 
 class PrepareResult(WireModel):
@@ -113,10 +117,16 @@ class StatusRequest(WireModel):
 
 
 class StatusResult(WireModel):
+    """What the participant knows of one branch. `committing` / `compensating`: the effect's intent is durable and
+    the effect may have happened, but it has no result (receipt) yet (HATP-PART-10/12): neither is `prepared`
+    nor `committed` (HATP-MCP-2)."""
+
     type: Literal["hatp.status-result"] = "hatp.status-result"
     txn_id: Ident
     branch_id: Ident
-    state: Literal["unknown", "prepared", "refused", "committed", "aborted", "compensated"]
+    state: Literal[
+        "unknown", "prepared", "refused", "committing", "committed", "compensating", "aborted", "compensated"
+    ]
     receipt: Evidence | None = None
 
 
