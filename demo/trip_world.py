@@ -70,8 +70,8 @@ def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) ->
                 "maxAmount": {"value": "1020.00", "currency": usd},
                 "decideBy": at(3600),
                 "chain": [
-                    {"address": "human://acme.com/alice", "decideSeconds": 1800},
-                    {"address": "human://acme.com/frank", "decideSeconds": 1800},
+                    {"address": "human://acme.com/alice", "decideSeconds": 3600},
+                    {"address": "human://acme.com/frank", "decideSeconds": 7200},
                 ],
             }
         ],
