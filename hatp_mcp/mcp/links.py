@@ -4,7 +4,8 @@ A `Target` says how to reach a server: a stdio child (`python -m <module> --data
 or a streamable HTTP URL. A `Link` keeps one `mcp.Client` open in its own task, so a transport that tears its
 client down (a killed HTTP server, a dead stdio child) ends that task, not the caller's; after a lost connection
 the next call opens a new client (a stdio child is started again on the same --data). `LinkedParticipant` is the
-Participant Protocol over a link (mcp_participant per call, evidence checked against the keys the server
+Participant Protocol over a link (mcp_participant per call, verify=False: the coordinator core verifies each answer,
+HATP-TXN-2; the signing key is checked against the keys the server
 advertised when first reached). This module decides nothing about transactions and never retries a call itself.
 """
 
@@ -190,7 +191,11 @@ class LinkedParticipant:
     async def _on(self, fn: Callable[[McpParticipant], Awaitable[R]]) -> R:
         client = await self.link.client()
         try:
-            return await fn(McpParticipant(self.uri, client, self.keyring, timeout=self.timeout))
+            # verify=False: every vote and receipt goes to the coordinator core, which verifies the signature and the
+            # txnId/branchId/planDigest/voter it names (HATP-TXN-2); McpParticipant still checks the one thing the core
+            # cannot, that the signing key is this participant's (HATP-MCP-4), without a second verification
+            participant = McpParticipant(self.uri, client, self.keyring, timeout=self.timeout, verify=False)
+            return await fn(participant)
         except TransportFailed as exc:
             if exc.code in LOST:
                 self.link.lost(client)
