@@ -11,6 +11,7 @@ Pure: no IO, no clock (callers pass times).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from hatp_mcp.core.canonical import CanonicalError, digest
 from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.evidence import Approval
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
 from hatp_mcp.core.wire import error_path
@@ -30,6 +31,7 @@ from hatp_mcp.errors import HatpError
 __all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "verify_record"]
 
 BEGIN_EVENT = "txn.begin"
+_DIGEST = re.compile(DIGEST_PATTERN)
 # Which keyring roles may sign each kind of evidence carried in an event.
 EVIDENCE_ROLES: dict[str, frozenset[str]] = {
     "hatp.vote": frozenset({"participant", "gateway"}),
@@ -53,9 +55,20 @@ class Problem:
 class RecordChain:
     """Appends coordinator-signed events to one transaction's chain. Holds wire dicts, never re-serializes."""
 
-    def __init__(self, plan: Plan, key: SigningKey, author: str, events: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        key: SigningKey,
+        author: str,
+        events: Sequence[Mapping[str, Any]] = (),
+        plan_digest: str | None = None,
+    ) -> None:
+        """`plan_digest`: the plan's digest when the caller already has it (the coordinator does), else computed.
+        Raises ValueError when it is not a digest; a wrong one is the caller's bug and fails verify_record."""
+        if plan_digest is not None and not _DIGEST.match(plan_digest):
+            raise ValueError(f"plan_digest {plan_digest!r} is not a sha256:<64 hex> digest")
         self.plan = plan
-        self.plan_digest = plan.digest()
+        self.plan_digest = plan_digest if plan_digest is not None else plan.digest()
         self._key = key
         self._author = author
         self._events: list[dict[str, Any]] = [dict(e) for e in events]
@@ -81,18 +94,24 @@ class RecordChain:
         evidence: Mapping[str, Any] | None = None,
         author: str | None = None,
     ) -> dict[str, Any]:
-        """Append and return the signed event. Raises ValueError after close or on a bad event."""
+        """Append and return the signed event. Raises ValueError after close or on a bad event.
+
+        Everything else in the event is built here from the plan and the chain itself, so only what the caller
+        passes is checked (what RecordEvent would refuse): the event name, the author, the timestamp, and body and
+        evidence being JSON objects; a value that is not JSON fails canonicalization when signed (CanonicalError)."""
         if self.closed:
             raise ValueError("the record is closed; nothing may follow record.closed")
         if not self._events and event != BEGIN_EVENT:
             raise ValueError(f"the first event must be {BEGIN_EVENT!r}")
+        who = author or self._author
+        _check_append(event, who, at, body, evidence)
         raw: dict[str, Any] = {
             "type": "hatp.event",
             "txnId": self.plan.txn_id,
             "seq": len(self._events),
             "planDigest": self.plan_digest,
             "event": event,
-            "author": author or self._author,
+            "author": who,
             "at": at,
             "body": dict(body or {}),
         }
@@ -100,7 +119,6 @@ class RecordChain:
             raw["prev"] = self._head
         if evidence is not None:
             raw["evidence"] = dict(evidence)
-        RecordEvent.model_validate(raw)
         signed = sign_object(raw, self._key)
         self._events.append(signed)
         self._head = digest(signed)
@@ -119,6 +137,20 @@ class RecordChain:
             "plan": self.plan.wire(),
             "events": self.events,
         }
+
+
+def _check_append(event: object, author: object, at: object, body: object, evidence: object) -> None:
+    """What RecordEvent refuses among append's arguments, checked without building a model. Raises ValueError."""
+    if not isinstance(event, str) or not 1 <= len(event) <= 64:
+        raise ValueError(f"event name {event!r} must be a string of 1 to 64 characters")
+    if not isinstance(author, str) or not 1 <= len(author) <= 500:
+        raise ValueError(f"author {author!r} must be a string of 1 to 500 characters")
+    if not isinstance(at, str):
+        raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
+    parse_ts(at)  # raises ValueError naming the value
+    for name, value in (("body", body), ("evidence", evidence)):
+        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+            raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
 
 
 def verify_record(

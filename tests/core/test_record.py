@@ -149,3 +149,43 @@ def test_nothing_may_be_appended_after_the_close() -> None:
     chain.close("2026-11-29T10:00:01Z", "ABORTED")
     with pytest.raises(ValueError, match="closed"):
         chain.append("vote", "2026-11-29T10:00:02Z")
+
+
+@pytest.mark.parametrize(
+    ("event", "at", "body", "match"),
+    [
+        ("", "2026-11-29T10:00:00Z", None, "event name"),
+        ("x" * 65, "2026-11-29T10:00:00Z", None, "event name"),
+        ("vote", "2026-11-29 10:00", None, "RFC 3339"),
+        ("vote", "2026-11-29T10:00:00+01:00", None, "RFC 3339"),
+        ("vote", "2026-11-29T10:00:00Z", ["not", "an", "object"], "body must be a JSON object"),
+        ("vote", "2026-11-29T10:00:00Z", {1: "int key"}, "body must be a JSON object"),
+    ],
+)
+def test_a_malformed_append_is_refused_and_leaves_the_chain_unchanged(
+    event: str, at: str, body: Any, match: str
+) -> None:
+    chain = RecordChain(Plan.model_validate(trip_plan()), SigningKey.generate(["coordinator"]), "coordinator")
+    begun = chain.append("txn.begin", "2026-11-29T10:00:00Z")
+    with pytest.raises(ValueError, match=match):
+        chain.append(event, at, body)
+    assert chain.events == [begun] and chain.head is not None
+    with pytest.raises(ValueError, match="evidence must be a JSON object"):
+        chain.append("vote", "2026-11-29T10:00:01Z", evidence="signed?")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="author"):
+        chain.append("vote", "2026-11-29T10:00:01Z", author="x" * 501)
+    assert len(chain.events) == 1
+
+
+def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_digest() -> None:
+    plan = Plan.model_validate(trip_plan())
+    key = SigningKey.generate(["coordinator"])
+    ring = Keyring()
+    ring.add_signer(key)
+    chain = RecordChain(plan, key, "coordinator", plan_digest=plan.digest())
+    chain.append("txn.begin", "2026-11-29T10:00:00Z", {"mode": "sync"})
+    chain.close("2026-11-29T10:00:01Z", "ABORTED")
+    assert chain.record()["planDigest"] == plan.digest()
+    assert verify_record(chain.record(), ring) == []
+    with pytest.raises(ValueError, match="not a sha256"):
+        RecordChain(plan, key, "coordinator", plan_digest="abc")
