@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,11 @@ def test_committed_json_schemas_match_the_models() -> None:
 
     on_disk = {p.name: p.read_text() for p in (ROOT / "spec" / "schemas").glob("*.schema.json")}
     assert on_disk == generated(), "spec/schemas drifted from the models: run `make schemas`"
+
+
+def test_an_amount_copied_with_a_new_value_reports_the_new_value_HATP_AMT_1() -> None:
+    # guards against caching the parsed decimal on the instance: pydantic's model_copy would carry a stale cache
+    a = Amount(value="12.50", currency="USD")
+    assert a.decimal == Decimal("12.50")
+    b = a.model_copy(update={"value": "13"})
+    assert b.decimal == Decimal("13")
