@@ -49,6 +49,7 @@ from hatp_mcp.core.coordinator_events import (
 )
 from hatp_mcp.core.keys import Keyring, SigningKey
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import (
     AbortRequest,
@@ -58,16 +59,18 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
 )
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.participant_fit import check_participant_bounds
 from hatp_mcp.core.record import RecordChain
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
-__all__ = ["CoordinatorRuntime", "TxnResult", "default_validator"]
+__all__ = ["BoundsAsker", "CoordinatorRuntime", "TxnResult", "default_validator"]
 
 R = TypeVar("R")
 EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
+BoundsAsker = Callable[[str, Plan, str], Awaitable[OperationBounds]]  # (participant, plan, branchId): HATP-MCP-19
 
 
 def default_validator() -> Validator | None:
@@ -145,6 +148,7 @@ class CoordinatorRuntime:
         on_escalate: EscalateHook | None = None,
         unbounded_call_seconds: float = 300.0,
         keep_trace: bool = False,
+        bounds: BoundsAsker | None = None,
     ) -> None:
         self._key = key
         self.keyring = keyring
@@ -157,6 +161,7 @@ class CoordinatorRuntime:
         self._on_escalate = on_escalate
         self._unbounded = unbounded_call_seconds
         self._keep_trace = keep_trace
+        self._bounds = bounds  # asks each participant's hatp/txn/estimate at begin (HATP-MODE-9); None: not asked
         self.trace: list[tuple[str, Command]] = []  # (txnId, command) when keep_trace: tests look at what was sent
 
     async def run(self, plan: Plan) -> TxnResult:
@@ -165,6 +170,9 @@ class CoordinatorRuntime:
         estimates = await self._estimates(plan)  # only for a valid plan: an invalid one calls nobody
         if estimates is not None:  # the mode again, with the gateway's worst case (HATP-MODE-5/6)
             machine.choose_with(estimates, self._clock.now())
+        if self._bounds is not None:  # what each participant says it gives, against what the plan assumes
+            offered = await self._participant_bounds(plan, self._bounds)
+            check_participant_bounds(plan, machine.mode, offered, self._clock.now(), estimates)
         chain = RecordChain(plan, self._key, self.config.coordinator)
         return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
 
@@ -180,6 +188,23 @@ class CoordinatorRuntime:
                 out[req.id] = None if estimate is None else (await estimate(plan, req.id)).worst_seconds
             except Exception:  # no estimate is an unbounded one (fail closed); cancellation still passes
                 out[req.id] = None
+        return out
+
+    @staticmethod
+    async def _participant_bounds(plan: Plan, ask: BoundsAsker) -> dict[str, OperationBounds]:
+        """HATP-MODE-9: every branch's bounds, asked in parallel (one call per branch). A failed call leaves the
+        branch out, which check_participant_bounds refuses (fail closed); cancellation still passes."""
+        out: dict[str, OperationBounds] = {}
+
+        async def one(participant: str, branch_id: str) -> None:
+            try:
+                out[branch_id] = await ask(participant, plan, branch_id)
+            except Exception:
+                return
+
+        async with anyio.create_task_group() as tg:
+            for b in plan.branches:
+                tg.start_soon(one, b.participant, b.branch_id)
         return out
 
     async def recover(self, txn_id: str, abort_request: Mapping[str, Any] | None = None) -> TxnResult:
