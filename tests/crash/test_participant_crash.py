@@ -57,7 +57,9 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
         assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # the effect was made
         async with launch_http(module, data, ready_timeout=60) as second, Client(second.url) as client:
             part = mcp_participant(uri, client, ring)
-            assert (await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))).state == "prepared"
+            assert (
+                await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
+            ).state == "committing"  # the intent is durable, the effect unsaved (HATP-PART-11)
             done = await part.commit(commit)
             again = await part.commit(commit)
             status = await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
