@@ -4,9 +4,9 @@ A `Target` says how to reach a server: a stdio child (`python -m <module> --data
 or a streamable HTTP URL. A `Link` keeps one `mcp.Client` open in its own task, so a transport that tears its
 client down (a killed HTTP server, a dead stdio child) ends that task, not the caller's; after a lost connection
 the next call opens a new client (a stdio child is started again on the same --data). `LinkedParticipant` is the
-Participant Protocol over a link (mcp_participant per call, verify=False: the coordinator core verifies each answer,
-HATP-TXN-2; the signing key is checked against the keys the server
-advertised when first reached). This module decides nothing about transactions and never retries a call itself.
+Participant Protocol over a link (mcp_participant per call with verify=False: the coordinator core verifies each
+answer, HATP-TXN-2, and the link checks only that the signing key is among the participant's pinned or first
+advertised keys, HATP-MCP-4). This module decides nothing about transactions and never retries a call itself.
 """
 
 from __future__ import annotations
