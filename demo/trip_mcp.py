@@ -28,12 +28,14 @@ from mcp.client.stdio import stdio_client
 from demo.trip_suite import ORG, Seven, human_key_file, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
+from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import mcp_participant
+from hatp_mcp.mcp.participant_estimate import participant_bounds
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -89,11 +91,13 @@ async def open_suite(
         clients[name] = await stack.enter_async_context(Client(transport))
     participants: dict[str, Participant] = {}
     for name, uri in SERVERS.items():
-        own = Keyring([PublicKeyEntry.from_jwk(json.loads((data / name / "public.jwk.json").read_text()))])
-        for entry in own.to_jwks()["keys"]:
-            ring.add(PublicKeyEntry.from_jwk(entry))
-        # verify=False: every answer goes to the coordinator core, which verifies it (HATP-TXN-2); the key is still
-        # checked to be this participant's own (HATP-MCP-4)
+        # each server's key, bound to it (HATP-SIG-6): the core counts it for that server's branches only
+        own = Keyring([PublicKeyEntry.from_jwk(json.loads((data / name / "public.jwk.json").read_text()))]).bound_to(
+            uri
+        )
+        for entry in own.entries():
+            ring.add(entry)
+        # verify=False: every answer goes to the coordinator core, which verifies it (HATP-TXN-2, HATP-SIG-6)
         participants[uri] = mcp_participant(uri, clients[name], own, timeout=10, verify=False)
     approver = ScriptedApprover(gateway, clock, scripts={"finance": HumanScript("approve")})
     runtime = CoordinatorRuntime(
@@ -104,8 +108,18 @@ async def open_suite(
         log=SqliteTxnLog(data / "coordinator.db"),
         clock=clock,
         validator=default_validator(),
+        bounds=_bounds_asker({uri: clients[name] for name, uri in SERVERS.items()}),
     )
     return clients, runtime, ring
+
+
+def _bounds_asker(clients: dict[str, Client]) -> BoundsAsker:
+    """HATP-MODE-9: each branch's bounds from its server's hatp/txn/estimate, asked at begin."""
+
+    async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        return await participant_bounds(clients[participant], plan, branch_id, 10)
+
+    return ask
 
 
 def _say(line: str) -> None:

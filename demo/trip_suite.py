@@ -95,10 +95,15 @@ class Seven:
         return who, await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     def keyring(self) -> Keyring:
-        """Every key the records are signed with: the organisation's (gateway), the coordinator's, the servers'."""
-        ring = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+        """Every key the records are signed with: the organisation's (gateway), the coordinator's, the servers'.
+
+        Each server's and the gateway's keys are bound to the party they speak for (HATP-SIG-6), so `hatp verify`
+        reports evidence signed by one party's key in another's name."""
+        org = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+        ring = Keyring(e.with_party(GATEWAY_ID) if "gateway" in e.roles else e for e in org.entries())
         for name in (*PARTICIPANTS, "coordinator"):
-            ring.add(PublicKeyEntry.from_jwk(json.loads((self.data / name / "public.jwk.json").read_text())))
+            entry = PublicKeyEntry.from_jwk(json.loads((self.data / name / "public.jwk.json").read_text()))
+            ring.add(entry.with_party(PARTICIPANTS[name]) if name in PARTICIPANTS else entry)
         return ring
 
 

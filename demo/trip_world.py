@@ -31,6 +31,7 @@ __all__ = [
     "AIRLINE",
     "CALENDAR",
     "HOTEL",
+    "PARTIES",
     "PAYMENTS",
     "CalendarEvent",
     "CardCapture",
@@ -44,6 +45,8 @@ AIRLINE = "mcp://airline.example/hatp"
 HOTEL = "mcp://hotel.example/hatp"
 CALENDAR = "mcp://calendar.example/hatp"
 PAYMENTS = "mcp://payments.example/hatp"
+# The participant each named key speaks for (bound in the coordinator's keyring, HATP-SIG-6).
+PARTIES = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
 
 
 def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) -> Plan:
@@ -255,8 +258,8 @@ def build_world(
         **{n: SigningKey.generate(["participant"], kid=f"{n}-1") for n in ("airline", "hotel", "calendar", "payments")},
     }
     ring = Keyring()
-    for k in keys.values():
-        ring.add_signer(k)
+    for name, k in keys.items():
+        ring.add_signer(k, PARTIES.get(name))  # HATP-SIG-6: a participant's key speaks only for its participant
     usd = "USD"
     seat = InventoryHold("seat", Amount.of("600.00", usd))
     room = InventoryHold("room", Amount.of("400.00", usd))

@@ -30,6 +30,9 @@ __all__ = ["MAX_HOLD_SECONDS", "MAX_LEASE_SECONDS", "OpSpec", "ToolServer", "bui
 
 MAX_LEASE_SECONDS = 900
 MAX_HOLD_SECONDS = 24 * 3600
+# The longest one call (prepare, commit, ...) takes here: one local SQLite write, generously bounded. Stated in
+# hatp/txn/estimate so a coordinator can check the plan's timing against it (HATP-MODE-9).
+MAX_CALL_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,10 @@ def build(spec: ToolServer, data: Path) -> tuple[MCPServer, ParticipantRuntime, 
         roles=["participant"],
         operations={
             o.name: OperationInfo(
-                o.tier, MAX_LEASE_SECONDS if o.tier == "hold" else None, MAX_HOLD_SECONDS if o.tier == "hold" else None
+                o.tier,
+                MAX_LEASE_SECONDS if o.tier == "hold" else None,
+                MAX_HOLD_SECONDS if o.tier == "hold" else None,
+                MAX_CALL_SECONDS,
             )
             for o in spec.ops
         },

@@ -35,12 +35,12 @@ from hatp_mcp.core.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
-from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, open_links
+from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.gateway import load_org
-from hatp_mcp.runtime.interfaces import Approver, Participant
+from hatp_mcp.runtime.interfaces import Approver
 from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -162,7 +162,7 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
     if setup.gateway is not None:
         targets[GATEWAY] = setup.gateway
     async with open_links(targets, data) as links:
-        participants: dict[str, Participant] = {}
+        participants: dict[str, LinkedParticipant] = {}
         try:
             for uri in setup.participants:
                 own = await participant_keyring(
@@ -172,8 +172,8 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
                     pinned=setup.participant_keys.get(uri),
                     trust_dir=data if args.trust_advertised_keys else None,
                 )
-                for jwk in own.to_jwks()["keys"]:
-                    keyring.add(PublicKeyEntry.from_jwk(jwk))
+                for entry in own.entries():  # bound to `uri` (HATP-SIG-6): counted for its own branches only
+                    keyring.add(entry)
                 participants[uri] = LinkedParticipant(uri, links[uri], own, timeout=args.call_timeout)
         except (HatpError, OSError, ValueError) as exc:
             log(f"coordinator: cannot start: {exc}")
@@ -190,6 +190,7 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
             participants=participants,
             approver=approver,
             log=SqliteTxnLog(data / "coordinator.db"),
+            bounds=bounds_over_links(participants),  # HATP-MODE-9: each participant's stated bounds, at begin
             clock=clock,
             config=Config(
                 coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds, humans=humans

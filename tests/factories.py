@@ -96,8 +96,9 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
         "gateway": SigningKey.generate(["gateway"], kid="gw-1"),
     }
     ring = Keyring()
-    for k in keys.values():
-        ring.add_signer(k)
+    parties = {"participant": "mcp://airline.example/hatp", "gateway": "gateway://acme.com"}
+    for name, k in keys.items():
+        ring.add_signer(k, parties.get(name))  # HATP-SIG-6: verify_record checks the evidence names this party
     chain = RecordChain(plan, keys["coordinator"], "coordinator://acme.com/c1")
     d = chain.plan_digest
     chain.append("txn.begin", "2026-11-29T10:00:00Z", {"mode": "parallel"})

@@ -1,7 +1,10 @@
 """What the coordinator checks before it counts a participant's or an approver's answer. Pure: no IO.
 
-Evidence that fails a check is never counted as a yes and never chained into the record (the record would no
-longer verify); the coordinator records the refusal instead and aborts.
+A participant's evidence counts only when the key that signed it is bound (by its keyring entry's `party`) to
+exactly the branch's participant: the coordinator's one keyring holds every party's keys, so the role alone
+cannot tell the hotel's key from the airline's (HATP-TXN-2, code KEY_NOT_THE_PARTICIPANTS; an unbound key is
+refused too). Evidence that fails a check is never counted as a yes and never chained into the record (the record
+would no longer verify); the coordinator records the refusal instead and aborts.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pydantic import ValidationError
 from hatp_mcp.core.evidence import verify_raw
 from hatp_mcp.core.gateway_evidence import check_routing
 from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
-from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.keys import Keyring, SignatureError, check_party
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
 from hatp_mcp.core.model.plan import Branch, Plan
@@ -45,16 +48,32 @@ def _same(rule: str, what: str, field: str, got: object, want: object) -> None:
         )
 
 
-def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what: str) -> None:
+def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what: str) -> str:
     try:
-        verify_raw(raw, keyring, role, what)
+        return verify_raw(raw, keyring, role, what)
     except HatpError as exc:
         raise HatpError(rule, f"{what}: {exc.rule}: {exc.reason}", path=exc.path, code="BAD_SIGNATURE") from exc
 
 
+def _signed_by_participant(kid: str, keyring: Keyring, branch: Branch, what: str) -> None:
+    entry = keyring.get(kid)
+    assert entry is not None  # verify_raw just found it
+    try:
+        check_party(entry, branch.participant, f"{what}.signature.kid", required=True)
+    except SignatureError as exc:
+        raise HatpError(
+            "HATP-TXN-2",
+            f"{what} for branch {branch.branch_id!r}: {exc.rule}: {exc.reason}",
+            path=exc.path,
+            code="KEY_NOT_THE_PARTICIPANTS",
+            fix=f"the {what} must be signed by a key whose keyring entry names {branch.participant!r} as its party",
+        ) from exc
+
+
 def check_branch_vote(plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring) -> Vote:
-    """Raises HatpError HATP-TXN-2 unless the vote is the branch participant's, signed, about this plan."""
-    _verify(raw, keyring, "participant", "HATP-TXN-2", "vote")
+    """Raises HatpError HATP-TXN-2 unless the vote is the branch participant's, signed by a key bound to that
+    participant, about this plan."""
+    _signed_by_participant(_verify(raw, keyring, "participant", "HATP-TXN-2", "vote"), keyring, branch, "vote")
     vote: Vote = _parse(Vote, raw, "HATP-TXN-2", "vote")
     _same("HATP-TXN-2", "vote", "txnId", vote.txn_id, plan.txn_id)
     _same("HATP-TXN-2", "vote", "planDigest", vote.plan_digest, plan_digest)
@@ -66,8 +85,10 @@ def check_branch_vote(plan: Plan, plan_digest: str, branch: Branch, raw: Mapping
 def check_branch_receipt(
     plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring, phases: set[str]
 ) -> Receipt:
-    """Raises HatpError HATP-TXN-2 unless the receipt is the participant's, signed, about this branch and phase."""
-    _verify(raw, keyring, "participant", "HATP-TXN-2", "receipt")
+    """Raises HatpError HATP-TXN-2 unless the receipt is the participant's, signed by a key bound to that
+    participant, about this branch and phase."""
+    kid = _verify(raw, keyring, "participant", "HATP-TXN-2", "receipt")
+    _signed_by_participant(kid, keyring, branch, "receipt")
     receipt: Receipt = _parse(Receipt, raw, "HATP-TXN-2", "receipt")
     _same("HATP-TXN-2", "receipt", "txnId", receipt.txn_id, plan.txn_id)
     _same("HATP-TXN-2", "receipt", "planDigest", receipt.plan_digest, plan_digest)

@@ -3,7 +3,9 @@
 A signed object carries ``signature: {alg, kid, sig}`` computed over the RFC 8785 canonical form of the object
 without its ``signature`` member. A keyring maps kid -> public key plus the roles that key may sign for; a
 signature is accepted only from a known kid, with alg EdDSA, over unchanged bytes, by a key allowed for the role
-the verifier expects. Each refusal has its own rule id (HATP-SIG-1..5). This module does no IO.
+the verifier expects. An entry may also name the party (a URI) the key speaks for: such a key signs only as that
+party (HATP-SIG-6; callers compare the party the evidence names, see `check_party`). Each refusal has its own rule
+id (HATP-SIG-1..6). This module does no IO.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "SigningKey",
     "b64u",
     "b64u_decode",
+    "check_party",
     "sign_object",
     "signing_bytes",
     "verify_object",
@@ -96,10 +99,13 @@ class SigningKey:
     def public_raw(self) -> bytes:
         return self.private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
-    def public_jwk(self) -> dict[str, Any]:
+    def public_jwk(self, party: str | None = None) -> dict[str, Any]:
+        """The public JWK; `party` (the URI this key speaks for) is written as the entry's `party` when given."""
         jwk: dict[str, Any] = {"kty": "OKP", "crv": "Ed25519", "kid": self.kid, "x": b64u(self.public_raw())}
         if self.roles:
             jwk["roles"] = list(self.roles)
+        if party is not None:
+            jwk["party"] = party
         return jwk
 
     def private_jwk(self) -> dict[str, Any]:
@@ -114,9 +120,12 @@ class SigningKey:
 
 @dataclass(frozen=True, slots=True)
 class PublicKeyEntry:
+    """A trusted public key: its kid, the roles it may sign as, and (optionally) the one party it speaks for."""
+
     kid: str
     key: Ed25519PublicKey
     roles: tuple[str, ...]
+    party: str | None = None
 
     @classmethod
     def from_jwk(cls, jwk: Mapping[str, Any]) -> PublicKeyEntry:
@@ -133,7 +142,24 @@ class PublicKeyEntry:
         roles = jwk.get("roles", [])
         if not isinstance(roles, list) or not all(isinstance(r, str) and r in ROLES for r in roles):
             raise ValueError(f"key {kid!r}: 'roles' must be a list drawn from {sorted(ROLES)}")
-        return cls(kid, key, tuple(sorted(set(roles))))
+        party = jwk.get("party")
+        if party is not None and (not isinstance(party, str) or not 1 <= len(party) <= 500):
+            raise ValueError(f"key {kid!r}: 'party' must be the URI (1 to 500 characters) of the party it speaks for")
+        return cls(kid, key, tuple(sorted(set(roles))), party)
+
+    def with_party(self, party: str) -> PublicKeyEntry:
+        """This key bound to `party`. Raises ValueError if it is already bound to another party."""
+        if self.party is not None and self.party != party:
+            raise ValueError(f"key {self.kid!r} speaks for {self.party!r}, not {party!r}")
+        return PublicKeyEntry(self.kid, self.key, self.roles, party)
+
+    def jwk(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kty": "OKP", "crv": "Ed25519", "kid": self.kid, "x": b64u(self.raw())}
+        if self.roles:
+            out["roles"] = list(self.roles)
+        if self.party is not None:
+            out["party"] = self.party
+        return out
 
     def raw(self) -> bytes:
         return self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -148,12 +174,18 @@ class Keyring:
             self.add(e)
 
     def add(self, entry: PublicKeyEntry) -> None:
-        if entry.kid in self._by_kid and self._by_kid[entry.kid].raw() != entry.raw():
+        """Raises ValueError when another key has this kid, or this key is already bound to another party."""
+        old = self._by_kid.get(entry.kid)
+        if old is not None and old.raw() != entry.raw():
             raise ValueError(f"two different keys share kid {entry.kid!r}")
-        self._by_kid[entry.kid] = entry
+        if old is not None and old.party is not None and entry.party is not None and old.party != entry.party:
+            raise ValueError(f"key {entry.kid!r} speaks for {old.party!r}, not {entry.party!r}")
+        if old is None or entry.party is not None:  # adding a known key again never unbinds it
+            self._by_kid[entry.kid] = entry
 
-    def add_signer(self, key: SigningKey) -> None:
-        self.add(PublicKeyEntry.from_jwk(key.public_jwk()))
+    def add_signer(self, key: SigningKey, party: str | None = None) -> None:
+        """Trust `key`'s public half for its roles; `party`: the URI it speaks for (HATP-SIG-6)."""
+        self.add(PublicKeyEntry.from_jwk(key.public_jwk(party)))
 
     @classmethod
     def from_jwks(cls, doc: Mapping[str, Any]) -> Keyring:
@@ -172,13 +204,16 @@ class Keyring:
         return ring
 
     def to_jwks(self) -> dict[str, Any]:
-        out = []
-        for e in self._by_kid.values():
-            jwk: dict[str, Any] = {"kty": "OKP", "crv": "Ed25519", "kid": e.kid, "x": b64u(e.raw())}
-            if e.roles:
-                jwk["roles"] = list(e.roles)
-            out.append(jwk)
-        return {"keys": out}
+        return {"keys": [e.jwk() for e in self._by_kid.values()]}
+
+    def bound_to(self, party: str) -> Keyring:
+        """A copy whose every key is bound to `party` (a participant's own keys, before a coordinator trusts them).
+
+        Raises ValueError when a key is already bound to another party."""
+        return Keyring(e.with_party(party) for e in self._by_kid.values())
+
+    def entries(self) -> list[PublicKeyEntry]:
+        return list(self._by_kid.values())
 
     def get(self, kid: str) -> PublicKeyEntry | None:
         return self._by_kid.get(kid)
@@ -188,6 +223,24 @@ class Keyring:
 
     def __len__(self) -> int:
         return len(self._by_kid)
+
+
+def check_party(entry: PublicKeyEntry, party: object, path: str = "$", *, required: bool = False) -> None:
+    """HATP-SIG-6: a key whose entry names a party signs only as that party. `party` is the party the signed
+    object speaks for (a vote's voter, a receipt's participant, an approval's gateway). With `required`, a key
+    bound to no party is refused too (fail closed).
+
+    Raises SignatureError HATP-SIG-6 (code KEY_NOT_THE_PARTY)."""
+    if entry.party is None and not required:
+        return
+    if entry.party is None or entry.party != party:
+        raise SignatureError(
+            "HATP-SIG-6",
+            f"key {entry.kid!r} speaks for {entry.party or 'no party'}, not for {party!r}",
+            path=path,
+            code="KEY_NOT_THE_PARTY",
+            fix="sign with the key of the party the object names, and bind each trusted key to its party",
+        )
 
 
 def signing_bytes(obj: Mapping[str, Any]) -> bytes:

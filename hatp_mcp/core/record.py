@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.canonical import CanonicalError, digest
 from hatp_mcp.core.human_proof import HumanKeys, check_decision_proofs
-from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
+from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval
 from hatp_mcp.core.model.plan import Plan
@@ -38,6 +38,8 @@ EVIDENCE_ROLES: dict[str, frozenset[str]] = {
     "hatp.receipt": frozenset({"participant"}),
     "hatp.approval": frozenset({"gateway"}),
 }
+# The member naming the party each kind of evidence speaks for (HATP-SIG-6: a bound key signs only as its party).
+_SPEAKS_FOR = {"hatp.vote": "voter", "hatp.receipt": "participant", "hatp.approval": "gateway"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,8 @@ def verify_record(
     """Check a record offline; return every problem found (empty: it holds).
 
     Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
-    coordinator signature, each piece of evidence's signature, role and digest, and that the record is closed.
+    coordinator signature, each piece of evidence's signature, role, digest and (for a key bound to a party) that it
+    names that party (HATP-SIG-6), and that the record is closed.
     With `humans` (the keys on the organisation's Directory-signed cards) it also checks that every human decision
     inside an approval carries that person's own valid proof (HATP-GW-19..27); without it those are not checked.
     """
@@ -310,6 +313,14 @@ def _check_evidence(
                 f"evidence: key {kid!r} may sign as {list(entry.roles)}, not a {kind} (needs one of {sorted(roles)})",
             )
         )
+    if entry is not None:
+        field = _SPEAKS_FOR[str(kind)]
+        try:
+            check_party(entry, evidence.get(field), f"events[{i}].evidence.{field}")
+        except SignatureError as exc:
+            out.append(
+                Problem(i, exc.rule, f"evidence: the {kind} names {field} {evidence.get(field)!r}: {exc.reason}")
+            )
     return out
 
 

@@ -65,11 +65,16 @@ def derive_state(
 
 
 def summarize(
-    plan: Plan, events: Sequence[Mapping[str, Any]], decision: str | None, record: Mapping[str, Any] | None = None
+    plan: Plan,
+    events: Sequence[Mapping[str, Any]],
+    decision: str | None,
+    record: Mapping[str, Any] | None = None,
+    plan_digest: str | None = None,
 ) -> TxnStatus:
     """The status of `plan`'s transaction given its logged record `events` and latest `decision`.
 
-    `record` (the whole Transaction Record) is included only when the events end in record.closed.
+    `record` (the whole Transaction Record) is included only when the events end in record.closed; `plan_digest`,
+    the plan's digest when the caller has it (else computed).
     """
     votes = _votes(events)
     state = derive_state(plan, events, decision, votes)
@@ -77,7 +82,7 @@ def summarize(
     outcome = str((events[-1].get("body") or {}).get("outcome")) if closed else None
     return TxnStatus(
         txn_id=plan.txn_id,
-        plan_digest=plan.digest(),
+        plan_digest=plan_digest if plan_digest is not None else plan.digest(),
         state=state,  # type: ignore[arg-type]
         decision=decision if decision in ("commit", "abort") else None,  # type: ignore[arg-type]
         outcome=outcome if outcome in _ENDS else None,  # type: ignore[arg-type]

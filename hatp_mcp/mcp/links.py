@@ -5,8 +5,8 @@ or a streamable HTTP URL. A `Link` keeps one `mcp.Client` open in its own task, 
 client down (a killed HTTP server, a dead stdio child) ends that task, not the caller's; after a lost connection
 the next call opens a new client (a stdio child is started again on the same --data). `LinkedParticipant` is the
 Participant Protocol over a link (mcp_participant per call with verify=False: the coordinator core verifies each
-answer, HATP-TXN-2, and the link checks only that the signing key is among the participant's pinned or first
-advertised keys, HATP-MCP-4). This module decides nothing about transactions and never retries a call itself.
+answer, HATP-TXN-2, including that the signing key is bound to this participant, HATP-SIG-6; the keys it is given
+come bound from mcp.pins). This module decides nothing about transactions and never retries a call itself.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry
-from hatp_mcp.core.model.estimate import Estimate
+from hatp_mcp.core.model.estimate import Estimate, OperationBounds
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -45,9 +45,18 @@ from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import McpParticipant
+from hatp_mcp.mcp.participant_estimate import participant_bounds
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 
-__all__ = ["Link", "LinkedApprover", "LinkedParticipant", "Target", "advertised_keyring", "open_links"]
+__all__ = [
+    "Link",
+    "LinkedApprover",
+    "LinkedParticipant",
+    "Target",
+    "advertised_keyring",
+    "bounds_over_links",
+    "open_links",
+]
 
 R = TypeVar("R")
 LOST = ("CONNECTION_CLOSED", "UNREACHABLE")
@@ -191,9 +200,8 @@ class LinkedParticipant:
     async def _on(self, fn: Callable[[McpParticipant], Awaitable[R]]) -> R:
         client = await self.link.client()
         try:
-            # verify=False: every vote and receipt goes to the coordinator core, which verifies the signature and the
-            # txnId/branchId/planDigest/voter it names (HATP-TXN-2); McpParticipant still checks the one thing the core
-            # cannot, that the signing key is this participant's (HATP-MCP-4), without a second verification
+            # verify=False: every vote and receipt goes to the coordinator core, which verifies the signature, that the
+            # key is bound to this participant (HATP-SIG-6) and the txnId/branchId/planDigest/voter (HATP-TXN-2)
             participant = McpParticipant(self.uri, client, self.keyring, timeout=self.timeout, verify=False)
             return await fn(participant)
         except TransportFailed as exc:
@@ -218,6 +226,28 @@ class LinkedParticipant:
 
     async def status(self, req: StatusRequest) -> StatusResult:
         return await self._on(lambda p: p.status(req))
+
+    async def bounds(self, plan: Plan, branch_id: str) -> OperationBounds:
+        """The participant's bounds for one branch (hatp/txn/estimate, HATP-MCP-19); raises like participant_bounds."""
+        client = await self.link.client()
+        try:
+            return await participant_bounds(client, plan, branch_id, self.timeout)
+        except TransportFailed as exc:
+            if exc.code in LOST:
+                self.link.lost(client)
+            raise
+
+
+def bounds_over_links(
+    participants: Mapping[str, LinkedParticipant],
+) -> Callable[[str, Plan, str], Awaitable[OperationBounds]]:
+    """A BoundsAsker for CoordinatorRuntime(bounds=...) (HATP-MODE-9): each branch's bounds from its participant's
+    link. A participant without a link raises KeyError, which the runtime counts as no bounds (refused)."""
+
+    async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        return await participants[participant].bounds(plan, branch_id)
+
+    return ask
 
 
 class LinkedApprover:

@@ -4,11 +4,10 @@ Each method sends its hatp/txn/* request (hatp_mcp.mcp.call), then checks the ev
 coordinator sees it: every vote and receipt must be signed by a key of this participant's keyring with the role
 "participant", and must name the txnId, branchId and planDigest that were asked about (HATP-MCP-4). A refusal
 or a missing answer is raised as a HatpError / TransportFailed, never returned as if the participant had voted.
-A caller that feeds every vote and receipt to the coordinator core (which verifies the signature and compares
-txnId, branchId, planDigest and voter/participant itself, HATP-TXN-2) may pass `verify=False`: then only the
-binding the core cannot see is checked here, cheaply: the signature names a participant key of THIS participant's
-keyring (the core holds every participant's keys in one keyring). Status receipts are always fully verified (the
-core never sees them). This module keeps no transaction state.
+A caller that feeds every vote and receipt to the coordinator core may pass `verify=False`: the core verifies the
+signature, that the signing key's keyring entry is bound to the branch's participant (HATP-SIG-6), and the txnId,
+branchId, planDigest and voter/participant named (HATP-TXN-2), so nothing is checked twice here. Status receipts
+are always fully verified (the core never sees them). This module keeps no transaction state.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call
 from hatp_mcp.runtime.interfaces import Participant
 
-__all__ = ["McpParticipant", "check_evidence", "check_signer", "mcp_participant"]
+__all__ = ["McpParticipant", "check_evidence", "mcp_participant"]
 
 
 def check_evidence(
@@ -78,25 +77,6 @@ def check_evidence(
         )
 
 
-def check_signer(obj: Mapping[str, Any], keyring: Keyring, path: str) -> None:
-    """HATP-MCP-4, the part the coordinator core cannot check: the signature names (by kid) a key of `keyring` with
-    the role "participant". No cryptography: the core verifies the signature against its keyring, in which a kid
-    names one key only (Keyring refuses two keys under one kid), so the key it verifies with is this one.
-
-    Raises HatpError HATP-MCP-4 (code SIGNATURE_INVALID) naming the path."""
-    sig = obj.get("signature")
-    kid = sig.get("kid") if isinstance(sig, Mapping) else None
-    entry = keyring.get(kid) if isinstance(kid, str) else None
-    if entry is None or "participant" not in entry.roles:
-        raise HatpError(
-            "HATP-MCP-4",
-            f"the evidence is signed by key {kid!r}, not by a participant key of this participant",
-            path=f"{path}.signature.kid",
-            code="SIGNATURE_INVALID",
-            fix="add the participant's public key (role participant) to the keyring you pass to mcp_participant",
-        )
-
-
 class McpParticipant:
     """A remote participant. `timeout` bounds each call (seconds); None means the client's default.
 
@@ -112,8 +92,7 @@ class McpParticipant:
         self.verify = verify
 
     def _check(self, obj: Mapping[str, Any], path: str, txn_id: str, branch_id: str, digest: str | None) -> None:
-        if not self.verify:
-            check_signer(obj, self._keyring, path)
+        if not self.verify:  # the coordinator core checks all of it (HATP-TXN-2, HATP-SIG-6)
             return
         check_evidence(
             obj, self._keyring, path, txn_id=txn_id, branch_id=branch_id, plan_digest=digest, signer=self.uri

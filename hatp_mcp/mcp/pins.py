@@ -4,7 +4,9 @@ Pinned: the operator names a participant's keys (a JWKS or single-JWK file, such
 writes under its --data, or the same inline); at connect the keys the participant advertises must all be among
 them, and only the pinned keys count. Trust on first use, only when the operator asks for it: the keys first
 advertised are written under the coordinator's data dir and pinned from then on. A participant with neither is
-refused before anything is sent to it. This module decides nothing about transactions; it reads and writes only
+refused before anything is sent to it. Every key returned is bound to the participant it was pinned for (its entry's
+`party`, HATP-SIG-6), so the coordinator core counts it only for that participant's branches. This module decides
+nothing about transactions; it reads and writes only
 key files.
 """
 
@@ -42,9 +44,9 @@ def read_keys(source: KeySource) -> Keyring:
 
 
 def check_pinned(name: str, advertised: Keyring, pinned: Keyring, role: str, where: str) -> Keyring:
-    """HATP-MCP-27: the pinned keys of `name` that may sign as `role`, once every key it advertised is among them
-    (same kid, same key). Raises HatpError HATP-MCP-27 (code KEY_NOT_PINNED) naming the first key that is not,
-    or when no pinned key may sign as `role`."""
+    """HATP-MCP-27: the pinned keys of `name` that may sign as `role`, bound to `name` (HATP-SIG-6), once every key
+    it advertised is among them (same kid, same key). Raises HatpError HATP-MCP-27 (code KEY_NOT_PINNED) naming the
+    first key that is not, when no pinned key may sign as `role`, or when a pinned key names another party."""
     for kid in _kids(advertised):
         got, want = advertised.get(kid), pinned.get(kid)
         if want is None or got is None or want.raw() != got.raw():
@@ -55,7 +57,7 @@ def check_pinned(name: str, advertised: Keyring, pinned: Keyring, role: str, whe
                 fix="pin the participant's current public key (its --data/public.jwk.json), or reach the right server",
                 code="KEY_NOT_PINNED",
             )
-    ring = Keyring(e for kid in _kids(pinned) if (e := pinned.get(kid)) is not None and role in e.roles)
+    ring = _bound(name, Keyring(e for e in pinned.entries() if role in e.roles), where)
     if len(ring) == 0:
         raise HatpError(
             "HATP-MCP-27",
@@ -68,7 +70,20 @@ def check_pinned(name: str, advertised: Keyring, pinned: Keyring, role: str, whe
 
 
 def _kids(ring: Keyring) -> list[str]:
-    return [str(jwk["kid"]) for jwk in ring.to_jwks()["keys"]]
+    return [e.kid for e in ring.entries()]
+
+
+def _bound(name: str, ring: Keyring, where: str) -> Keyring:
+    try:
+        return ring.bound_to(name)
+    except ValueError as exc:
+        raise HatpError(
+            "HATP-MCP-27",
+            f"a key pinned for {name} ({where}) speaks for another party: {exc}",
+            path="$.keys",
+            fix=f"pin {name}'s own keys (a key entry's 'party', when present, must be {name})",
+            code="KEY_NOT_PINNED",
+        ) from exc
 
 
 def unpinned(name: str) -> HatpError:
@@ -91,7 +106,8 @@ def tofu_file(data: Path, name: str) -> Path:
 async def participant_keyring(
     name: str, link: Link, role: str, *, pinned: KeySource | None, trust_dir: Path | None
 ) -> Keyring:
-    """The keys that count for participant `name` on `link`: its pinned keys (HATP-MCP-27); without them, when
+    """The keys that count for participant `name` on `link`, each bound to `name` (HATP-SIG-6): its pinned keys
+    (HATP-MCP-27); without them, when
     `trust_dir` is given (trust on first use allowed), the keys kept there from the first connect, or the ones it
     advertises now, which are then kept (HATP-MCP-28).
 
@@ -114,6 +130,7 @@ async def participant_keyring(
             path="$.capabilities.hatp.keys",
             code="KEY_NOT_PINNED",
         )
+    bound = _bound(name, advertised, "first seen")
     kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text(json.dumps(advertised.to_jwks()))
-    return advertised
+    kept.write_text(json.dumps(bound.to_jwks()))
+    return bound

@@ -173,7 +173,7 @@ class CoordinatorRuntime:
         if self._bounds is not None:  # what each participant says it gives, against what the plan assumes
             offered = await self._participant_bounds(plan, self._bounds)
             check_participant_bounds(plan, machine.mode, offered, self._clock.now(), estimates)
-        chain = RecordChain(plan, self._key, self.config.coordinator)
+        chain = RecordChain(plan, self._key, self.config.coordinator, plan_digest=machine.plan_digest)
         return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
 
     async def _estimates(self, plan: Plan) -> dict[str, int | None] | None:
@@ -214,15 +214,18 @@ class CoordinatorRuntime:
         if logged is None:
             raise KeyError(txn_id)
         plan = Plan.model_validate(logged.plan)
-        chain = RecordChain(plan, self._key, self.config.coordinator, logged.events)
-        if logged.closed:
-            outcome = Outcome(logged.events[-1]["body"]["outcome"])
-            state = {Outcome.COMMITTED: TxnState.COMMITTED, Outcome.ABORTED: TxnState.ABORTED}.get(
-                outcome, TxnState.NEEDS_RECOVERY
+        if not logged.closed:  # the machine digests the plan once; the chain reuses it
+            machine = Coordinator.recover(
+                plan, logged.events, logged.decision, self.keyring, self.config, abort_request
             )
-            return TxnResult(txn_id, outcome, state, chain.record())
-        machine = Coordinator.recover(plan, logged.events, logged.decision, self.keyring, self.config, abort_request)
-        return await self._drive(machine, chain, [])
+            chain = RecordChain(plan, self._key, self.config.coordinator, logged.events, machine.plan_digest)
+            return await self._drive(machine, chain, [])
+        chain = RecordChain(plan, self._key, self.config.coordinator, logged.events)
+        outcome = Outcome(logged.events[-1]["body"]["outcome"])
+        state = {Outcome.COMMITTED: TxnState.COMMITTED, Outcome.ABORTED: TxnState.ABORTED}.get(
+            outcome, TxnState.NEEDS_RECOVERY
+        )
+        return TxnResult(txn_id, outcome, state, chain.record())
 
     async def recover_all(self) -> list[TxnResult]:
         return [await self.recover(t) for t in await self._log.unfinished()]

@@ -27,7 +27,7 @@ from hatp_mcp.core.record import RecordChain
 from hatp_mcp.core.txn_status import summarize
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, EscalateHook, TxnResult
+from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, EscalateHook, TxnResult
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, TxnLog
 
@@ -108,6 +108,7 @@ class TxnService:
         validator: Validator | None = None,
         on_escalate: EscalateHook | None = None,
         unbounded_call_seconds: float = 300.0,
+        bounds: BoundsAsker | None = None,
     ) -> None:
         self._key = key
         self._approver = approver
@@ -124,6 +125,7 @@ class TxnService:
             validator=validator,
             on_escalate=on_escalate,
             unbounded_call_seconds=unbounded_call_seconds,
+            bounds=bounds,
         )
         self._running: dict[str, _Running] = {}
         self._tg: TaskGroup | None = None
@@ -223,10 +225,11 @@ class TxnService:
 
     def _summary(self, logged: LoggedTxn, *, with_record: bool = True) -> TxnStatus:
         plan = Plan.model_validate(logged.plan)
+        digest = plan.digest()  # once, for the record and the status
         record: dict[str, Any] | None = None
         if logged.closed and with_record:
-            record = RecordChain(plan, self._key, self.config.coordinator, logged.events).record()
-        return summarize(plan, logged.events, logged.decision, record)
+            record = RecordChain(plan, self._key, self.config.coordinator, logged.events, digest).record()
+        return summarize(plan, logged.events, logged.decision, record, digest)
 
     async def abort(self, txn_id: str, reason: str | None = None) -> TxnStatus:
         """HATP-MCP-23: abort before the decision (presumed abort, as a replacement coordinator would finish it).

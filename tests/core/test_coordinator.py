@@ -22,7 +22,7 @@ from hatp_mcp.core.coordinator_events import (
     Timer,
     TxnState,
 )
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
@@ -35,9 +35,10 @@ KEYS = {
     "hotel": SigningKey.generate(["participant"], kid="h"),
     "gateway": SigningKey.generate(["gateway"], kid="g"),
 }
+PARTY = {"airline": AIRLINE, "hotel": HOTEL}  # HATP-SIG-6: each participant key is bound to its participant
 RING = Keyring()
-for _k in KEYS.values():
-    RING.add_signer(_k)
+for _name, _k in KEYS.items():
+    RING.add_signer(_k, PARTY.get(_name))
 
 
 def answer(plan: Plan, branch: str, voter: str, key: SigningKey, cost: str = "600.00", **extra: Any) -> PrepareAnswer:
@@ -93,11 +94,23 @@ def test_a_vote_signed_by_another_participant_is_refused_not_recorded_and_aborts
     forged = answer(c.plan, "seat", HOTEL, KEYS["hotel"])  # the hotel votes for the airline's branch
     out = c.handle(forged, NOW)
     refused = [x for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
-    assert refused and refused[0].body["rule"] == "HATP-TXN-2" and refused[0].body["code"] == "BAD_EVIDENCE"
+    assert refused and refused[0].body["rule"] == "HATP-TXN-2"
+    assert refused[0].body["code"] == "KEY_NOT_THE_PARTICIPANTS"  # the hotel's key is bound to the hotel
     assert not any(isinstance(x, Record) and x.evidence is not None for x in out)
     assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)
     assert c.state is TxnState.ABORTING
     assert ("abort", "seat") in c._d.abort_queue  # released like any other, in reverse commit order
+
+
+def test_HATP_TXN_2_a_participant_key_bound_to_no_party_counts_for_no_branch() -> None:
+    unbound = Keyring(PublicKeyEntry(e.kid, e.key, e.roles) for e in RING.entries())  # roles kept, parties dropped
+    c = Coordinator.begin(trip_plan(NOW), NOW, unbound)
+    c.handle(Start(), NOW)
+    out = c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)  # the airline's own key, its own vote
+    refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
+    assert [(b["rule"], b["code"]) for b in refused] == [("HATP-TXN-2", "KEY_NOT_THE_PARTICIPANTS")]
+    assert "no party" in refused[0]["reason"] and c._d.votes["seat"] != "yes"
+    assert c.state is TxnState.ABORTING  # fail closed: an unbound key is not taken on trust
 
 
 def test_a_vote_signed_by_a_gateway_key_does_not_count_for_a_branch() -> None:

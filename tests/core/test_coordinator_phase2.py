@@ -30,8 +30,8 @@ KEYS = {
     for uri in (AIRLINE, HOTEL, CALENDAR, PAYMENTS)
 }
 RING = Keyring()
-for _k in KEYS.values():
-    RING.add_signer(_k)
+for _uri, _k in KEYS.items():
+    RING.add_signer(_k, _uri)
 WHO = {"seat": AIRLINE, "room": HOTEL, "event": CALENDAR, "pay": PAYMENTS}
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from hatp_mcp.core.keys import Keyring, SignatureError, SigningKey, b64u, b64u_decode, sign_object, verify_object
+from hatp_mcp.core.keys import (
+    Keyring,
+    SignatureError,
+    SigningKey,
+    b64u,
+    b64u_decode,
+    check_party,
+    sign_object,
+    verify_object,
+)
 
 
 @pytest.fixture
@@ -96,3 +105,45 @@ def test_jwks_round_trip_and_kid_collisions_are_refused_HATP_KEY_1(signer: Signi
 def test_malformed_keys_are_refused_with_a_reason(jwk: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=r"keys\[0\]"):
         Keyring.from_jwks({"keys": [jwk]})
+
+
+HOTEL = "mcp://hotel.example/hatp"
+AIRLINE = "mcp://airline.example/hatp"
+
+
+def test_HATP_SIG_6_a_keyring_entry_names_its_party_and_keeps_it_through_a_jwks(signer: SigningKey) -> None:
+    ring = Keyring()
+    ring.add_signer(signer, HOTEL)
+    assert signer.public_jwk(HOTEL)["party"] == HOTEL and "party" not in signer.public_jwk()
+    again = Keyring.from_jwks(ring.to_jwks())
+    assert again.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    ring.add_signer(signer)  # adding the key again without a party never unbinds it
+    assert ring.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="speaks for"):
+        ring.add_signer(signer, AIRLINE)
+    with pytest.raises(ValueError, match="party"):
+        Keyring.from_jwks({"keys": [{**signer.public_jwk(), "party": ""}]})
+    assert [e.party for e in Keyring([again.get(signer.kid)]).bound_to(HOTEL).entries()] == [HOTEL]  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        again.bound_to(AIRLINE)
+
+
+def test_HATP_SIG_6_a_bound_key_signs_only_as_its_party_and_an_unbound_one_only_where_allowed(
+    signer: SigningKey,
+) -> None:
+    bound = Keyring()
+    bound.add_signer(signer, HOTEL)
+    entry = bound.get(signer.kid)
+    assert entry is not None
+    check_party(entry, HOTEL)
+    with pytest.raises(SignatureError) as err:
+        check_party(entry, AIRLINE, "$.vote.voter")
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-SIG-6", "KEY_NOT_THE_PARTY", "$.vote.voter")
+    free = Keyring()
+    free.add_signer(signer)
+    unbound = free.get(signer.kid)
+    assert unbound is not None
+    check_party(unbound, AIRLINE)  # no party named: roles alone decide
+    with pytest.raises(SignatureError) as closed:
+        check_party(unbound, AIRLINE, required=True)  # where whose key signed matters, fail closed
+    assert closed.value.rule == "HATP-SIG-6"

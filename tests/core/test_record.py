@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.record import Problem, RecordChain, verify_record
 from tests.factories import signed_trip_record, trip_plan
@@ -189,3 +189,27 @@ def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_
     assert verify_record(chain.record(), ring) == []
     with pytest.raises(ValueError, match="not a sha256"):
         RecordChain(plan, key, "coordinator", plan_digest="abc")
+
+
+def test_HATP_SIG_6_evidence_signed_by_one_partys_key_in_anothers_name_is_reported_offline(made: Any) -> None:
+    record, ring, keys = made
+    hotel = SigningKey.generate(["participant"], kid="hotel-1")
+    ring.add_signer(hotel, "mcp://hotel.example/hatp")
+    ev = record["events"][1]  # the airline's vote, naming voter mcp://airline.example/hatp
+    assert ev["evidence"]["voter"] == "mcp://airline.example/hatp"
+    ev["evidence"] = sign_object(ev["evidence"], hotel)  # the hotel's own valid key, in the airline's name
+    record["events"][1] = sign_object(ev, keys["coordinator"])
+    problems = verify_record(record, ring)
+    assert [(p.index, p.rule) for p in problems if p.rule.startswith("HATP-SIG")] == [(1, "HATP-SIG-6")]
+    assert "hotel.example" in problems[0].reason or any("hotel.example" in p.reason for p in problems)
+    unbound = Keyring(e if e.kid != "hotel-1" else PublicKeyEntry(e.kid, e.key, e.roles) for e in ring.entries())
+    assert not [p for p in verify_record(record, unbound) if p.rule == "HATP-SIG-6"]  # offline: only bound keys
+
+
+def test_HATP_SIG_6_a_gateway_vote_naming_another_gateway_is_reported(made: Any) -> None:
+    record, ring, keys = made
+    ev = record["events"][2]  # the gateway's vote
+    ev["evidence"]["voter"] = "gateway://other.example"
+    ev["evidence"] = sign_object(ev["evidence"], keys["gateway"])
+    record["events"][2] = sign_object(ev, keys["coordinator"])
+    assert (2, "HATP-SIG-6") in rules(verify_record(record, ring))

@@ -1,5 +1,5 @@
-"""Verify once: what HATP-MCP-4 checks in mcp_participant, the coordinator core checks too (HATP-TXN-2), so the
-coordinator's links may pass verify=False; the one thing the core cannot see (whose key signed) stays checked."""
+"""Verify once: what HATP-MCP-4 checks in mcp_participant, the coordinator core checks too (HATP-TXN-2, and whose
+key signed through the keyring's party binding, HATP-SIG-6), so the coordinator's links pass verify=False."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import StatusRequest
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp import links
-from hatp_mcp.mcp.participant_client import McpParticipant, check_signer, mcp_participant
+from hatp_mcp.mcp.participant_client import McpParticipant, mcp_participant
 from hatp_mcp.runtime.clock import FakeClock
 from tests.core.test_coordinator import KEYS, NOW, RING, answer
 from tests.mcp.test_participant_client import prepare_req
@@ -89,48 +89,29 @@ def test_HATP_MCP_4_evidence_naming_another_participant_is_refused_by_the_core(f
     assert c.state is TxnState.ABORTING
 
 
-def test_HATP_MCP_4_the_core_cannot_tell_whose_key_signed_so_check_signer_does() -> None:
-    # The hotel's own key signs a vote that names the airline: the core's one keyring holds both keys, so it counts
-    forged = answer(_started().plan, "seat", AIRLINE, KEYS["hotel"])
+def test_HATP_MCP_4_whose_key_signed_is_checked_by_the_core_as_HATP_SIG_6() -> None:
+    # The hotel's own key signs a vote that names the airline: its keyring entry is bound to the hotel, so the
+    # core refuses it, and the link need not check the signer itself
     c = _started()
-    c.handle(forged, NOW)
-    assert c._d.votes["seat"] == "yes"
-    # which is why a link that skips the second verification still checks the key is this participant's own
-    airline_only = Keyring()
-    airline_only.add_signer(KEYS["airline"])
-    check_signer(answer(c.plan, "seat", AIRLINE, KEYS["airline"]).vote, airline_only, "$.vote")
-    with pytest.raises(HatpError) as info:
-        check_signer(forged.vote, airline_only, "$.vote")
-    assert (info.value.rule, info.value.code, info.value.path) == (
-        "HATP-MCP-4",
-        "SIGNATURE_INVALID",
-        "$.vote.signature.kid",
-    )
-
-
-def test_HATP_MCP_4_check_signer_refuses_a_missing_signature_and_a_key_without_the_participant_role() -> None:
-    ring = Keyring()
-    ring.add_signer(KEYS["gateway"])
-    for obj in ({"type": "hatp.vote"}, sign_object({"type": "hatp.vote"}, KEYS["gateway"])):
-        with pytest.raises(HatpError) as info:
-            check_signer(obj, ring, "$.receipt")
-        assert info.value.rule == "HATP-MCP-4" and info.value.path == "$.receipt.signature.kid"
+    out = c.handle(answer(c.plan, "seat", AIRLINE, KEYS["hotel"]), NOW)
+    refused = [x for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
+    assert [(r.body["rule"], r.body["code"]) for r in refused] == [("HATP-TXN-2", "KEY_NOT_THE_PARTICIPANTS")]
+    assert "HATP-SIG-6" in refused[0].body["reason"]
+    assert c._d.votes["seat"] != "yes" and c.state is TxnState.ABORTING
 
 
 @pytest.mark.anyio
-async def test_HATP_MCP_4_without_verify_a_key_outside_the_participants_keyring_is_still_refused(
-    clock: FakeClock,
-) -> None:
+async def test_HATP_MCP_4_without_verify_the_answer_is_handed_on_for_the_core_to_check(clock: FakeClock) -> None:
     toy = Toy(clock)
     stranger = Keyring()
     stranger.add_signer(SigningKey.generate(["participant"]))
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            with pytest.raises(HatpError) as info:
-                await mcp_participant(TOY_AIRLINE, client, stranger, verify=False).prepare(prepare_req())
-            # with its own key the answer passes to the caller, for the core to verify
-            result = await mcp_participant(TOY_AIRLINE, client, toy.keyring, verify=False).prepare(prepare_req())
-    assert (info.value.rule, info.value.path) == ("HATP-MCP-4", "$.vote.signature.kid")
+            with pytest.raises(HatpError) as info:  # verify=True (the default): checked here
+                await mcp_participant(TOY_AIRLINE, client, stranger).prepare(prepare_req())
+            # verify=False: nothing is checked twice; the coordinator core verifies it (HATP-TXN-2, HATP-SIG-6)
+            result = await mcp_participant(TOY_AIRLINE, client, stranger, verify=False).prepare(prepare_req())
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-4", "SIGNATURE_INVALID")
     assert result.vote["decision"] == "yes"
 
 

@@ -61,6 +61,17 @@ def test_HATP_MCP_27_only_pinned_keys_of_the_role_count_and_none_of_the_role_is_
     assert info.value.rule == "HATP-MCP-27"
 
 
+def test_HATP_SIG_6_pinned_keys_come_back_bound_to_the_participant_and_a_key_of_another_party_is_refused() -> None:
+    key = SigningKey.generate(["participant"])
+    counted = check_pinned(HOTEL, ring(key), ring(key), "participant", "hotel.jwk")
+    assert [e.party for e in counted.entries()] == [HOTEL]  # the core counts it for the hotel's branches only
+    airlines = Keyring([PublicKeyEntry.from_jwk(key.public_jwk("mcp://airline.example/hatp"))])
+    with pytest.raises(HatpError) as info:
+        check_pinned(HOTEL, ring(key), airlines, "participant", "hotel.jwk")
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-27", "KEY_NOT_PINNED")
+    assert "airline.example" in info.value.reason
+
+
 async def test_HATP_MCP_27_the_hotels_own_public_key_file_pins_it_and_a_foreign_key_file_refuses_it(
     tmp_path: Path,
 ) -> None:
@@ -74,7 +85,7 @@ async def test_HATP_MCP_27_the_hotels_own_public_key_file_pins_it_and_a_foreign_
             with pytest.raises(HatpError) as info:
                 await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=foreign, trust_dir=None)
     hotel_key = json.loads((tmp_path / "hotel" / "public.jwk.json").read_text())
-    assert [k["kid"] for k in own.to_jwks()["keys"]] == [hotel_key["kid"]]
+    assert [(e.kid, e.party) for e in own.entries()] == [(hotel_key["kid"], HOTEL)]
     assert (info.value.rule, info.value.code) == ("HATP-MCP-27", "KEY_NOT_PINNED")
     assert hotel_key["kid"] in info.value.reason
 
@@ -90,6 +101,7 @@ async def test_HATP_MCP_28_without_pinned_keys_nothing_is_sent_unless_trust_on_f
             first = await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
             kept = tofu_file(tmp_path, HOTEL)
             assert read_keys(kept).to_jwks() == first.to_jwks()  # the first seen keys are kept ...
+            assert [e.party for e in first.entries()] == [HOTEL]  # ... bound to the hotel (HATP-SIG-6) ...
             kept.write_text(json.dumps(SigningKey.generate(["participant"]).public_jwk()))
             with pytest.raises(HatpError) as changed:  # ... and pinned from then on: a changed key is refused
                 await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
