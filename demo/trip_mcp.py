@@ -37,7 +37,7 @@ from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.interfaces import Participant
-from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
+from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
 
 __all__ = ["SERVERS", "main", "open_suite", "plan_for", "run_trip", "timeline"]
@@ -83,7 +83,7 @@ async def open_suite(
     gateway = SigningKey.generate(["gateway"])
     ring = Keyring()
     ring.add_signer(coordinator)
-    ring.add_signer(gateway)
+    ring.add_signer(gateway, SCRIPTED_GATEWAY)  # HATP-SIG-6: the scripted gateway speaks as its id
     clients: dict[str, Client] = {}
     for name in SERVERS:  # entered in order, so the exit stack stops them in reverse (bounded by the caller)
         errlog = stack.enter_context((data / f"{name}.stderr").open("w"))

@@ -23,7 +23,7 @@ from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.participant import DryRun, Operation, ParticipantRuntime
-from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
+from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.store.participant_state import MemoryParticipantStore, ParticipantStore
 from hatp_mcp.store.txn_log import MemoryTxnLog, TxnLog
 
@@ -46,7 +46,13 @@ HOTEL = "mcp://hotel.example/hatp"
 CALENDAR = "mcp://calendar.example/hatp"
 PAYMENTS = "mcp://payments.example/hatp"
 # The participant each named key speaks for (bound in the coordinator's keyring, HATP-SIG-6).
-PARTIES = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
+PARTIES = {
+    "airline": AIRLINE,
+    "hotel": HOTEL,
+    "calendar": CALENDAR,
+    "payments": PAYMENTS,
+    "gateway": SCRIPTED_GATEWAY,
+}
 
 
 def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) -> Plan:

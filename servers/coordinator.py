@@ -31,7 +31,7 @@ from mcp.server import MCPServer
 
 from hatp_mcp.core.coordinator import Config
 from hatp_mcp.core.human_proof import HumanKeys
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.keys import Keyring
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
@@ -41,7 +41,7 @@ from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.gateway import load_org
 from hatp_mcp.runtime.interfaces import Approver
-from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
+from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
 from hatp_mcp.store.txn_log import SqliteTxnLog
 from servers._keys import load_or_create_key
@@ -110,6 +110,8 @@ def read_setup(args: argparse.Namespace) -> Setup:
     setup.gateway_id = args.gateway_id or setup.gateway_id
     if setup.gateway is not None and setup.gateway_keys is None:
         raise ValueError("--gateway needs --gateway-keys (the organisation's JWKS with the gateway's key)")
+    if setup.gateway is not None and not setup.gateway_id:
+        raise ValueError("--gateway needs --gateway-id (the id its votes name; its keys speak only as that id)")
     if args.org:
         setup.org = Path(args.org)
     if setup.gateway is not None and setup.org is None and not args.trust_gateway_decisions:
@@ -217,15 +219,15 @@ def _approver(
 ) -> Approver | None:
     if setup.gateway is not None and setup.gateway_keys is not None:
         org = Keyring.from_jwks(json.loads(setup.gateway_keys.read_text()))
-        for jwk in org.to_jwks()["keys"]:
-            if "gateway" in jwk.get("roles", []):
-                keyring.add(PublicKeyEntry.from_jwk(jwk))
+        for entry in org.entries():
+            if "gateway" in entry.roles:  # HATP-SIG-6: the organisation's gateway keys speak as --gateway-id only
+                keyring.add(entry.with_party(str(setup.gateway_id)))
         return LinkedApprover(
             links[GATEWAY], org, timeout=args.call_timeout, gateway_id=setup.gateway_id, coordinator=args.id
         )
     if args.scripted_approver:
         gw = load_or_create_key(data / "scripted-gateway", ["gateway"])
-        keyring.add_signer(gw)
+        keyring.add_signer(gw, SCRIPTED_GATEWAY)
         # the demo's and the tests' plans name one requirement, "finance"; any other is approved
         return ScriptedApprover(gw, clock, scripts={"finance": HumanScript(args.scripted_approver)})
     return None

@@ -104,6 +104,22 @@ def check_branch_receipt(
     return receipt
 
 
+def _signed_by_gateway(kid: str, keyring: Keyring, gateway: str, what: str) -> None:
+    """HATP-TXN-3 with HATP-SIG-6: the key's entry must name the gateway the object speaks for (fail closed)."""
+    entry = keyring.get(kid)
+    assert entry is not None  # verify_raw just found it
+    try:
+        check_party(entry, gateway, f"{what}.signature.kid", required=True)
+    except SignatureError as exc:
+        raise HatpError(
+            "HATP-TXN-3",
+            f"{what} of gateway {gateway!r}: {exc.rule}: {exc.reason}",
+            path=exc.path,
+            code="KEY_NOT_THE_GATEWAYS",
+            fix="bind the gateway's key to its id in the coordinator's keyring (servers.coordinator --gateway-id)",
+        ) from exc
+
+
 def moves_money(plan: Plan) -> bool:
     return any(b.amount is not None for b in plan.branches) or any(r.max_amount is not None for r in plan.approvals)
 
@@ -126,8 +142,9 @@ def check_approver_answer(
     and whose routing record's authority check ran (`checked.status == "checked"`) whenever the plan moves money.
     """
     rule = "HATP-TXN-3"
-    _verify(vote_raw, keyring, "gateway", rule, "vote")
+    vote_kid = _verify(vote_raw, keyring, "gateway", rule, "vote")
     vote: Vote = _parse(Vote, vote_raw, rule, "vote")
+    _signed_by_gateway(vote_kid, keyring, vote.voter, "vote")
     _same(rule, "vote", "txnId", vote.txn_id, plan.txn_id)
     _same(rule, "vote", "planDigest", vote.plan_digest, plan_digest)
     _same(rule, "vote", "branchId", vote.branch_id, requirement_id)
@@ -137,8 +154,9 @@ def check_approver_answer(
         raise HatpError(rule, "a yes vote without its Approval is not an approval", path="approval", code="NO_APPROVAL")
     if approval_raw is None:
         return vote, None
-    _verify(approval_raw, keyring, "gateway", rule, "approval")
+    approval_kid = _verify(approval_raw, keyring, "gateway", rule, "approval")
     approval: Approval = _parse(Approval, approval_raw, rule, "approval")
+    _signed_by_gateway(approval_kid, keyring, approval.gateway, "approval")
     _same(rule, "approval", "txnId", approval.txn_id, plan.txn_id)
     _same(rule, "approval", "planDigest", approval.plan_digest, plan_digest)
     _same(rule, "approval", "requirementId", approval.requirement_id, requirement_id)

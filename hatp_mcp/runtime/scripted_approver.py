@@ -23,7 +23,9 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 
-__all__ = ["HumanScript", "ScriptedApprover"]
+__all__ = ["SCRIPTED_GATEWAY", "HumanScript", "ScriptedApprover"]
+
+SCRIPTED_GATEWAY = "gateway://acme.com"  # the id a scripted gateway votes as (bind its key to it, HATP-SIG-6)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class _Ask:
 class ScriptedApprover:
     key: SigningKey
     clock: Clock
-    gateway: str = "gateway://acme.com"
+    gateway: str = SCRIPTED_GATEWAY
     scripts: dict[str, HumanScript] = field(default_factory=dict)
     asks: dict[tuple[str, str], _Ask] = field(default_factory=dict)
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (method, txnId, requirementId)

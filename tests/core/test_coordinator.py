@@ -35,7 +35,7 @@ KEYS = {
     "hotel": SigningKey.generate(["participant"], kid="h"),
     "gateway": SigningKey.generate(["gateway"], kid="g"),
 }
-PARTY = {"airline": AIRLINE, "hotel": HOTEL}  # HATP-SIG-6: each participant key is bound to its participant
+PARTY = {"airline": AIRLINE, "hotel": HOTEL, "gateway": "gateway://acme.com"}  # HATP-SIG-6: each key names its party
 RING = Keyring()
 for _name, _k in KEYS.items():
     RING.add_signer(_k, PARTY.get(_name))

@@ -151,3 +151,20 @@ def test_with_the_cards_a_decision_counts_only_with_its_persons_proof_HATP_TXN_1
     check_approver_answer(
         plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
     )
+
+
+def test_a_gateway_answer_counts_only_from_a_key_bound_to_that_gateway_HATP_TXN_3_HATP_SIG_6() -> None:
+    from hatp_mcp.core.keys import Keyring, SigningKey
+
+    plan = trip_plan(NOW)
+    vote, approval = _gateway_answer(plan)
+    other = SigningKey.generate(["gateway"], kid="other-gw")
+    for party in (None, "gateway://evil.example"):  # unbound (fail closed), or bound to another gateway
+        ring = Keyring()
+        ring.add_signer(other, party)
+        with pytest.raises(HatpError) as err:
+            check_approver_answer(
+                plan, plan.digest(), "finance", sign_object(vote, other), sign_object(approval, other), ring, NOW
+            )
+        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "KEY_NOT_THE_GATEWAYS")
+        assert "HATP-SIG-6" in err.value.reason

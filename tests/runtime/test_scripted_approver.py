@@ -10,14 +10,14 @@ from demo.trip_world import trip_plan
 from hatp_mcp.core.coordinator_evidence import check_approver_answer
 from hatp_mcp.core.keys import Keyring, SigningKey
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.scripted_approver import HumanScript, ScriptedApprover
+from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 
 
 @pytest.mark.anyio
 async def test_a_scripted_human_is_pending_until_its_time_then_approves_for_good(clock: FakeClock) -> None:
     key = SigningKey.generate(["gateway"])
     ring = Keyring()
-    ring.add_signer(key)
+    ring.add_signer(key, SCRIPTED_GATEWAY)
     approver = ScriptedApprover(key, clock, scripts={"finance": HumanScript(after_seconds=60)})
     plan = trip_plan(clock.now())
     first = await approver.ask(plan, "finance")

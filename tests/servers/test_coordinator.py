@@ -46,6 +46,9 @@ def test_a_config_file_and_flags_name_the_participants_and_the_gateway(tmp_path:
 
 def test_a_gateway_without_the_cards_is_refused_unless_its_word_alone_is_chosen_HATP_TXN_19(tmp_path: Path) -> None:
     base = ["--gateway", "http://127.0.0.1:9000/mcp", "--gateway-keys", "/org/human-card.json"]
+    with pytest.raises(ValueError, match="--gateway-id"):  # HATP-SIG-6: its keys speak only as that id
+        read_setup(_parser().parse_args(base))
+    base += ["--gateway-id", "https://acme.com/hatp/gateway"]
     with pytest.raises(ValueError, match="--org DIR"):
         read_setup(_parser().parse_args(base))
     assert read_setup(_parser().parse_args([*base, "--trust-gateway-decisions"])).org is None
