@@ -32,7 +32,7 @@ from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import mcp_participant
-from hatp_mcp.mcp.participant_estimate import participant_bounds
+from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, default_validator
@@ -116,8 +116,10 @@ async def open_suite(
 def _bounds_asker(clients: dict[str, Client]) -> BoundsAsker:
     """HATP-MODE-9: each branch's bounds from its server's hatp/txn/estimate, asked at begin."""
 
+    advertised = {uri: AdvertisedBounds() for uri in clients}  # asked once per server and operation
+
     async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
-        return await participant_bounds(clients[participant], plan, branch_id, 10)
+        return await advertised[participant].get(clients[participant], plan, branch_id, 10)
 
     return ask
 

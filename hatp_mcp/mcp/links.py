@@ -45,7 +45,7 @@ from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import McpParticipant
-from hatp_mcp.mcp.participant_estimate import participant_bounds
+from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 
 __all__ = [
@@ -196,6 +196,7 @@ class LinkedParticipant:
         self.link = link
         self.keyring = keyring
         self.timeout = timeout
+        self._bounds = AdvertisedBounds()  # asked once per connection and operation
 
     async def _on(self, fn: Callable[[McpParticipant], Awaitable[R]]) -> R:
         client = await self.link.client()
@@ -228,10 +229,12 @@ class LinkedParticipant:
         return await self._on(lambda p: p.status(req))
 
     async def bounds(self, plan: Plan, branch_id: str) -> OperationBounds:
-        """The participant's bounds for one branch (hatp/txn/estimate, HATP-MCP-19); raises like participant_bounds."""
+        """The participant's bounds for one branch (hatp/txn/estimate, HATP-MCP-19); raises like participant_bounds.
+
+        Asked once per connection and operation, then answered for this branch from what was advertised."""
         client = await self.link.client()
         try:
-            return await participant_bounds(client, plan, branch_id, self.timeout)
+            return await self._bounds.get(client, plan, branch_id, self.timeout)
         except TransportFailed as exc:
             if exc.code in LOST:
                 self.link.lost(client)

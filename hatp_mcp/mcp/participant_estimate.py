@@ -19,7 +19,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call
 from hatp_mcp.mcp.extension import HatpSettings
 
-__all__ = ["bounds_handler", "operation_bounds", "participant_bounds"]
+__all__ = ["AdvertisedBounds", "bounds_handler", "operation_bounds", "participant_bounds"]
 
 
 def operation_bounds(req: BoundsRequest, settings: HatpSettings) -> OperationBounds:
@@ -77,3 +77,30 @@ async def participant_bounds(
     if (got.txn_id, got.branch_id) != (plan.txn_id, branch_id):
         raise HatpError("HATP-MCP-19", "the bounds name another branch", path="$.branchId", code="EVIDENCE_MISMATCH")
     return got
+
+
+class AdvertisedBounds:
+    """One participant's bounds, asked once per connection and (operation, tier), then answered for each branch.
+
+    Bounds are what the server advertises, not something about one transaction; a new connection (a restarted
+    server may advertise others) asks again. A stale answer can only affect the begin-time check: the participant
+    still caps every lease it grants at prepare.
+    """
+
+    def __init__(self) -> None:
+        self._of: object = None
+        self._known: dict[tuple[str, str], OperationBounds] = {}
+
+    async def get(
+        self, client: Client, plan: Plan, branch_id: str, read_timeout: float | None = 30.0
+    ) -> OperationBounds:
+        """Raises like participant_bounds."""
+        if client is not self._of:
+            self._of, self._known = client, {}
+        branch = plan.branch(branch_id)
+        known = self._known.get((branch.operation, branch.tier))
+        if known is not None:
+            return known.model_copy(update={"txn_id": plan.txn_id, "branch_id": branch_id})
+        got = await participant_bounds(client, plan, branch_id, read_timeout)
+        self._known[(branch.operation, branch.tier)] = got
+        return got

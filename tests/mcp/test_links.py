@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from hatp_mcp.core.keys import Keyring
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.links import Target, open_links
 
@@ -34,3 +36,31 @@ async def test_HATP_MCP_26_a_server_that_cannot_be_reached_is_no_answer_not_a_re
             with pytest.raises(HatpError) as info:
                 await links["nobody"].client()
     assert (info.value.rule, info.value.code) == ("HATP-MCP-6", "UNREACHABLE")
+
+
+@pytest.mark.anyio
+async def test_HATP_MCP_19_a_participants_bounds_are_asked_once_per_connection_and_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.core.model.plan import Plan
+    from hatp_mcp.mcp import participant_estimate as estimate_module
+    from hatp_mcp.mcp.links import LinkedParticipant, Target, open_links
+    from tests.factories import trip_plan
+
+    asked: list[str] = []
+    real = estimate_module.participant_bounds
+
+    async def counting(client: Any, plan: Plan, branch_id: str, read_timeout: float | None = None) -> Any:
+        asked.append(plan.txn_id)
+        return await real(client, plan, branch_id, read_timeout)
+
+    monkeypatch.setattr(estimate_module, "participant_bounds", counting)
+    uri = "mcp://airline.example/hatp"
+    with anyio.fail_after(60):
+        async with open_links({uri: Target(module="servers.airline", data=str(tmp_path / "airline"))}, tmp_path) as ls:
+            airline = LinkedParticipant(uri, ls[uri], Keyring())
+            first = await airline.bounds(Plan.model_validate(trip_plan("txn-a")), "seat")
+            second = await airline.bounds(Plan.model_validate(trip_plan("txn-b")), "seat")
+    assert asked == ["txn-a"]  # the second transaction is answered from what this connection advertised
+    assert (second.txn_id, second.branch_id, second.operation) == ("txn-b", "seat", "seat.hold")
+    assert second.max_lease_seconds == first.max_lease_seconds is not None
