@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from datetime import datetime
 from decimal import Decimal
 
+from hatp_mcp.core.model.amount import display_money as _show
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.money import branch_most, plan_money
 from hatp_mcp.core.violation import Violation
@@ -28,17 +29,6 @@ __all__ = [
 ]
 
 _ZERO = Decimal(0)
-
-
-_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
-
-
-def _show(value: Decimal, currency: str) -> str:
-    """Human form as Amount.display gives it, for any exact decimal (a product may have more digits than a wire
-    amount allows, so no Amount is built)."""
-    text = f"{value:,.2f}" if value == value.quantize(Decimal("0.01")) else f"{value.normalize():,f}"
-    sym = _SYMBOLS.get(currency)
-    return f"{sym}{text}" if sym else f"{text} {currency}"
 
 
 _CURRENT: ContextVar[tuple[Plan, dict[str, Decimal]] | None] = ContextVar("hatp_validate_totals", default=None)

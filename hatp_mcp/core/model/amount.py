@@ -10,7 +10,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.base import DecimalStr, WireModel
 
-__all__ = ["Amount", "Currency", "totals", "with_tolerance"]
+__all__ = ["Amount", "Currency", "display_money", "totals", "with_tolerance"]
 
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 
@@ -32,11 +32,18 @@ class Amount(WireModel):
 
     def display(self) -> str:
         """Human form: ``$1,020.00`` for USD, ``1,020.00 EUR`` otherwise (never converted)."""
-        symbols = {"USD": "$", "EUR": "€", "GBP": "£"}
-        q = self.decimal
-        text = f"{q:,.2f}" if q == q.quantize(Decimal("0.01")) else f"{q:,}"
-        sym = symbols.get(self.currency)
-        return f"{sym}{text}" if sym else f"{text} {self.currency}"
+        return display_money(self.decimal, self.currency)
+
+
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+
+
+def display_money(value: Decimal, currency: str) -> str:
+    """Human form of any exact decimal in a currency (a product or sum may have more digits than a wire amount):
+    cents when they suffice, else every digit; never exponent notation."""
+    text = f"{value:,.2f}" if value == value.quantize(Decimal("0.01")) else f"{value.normalize():,f}"
+    sym = _SYMBOLS.get(currency)
+    return f"{sym}{text}" if sym else f"{text} {currency}"
 
 
 def totals(amounts: Iterable[Amount]) -> dict[str, Decimal]:
