@@ -33,6 +33,7 @@ from hatp_mcp.core.gate import (
 from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.card import HumanCard
+from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
@@ -79,17 +80,21 @@ class ApprovalGate:
             quote = await got if inspect.isawaitable(got) else got
         nonce = raw.get("nonce") if isinstance(raw, Mapping) else None
         used = isinstance(nonce, str) and await anyio.to_thread.run_sync(self.cache.seen, self.server_id, nonce)
-        approval = check_approval(
-            raw,
-            expected=want,
-            requirement=spec.requirement,
-            trusted=self.trusted,
-            humans=self.humans,
-            now=now,
-            defined_at=defined_at,
-            quote=quote,
-            nonce_used=used,
-        )
+
+        def check(nonce_used: bool) -> Approval:
+            return check_approval(
+                raw,
+                expected=want,
+                requirement=spec.requirement,
+                trusted=self.trusted,
+                humans=self.humans,
+                now=now,
+                defined_at=defined_at,
+                quote=quote,
+                nonce_used=nonce_used,
+            )
+
+        approval = check(used)
         assert approval.expires_at is not None  # check_approval refuses an approval that never expires
         with anyio.CancelScope(shield=True):  # a spent nonce is recorded whole or not at all
             spent = await anyio.to_thread.run_sync(
@@ -101,18 +106,8 @@ class ApprovalGate:
                     now=now,
                 )
             )
-        if not spent:  # another call spent it between the check and now
-            check_approval(
-                raw,
-                expected=want,
-                requirement=spec.requirement,
-                trusted=self.trusted,
-                humans=self.humans,
-                now=now,
-                defined_at=defined_at,
-                quote=quote,
-                nonce_used=True,
-            )
+        if not spent:  # another call spent it between the check and now: refused as a replay
+            check(True)
 
     def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:
         async def gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
