@@ -18,7 +18,7 @@ from mcp.server import MCPServer
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
-from hatp_mcp.runtime.gateway import load_org
+from hatp_mcp.runtime.org import load_directory
 
 __all__ = ["REQUIRES", "SERVER_ID", "build", "main"]
 
@@ -47,7 +47,7 @@ def build(db: str | Path, org: str | Path, clock: Clock) -> MCPServer:
     server.add_tool(list_charges, name="charges")
     well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
     gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
-    directory, _ignored, _contacts = load_org(org)  # the people's decision keys, from Directory-signed cards only
+    directory, _ignored = load_directory(org)  # the people's decision keys, from Directory-signed cards only
     gate = create_approval_gate(SERVER_ID, gateways, humans=directory.cards(), replay_cache=str(db), clock=clock)
     gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
     return server

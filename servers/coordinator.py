@@ -30,7 +30,6 @@ import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.coordinator import Config
-from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
@@ -39,8 +38,8 @@ from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.gateway import load_org
 from hatp_mcp.runtime.interfaces import Approver
+from hatp_mcp.runtime.org import load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -182,7 +181,7 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
             return 2
         approver = _approver(args, data, setup, links, keyring, clock)
         try:
-            humans = _humans(setup.org) if setup.org is not None else None
+            humans = load_human_keys(setup.org) if setup.org is not None else None
         except (HatpError, OSError, ValueError) as exc:
             log(f"coordinator: cannot start: {setup.org}: {exc}")
             return 2
@@ -206,12 +205,6 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
                 log(f"coordinator: finishing {len(recovered)} unfinished transaction(s): {', '.join(recovered)}")
             await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     return 0
-
-
-def _humans(org: Path) -> HumanKeys:
-    """The decision keys on the organisation's Directory-signed cards (a card that does not verify is ignored)."""
-    directory, _ignored, _contacts = load_org(org)
-    return HumanKeys.from_cards(directory.cards())
 
 
 def _approver(

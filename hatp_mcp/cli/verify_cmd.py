@@ -7,14 +7,13 @@ human decision in the record's approvals carries that person's own proof, agains
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.core.directory import Directory
 from hatp_mcp.core.human_proof import HumanKeys
 from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.record import verify_record
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.org import load_human_keys
 
 HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure"
 
@@ -33,16 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _humans(org: str) -> HumanKeys:
     """The human keys on an organisation's Directory-signed cards. Raises InputError."""
-    root = Path(org)
-    well_known = read_json(str(root / ".well-known" / "human-card.json"))
-    cards = [read_json(str(p)) for p in sorted((root / "cards").glob("*.json"))]
-    if not isinstance(well_known, dict) or not all(isinstance(c, dict) for c in cards):
-        raise InputError(f"{org}: the well-known document and every card must be JSON objects")
     try:
-        directory, _ignored = Directory.load(well_known, cards)
+        return load_human_keys(org)
     except HatpError as exc:
         raise InputError(f"{org}: {exc.rule}: {exc.reason}") from exc
-    return HumanKeys.from_cards(directory.cards())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{org}: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask,
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
+from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
 
 __all__ = ["GatewayApprover", "Notifier", "RecordingNotifier", "apply_human_input", "load_org"]
@@ -60,14 +61,13 @@ class RecordingNotifier:
 
 
 def load_org(org_dir: str | Path) -> tuple[Directory, list[IgnoredCard], dict[str, dict[str, str]]]:
-    """Read an organisation dir: ``.well-known/human-card.json``, ``cards/*.json`` and ``contacts.json``.
+    """The gateway's read of an organisation dir: the Directory (hatp_mcp.runtime.org.load_directory) and the
+    private ``contacts.json``, which stays inside the gateway.
 
-    Raises OSError or ValueError when a file cannot be read, HatpError (HATP-CARD-3) for a bad well-known.
+    Raises like load_directory (OSError, ValueError, HatpError); a bad contacts.json raises ValueError.
     """
     root = Path(org_dir)
-    well_known = json.loads((root / ".well-known" / "human-card.json").read_text())
-    cards = [json.loads(p.read_text()) for p in sorted((root / "cards").glob("*.json"))]
-    directory, ignored = Directory.load(well_known, cards)
+    directory, ignored = load_directory(root)
     contacts_path = root / "contacts.json"
     contacts = json.loads(contacts_path.read_text()) if contacts_path.exists() else {}
     return directory, ignored, contacts

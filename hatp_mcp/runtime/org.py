@@ -1,0 +1,43 @@
+"""Reading an organisation dir: `.well-known/human-card.json` and `cards/*.json`, the Directory-signed cards.
+
+Everyone who checks people reads it the same way (the gateway, the coordinator, `hatp verify --org`, a gated
+tool server), with the wire limits of `hatp_mcp.core.wire.load_json`. The gateway's private `contacts.json` is
+read only by the gateway (`hatp_mcp.runtime.gateway.load_org`), never here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.core.directory import Directory, IgnoredCard
+from hatp_mcp.core.human_proof import HumanKeys
+from hatp_mcp.core.wire import load_json
+
+__all__ = ["load_directory", "load_human_keys"]
+
+
+def _object(path: Path) -> dict[str, Any]:
+    value = load_json(path.read_bytes(), str(path))
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return value
+
+
+def load_directory(org_dir: str | Path) -> tuple[Directory, list[IgnoredCard]]:
+    """The organisation's Directory of verified cards, and the cards it ignored (each with its refusal).
+
+    Raises OSError (a file cannot be read), ValueError (a document is not a JSON object) or HatpError (not JSON,
+    over the wire limits, or HATP-CARD-3: an unusable well-known document)."""
+    root = Path(org_dir)
+    well_known = _object(root / ".well-known" / "human-card.json")
+    cards = [_object(p) for p in sorted((root / "cards").glob("*.json"))]
+    return Directory.load(well_known, cards)
+
+
+def load_human_keys(org_dir: str | Path) -> HumanKeys:
+    """The decision keys on the organisation's Directory-signed cards (a card that does not verify is ignored).
+
+    Raises like load_directory."""
+    directory, _ignored = load_directory(org_dir)
+    return HumanKeys.from_cards(directory.cards())
