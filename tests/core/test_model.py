@@ -41,6 +41,17 @@ def test_the_plan_digest_is_sha256_of_the_normalized_wire_form_HATP_DIG_1() -> N
     assert parse(Plan, changed, "x").digest() != plan.digest()
 
 
+def test_a_plan_digest_is_remembered_per_object_and_a_changed_copy_gets_its_own() -> None:
+    plan = parse(Plan, trip_plan(), "plan.json")
+    first = plan.digest()
+    assert plan.digest() == first == digest(plan.wire())
+    # a changed plan is a new object (model_copy): it never inherits the remembered digest
+    changed = plan.model_copy(update={"summary": "something else"})
+    assert changed.digest() == digest(changed.wire()) != first
+    # equal content parsed separately digests alike
+    assert parse(Plan, plan.wire(), "again").digest() == first
+
+
 def test_an_unknown_field_is_refused_with_its_json_path_HATP_OBJ_3() -> None:
     raw = trip_plan()
     raw["branches"][2]["surprise"] = True

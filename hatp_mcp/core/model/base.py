@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -33,8 +34,11 @@ _DEC = re.compile(r"^-?(0|[1-9]\d{0,17})(\.\d{1,18})?$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
 
 
+@lru_cache(maxsize=4096)
 def parse_ts(value: str) -> datetime:
-    """Parse a wire timestamp (``2026-11-29T10:00:00Z``) to an aware UTC datetime. Raises ValueError."""
+    """Parse a wire timestamp (``2026-11-29T10:00:00Z``) to an aware UTC datetime. Raises ValueError.
+
+    Remembered: a transaction parses the same few dozen times again and again (datetimes are immutable)."""
     if not _TS.match(value):
         raise ValueError(f"{value!r} is not an RFC 3339 UTC timestamp like 2026-11-29T10:00:00Z")
     return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)

@@ -1,7 +1,9 @@
 """The Plan: what the agent asks to do, as one all-or-nothing transaction, and its Branches. Pure.
 
 The plan digest (`Plan.digest()`) is sha256 of the canonical wire form; every vote, receipt, approval and record
-event names it. Static checks beyond types live in hatp_mcp.core.validate.
+event names it. A Plan is frozen and treated as immutable (nested lists included: nothing edits one in place; a
+changed plan is a `model_copy`, a new object), so its digest is computed once per object and remembered. Static
+checks beyond types live in hatp_mcp.core.validate.
 """
 
 from __future__ import annotations
@@ -143,9 +145,24 @@ class Plan(WireModel):
     recovery: Recovery | None = None
     branches: list[Branch] = Field(min_length=1, max_length=64)
 
+    def digest(self) -> str:
+        """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""
+        hit = _DIGESTS.get(id(self))
+        if hit is not None and hit[0] is self:
+            return hit[1]
+        value = super().digest()
+        if len(_DIGESTS) >= _DIGESTS_KEPT:
+            del _DIGESTS[next(iter(_DIGESTS))]  # the oldest; holding the plan keeps its id from being reused
+        _DIGESTS[id(self)] = (self, value)
+        return value
+
     def branch(self, branch_id: str) -> Branch:
         """Raises KeyError when no branch has that id."""
         for b in self.branches:
             if b.branch_id == branch_id:
                 return b
         raise KeyError(branch_id)
+
+
+_DIGESTS_KEPT = 512  # plans in flight at once in one process, with room to spare
+_DIGESTS: dict[int, tuple[Plan, str]] = {}
