@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,20 @@ def test_timestamps_round_trip_through_datetime() -> None:
     assert format_ts(t) == "2026-11-29T10:00:00.5Z"
     with pytest.raises(ValueError, match="naive"):
         format_ts(t.replace(tzinfo=None))
+
+
+@pytest.mark.parametrize(
+    ("value", "wire"),
+    [
+        (datetime(2026, 11, 29, 12, 0, tzinfo=timezone(timedelta(hours=2))), "2026-11-29T10:00:00Z"),
+        (datetime(2026, 11, 29, 10, 0, 0, 120000, tzinfo=UTC), "2026-11-29T10:00:00.12Z"),
+        (datetime(2026, 11, 29, 10, 0, 0, 1, tzinfo=UTC), "2026-11-29T10:00:00.000001Z"),
+        (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00Z"),  # four-digit year, or it would not parse back
+    ],
+)
+def test_format_ts_writes_utc_with_z_and_parses_back(value: datetime, wire: str) -> None:
+    assert format_ts(value) == wire
+    assert parse_ts(wire) == value
 
 
 def test_committed_json_schemas_match_the_models() -> None:
