@@ -4,17 +4,18 @@ Any change made outside a transaction (a sale on another channel, a price change
 what a HATP precondition compares at commit. Holds made by a transaction do not bump it. A transaction's effect
 (a booking, a capture, an undo) is written with its idempotency key in the same SQLite transaction as the change
 it makes, to the `effects` ledger: the same key again changes nothing and answers what the first time did
-(HATP-PART-10). The operations for the participant wrapper (hold, compensate, final) live in
-servers/_operations.py; this module only stores.
+(HATP-PART-10). The inventory may live in the participant store's own database (a shared `StateDb`): then a
+write made inside the store's transaction is kept with the answer that reports it, by one fsync (HATP-PART-13).
+The operations for the participant wrapper (hold, compensate, final) live in servers/_operations.py; this module
+only stores.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from hatp_mcp.store.sqlite import open_db
+from hatp_mcp.store.participant_state import StateDb
 
 __all__ = ["Effect", "Inventory", "Item"]
 
@@ -38,17 +39,21 @@ class Effect:
 
 
 class Inventory:
-    def __init__(self, path: Path | str) -> None:
-        self._db = open_db(path)
-        self._mutex = threading.Lock()
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS items (resource TEXT PRIMARY KEY, version INTEGER NOT NULL,"
-            " state TEXT NOT NULL, holder TEXT)"
-        )
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
-            " kind TEXT NOT NULL, resource TEXT NOT NULL, undo_token TEXT, UNIQUE (key, kind))"
-        )
+    """On its own database (`path`) or on a `StateDb` shared with the participant store (HATP-PART-13)."""
+
+    def __init__(self, path: Path | str | StateDb) -> None:
+        self.database = path if isinstance(path, StateDb) else StateDb(path)
+        self._db = self.database.conn
+        self._mutex = self.database.lock
+        with self._mutex:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS items (resource TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+                " state TEXT NOT NULL, holder TEXT)"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
+                " kind TEXT NOT NULL, resource TEXT NOT NULL, undo_token TEXT, UNIQUE (key, kind))"
+            )
 
     def get(self, resource: str) -> Item:
         """The item (a resource never seen before is free at version 1)."""
@@ -59,56 +64,49 @@ class Inventory:
         return Item(resource, row[0], row[1], row[2]) if row else Item(resource, 1, "free", None)
 
     def _put(self, item: Item) -> None:
-        with self._mutex:
-            self._db.execute(
-                "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
-                (item.resource, item.version, item.state, item.holder),
-            )
+        self.database.write(
+            "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
+            (item.resource, item.version, item.state, item.holder),
+        )
 
     def set_state(self, resource: str, state: str, holder: str | None) -> Item:
         """A transaction's own change (hold, release, take): the version stays."""
-        item = self.get(resource)
-        new = Item(resource, item.version, state, holder)
-        self._put(new)
+        with self._mutex:  # read and write as one step (a writer on another thread waits)
+            item = self.get(resource)
+            new = Item(resource, item.version, state, holder)
+            self._put(new)
         return new
 
     def outside_change(self, resource: str, state: str | None = None, holder: str | None = None) -> Item:
         """A change from outside any transaction: bumps the version (and may take the resource)."""
-        item = self.get(resource)
-        new = Item(resource, item.version + 1, state or item.state, holder if state else item.holder)
-        self._put(new)
+        with self._mutex:
+            item = self.get(resource)
+            new = Item(resource, item.version + 1, state or item.state, holder if state else item.holder)
+            self._put(new)
         return new
 
     def apply_effect(
         self, key: str, kind: str, resource: str, state: str | None, holder: str | None, undo_token: str | None = None
     ) -> Effect:
         """Make a transaction's effect once per (key, kind): set the resource's `state` (and holder; None leaves
-        it as it is) and write the effect, in one SQLite transaction. When the ledger already has (key, kind),
-        nothing changes and the first effect is returned."""
-        with self._mutex:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute(
-                    "SELECT resource, undo_token FROM effects WHERE key = ? AND kind = ?", (key, kind)
-                ).fetchone()
-                if row is not None:
-                    self._db.execute("ROLLBACK")
-                    return Effect(key, kind, row[0], row[1])
-                if state is not None:
-                    found = self._db.execute("SELECT version FROM items WHERE resource = ?", (resource,)).fetchone()
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
-                        (resource, found[0] if found else 1, state, holder),
-                    )
-                self._db.execute(
-                    "INSERT INTO effects (key, kind, resource, undo_token) VALUES (?, ?, ?, ?)",
-                    (key, kind, resource, undo_token),
+        it as it is) and write the effect, in one SQLite transaction (or in the open one it joins). When the ledger
+        already has (key, kind), nothing changes and the first effect is returned."""
+        with self.database.transaction() as db:
+            row = db.execute(
+                "SELECT resource, undo_token FROM effects WHERE key = ? AND kind = ?", (key, kind)
+            ).fetchone()
+            if row is not None:
+                return Effect(key, kind, row[0], row[1])
+            if state is not None:
+                found = db.execute("SELECT version FROM items WHERE resource = ?", (resource,)).fetchone()
+                db.execute(
+                    "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
+                    (resource, found[0] if found else 1, state, holder),
                 )
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            db.execute(
+                "INSERT INTO effects (key, kind, resource, undo_token) VALUES (?, ?, ?, ?)",
+                (key, kind, resource, undo_token),
+            )
         return Effect(key, kind, resource, undo_token)
 
     def effect(self, key: str, kind: str) -> Effect | None:
@@ -134,4 +132,4 @@ class Inventory:
         return [Item(*r) for r in rows]
 
     def close(self) -> None:
-        self._db.close()
+        self.database.close()

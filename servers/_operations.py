@@ -3,8 +3,10 @@
 `HoldOp` (seat, room, card authorization): dry run checks the resource is free, a hold marks it held, commit
 takes it, abort frees it. `CompensateOp` (calendar event): commit creates, undo deletes. `FinalOp` (card capture):
 commit takes, nothing undoes it. Every effect goes through the inventory's ledger with the branch's idempotency key
-(the same key never takes, captures or undoes twice) and `lookup` reads it back (HATP-PART-10, HATP-PART-11). The
-HATP rules (leases, preconditions, first answers) are the wrapper's.
+(the same key never takes, captures or undoes twice) and `lookup` reads it back (HATP-PART-10, HATP-PART-11). They
+are `StoreOperation`s: when the inventory shares the participant store's database, the wrapper keeps each hold and
+commit effect with its answer in one durable transaction (HATP-PART-13). The HATP rules (leases, preconditions,
+first answers) are the wrapper's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import anyio
 
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant import Lease
-from hatp_mcp.runtime.participant import DryRun, Operation, Performed
+from hatp_mcp.runtime.participant import DryRun, Performed, StoreOperation
 from servers._inventory import Inventory
 
 __all__ = ["CompensateOp", "FinalOp", "HoldOp", "resource_key"]
@@ -36,13 +38,15 @@ def resource_key(*fields: str) -> KeyFn:
     return key
 
 
-class _InventoryOp(Operation):
-    # TEST-ONLY fault point (--crash-after-effect): the process dies by SIGKILL right after an effect is made and
-    # before the participant saves its state, the window HATP-PART-11 reconciles.
+class _InventoryOp(StoreOperation):
+    # TEST-ONLY fault point (--crash-after-effect): the process dies by SIGKILL right after a commit's effect is
+    # written and before the participant saves its state: the window HATP-PART-11 reconciles when the inventory is
+    # a database of its own, and inside the one transaction (nothing kept) when it is the store's (HATP-PART-13).
     crash_after_effect = False
 
     def __init__(self, inventory: Inventory, key: KeyFn) -> None:
         self.inventory = inventory
+        self.database = inventory.database
         self.key = key
 
     def _made(self, token: str | None) -> str | None:
@@ -67,7 +71,7 @@ class _InventoryOp(Operation):
 
 
 class HoldOp(_InventoryOp):
-    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+    def hold_now(self, txn_id: str, branch: Branch, lease: Lease) -> None:
         self.inventory.set_state(self.key(branch.args), "held", txn_id)
 
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
@@ -75,12 +79,12 @@ class HoldOp(_InventoryOp):
         if item.holder == txn_id:
             self.inventory.set_state(item.resource, "free", None)
 
-    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+    def perform_now(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         return self._made(self.inventory.apply_effect(key, "commit", self.key(branch.args), "taken", txn_id).undo_token)
 
 
 class CompensateOp(_InventoryOp):
-    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+    def perform_now(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         resource = self.key(branch.args)
         # the undo token names what to delete
         made = self.inventory.apply_effect(key, "commit", resource, "taken", txn_id, undo_token=resource)
@@ -104,7 +108,12 @@ class FinalOp(_InventoryOp):
         return DryRun(versions={resource: str(item.version)}, cost=branch.amount)
 
     async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        # with a delay the capture stands for a slow outside API: servers/_participant.py then keeps the inventory
+        # in a database of its own, so this (not perform_now in the store's transaction) is what runs
         if self.delay_seconds:
             await anyio.sleep(self.delay_seconds)
+        return self.perform_now(txn_id, branch, now, key=key)
+
+    def perform_now(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         # a capture changes no inventory state (a card is charged many times): the ledger is the charge
         return self._made(self.inventory.apply_effect(key, "commit", self.key(branch.args), None, None).undo_token)

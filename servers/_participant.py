@@ -51,16 +51,23 @@ class ToolServer:
     ops: Sequence[OpSpec]
 
 
-def build(spec: ToolServer, data: Path) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
-    """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools)."""
+def build(
+    spec: ToolServer, data: Path, *, effects_apart: bool = False
+) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
+    """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
+
+    The inventory lives in the participant store's database (state.db), so each hold and commit is kept with its
+    answer by one transaction (HATP-PART-13); `effects_apart` keeps it in inventory.db instead, as an outside
+    system's would be (commits then write their intent first, HATP-PART-10/11)."""
     key = load_or_create_key(data, ["participant"])
-    inventory = Inventory(data / "inventory.db")
+    store = SqliteParticipantStore(data / "state.db")
+    inventory = Inventory(data / "inventory.db" if effects_apart else store.database)
     operations: dict[str, Operation] = {o.name: o.op(inventory, o.key) for o in spec.ops}
     runtime = ParticipantRuntime(
         spec.uri,
         key,
         operations,
-        SqliteParticipantStore(data / "state.db"),
+        store,
         SystemClock(),
         max_lease_seconds=MAX_LEASE_SECONDS,
         max_horizon_seconds=MAX_HOLD_SECONDS,
@@ -120,11 +127,17 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="TEST-ONLY fault injection: die (SIGKILL) right after a commit's effect, before its state is saved",
     )
+    parser.add_argument(
+        "--effects-apart",
+        action="store_true",
+        help="TEST-ONLY: keep the inventory in a database of its own, as an outside system's (HATP-PART-10/11)",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
     try:
-        server, _runtime, _inventory = build(spec, data)
+        # a slow final step stands for a slow outside API: its effects are not in the store's transaction
+        server, _runtime, _inventory = build(spec, data, effects_apart=args.effects_apart or args.commit_delay > 0)
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect
     except (OSError, ValueError) as exc:

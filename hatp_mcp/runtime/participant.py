@@ -6,12 +6,15 @@ repeated request on (txnId, branchId) with the first answer, checks precondition
 fencing-token locks. An effect runs exactly once: its intent (state `committing` / `compensating`) is durable
 before the operation is called with the branch's idempotency key, and a retry that finds the intent without a
 result reconciles through the operation (`lookup`) instead of performing again blindly (HATP-PART-10..12).
+A `StoreOperation` whose effects live in the store's own database skips the intent: its effect and the answer are
+kept by one durable transaction, both or neither (HATP-PART-13).
 The tier rules themselves are pure (hatp_mcp.core.participant). This module must not know about transports: the
 MCP binding calls these methods.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,9 +55,9 @@ from hatp_mcp.core.participant import (
 )
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.store.participant_state import BranchRow, ParticipantStore
+from hatp_mcp.store.participant_state import BranchRow, ParticipantStore, SqliteParticipantStore, StateDb
 
-__all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed"]
+__all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed", "StoreOperation"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,31 @@ class Operation:
         return None
 
 
+class StoreOperation(Operation):
+    """An operation whose effects are writes in the participant store's own database (HATP-PART-13).
+
+    `database` is the `StateDb` it writes through. When it is the runtime store's database, the runtime calls the
+    synchronous `hold_now` / `perform_now` inside the store's transaction together with the answer: the effect and
+    the answer are durable together or not at all, so no intent is written first. They must write only through
+    `database` and must not await (they run under the database's lock). On any other store the async callbacks
+    run them in a transaction of their own, under HATP-PART-10/11 (intent first, `lookup` on a retry).
+    """
+
+    database: StateDb | None = None
+
+    def hold_now(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+        return None
+
+    def perform_now(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        return None
+
+    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+        self.hold_now(txn_id, branch, lease)
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        return self.perform_now(txn_id, branch, now, key=key)
+
+
 class _BranchLock:
     """`async with`: serialize requests on one branch; forget the lock when it is idle (no unbounded growth)."""
 
@@ -169,6 +197,19 @@ class ParticipantRuntime:
         self._quote_valid = quote_valid_seconds
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self.lock_table = LockTable()
+        # HATP-PART-13: operations whose effects are kept in the store's own transaction (none on another store)
+        self._sqlite = store if isinstance(store, SqliteParticipantStore) else None
+        database = self._sqlite.database if self._sqlite is not None else None
+        self._in_store: dict[str, StoreOperation] = {
+            name: op
+            for name, op in operations.items()
+            if isinstance(op, StoreOperation) and database is not None and op.database is database
+        }
+
+    def _atomic(self) -> AbstractContextManager[object]:
+        """The store's transaction (only operations in `_in_store` get here, so the store is a SQLite one)."""
+        assert self._sqlite is not None
+        return self._sqlite.transaction()
 
     def _lock(self, txn_id: str, branch_id: str) -> _BranchLock:
         """One request at a time per (txnId, branchId); the lock is dropped once nobody holds or awaits it."""
@@ -247,17 +288,30 @@ class ParticipantRuntime:
             check_cost(branch, dry.cost, self._index(req, branch))
         except HatpError as exc:
             return self._no(row, phase, exc.code, exc.reason)
+        if req.quote_only or branch.tier != "hold":
+            return self._yes(row, phase, dry, now, None, quote=req.quote_only)
+        lease = grant_lease(branch, now, self._max_lease, self._max_horizon)
+        if state is BranchState.PREPARED:  # the hold lapsed: place it again (HATP-TXN-8)
+            row.machine = BranchMachine(state).fire(BranchEvent.LOST)
+        in_store = self._in_store.get(branch.operation)
+        if in_store is not None:  # HATP-PART-13: the hold and the answer in one durable transaction
+            with self._atomic():
+                in_store.hold_now(req.txn_id, branch, lease)
+                return self._yes(row, phase, dry, now, lease)
+        await op.place_hold(req.txn_id, branch, lease)
+        return self._yes(row, phase, dry, now, lease)
+
+    def _yes(
+        self, row: BranchRow, phase: str, dry: DryRun, now: datetime, lease: Lease | None, *, quote: bool = False
+    ) -> PrepareResult:
+        """Vote yes (a quote, or a prepare whose hold, if any, is placed) and keep the answer."""
         pre = Preconditions(versions=dict(dry.versions), credential_scope=dry.credential_scope)
         extra: dict[str, Any] = {"preconditions": pre, "reported_cost": dry.cost}
-        if req.quote_only:
+        if quote:
             extra["valid_until"] = format_ts(now + timedelta(seconds=self._quote_valid))
             row.machine = row.machine.fire(BranchEvent.QUOTE)
         else:
-            if branch.tier == "hold":
-                lease = grant_lease(branch, now, self._max_lease, self._max_horizon)
-                if state is BranchState.PREPARED:  # the hold lapsed: place it again (HATP-TXN-8)
-                    row.machine = BranchMachine(state).fire(BranchEvent.LOST)
-                await op.place_hold(req.txn_id, branch, lease)
+            if lease is not None:
                 row.lease = lease
                 extra["lease_expires_at"] = format_ts(lease.expires_at)
                 extra["hold_horizon"] = format_ts(lease.horizon)
@@ -334,8 +388,20 @@ class ParticipantRuntime:
                     self.store.put(row)
                 return result
             row.machine = row.machine.fire(BranchEvent.COMMIT_INTENT)
+            in_store = self._in_store.get(branch.operation)
+            if in_store is not None:
+                return self._perform_in_store(in_store, row, branch, now)
             self.store.put(row)  # HATP-PART-10: the intent is durable before the effect
             return await self._perform(row, branch, now)
+
+    def _perform_in_store(self, op: StoreOperation, row: BranchRow, branch: Branch, now: datetime) -> BranchResult:
+        """HATP-PART-13: the effect and the answer in ONE durable transaction; the intent is never written."""
+        key = idempotency_key(row.txn_id, row.branch_id)
+        try:
+            with self._atomic():
+                return self._committed(row, op.perform_now(row.txn_id, branch, now, key=key), now)
+        except HatpError as exc:  # the operation refused: its writes were rolled back, nothing happened
+            return self._commit_refused(row, exc)
 
     async def _perform(self, row: BranchRow, branch: Branch, now: datetime) -> BranchResult:
         """Run the effect of a `committing` branch with its idempotency key, then keep and answer the result."""
@@ -343,12 +409,15 @@ class ParticipantRuntime:
         try:
             undo = await self._ops[branch.operation].perform(row.txn_id, branch, now, key=key)
         except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
-            row.machine = row.machine.fire(BranchEvent.COMMIT_REFUSED)
-            result = BranchResult(receipt=self._refusal(row, "commit", exc))
-            row.answers["commit"] = _answer(result)
-            self.store.put(row)
-            return result
+            return self._commit_refused(row, exc)
         return self._committed(row, undo, now)
+
+    def _commit_refused(self, row: BranchRow, exc: HatpError) -> BranchResult:
+        row.machine = row.machine.fire(BranchEvent.COMMIT_REFUSED)
+        result = BranchResult(receipt=self._refusal(row, "commit", exc))
+        row.answers["commit"] = _answer(result)
+        self.store.put(row)
+        return result
 
     def _committed(self, row: BranchRow, undo: str | None, now: datetime) -> BranchResult:
         row.machine = row.machine.fire(BranchEvent.COMMIT)

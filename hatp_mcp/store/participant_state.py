@@ -3,13 +3,20 @@
 `MemoryParticipantStore` for tests and demos, `SqliteParticipantStore` (via hatp_mcp.store.sqlite.open_db) when
 the state must survive the process. Calls are synchronous and short (one row); this module holds no protocol
 logic: it stores what hatp_mcp.runtime.participant decides.
+
+`StateDb` is the one SQLite database a store keeps its rows in; a tool whose own data lives in the same database
+(servers/_inventory.py) shares it, so that an effect and the answer that reports it can be kept by one durable
+transaction (`SqliteParticipantStore.transaction`, HATP-PART-13).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +26,7 @@ from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.participant import BranchMachine, BranchState, Lease
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["BranchRow", "MemoryParticipantStore", "ParticipantStore", "SqliteParticipantStore"]
+__all__ = ["BranchRow", "MemoryParticipantStore", "ParticipantStore", "SqliteParticipantStore", "StateDb"]
 
 
 @dataclass
@@ -119,36 +126,89 @@ class MemoryParticipantStore:
         self._locks[resource] = dict(state)
 
 
-class SqliteParticipantStore:
-    """Each put is its own durable transaction (WAL, synchronous=FULL): an answer is kept before it is sent."""
+class StateDb:
+    """One SQLite database (WAL, synchronous=FULL) shared by a participant store and the tool data living in it.
+
+    Every use of `conn` holds `lock` (re-entrant, so a writer inside `transaction()` on the same thread joins it).
+    `write` is one statement: its own durable transaction, or part of the open one. `transaction()` is BEGIN
+    IMMEDIATE ... COMMIT (ROLLBACK when anything inside raises); a `transaction()` inside one joins it. Code inside
+    a transaction must not await: the lock is a thread's, and another task on the event loop would join it.
+    """
 
     def __init__(self, path: str | Path) -> None:
-        self._db = open_db(path)
-        self._mutex = threading.Lock()
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS branch_state (txn_id TEXT, branch_id TEXT, row TEXT NOT NULL,"
-            " PRIMARY KEY (txn_id, branch_id))"
-        )
-        self._db.execute("CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)")
+        self.conn = open_db(path)
+        self.lock = threading.RLock()
+        self._depth = 0  # > 0 while a transaction is open (only ever changed under `lock`)
+
+    def write(self, sql: str, args: tuple[object, ...]) -> None:
+        with self.lock:
+            self.conn.execute(sql, args)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            if self._depth:  # joins the open transaction: its outermost owner commits or rolls back
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SqliteParticipantStore:
+    """Each put is a durable transaction (WAL, synchronous=FULL): an answer is kept before it is sent.
+
+    `path` or a `StateDb` shared with tool data (HATP-PART-13): a put inside `transaction()` is kept together with
+    everything else written in it, by one fsync, or not at all."""
+
+    def __init__(self, path: str | Path | StateDb) -> None:
+        self.database = path if isinstance(path, StateDb) else StateDb(path)
+        db = self.database.conn
+        with self.database.lock:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS branch_state (txn_id TEXT, branch_id TEXT, row TEXT NOT NULL,"
+                " PRIMARY KEY (txn_id, branch_id))"
+            )
+            db.execute("CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)")
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """Everything written inside (puts, and writes of tool data on `database`) is one durable transaction."""
+        return self.database.transaction()
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
-        with self._mutex:
-            cur = self._db.execute(
+        with self.database.lock:
+            cur = self.database.conn.execute(
                 "SELECT row FROM branch_state WHERE txn_id = ? AND branch_id = ?", (txn_id, branch_id)
             )
             found = cur.fetchone()
         return BranchRow.from_json(txn_id, branch_id, found[0]) if found else None
 
     def put(self, row: BranchRow) -> None:
-        with self._mutex:
-            self._db.execute(
-                "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)",
-                (row.txn_id, row.branch_id, row.to_json()),
-            )
+        self.database.write(
+            "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)",
+            (row.txn_id, row.branch_id, row.to_json()),
+        )
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
-        with self._mutex:
-            found = self._db.execute("SELECT state FROM lock_state WHERE resource = ?", (resource,)).fetchone()
+        with self.database.lock:
+            found = self.database.conn.execute(
+                "SELECT state FROM lock_state WHERE resource = ?", (resource,)
+            ).fetchone()
         if found is None:
             return None
         d = json.loads(found[0])
@@ -157,8 +217,7 @@ class SqliteParticipantStore:
     def put_lock(self, resource: str, state: dict[str, object]) -> None:
         expires = state["expiresAt"]
         text = json.dumps({**state, "expiresAt": format_ts(expires) if isinstance(expires, datetime) else expires})
-        with self._mutex:
-            self._db.execute("INSERT OR REPLACE INTO lock_state (resource, state) VALUES (?, ?)", (resource, text))
+        self.database.write("INSERT OR REPLACE INTO lock_state (resource, state) VALUES (?, ?)", (resource, text))
 
     def close(self) -> None:
-        self._db.close()
+        self.database.close()

@@ -1,6 +1,9 @@
 """Kill a real participant process (SIGKILL) between a commit's effect and the save of its state, start it again
-on the same --data and retry the commit: the effect happened exactly once and the answer is the commit's
-(HATP-PART-10, HATP-PART-11). The fault point is the servers' TEST-ONLY --crash-after-effect flag."""
+on the same --data and retry the commit: the effect happened exactly once and the answer is the commit's.
+With the inventory in a database of its own (TEST-ONLY --effects-apart, an outside system's) the intent is durable
+and the retry reconciles (HATP-PART-10, HATP-PART-11); with the inventory in the store's database the kill lands
+inside the one transaction, so neither the effect nor the answer is kept and the retry commits (HATP-PART-13).
+The fault point is the servers' TEST-ONLY --crash-after-effect flag."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import CommitRequest, StatusRequest
 from hatp_mcp.mcp.launch import launch_http
 from hatp_mcp.mcp.participant_client import mcp_participant
+from hatp_mcp.store.participant_state import StateDb
 from servers._inventory import Inventory
 from tests.e2e.plans import keyring_of, live_plan, prepare_for
 
@@ -36,7 +40,8 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
     plan = live_plan(f"txn-crash-{branch}", seat={"seat": "7C"})
     req = prepare_for(plan, branch)
     with anyio.fail_after(90):
-        async with launch_http(module, data, extra=["--crash-after-effect"], ready_timeout=60) as first:
+        extra = ["--crash-after-effect", "--effects-apart"]
+        async with launch_http(module, data, extra=extra, ready_timeout=60) as first:
             ring = keyring_of(data)
             answered = None
             try:
@@ -55,7 +60,11 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
         inventory = Inventory(data / "inventory.db")
         key = f"{req.txn_id}:{branch}"
         assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # the effect was made
-        async with launch_http(module, data, ready_timeout=60) as second, Client(second.url) as client:
+        again_extra = ["--effects-apart"]
+        async with (
+            launch_http(module, data, extra=again_extra, ready_timeout=60) as second,
+            Client(second.url) as client,
+        ):
             part = mcp_participant(uri, client, ring)
             assert (
                 await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
@@ -69,4 +78,48 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
     if resource is None:
         taken = [i for i in inventory.all() if i.holder == req.txn_id]
         assert [i.state for i in taken] == ["taken"]
+    inventory.close()
+
+
+@pytest.mark.parametrize(
+    ("module", "uri", "branch"),
+    [("servers.payments", PAYMENTS, "pay"), ("servers.airline", "mcp://airline.example/hatp", "seat")],
+)
+async def test_HATP_PART_13_a_participant_killed_inside_the_commit_transaction_keeps_neither_effect_nor_answer(
+    tmp_path: Path, module: str, uri: str, branch: str
+) -> None:
+    data = tmp_path / module
+    plan = live_plan(f"txn-crash13-{branch}", seat={"seat": "7D"})
+    req = prepare_for(plan, branch)
+    key = f"{req.txn_id}:{branch}"
+    with anyio.fail_after(90):
+        async with launch_http(module, data, extra=["--crash-after-effect"], ready_timeout=60) as first:
+            ring = keyring_of(data)
+            answered = None
+            try:
+                async with Client(first.url) as client:
+                    part = mcp_participant(uri, client, ring)
+                    prepared = await part.prepare(req)
+                    pre = Preconditions.model_validate(prepared.receipt["preconditions"])
+                    commit = CommitRequest(
+                        txn_id=req.txn_id, branch_id=branch, plan_digest=req.plan_digest, preconditions=pre
+                    )
+                    answered = await part.commit(commit)
+            except Exception:  # the process died mid-commit: no answer
+                pass
+            assert answered is None
+            assert await first.process.wait() == -9  # SIGKILL, right after the effect was written
+        inventory = Inventory(StateDb(data / "state.db"))  # the store's database holds the inventory
+        assert [e for e in inventory.effects() if e.kind == "commit"] == []  # rolled back with the answer
+        assert [i.state for i in inventory.all() if i.holder == req.txn_id] == (["held"] if branch == "seat" else [])
+        async with launch_http(module, data, ready_timeout=60) as second, Client(second.url) as client:
+            part = mcp_participant(uri, client, ring)
+            before = await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
+            done = await part.commit(commit)
+            again = await part.commit(commit)
+            status = await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
+    assert before.state == "prepared"  # neither effect nor intent was kept: never "committing"
+    assert done.receipt["outcome"] == "ok" and again == done
+    assert status.state == "committed" and status.receipt == done.receipt
+    assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # exactly once
     inventory.close()
