@@ -10,15 +10,12 @@ decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
 
 from hatp_mcp.core.coordinator import Config, Coordinator, Validator
 from hatp_mcp.core.coordinator_events import (
@@ -62,6 +59,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.participant_fit import check_participant_bounds
 from hatp_mcp.core.record import RecordChain
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.children import Children
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
@@ -101,9 +99,9 @@ class _Alarms:
     Arming an earlier time wakes it. Re-armed keys leave stale entries behind; the machine ignores those.
     """
 
-    def __init__(self, clock: Clock, send: MemoryObjectSendStream[Event]) -> None:
+    def __init__(self, clock: Clock, post: Callable[[Event], None]) -> None:
         self._clock = clock
-        self._send = send
+        self._post = post
         self._heap: list[tuple[datetime, int, str]] = []
         self._count = 0
         self._scope: anyio.CancelScope | None = None
@@ -119,7 +117,7 @@ class _Alarms:
         while True:
             if self._heap and self._clock.now() >= self._heap[0][0]:
                 at, _n, key = heapq.heappop(self._heap)
-                await self._send.send(Timer(key=key, at=at))
+                self._post(Timer(key=key, at=at))
                 continue
             self._target = self._heap[0][0] if self._heap else None
             self._scope = anyio.CancelScope()
@@ -232,29 +230,26 @@ class CoordinatorRuntime:
 
     # -- the loop -----------------------------------------------------------------------------------------
     async def _drive(self, machine: Coordinator, chain: RecordChain, first: list[LogEntry]) -> TxnResult:
-        send, recv = anyio.create_memory_object_stream[Event](math.inf)
+        children: Children[Event] = Children()
         outcome = Outcome.ABORTED
-        async with send, recv, anyio.create_task_group() as tg:
-            alarms = _Alarms(self._clock, send)
-            tg.start_soon(alarms.run)
+        try:
+            alarms = _Alarms(self._clock, children.post)
+            children.spawn(alarms.run())
             pending: list[Event] = [Start()]
             while not machine.done:
-                batch = [pending.pop() if pending else await recv.receive()]
+                batch = [pending.pop() if pending else await children.next()]
                 # Every answer that is already waiting is handled now, so one durable append covers the records
                 # of all of them (the sends still wait for it): four prepare answers cost one fsync, not four.
-                while True:
-                    try:
-                        batch.append(recv.receive_nowait())
-                    except anyio.WouldBlock:
-                        break
+                batch += children.ready()
                 commands: list[Command] = []
                 for event in batch:
                     if machine.done:  # what comes after the end is dropped, as a finished machine accepts nothing
                         break
                     commands += self._handle(machine, event)
-                outcome = await self._execute(machine, chain, commands, tg, send, alarms, first) or outcome
+                outcome = await self._execute(machine, chain, commands, children, alarms, first) or outcome
                 first = []
-            tg.cancel_scope.cancel()
+        finally:
+            await children.aclose()
         return TxnResult(machine.plan.txn_id, outcome, machine.state, chain.record())
 
     def _handle(self, machine: Coordinator, event: Event) -> list[Command]:
@@ -269,8 +264,7 @@ class CoordinatorRuntime:
         machine: Coordinator,
         chain: RecordChain,
         commands: list[Command],
-        tg: TaskGroup,
-        send: MemoryObjectSendStream[Event],
+        children: Children[Event],
         alarms: _Alarms,
         first: list[LogEntry],
     ) -> Outcome | None:
@@ -296,15 +290,15 @@ class CoordinatorRuntime:
             if isinstance(cmd, Arm):
                 alarms.arm(cmd.key, cmd.at)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                tg.start_soon(self._call, machine.plan, machine.plan_digest, cmd, send)
+                children.spawn(self._call(machine.plan, machine.plan_digest, cmd, children.post))
             elif isinstance(cmd, Ask | Poll):
-                tg.start_soon(self._approve, machine.plan, cmd, send)
+                children.spawn(self._approve(machine.plan, cmd, children.post))
             elif isinstance(cmd, Tighten):
-                tg.start_soon(self._tighten, txn_id, cmd, send)
+                children.spawn(self._tighten(txn_id, cmd, children.post))
             elif isinstance(cmd, Withdraw) and self._approver is not None:
-                tg.start_soon(self._notify, self._approver.withdraw(txn_id, cmd.requirement_id))
+                children.spawn(self._notify(self._approver.withdraw(txn_id, cmd.requirement_id)))
             elif isinstance(cmd, Escalate) and self._on_escalate is not None:
-                tg.start_soon(self._notify, self._on_escalate(txn_id, cmd.to, cmd.reason))
+                children.spawn(self._notify(self._on_escalate(txn_id, cmd.to, cmd.reason)))
         return outcome
 
     @staticmethod
@@ -340,7 +334,7 @@ class CoordinatorRuntime:
             raise _CallTimeout(f"no answer within {seconds:g}s")
         return result[0]
 
-    async def _call(self, plan: Plan, digest: str, cmd: Any, send: MemoryObjectSendStream[Event]) -> None:
+    async def _call(self, plan: Plan, digest: str, cmd: Any, post: Callable[[Event], None]) -> None:
         branch = plan.branch(cmd.branch_id)
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
@@ -389,9 +383,9 @@ class CoordinatorRuntime:
                 event = ReceiptAnswer(branch_id=b, receipt=res2.receipt)
         except Exception as exc:  # a participant's failure is data for the machine; cancellation passes
             event = CallFailed(branch_id=cmd.branch_id, phase=phase, reason=str(exc)[:500] or type(exc).__name__)
-        await send.send(event)
+        post(event)
 
-    async def _tighten(self, txn_id: str, cmd: Tighten, send: MemoryObjectSendStream[Event]) -> None:
+    async def _tighten(self, txn_id: str, cmd: Tighten, post: Callable[[Event], None]) -> None:
         """HATP-MODE-7: the gateway shrinks the ask and binds the terms; its answer says they were accepted."""
         rid = cmd.requirement_id
         event: Event
@@ -402,9 +396,9 @@ class CoordinatorRuntime:
             event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=cmd.terms)
         except Exception as exc:  # not accepted: the coordinator's own deadline still holds
             event = CallFailed(branch_id=rid, phase="tighten", reason=str(exc)[:500] or type(exc).__name__)
-        await send.send(event)
+        post(event)
 
-    async def _approve(self, plan: Plan, cmd: Ask | Poll, send: MemoryObjectSendStream[Event]) -> None:
+    async def _approve(self, plan: Plan, cmd: Ask | Poll, post: Callable[[Event], None]) -> None:
         rid = cmd.requirement_id
         event: Event
         try:
@@ -420,4 +414,4 @@ class CoordinatorRuntime:
             event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=terms)
         except Exception as exc:  # an approver that fails never counts as a yes
             event = CallFailed(branch_id=rid, phase="approval", reason=str(exc)[:500] or type(exc).__name__)
-        await send.send(event)
+        post(event)
