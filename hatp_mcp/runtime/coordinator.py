@@ -9,6 +9,7 @@ decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -313,9 +314,14 @@ class CoordinatorRuntime:
     async def _bounded(self, seconds: float, fn: Callable[[], Awaitable[R]]) -> R:
         """Run fn, racing the clock. Raises _CallTimeout when the bound passes first."""
         if isinstance(self._clock, SystemClock):  # the event loop's own timer is the system clock: no extra task
-            with anyio.move_on_after(seconds):
-                return await fn()
-            raise _CallTimeout(f"no answer within {seconds:g}s")
+            bound = asyncio.timeout(seconds)  # the runtime runs on asyncio (runtime/children.py)
+            try:
+                async with bound:
+                    return await fn()
+            except TimeoutError:
+                if not bound.expired():  # the callee's own TimeoutError is its failure, not our bound
+                    raise
+                raise _CallTimeout(f"no answer within {seconds:g}s") from None
         deadline = self._clock.now() + timedelta(seconds=seconds)
         result: list[R] = []
         async with anyio.create_task_group() as tg:
