@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.participant import BranchMachine, BranchState, Lease
 from hatp_mcp.store.sqlite import open_db
@@ -63,21 +65,23 @@ class BranchRow:
             if self.lease
             else None
         )
-        return json.dumps(
-            {
-                "planDigest": self.plan_digest,
-                "state": self.state,
-                "branch": self.branch,
-                "lease": lease,
-                "preconditions": self.preconditions,
-                "committedAt": self.committed_at,
-                "answers": self.answers,
-            }
-        )
+        obj = {
+            "planDigest": self.plan_digest,
+            "state": self.state,
+            "branch": self.branch,
+            "lease": lease,
+            "preconditions": self.preconditions,
+            "committedAt": self.committed_at,
+            "answers": self.answers,
+        }
+        try:  # orjson: ~5x faster than json.dumps for a row holding signed answers; read back by json.loads
+            return orjson.dumps(obj).decode()
+        except TypeError:  # an integer beyond 64 bits (in a branch's args): the exact, slower encoder
+            return json.dumps(obj)
 
     @classmethod
     def from_json(cls, txn_id: str, branch_id: str, text: str) -> BranchRow:
-        d = json.loads(text)
+        d = json.loads(text)  # not orjson.loads: it reads an integer beyond 64 bits as a float
         lease = d.get("lease")
         return cls(
             txn_id,

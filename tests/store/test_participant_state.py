@@ -45,3 +45,12 @@ def test_the_memory_store_hands_out_copies() -> None:
     got.answers["commit"] = {"receipt": {}}
     got.state = BranchState.COMMITTED.value
     assert store.get("txn-1", "seat") == row()
+
+
+def test_a_row_whose_branch_holds_an_integer_beyond_64_bits_survives_exactly(tmp_path: Path) -> None:
+    big = row()
+    big.branch = {"branchId": "seat", "args": {"n": 2**70, "name": "é"}}
+    store = SqliteParticipantStore(tmp_path / "p.db")
+    store.put(big)
+    assert store.get("txn-1", "seat") == big  # neither truncated nor turned into a float
+    store.close()
