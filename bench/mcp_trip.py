@@ -31,7 +31,8 @@ SIDES = (
     "HATP: begin (1 durable coordinator append), 4 prepares in parallel (each participant: dry run, the hold placed,"
     " signed vote and receipt, its answer durable), the approval (in process), 1 append with the decision, then the"
     " commits in order: calendar, payment, both holds together (each: preconditions checked, the effect written,"
-    " signed receipt, answer durable; then 1 coordinator append); 8 MCP round trips, every signature verified",
+    " signed receipt, answer durable; then 1 coordinator append); 8 MCP round trips, every signature verified;"
+    " each prepare and commit is one durable transaction in its server (hold or effect with the answer, HATP-PART-13)",
     "direct: the same four tools booked one after another (seat_book, room_book, event_book, card_book), each one"
     " durable write (WAL, synchronous=FULL) of the same inventory row the HATP commit takes; 4 MCP round trips",
 )
@@ -118,10 +119,12 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
                 f"{cpu_direct.servers / rounds * 1000:.2f} ms in the 4 servers ({os.cpu_count()} cores)"
             )
         done = 0
+        in_flight = anyio.CapacityLimiter(concurrent)  # at most `concurrent` transactions at once
 
         async def one(j: int) -> None:
             nonlocal done
-            r = await runtime.run(plan_for(f"txn-bench-c{j}", clock.now(), f"c{j}", f"c{j}"))
+            async with in_flight:
+                r = await runtime.run(plan_for(f"txn-bench-c{j}", clock.now(), f"c{j}", f"c{j}"))
             done += r.outcome.value == "COMMITTED"
 
         t0 = time.perf_counter()
