@@ -10,10 +10,9 @@ decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import anyio
@@ -41,7 +40,6 @@ from hatp_mcp.core.coordinator_events import (
     SendRenew,
     Start,
     Tighten,
-    Timer,
     TxnState,
     Withdraw,
 )
@@ -60,6 +58,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.participant_fit import check_participant_bounds
 from hatp_mcp.core.record import RecordChain
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.alarms import Alarms, alarms_for
 from hatp_mcp.runtime.children import Children
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
@@ -92,42 +91,6 @@ class TxnResult:
 
 class _CallTimeout(Exception):
     pass
-
-
-class _Alarms:
-    """A transaction's timers: one task sleeps on the Clock until the earliest armed time, then reports a Timer.
-
-    Arming an earlier time wakes it. Re-armed keys leave stale entries behind; the machine ignores those.
-    """
-
-    def __init__(self, clock: Clock, post: Callable[[Event], None]) -> None:
-        self._clock = clock
-        self._post = post
-        self._heap: list[tuple[datetime, int, str]] = []
-        self._count = 0
-        self._scope: anyio.CancelScope | None = None
-        self._target: datetime | None = None
-
-    def arm(self, key: str, at: datetime) -> None:
-        heapq.heappush(self._heap, (at, self._count, key))
-        self._count += 1
-        if self._scope is not None and (self._target is None or at < self._target):
-            self._scope.cancel()
-
-    async def run(self) -> None:
-        while True:
-            if self._heap and self._clock.now() >= self._heap[0][0]:
-                at, _n, key = heapq.heappop(self._heap)
-                self._post(Timer(key=key, at=at))
-                continue
-            self._target = self._heap[0][0] if self._heap else None
-            self._scope = anyio.CancelScope()
-            with self._scope:
-                if self._target is None:
-                    await anyio.sleep_forever()
-                else:
-                    await self._clock.sleep_until(self._target)
-            self._scope = None
 
 
 class CoordinatorRuntime:
@@ -233,9 +196,8 @@ class CoordinatorRuntime:
     async def _drive(self, machine: Coordinator, chain: RecordChain, first: list[LogEntry]) -> TxnResult:
         children: Children[Event] = Children()
         outcome = Outcome.ABORTED
+        alarms = alarms_for(self._clock, children)
         try:
-            alarms = _Alarms(self._clock, children.post)
-            children.spawn(alarms.run())
             pending: list[Event] = [Start()]
             while not machine.done:
                 batch = [pending.pop() if pending else await children.next()]
@@ -250,6 +212,7 @@ class CoordinatorRuntime:
                 outcome = await self._execute(machine, chain, commands, children, alarms, first) or outcome
                 first = []
         finally:
+            alarms.close()
             await children.aclose()
         return TxnResult(machine.plan.txn_id, outcome, machine.state, chain.record())
 
@@ -266,7 +229,7 @@ class CoordinatorRuntime:
         chain: RecordChain,
         commands: list[Command],
         children: Children[Event],
-        alarms: _Alarms,
+        alarms: Alarms,
         first: list[LogEntry],
     ) -> Outcome | None:
         txn_id = machine.plan.txn_id
