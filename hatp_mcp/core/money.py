@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 
 from hatp_mcp.core.model.amount import Amount, with_tolerance
-from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.model.plan import Branch, Plan, remembered
 
 __all__ = ["PlanMoney", "branch_most", "plan_money", "show_money"]
 
 _ZERO = Decimal(0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PlanMoney:
     """Per-currency totals of a plan: `totals` as quoted, `up_to` with every tolerance applied."""
 
@@ -33,8 +34,14 @@ class PlanMoney:
         return bool(self.up_to)
 
     def amounts(self) -> tuple[list[Amount], list[Amount]]:
+        """(totals, up_to) as wire Amounts, sorted by currency (new lists each call; the Amounts are immutable)."""
+        totals, up_to = self._amounts
+        return list(totals), list(up_to)
+
+    @cached_property
+    def _amounts(self) -> tuple[tuple[Amount, ...], tuple[Amount, ...]]:
         cur = sorted(self.totals)
-        return [Amount.of(self.totals[c], c) for c in cur], [Amount.of(self.up_to[c], c) for c in cur]
+        return tuple(Amount.of(self.totals[c], c) for c in cur), tuple(Amount.of(self.up_to[c], c) for c in cur)
 
 
 def branch_most(b: Branch) -> Decimal | None:
@@ -47,7 +54,12 @@ def branch_most(b: Branch) -> Decimal | None:
 
 
 def plan_money(plan: Plan) -> PlanMoney:
-    """Add up a plan's branches per currency (see the module docstring). Raises nothing."""
+    """Add up a plan's branches per currency (see the module docstring), once per Plan object (the validator, the
+    gateway and the approver all ask). Raises nothing. The result is shared: read it, never change it."""
+    return remembered(plan, "money", _plan_money)
+
+
+def _plan_money(plan: Plan) -> PlanMoney:
     own: dict[str, tuple[str, Decimal, Decimal]] = {}
     for b in plan.branches:
         if b.amount is not None:

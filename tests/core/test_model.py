@@ -12,6 +12,7 @@ import pytest
 
 from hatp_mcp.core.canonical import digest
 from hatp_mcp.core.model import Amount, Plan, format_ts, parse_ts
+from hatp_mcp.core.money import plan_money
 from hatp_mcp.core.wire import WireError, parse
 from tests.factories import trip_plan
 
@@ -51,6 +52,21 @@ def test_a_plan_digest_is_remembered_per_object_and_a_changed_copy_gets_its_own(
     assert changed.digest() == digest(changed.wire()) != first
     # equal content parsed separately digests alike
     assert parse(Plan, plan.wire(), "again").digest() == first
+
+
+def test_plan_money_is_remembered_per_object_and_a_changed_copy_gets_its_own() -> None:
+    plan = parse(Plan, trip_plan(), "plan.json")
+    money = plan_money(plan)
+    assert plan_money(plan) is money
+    first = plan.branches[0]
+    assert first.amount is not None
+    dearer = first.model_copy(update={"amount": Amount.of(first.amount.decimal + 100, first.amount.currency)})
+    changed = plan.model_copy(update={"branches": [dearer, *plan.branches[1:]]})
+    cur = first.amount.currency
+    assert plan_money(changed).totals[cur] == money.totals[cur] + 100
+    totals, up_to = money.amounts()
+    totals.clear()  # the lists handed out are the caller's own
+    assert money.amounts()[0] != [] and money.amounts()[1] == up_to
 
 
 def test_an_unknown_field_is_refused_with_its_json_path_HATP_OBJ_3() -> None:

@@ -8,7 +8,8 @@ checks beyond types live in hatp_mcp.core.validate.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
@@ -29,6 +30,7 @@ __all__ = [
     "Recovery",
     "Requester",
     "Tier",
+    "remembered",
 ]
 
 Tier = Literal["hold", "compensate", "final"]
@@ -147,14 +149,7 @@ class Plan(WireModel):
 
     def digest(self) -> str:
         """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""
-        hit = _DIGESTS.get(id(self))
-        if hit is not None and hit[0] is self:
-            return hit[1]
-        value = super().digest()
-        if len(_DIGESTS) >= _DIGESTS_KEPT:
-            del _DIGESTS[next(iter(_DIGESTS))]  # the oldest; holding the plan keeps its id from being reused
-        _DIGESTS[id(self)] = (self, value)
-        return value
+        return remembered(self, "digest", WireModel.digest)
 
     def branch(self, branch_id: str) -> Branch:
         """Raises KeyError when no branch has that id."""
@@ -164,5 +159,21 @@ class Plan(WireModel):
         raise KeyError(branch_id)
 
 
-_DIGESTS_KEPT = 512  # plans in flight at once in one process, with room to spare
-_DIGESTS: dict[int, tuple[Plan, str]] = {}
+_KEPT = 512  # plans in flight at once in one process, with room to spare
+_MEMO: dict[int, tuple[Plan, dict[str, Any]]] = {}  # id -> (the plan itself, what was computed from it)
+T = TypeVar("T")
+
+
+def remembered(plan: Plan, what: str, compute: Callable[[Plan], T]) -> T:
+    """`compute(plan)`, computed once per Plan object and kept for its most recent plans (see the module docstring:
+    a Plan is never changed in place, so what is computed from it stays true). The value is shared: treat it as
+    read-only."""
+    hit = _MEMO.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        if len(_MEMO) >= _KEPT:
+            del _MEMO[next(iter(_MEMO))]  # the oldest; holding the plan keeps its id from being reused meanwhile
+        hit = _MEMO[id(plan)] = (plan, {})
+    kept = hit[1]
+    if what not in kept:
+        kept[what] = compute(plan)
+    return cast(T, kept[what])
