@@ -389,11 +389,11 @@ class Coordinator(Deadlines, TermsMixin):
         if self.state in (T.ABORTING, T.COMMITTING) or self._d.approvals.get(rid) in ("yes", "no"):
             return []
         try:
-            vote, _approval = check_approver_answer(
+            vote, approval = check_approver_answer(
                 self.plan, self.plan_digest, rid, ev.vote, ev.approval, self.keyring, now, self.config.humans
             )
             if vote.decision == "yes":
-                self._check_terms(rid, ev.approval, ev.terms)  # HATP-MODE-8
+                self._check_terms(rid, approval, ev.terms)  # HATP-MODE-8
         except HatpError as exc:
             return [self._refused(rid, exc), *self._abort(now, exc.code, exc.reason)]
         gw = vote.voter

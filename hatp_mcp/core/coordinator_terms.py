@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hatp_mcp.core.clockfit import MODES, human_bound
 from hatp_mcp.core.coordinator_events import Command, Record, Tighten
@@ -111,13 +111,13 @@ class TermsMixin:
         d.terms[rid] = terms
         return [Record(event="approval.terms", body={"requirementId": rid, "terms": terms.wire()})]
 
-    def _check_terms(self, rid: str, approval: Mapping[str, Any] | None, incoming: ApprovalTerms | None) -> None:
-        """HATP-MODE-8: an approving Approval carries the terms the gateway accepted (`incoming`: accepted with
-        this very answer), in holds-first with the holds. Raises HatpError HATP-MODE-8 (TERMS_MISMATCH)."""
+    def _check_terms(self, rid: str, parsed: Approval | None, incoming: ApprovalTerms | None) -> None:
+        """HATP-MODE-8: an approving Approval (as check_approver_answer parsed it) carries the terms the gateway
+        accepted (`incoming`: accepted with this very answer), in holds-first with the holds. Raises HatpError
+        HATP-MODE-8 (TERMS_MISMATCH)."""
         c = self._c()
-        if approval is None:
+        if parsed is None:
             return
-        parsed = Approval.model_validate(approval)
         accepted = incoming if incoming is not None else c._d.terms.get(rid)
         check_sent_terms(parsed, accepted)
         if c.mode == "holds-first" and parsed.decision == "approve" and (accepted is None or not accepted.holds):
