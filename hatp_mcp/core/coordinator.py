@@ -344,7 +344,8 @@ class Coordinator(Deadlines, TermsMixin):
                 self._d.valid_until[b.branch_id] = parse_ts(receipt.valid_until)
         else:
             self._d.votes[b.branch_id] = "yes"
-            self._d.preconditions[b.branch_id] = receipt.preconditions.wire() if receipt.preconditions else {}
+            # as the signed receipt states them (just validated), the same form a replacement reads from the record
+            self._d.preconditions[b.branch_id] = dict(ev.receipt.get("preconditions") or {})
             out += self._note_lease(b.branch_id, receipt, now)
             if b.branch_id in self._d.lost:
                 self._d.lost.discard(b.branch_id)
