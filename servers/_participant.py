@@ -59,6 +59,11 @@ def build(
     The inventory lives in the participant store's database (state.db), so each hold and commit is kept with its
     answer by one transaction (HATP-PART-13); `effects_apart` keeps it in inventory.db instead, as an outside
     system's would be (commits then write their intent first, HATP-PART-10/11)."""
+    if not effects_apart and (data / "inventory.db").exists():  # fail closed: never two inventories
+        raise ValueError(
+            f"{data / 'inventory.db'} holds an inventory apart from state.db (an older layout, or --effects-apart):"
+            " start with --effects-apart, or move it away"
+        )
     key = load_or_create_key(data, ["participant"])
     store = SqliteParticipantStore(data / "state.db")
     inventory = Inventory(data / "inventory.db" if effects_apart else store.database)

@@ -164,3 +164,14 @@ async def test_a_killed_server_cannot_be_reached_and_its_prepared_hold_survives_
                 )
     assert info.group_contains(httpx2.ConnectError)
     assert status.state == "prepared"
+
+
+async def test_a_server_refuses_to_start_beside_an_inventory_kept_apart_from_its_state(tmp_path: Path) -> None:
+    data = tmp_path / "airline"
+    data.mkdir()
+    (data / "inventory.db").write_bytes(b"")  # an older layout: the inventory apart from state.db
+    params = stdio_params("servers.airline", data)
+    with anyio.fail_after(60):
+        done = await anyio.run_process([params.command, *params.args], cwd=params.cwd, check=False)
+    assert done.returncode == 2 and b"inventory.db" in done.stderr  # fail closed: never two inventories
+    assert not (data / "state.db").exists()
