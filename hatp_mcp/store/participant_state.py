@@ -22,11 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.participant import BranchMachine, BranchState, Lease
-from hatp_mcp.store.sqlite import open_db
+from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = ["BranchRow", "MemoryParticipantStore", "ParticipantStore", "SqliteParticipantStore", "StateDb"]
 
@@ -74,10 +72,7 @@ class BranchRow:
             "committedAt": self.committed_at,
             "answers": self.answers,
         }
-        try:  # orjson: ~5x faster than json.dumps for a row holding signed answers; read back by json.loads
-            return orjson.dumps(obj).decode()
-        except TypeError:  # an integer beyond 64 bits (in a branch's args): the exact, slower encoder
-            return json.dumps(obj)
+        return json_text(obj)  # orjson, exact fallback for an integer beyond 64 bits (in a branch's args)
 
     @classmethod
     def from_json(cls, txn_id: str, branch_id: str, text: str) -> BranchRow:

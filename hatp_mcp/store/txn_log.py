@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
-from hatp_mcp.store.sqlite import open_db
+from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = ["LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
 
@@ -175,12 +175,10 @@ class SqliteTxnLog:
     @staticmethod
     def _write_entry(cur: Any, txn_id: str, e: LogEntry) -> None:
         if e.kind == "plan":
-            cur.execute("INSERT OR IGNORE INTO txn (txn_id, plan) VALUES (?, ?)", (txn_id, json.dumps(e.payload)))
+            cur.execute("INSERT OR IGNORE INTO txn (txn_id, plan) VALUES (?, ?)", (txn_id, json_text(e.payload)))
         elif e.kind == "event":
             p = e.payload
-            cur.execute(
-                "INSERT INTO txn_event (txn_id, seq, event) VALUES (?, ?, ?)", (txn_id, p["seq"], json.dumps(p))
-            )
+            cur.execute("INSERT INTO txn_event (txn_id, seq, event) VALUES (?, ?, ?)", (txn_id, p["seq"], json_text(p)))
             if p.get("event") == "record.closed":
                 cur.execute("UPDATE txn SET closed = 1 WHERE txn_id = ?", (txn_id,))
         elif e.kind == "decision":
