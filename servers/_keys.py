@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.store.files import create_file, replace_file
 
 __all__ = ["load_or_create_key", "public_jwk"]
 
@@ -21,14 +21,11 @@ def load_or_create_key(data: Path, roles: Iterable[str]) -> SigningKey:
     """HATP-MCP-8. Raises ValueError for a key file that is not a private Ed25519 JWK, OSError for IO."""
     data.mkdir(parents=True, exist_ok=True)
     path = data / "key.jwk.json"
-    if path.exists():
-        key = SigningKey.from_jwk(json.loads(path.read_text()))
-    else:
-        key = SigningKey.generate(roles)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(key.private_jwk(), f)
-    (data / "public.jwk.json").write_text(json.dumps(key.public_jwk()))
+    if not path.exists():
+        new = SigningKey.generate(roles)
+        create_file(path, json.dumps(new.private_jwk()), 0o600)  # never half written; a racing start wins alike
+    key = SigningKey.from_jwk(json.loads(path.read_text()))
+    replace_file(data / "public.jwk.json", json.dumps(key.public_jwk()))
     return key
 
 

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.links import Link, advertised_keyring
+from hatp_mcp.store.files import create_file
 
 __all__ = ["KeySource", "check_pinned", "describe", "participant_keyring", "read_keys", "tofu_file", "unpinned"]
 
@@ -131,6 +132,6 @@ async def participant_keyring(
             code="KEY_NOT_PINNED",
         )
     bound = _bound(name, advertised, "first seen")
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text(json.dumps(bound.to_jwks()))
+    if not create_file(kept, json.dumps(bound.to_jwks()), 0o644):  # another connect kept its keys first
+        return check_pinned(name, advertised, read_keys(kept), role, f"first seen, kept in {kept}")
     return bound

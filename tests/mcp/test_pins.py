@@ -12,8 +12,10 @@ import pytest
 
 from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp import pins
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.pins import check_pinned, participant_keyring, read_keys, tofu_file
+from hatp_mcp.store.files import create_file
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +110,23 @@ async def test_HATP_MCP_28_without_pinned_keys_nothing_is_sent_unless_trust_on_f
     assert (info.value.rule, info.value.code) == ("HATP-MCP-28", "KEYS_NOT_PINNED")
     assert "--trust-advertised-keys" in info.value.fix
     assert changed.value.rule == "HATP-MCP-27"
+
+
+async def test_HATP_MCP_28_a_racing_first_connect_that_kept_other_keys_wins_and_this_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = SigningKey.generate(["participant"])
+    kept = tofu_file(tmp_path, HOTEL)
+
+    def raced(path: Path, text: str, mode: int = 0o600) -> bool:  # another connect keeps its keys first
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(other.public_jwk()))
+        return create_file(path, text, mode)
+
+    monkeypatch.setattr(pins, "create_file", raced)
+    with anyio.fail_after(60):
+        async with open_links({HOTEL: Target(module="servers.hotel", data=str(tmp_path / "hotel"))}, tmp_path) as links:
+            with pytest.raises(HatpError) as info:
+                await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
+    assert info.value.rule == "HATP-MCP-27"  # the kept keys are the first writer's, and the hotel's are not them
+    assert read_keys(kept).to_jwks()["keys"][0]["kid"] == other.kid
