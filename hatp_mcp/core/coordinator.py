@@ -180,6 +180,14 @@ class Coordinator(Deadlines, TermsMixin):
             raise HatpError("HATP-TXN-13", "the mode is chosen before the transaction starts", code="ILLEGAL_EVENT")
         self.mode, self.timing = choose_mode(self.plan, now, estimates)
 
+    def use_mode(self, mode: str, timing: Timing) -> None:
+        """Before Start: run in `mode`, chosen again by the clock with the participants' durations (HATP-MODE-9)."""
+        if self.state is not TxnState.NEW:
+            raise HatpError("HATP-TXN-13", "the mode is chosen before the transaction starts", code="ILLEGAL_EVENT")
+        if mode not in timing.fits:
+            raise ValueError(f"mode {mode} is not among those that fit: {timing.fits}")
+        self.mode, self.timing = mode, timing
+
     @classmethod
     def recover(
         cls,

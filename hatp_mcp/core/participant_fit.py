@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from hatp_mcp.core.coordinator_timing import choose_mode
+from hatp_mcp.core.coordinator_timing import Timing, choose_mode
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
@@ -49,11 +49,13 @@ def check_participant_bounds(
     bounds: Mapping[str, OperationBounds],
     now: datetime,
     estimates: Mapping[str, int | None] | None = None,
-) -> None:
+) -> tuple[str, Timing] | None:
     """HATP-MODE-9: refuse (HatpError, nothing changed) a plan whose branch has no bounds from its participant,
     names another operation or tier, declares a `leaseSeconds` / `holdHorizonSeconds` beyond the participant's
-    `maxLeaseSeconds` / `maxHoldSeconds`, or declares no `maxDurationSeconds` where the participant states one;
-    and refuse `mode` when it no longer fits once each call may take the larger of the two durations."""
+    `maxLeaseSeconds` / `maxHoldSeconds`, or declares no `maxDurationSeconds` where the participant states one.
+    Then the clock fit once each call may take the larger of the two durations: `mode` still fits -> None (keep
+    it); it does not, and the plan asked for `auto` -> (mode, timing) chosen again with those durations (the caller
+    switches to it); an explicit mode that does not fit, or no mode at all -> refused."""
     for i, b in enumerate(plan.branches):
         path = f"$.branches[{i}]"
         got = bounds.get(b.branch_id)
@@ -91,9 +93,10 @@ def check_participant_bounds(
                 f"declare maxDurationSeconds >= {got.max_duration_seconds}",
                 code="UNBOUNDED",
             )
-    adjusted = with_participant_durations(plan, bounds)
+    # the fit as if the clock chose, so an explicit mode that no longer fits is named beside the ones that do
+    adjusted = with_participant_durations(plan, bounds).model_copy(update={"mode": "auto"})
     try:
-        _mode, t = choose_mode(adjusted, now, estimates)
+        chosen, t = choose_mode(adjusted, now, estimates)
     except HatpError as exc:
         raise _refuse(
             f"with the participants' call durations the plan fits no mode: {exc.reason}",
@@ -101,10 +104,13 @@ def check_participant_bounds(
             "declare each branch's maxDurationSeconds as its participant states it, or allow more time",
             code="MODE_DOES_NOT_FIT",
         ) from exc
-    if mode not in t.fits:
-        raise _refuse(
-            f"mode {mode} does not fit with the participants' call durations: {t.numbers()}",
-            "$.mode",
-            f"use a mode that fits ({', '.join(t.fits) or 'none does'}) or allow more time",
-            code="MODE_DOES_NOT_FIT",
-        )
+    if mode in t.fits:
+        return None
+    if plan.mode == "auto":  # the plan left the mode to the clock: these are the clock's numbers now
+        return chosen, t
+    raise _refuse(
+        f"mode {mode} does not fit with the participants' call durations: {t.numbers()}",
+        "$.mode",
+        f"use a mode that fits ({', '.join(t.fits) or 'none does'}) or allow more time",
+        code="MODE_DOES_NOT_FIT",
+    )

@@ -134,7 +134,9 @@ class CoordinatorRuntime:
             machine.choose_with(estimates, self._clock.now())
         if self._bounds is not None:  # what each participant says it gives, against what the plan assumes
             offered = await self._participant_bounds(plan, self._bounds)
-            check_participant_bounds(plan, machine.mode, offered, self._clock.now(), estimates)
+            again = check_participant_bounds(plan, machine.mode, offered, self._clock.now(), estimates)
+            if again is not None:  # auto: the clock chose again with the participants' durations (HATP-MODE-9)
+                machine.use_mode(*again)
         chain = RecordChain(plan, self._key, self.config.coordinator, plan_digest=machine.plan_digest)
         return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
 

@@ -84,3 +84,23 @@ def test_HATP_MODE_9_the_clock_fit_takes_the_larger_call_duration_and_refuses_a_
     )
     err = refusal(plan, slow)
     assert (err.rule, err.code) == ("HATP-MODE-9", "MODE_DOES_NOT_FIT")
+
+
+def test_HATP_MODE_9_auto_is_chosen_again_with_the_participants_durations() -> None:
+    plan = trip_plan(NOW)  # auto; the gateway's worst case 10,000 s of a 14,400 s hold horizon
+    slow = offered(plan, pay={"max_duration_seconds": 5000})
+    assert check_participant_bounds(plan, "parallel", offered(plan), NOW, {"finance": 10_000}) is None  # still fits
+    again = check_participant_bounds(plan, "parallel", slow, NOW, {"finance": 10_000})
+    assert again is not None
+    mode, t = again
+    assert mode == "approval-first" and "parallel" not in t.fits and t.commit is not None and t.commit >= 5000
+
+
+def test_HATP_MODE_9_an_explicit_mode_that_no_longer_fits_is_refused_naming_the_ones_that_do() -> None:
+    plan = Plan.model_validate({**trip_plan(NOW).wire(), "mode": "parallel"})
+    with pytest.raises(HatpError) as err:
+        check_participant_bounds(
+            plan, "parallel", offered(plan, pay={"max_duration_seconds": 5000}), NOW, {"finance": 10_000}
+        )
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MODE-9", "MODE_DOES_NOT_FIT", "$.mode")
+    assert "approval-first" in err.value.fix

@@ -81,3 +81,54 @@ async def test_a_plan_within_the_participants_bounds_commits(clock: FakeClock) -
     coord = with_bounds(world, asker(900, []))
     result = await drive(clock, lambda: coord.run(trip_plan(clock.now())))
     assert result.outcome is Outcome.COMMITTED
+
+
+def slow_pay(asked: list[tuple[str, str]], pay_seconds: int) -> BoundsAsker:
+    """Bounds as the plan assumes, except the payment participant states its calls take up to `pay_seconds`."""
+    base = asker(900, asked)
+
+    async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        got = await base(participant, plan, branch_id)
+        return got.model_copy(update={"max_duration_seconds": pay_seconds}) if branch_id == "pay" else got
+
+    return ask
+
+
+def slow_approver(world: World, worst_seconds: int) -> None:
+    """The gateway's signed worst case for the finance approval is `worst_seconds` (it answers at once anyway)."""
+    real = world.approver.estimate
+
+    async def estimate(plan: Plan, requirement_id: str) -> object:
+        got = await real(plan, requirement_id)
+        return got.model_copy(update={"worst_seconds": worst_seconds})
+
+    world.approver.estimate = estimate  # type: ignore[method-assign,assignment]
+
+
+@pytest.mark.anyio
+async def test_HATP_MODE_9_auto_chooses_again_with_the_participants_durations_and_commits(clock: FakeClock) -> None:
+    # The approver may take 10,000 s of the 14,400 s hold horizon: with the plan's 10 s payment call parallel fits;
+    # with the 5,000 s the payment participant states, only approval-first does (holds placed after the yes).
+    world = build_world(clock)
+    slow_approver(world, 10_000)
+    plan = trip_plan(clock.now())
+    assert plan.mode == "auto"
+    coord = with_bounds(world, slow_pay([], 5_000))
+    result = await drive(clock, lambda: coord.run(plan))
+    begin = result.record["events"][0]["body"]
+    assert (begin["mode"], begin["requested"]) == ("approval-first", "auto")
+    assert begin["timing"]["commit"] >= 5_000 and "parallel" not in begin["timing"]["fits"]
+    assert result.outcome is Outcome.COMMITTED
+
+
+@pytest.mark.anyio
+async def test_HATP_MODE_9_an_explicit_mode_the_participants_durations_rule_out_is_refused(clock: FakeClock) -> None:
+    world = build_world(clock)
+    slow_approver(world, 10_000)
+    doc = trip_plan(clock.now()).wire()
+    doc["mode"] = "parallel"
+    with anyio.fail_after(10), pytest.raises(HatpError) as err:
+        await with_bounds(world, slow_pay([], 5_000)).run(Plan.model_validate(doc))
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MODE-9", "MODE_DOES_NOT_FIT", "$.mode")
+    assert "approval-first" in err.value.fix
+    assert await world.log.unfinished() == [] and world.seat.effects == []
