@@ -8,9 +8,11 @@ An append returns only once it is durable. This module stores what the coordinat
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -116,6 +118,7 @@ class SqliteTxnLog:
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
         self.appends = 0
         self._threads = 0
+        self._executor: ThreadPoolExecutor | None = None
 
     @property
     def idle(self) -> bool:
@@ -123,9 +126,13 @@ class SqliteTxnLog:
         return not self._writing and not self._queue and self._threads == 0
 
     async def _in_thread(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run `fn` on the log's own thread (one: SQLite work is serialized by the mutex anyway). An asyncio
+        executor hop costs a fraction of anyio.to_thread's, and a trip appends about eight times in sequence."""
         self._threads += 1
         try:
-            return await anyio.to_thread.run_sync(fn, *args)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-txn-log")
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         finally:
             self._threads -= 1
 
@@ -211,5 +218,8 @@ class SqliteTxnLog:
         return await self._in_thread(self._unfinished)
 
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         with self._mutex:
             self._db.close()
