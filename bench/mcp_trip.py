@@ -4,6 +4,8 @@ Prints p50 latency of one transaction (prepare four branches, finance approval, 
 the four tools called directly without HATP (goal: at most 2x), and transactions/s with 16 transactions in flight.
 What each side does is printed with the numbers (SIDES). Beside the latencies it prints the CPU each process spent
 per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency.
+It also replays each trip's 8 hatp requests (same rounds, same payloads, answered from the participants' stored
+first answers): the transport and the SDK alone, so what HATP's own work adds is printed apart from what MCP costs.
 Run: .venv/bin/python -m bench.mcp_trip [--rounds N]
 """
 
@@ -17,16 +19,23 @@ import tempfile
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
+from mcp import Client
 
-from demo.trip_mcp import open_suite, plan_for
+from demo.trip_mcp import SERVERS, open_suite, plan_for
+from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
 
 __all__ = ["main"]
 
 GOAL = 2.0
+NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
     "HATP: begin (1 durable coordinator append), 4 prepares in parallel (each participant: dry run, the hold placed,"
     " signed vote and receipt, its answer durable), the approval (in process), 1 append with the decision, then the"
@@ -71,10 +80,39 @@ class _Cpu:
     def measure(self) -> tuple[float, float]:
         return time.process_time(), sum(_cpu_seconds(k) for k in self.kids)
 
-    def add(self, before: tuple[float, float]) -> None:
-        after = self.measure()
+    def add(self, before: tuple[float, float], after: tuple[float, float]) -> None:
         self.own += after[0] - before[0]
         self.servers += after[1] - before[1]
+
+
+async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str) -> None:
+    """The trip's 8 hatp requests again, byte for byte the same shape and in the same rounds (4 prepares together,
+    then the calendar, the payment, both holds together), answered from each participant's stored first answer
+    (HATP-PART-6): the transport and the SDK with none of HATP's work. Raises when an answer is not the stored ok."""
+    by_branch = {b.branch_id: clients[NAMES[b.participant]] for b in plan.branches}
+    digest = plan.digest()
+    prepared: dict[str, dict[str, Any]] = {}
+
+    async def prepare(branch_id: str) -> None:
+        req = PrepareRequest(
+            txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, plan=plan, coordinator=coordinator
+        )
+        prepared[branch_id] = await call_raw(by_branch[branch_id], "hatp/txn/prepare", req.wire(), 10)
+
+    async def commit(branch_id: str) -> None:
+        pre = Preconditions.model_validate(prepared[branch_id]["receipt"].get("preconditions") or {})
+        req = CommitRequest(txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, preconditions=pre)
+        answer = await call_raw(by_branch[branch_id], "hatp/txn/commit", req.wire(), 10)
+        if answer["receipt"].get("outcome") != "ok":
+            raise RuntimeError(f"replayed commit of {branch_id} answered {answer['receipt'].get('outcome')}")
+
+    async with anyio.create_task_group() as tg:
+        for b in plan.branches:
+            tg.start_soon(prepare, b.branch_id)
+    for step in (["event"], ["pay"], ["seat", "room"]):
+        async with anyio.create_task_group() as tg:
+            for branch_id in step:
+                tg.start_soon(commit, branch_id)
 
 
 async def _bench(data: Path, rounds: int, concurrent: int) -> None:
@@ -83,11 +121,13 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
         clients, runtime, _ring = await open_suite(stack, data, clock)
         hatp: list[float] = []
         direct: list[float] = []
+        replay: list[float] = []
         cpu_hatp, cpu_direct = _Cpu(), _Cpu()
         for i in range(rounds + 3):  # interleaved; the first 3 rounds warm up
+            plan = plan_for(f"txn-bench-{i}", clock.now(), f"d{i}", f"s{i}")  # the agent's input, built beforehand
             c0 = cpu_hatp.measure()
             t0 = time.perf_counter()
-            result = await runtime.run(plan_for(f"txn-bench-{i}", clock.now(), f"d{i}", f"s{i}"))
+            result = await runtime.run(plan)
             t1 = time.perf_counter()
             c1 = cpu_direct.measure()
             await clients["airline"].call_tool("seat_book", {"resource": f"LH123/x{i}", "holder": "bench"})
@@ -95,13 +135,17 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             await clients["calendar"].call_tool("event_book", {"resource": f"dana/x{i}", "holder": "bench"})
             await clients["payments"].call_tool("card_book", {"resource": f"tok/x{i}", "holder": "bench"})
             t2 = time.perf_counter()
+            c2 = cpu_direct.measure()
             if result.outcome.value != "COMMITTED":
                 raise RuntimeError(f"bench trip {i} ended {result.outcome.value}")
+            await _replay(clients, plan, runtime.config.coordinator)
+            t3 = time.perf_counter()
             if i >= 3:
                 hatp.append(t1 - t0)
                 direct.append(t2 - t1)
-                cpu_hatp.add(c0)
-                cpu_direct.add(c1)
+                replay.append(t3 - t2)
+                cpu_hatp.add(c0, c1)  # each side's own window (before, the HATP window also held the direct calls)
+                cpu_direct.add(c1, c2)
         p50_hatp, p50_direct = statistics.median(hatp), statistics.median(direct)
         ratio = p50_hatp / p50_direct
         for side in SIDES:
@@ -109,6 +153,12 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
         print(f"trip p50 with HATP      {p50_hatp * 1000:8.2f} ms  ({rounds} rounds, stdio, 4 server processes)")
         print(f"same tools direct p50   {p50_direct * 1000:8.2f} ms")
         print(f"ratio                   {ratio:8.2f}x  (goal <= {GOAL}x: {'met' if ratio <= GOAL else 'NOT met'})")
+        p50_replay = statistics.median(replay)
+        print(
+            f"the 8 requests replayed {p50_replay * 1000:8.2f} ms  (same rounds and payloads, answered from stored "
+            f"answers: transport and SDK alone, {p50_replay / p50_direct:.2f}x direct); HATP's own work adds "
+            f"{(p50_hatp - p50_replay) * 1000:.2f} ms"
+        )
         if cpu_hatp.kids:
             print(
                 f"CPU per trip, HATP      {cpu_hatp.own / rounds * 1000:8.2f} ms coordinator + "
