@@ -13,8 +13,9 @@ import anyio
 import pytest
 from mcp import Client
 
+from hatp_mcp.core.keys import Keyring
 from hatp_mcp.core.model.evidence import Preconditions
-from hatp_mcp.core.model.messages import CommitRequest, StatusRequest
+from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.mcp.launch import launch_http
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.store.participant_state import StateDb
@@ -24,6 +25,24 @@ from tests.e2e.plans import keyring_of, live_plan, prepare_for
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 PAYMENTS = "mcp://payments.example/hatp"
+
+
+async def commit_until_killed(url: str, uri: str, ring: Keyring, req: PrepareRequest) -> CommitRequest:
+    """Prepare, then commit on a server started to die right after the effect: the commit gets no answer."""
+    answered, commit = None, None
+    try:
+        async with Client(url) as client:
+            part = mcp_participant(uri, client, ring)
+            prepared = await part.prepare(req)
+            pre = Preconditions.model_validate(prepared.receipt["preconditions"])
+            commit = CommitRequest(
+                txn_id=req.txn_id, branch_id=req.branch_id, plan_digest=req.plan_digest, preconditions=pre
+            )
+            answered = await part.commit(commit)
+    except Exception:  # the process died mid-commit: no answer (the transport's error, maybe a group)
+        pass
+    assert answered is None and commit is not None  # prepared, then killed inside the commit
+    return commit
 
 
 @pytest.mark.parametrize(
@@ -43,19 +62,7 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
         extra = ["--crash-after-effect", "--effects-apart"]
         async with launch_http(module, data, extra=extra, ready_timeout=60) as first:
             ring = keyring_of(data)
-            answered = None
-            try:
-                async with Client(first.url) as client:
-                    part = mcp_participant(uri, client, ring)
-                    prepared = await part.prepare(req)
-                    pre = Preconditions.model_validate(prepared.receipt["preconditions"])
-                    commit = CommitRequest(
-                        txn_id=req.txn_id, branch_id=branch, plan_digest=req.plan_digest, preconditions=pre
-                    )
-                    answered = await part.commit(commit)
-            except Exception:  # the process died mid-commit: no answer (the transport's error, maybe a group)
-                pass
-            assert answered is None
+            commit = await commit_until_killed(first.url, uri, ring, req)
             assert await first.process.wait() == -9  # SIGKILL, right after the effect
         inventory = Inventory(data / "inventory.db")
         key = f"{req.txn_id}:{branch}"
@@ -95,19 +102,7 @@ async def test_HATP_PART_13_a_participant_killed_inside_the_commit_transaction_k
     with anyio.fail_after(90):
         async with launch_http(module, data, extra=["--crash-after-effect"], ready_timeout=60) as first:
             ring = keyring_of(data)
-            answered = None
-            try:
-                async with Client(first.url) as client:
-                    part = mcp_participant(uri, client, ring)
-                    prepared = await part.prepare(req)
-                    pre = Preconditions.model_validate(prepared.receipt["preconditions"])
-                    commit = CommitRequest(
-                        txn_id=req.txn_id, branch_id=branch, plan_digest=req.plan_digest, preconditions=pre
-                    )
-                    answered = await part.commit(commit)
-            except Exception:  # the process died mid-commit: no answer
-                pass
-            assert answered is None
+            commit = await commit_until_killed(first.url, uri, ring, req)
             assert await first.process.wait() == -9  # SIGKILL, right after the effect was written
         inventory = Inventory(StateDb(data / "state.db"))  # the store's database holds the inventory
         assert [e for e in inventory.effects() if e.kind == "commit"] == []  # rolled back with the answer
