@@ -14,12 +14,11 @@ MCP binding calls these methods.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-import anyio
 
 from hatp_mcp.core.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
@@ -146,22 +145,34 @@ class StoreOperation(Operation):
 
 
 class _BranchLock:
-    """`async with`: serialize requests on one branch; forget the lock when it is idle (no unbounded growth)."""
+    """`async with`: serialize requests on one branch; forget the lock once nobody holds or awaits it (no
+    unbounded growth). `locks` maps a branch to [its asyncio.Lock, how many requests hold or await it]."""
 
-    __slots__ = ("_key", "_lock", "_locks")
+    __slots__ = ("_key", "_locks")
 
-    def __init__(self, locks: dict[tuple[str, str], anyio.Lock], key: tuple[str, str]) -> None:
+    def __init__(self, locks: dict[tuple[str, str], list[Any]], key: tuple[str, str]) -> None:
         self._locks = locks
         self._key = key
-        self._lock = locks.setdefault(key, anyio.Lock(fast_acquire=True))
 
     async def __aenter__(self) -> None:
-        await self._lock.acquire()
+        entry = self._locks.get(self._key)
+        if entry is None:
+            entry = self._locks[self._key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            await entry[0].acquire()
+        except BaseException:  # cancelled while waiting: no longer a user of the lock
+            self._leave(entry)
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
-        stats = self._lock.statistics()
-        if not stats.locked and stats.tasks_waiting == 0 and self._locks.get(self._key) is self._lock:
+        entry = self._locks[self._key]
+        entry[0].release()
+        self._leave(entry)
+
+    def _leave(self, entry: list[Any]) -> None:
+        entry[1] -= 1
+        if entry[1] == 0:
             del self._locks[self._key]
 
 
@@ -195,7 +206,7 @@ class ParticipantRuntime:
         self._max_lease = max_lease_seconds
         self._max_horizon = max_horizon_seconds
         self._quote_valid = quote_valid_seconds
-        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self._locks: dict[tuple[str, str], list[Any]] = {}
         self.lock_table = LockTable()
         # HATP-PART-13: operations whose effects are kept in the store's own transaction (none on another store)
         self._sqlite = store if isinstance(store, SqliteParticipantStore) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime, Performed
 from hatp_mcp.store.participant_state import MemoryParticipantStore
+from tests.txn_helpers import settle
 
 
 def prep(plan: Plan, branch: str, **kw: object) -> PrepareRequest:
@@ -124,6 +126,34 @@ async def test_every_request_is_idempotent_and_a_repeated_commit_returns_the_fir
     await cal.abort(AbortRequest(txn_id=aborted.txn_id, branch_id="event", plan_digest=aborted.digest()))
     late = await cal.prepare(prep(aborted, "event"))
     assert (late.vote["decision"], late.vote["code"]) == ("no", "ALREADY_ABORTED")
+
+
+@pytest.mark.anyio
+async def test_requests_on_one_branch_run_one_at_a_time_and_the_lock_is_forgotten_after(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    cal = world.participants[CALENDAR]
+    assert isinstance(cal, ParticipantRuntime)
+    first = await cal.prepare(prep(plan, "event"))
+    req = commit_req(plan, "event", first.receipt["preconditions"])
+    answers = await asyncio.gather(cal.commit(req), cal.commit(req), cal.commit(req))  # at once, same branch
+    assert answers[0] == answers[1] == answers[2] and world.event.effects == ["create txn-trip-0001"]
+    assert cal._locks == {}  # nobody holds or awaits it: forgotten
+
+    async def blocked() -> None:
+        async with cal._lock(plan.txn_id, "event"):
+            await asyncio.Event().wait()  # held while a second request waits, until cancelled below
+
+    holder = asyncio.ensure_future(blocked())
+    await settle()
+    waiter = asyncio.ensure_future(cal.commit(req))
+    await settle()
+    assert cal._locks[(plan.txn_id, "event")][1] == 2  # one holds, one waits
+    waiter.cancel()
+    holder.cancel()
+    await asyncio.gather(holder, waiter, return_exceptions=True)
+    assert cal._locks == {}  # a waiter cancelled while waiting leaves nothing behind
 
 
 @pytest.mark.anyio
