@@ -8,7 +8,8 @@ coordinator runtime runs on asyncio, the backend the MCP SDK's servers and every
 The guarantees the task group gave are kept:
 - a child that fails (an exception other than cancellation) stops the drive loop with that exception;
 - when the loop ends, for any reason, every child still running is cancelled, and awaited (shielded, so a
-  cancelled caller still leaves no task behind).
+  cancelled caller still leaves no task behind); a failure nobody has raised yet is raised then;
+- a second failure is never dropped: it is noted on the first (`add_note`).
 Children convert the failures they expect into events themselves; what reaches here is a bug, and never silent.
 """
 
@@ -30,6 +31,7 @@ class Children(Generic[E]):
         self._inbox: asyncio.Queue[E | None] = asyncio.Queue()  # None: a child failed (see _done)
         self._tasks: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
+        self._raised = False
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -41,9 +43,13 @@ class Children(Generic[E]):
         if task.cancelled():
             return
         exc = task.exception()
-        if exc is not None and self._failure is None:
+        if exc is None:
+            return
+        if self._failure is None:
             self._failure = exc
             self._inbox.put_nowait(None)  # wakes the loop, which raises it
+        else:
+            self._failure.add_note(f"another child failed too: {exc!r}")
 
     def post(self, event: E) -> None:
         """A child's answer for the drive loop (never blocks: the inbox is unbounded, like the stream it replaced)."""
@@ -52,6 +58,7 @@ class Children(Generic[E]):
     def _check(self, item: E | None) -> E:
         if item is None:
             assert self._failure is not None
+            self._raised = True
             raise self._failure
         return item
 
@@ -77,3 +84,6 @@ class Children(Generic[E]):
         with anyio.CancelScope(shield=True):
             while self._tasks:
                 await asyncio.wait(set(self._tasks))
+        if self._failure is not None and not self._raised:  # e.g. a child that failed while being cancelled
+            self._raised = True
+            raise self._failure

@@ -7,6 +7,7 @@ import anyio
 import pytest
 
 from hatp_mcp.runtime.children import Children
+from tests.txn_helpers import settle
 
 
 @pytest.mark.anyio
@@ -91,3 +92,26 @@ async def test_a_cancelled_caller_still_leaves_no_child_behind() -> None:
         finally:
             await kids.aclose()
     assert cleaned == ["child"] and kids.running == 0
+
+
+@pytest.mark.anyio
+async def test_a_failure_not_yet_raised_is_raised_by_close_and_a_second_one_is_noted() -> None:
+    kids: Children[str] = Children()
+
+    async def broken(text: str) -> None:
+        raise RuntimeError(text)
+
+    async def fails_when_cancelled() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            raise ValueError("cleanup bug")
+
+    kids.spawn(broken("first"))
+    kids.spawn(broken("second"))
+    kids.spawn(fails_when_cancelled())
+    await settle()  # the two have failed; the third waits
+    with pytest.raises(RuntimeError, match="first") as info:
+        await kids.aclose()  # nobody read the inbox: close raises what failed
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert "second" in notes and "cleanup bug" in notes and kids.running == 0
