@@ -30,6 +30,7 @@ class _Heap:
         self._post = post
         self._heap: list[tuple[datetime, int, str]] = []
         self._count = 0
+        self._target: datetime | None = None  # the time the wake-up is set for (None: none is)
 
     def _push(self, key: str, at: datetime) -> None:
         heapq.heappush(self._heap, (at, self._count, key))
@@ -50,7 +51,6 @@ class LoopAlarms(_Heap):
     def __init__(self, clock: Clock, post: Callable[[Event], None]) -> None:
         super().__init__(clock, post)
         self._handle: asyncio.TimerHandle | None = None
-        self._target: datetime | None = None
 
     def arm(self, key: str, at: datetime) -> None:
         self._push(key, at)
@@ -81,7 +81,6 @@ class TaskAlarms(_Heap):
     def __init__(self, clock: Clock, post: Callable[[Event], None]) -> None:
         super().__init__(clock, post)
         self._scope: anyio.CancelScope | None = None
-        self._target: datetime | None = None
 
     def arm(self, key: str, at: datetime) -> None:
         self._push(key, at)
