@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.model.txn_api import TxnStatus
 from hatp_mcp.core.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
@@ -148,19 +149,29 @@ async def test_HATP_MCP_23_abort_once_commit_is_decided_is_refused_and_the_trip_
     assert status.outcome == "COMMITTED" and world.pay.effects == ["capture txn-late"]
 
 
+async def stop_undecided_then_recover(
+    world: World, clock: FakeClock, txn_id: str
+) -> tuple[list[str], TxnStatus, list[Any]]:
+    """Begin `txn_id` on one service, stop it while the human still decides (no decision in the log), then let a
+    new service on the same log recover it: (what it recovered, the finished transaction, approver calls at the
+    stop)."""
+    log = MemoryTxnLog()
+    with anyio.fail_after(10):
+        async with service(world, log).running() as first:
+            await first.begin(trip_plan(clock.now(), txn_id))
+            await anyio.wait_all_tasks_blocked()
+        calls_at_stop = list(world.approver.calls)
+        async with service(world, log).running() as second:
+            recovered = await second.recover_unfinished()
+            done = await second.wait(txn_id)
+    return recovered, done, calls_at_stop
+
+
 async def test_HATP_MCP_24_a_new_service_on_the_same_log_finishes_what_a_stopped_one_left_undecided(
     clock: FakeClock,
 ) -> None:
     world = slow_human(clock)
-    log = MemoryTxnLog()
-    with anyio.fail_after(10):
-        async with service(world, log).running() as first:
-            await first.begin(trip_plan(clock.now(), "txn-left"))
-            await anyio.wait_all_tasks_blocked()
-        # the first coordinator stopped with the human still deciding: no decision in the log
-        async with service(world, log).running() as second:
-            recovered = await second.recover_unfinished()
-            done = await second.wait("txn-left")
+    recovered, done, _asked = await stop_undecided_then_recover(world, clock, "txn-left")
     assert recovered == ["txn-left"]
     assert done.outcome == "ABORTED"
     assert world.seat.effects == ["hold txn-left", "release txn-left"]
@@ -211,15 +222,8 @@ async def test_HATP_TXN_17_recovery_at_startup_withdraws_the_pending_ask_through
     clock: FakeClock,
 ) -> None:
     world = slow_human(clock)
-    log = MemoryTxnLog()
-    with anyio.fail_after(10):
-        async with service(world, log).running() as first:
-            await first.begin(trip_plan(clock.now(), "txn-asked-left"))
-            await anyio.wait_all_tasks_blocked()
-        assert ("withdraw", "txn-asked-left", "finance") not in world.approver.calls  # the human is still asked
-        async with service(world, log).running() as second:
-            await second.recover_unfinished()
-            done = await second.wait("txn-asked-left")
+    _recovered, done, calls_at_stop = await stop_undecided_then_recover(world, clock, "txn-asked-left")
+    assert ("withdraw", "txn-asked-left", "finance") not in calls_at_stop  # the human was still asked
     assert done.outcome == "ABORTED" and done.record is not None
     assert verify_record(done.record, world.keyring) == []
     withdrawn = [e["body"] for e in events_of(done.record) if e["event"] == "approval.withdrawn"]
