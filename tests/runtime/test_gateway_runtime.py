@@ -4,7 +4,7 @@ timer, refusals as signed no votes, and contact details that never leave the gat
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -106,6 +106,17 @@ async def test_a_requirement_below_the_total_is_answered_with_a_signed_no_vote_n
     assert (ans.vote["decision"], ans.vote["code"]) == ("no", "HATP-GW-1")
 
 
+async def _until(done: Callable[[], bool]) -> None:
+    """Let the other tasks run until `done()` (bounded: a test never hangs)."""
+    with anyio.fail_after(5):
+        while not done():
+            await anyio.lowlevel.checkpoint()
+
+
+async def _armed(clock: FakeClock) -> None:
+    await _until(lambda: clock.sleepers > 0)
+
+
 async def test_the_timer_escalates_a_missed_sla_to_the_delegate_under_HATP_GW_10(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
@@ -116,13 +127,9 @@ async def test_the_timer_escalates_a_missed_sla_to_the_delegate_under_HATP_GW_10
     assert [d[0] for d in notifier.delivered] == [h("frank")]
     async with anyio.create_task_group() as tg:
         await tg.start(gw.run)
-        with anyio.fail_after(5):
-            while clock.sleepers == 0:
-                await anyio.lowlevel.checkpoint()
+        await _armed(clock)
         clock.advance(2 * 3600)
-        with anyio.fail_after(5):
-            while len(notifier.delivered) < 2:
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: len(notifier.delivered) >= 2)
         tg.cancel_scope.cancel()
     assert [d[0] for d in notifier.delivered] == [h("frank"), h("carol")]
     await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
@@ -136,13 +143,9 @@ async def test_at_the_deadline_the_timer_withdraws_and_votes_no_under_HATP_GW_12
     await gw.ask(p, "finance")
     async with anyio.create_task_group() as tg:
         await tg.start(gw.run)
-        with anyio.fail_after(5):
-            while clock.sleepers == 0:
-                await anyio.lowlevel.checkpoint()
+        await _armed(clock)
         clock.advance(1800)
-        with anyio.fail_after(5):
-            while gw.store.asks("expired") == []:
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: gw.store.asks("expired") != [])
         tg.cancel_scope.cancel()
     ans = await gw.poll(p.txn_id, "finance")
     assert (ans.vote["decision"], ans.vote["code"], ans.approval) == ("no", "DEADLINE_PASSED", None)
@@ -287,12 +290,6 @@ async def test_proofs_left_in_the_store_are_verified_on_the_next_sync_and_a_refu
     assert [d["approver"] for d in done.approval["decisions"]] == [h("bob"), h("frank")]
 
 
-async def _armed(clock: FakeClock) -> None:
-    with anyio.fail_after(5):
-        while clock.sleepers == 0:
-            await anyio.lowlevel.checkpoint()
-
-
 async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_poll_under_HATP_GW_40(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
@@ -306,9 +303,7 @@ async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_p
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "carol", "approve", clock.now()))
         clock.advance(gw.proof_poll.total_seconds())
-        with anyio.fail_after(5):
-            while gw.store.get(ask_id).state != "approved":  # type: ignore[union-attr]
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: gw.store.get(ask_id).state == "approved")  # type: ignore[union-attr]
         tg.cancel_scope.cancel()
     stored = gw.store.get(ask_id)
     assert stored is not None and stored.evidence is not None and stored.vote is not None
@@ -330,15 +325,11 @@ async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_p
         await _armed(clock)
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "frank", "decline", clock.now()))
         clock.advance(1)
-        with anyio.fail_after(5):
-            while len(notifier.delivered) < 2:
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: len(notifier.delivered) >= 2)
         assert [d[0] for d in notifier.delivered] == [h("frank"), h("carol")]  # long before frank's 2 h SLA
         await _armed(clock)
         clock.advance(3600)  # carol's SLA, counted from when the decline landed, runs out: nobody is left
-        with anyio.fail_after(5):
-            while gw.store.get(ask_id).state != "exhausted":  # type: ignore[union-attr]
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: gw.store.get(ask_id).state == "exhausted")  # type: ignore[union-attr]
         tg.cancel_scope.cancel()
     stored = gw.store.get(ask_id)
     assert stored is not None and stored.record is not None and stored.vote is not None
@@ -361,9 +352,7 @@ async def test_a_refused_proof_left_by_the_inbox_is_settled_by_the_timer_loop_an
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "dana", "approve", clock.now()))
         gw.store.submit_proof("txn-none/finance", signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
         clock.advance(1)
-        with anyio.fail_after(5):
-            while gw.store.asks_with_proofs("submitted"):
-                await anyio.lowlevel.checkpoint()
+        await _until(lambda: not gw.store.asks_with_proofs("submitted"))
         tg.cancel_scope.cancel()
     assert [(q.ask_id, q.status, q.rule) for q in gw.store.proofs()] == [
         (ask_id, "refused", "HATP-GW-5"),
