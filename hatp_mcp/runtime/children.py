@@ -75,6 +75,11 @@ class Children(Generic[E]):
         return out
 
     @property
+    def waiting(self) -> bool:
+        """An answer (or a failure) is waiting in the inbox."""
+        return not self._inbox.empty()
+
+    @property
     def running(self) -> int:
         return len(self._tasks)
 

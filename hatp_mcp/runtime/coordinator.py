@@ -1,7 +1,8 @@
 """The coordinator driver: feeds events to the pure state machine and carries out its commands.
 
 Data flows one way: an answer arrives -> `Coordinator.handle` decides -> the driver appends every record event
-and decision of that batch to the durable log (one group-committed write) -> only then does it send. Deadlines
+and decision of that batch to the durable log (one group-committed write) -> only then does it send; where
+HATP-TXN-4 lets records wait, they join the next forced write instead (hatp_mcp/runtime/txn_writes.py). Deadlines
 are absolute times armed on the Clock; every participant call is bounded by its branch's `maxDurationSeconds`.
 A replacement coordinator calls `recover` (or `recover_all`) and continues the same hash chain. Protocol
 decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
@@ -62,6 +63,7 @@ from hatp_mcp.runtime.alarms import Alarms, alarms_for
 from hatp_mcp.runtime.children import Children
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.interfaces import Approver, Participant
+from hatp_mcp.runtime.txn_writes import TxnWrites
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
 __all__ = ["BoundsAsker", "CoordinatorRuntime", "TxnResult", "default_validator"]
@@ -197,20 +199,27 @@ class CoordinatorRuntime:
         children: Children[Event] = Children()
         outcome = Outcome.ABORTED
         alarms = alarms_for(self._clock, children)
+        log = TxnWrites(self._log, machine.plan.txn_id, first)
         try:
             pending: list[Event] = [Start()]
             while not machine.done:
+                if not pending and log.deferred and not log.calls and not children.waiting:
+                    await log.flush()  # no participant call in flight: nothing is worth waiting for (HATP-TXN-4)
                 batch = [pending.pop() if pending else await children.next()]
                 # Every answer that is already waiting is handled now, so one durable append covers the records
-                # of all of them (the sends still wait for it): four prepare answers cost one fsync, not four.
+                # of all of them: four prepare answers cost one write, not four.
                 batch += children.ready()
                 commands: list[Command] = []
                 for event in batch:
                     if machine.done:  # what comes after the end is dropped, as a finished machine accepts nothing
                         break
                     commands += self._handle(machine, event)
-                outcome = await self._execute(machine, chain, commands, children, alarms, first) or outcome
-                first = []
+                outcome = await self._execute(machine, chain, commands, children, alarms, log) or outcome
+        except asyncio.CancelledError:
+            if log.deferred:  # stopped on purpose (e.g. the agent's abort): what already happened stays on record
+                with anyio.CancelScope(shield=True):
+                    await log.flush()
+            raise
         finally:
             alarms.close()
             await children.aclose()
@@ -230,11 +239,11 @@ class CoordinatorRuntime:
         commands: list[Command],
         children: Children[Event],
         alarms: Alarms,
-        first: list[LogEntry],
+        log: TxnWrites,
     ) -> Outcome | None:
         txn_id = machine.plan.txn_id
         at = format_ts(self._clock.now())
-        entries = list(first)
+        entries: list[LogEntry] = []
         outcome: Outcome | None = None
         for cmd in commands:
             if self._keep_trace:
@@ -248,13 +257,12 @@ class CoordinatorRuntime:
             elif isinstance(cmd, Finish):
                 outcome = cmd.outcome
                 entries.append(LogEntry("event", chain.close(at, cmd.outcome.value)))
-        if entries:
-            await self._log.append(txn_id, entries)  # persist before send
+        await log.write(entries, commands)  # persist before send (HATP-TXN-4)
         for cmd in commands:
             if isinstance(cmd, Arm):
                 alarms.arm(cmd.key, cmd.at)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                children.spawn(self._call(machine.plan, machine.plan_digest, cmd, children.post))
+                children.spawn(log.counted(self._call(machine.plan, machine.plan_digest, cmd, children.post)))
             elif isinstance(cmd, Ask | Poll):
                 children.spawn(self._approve(machine.plan, cmd, children.post))
             elif isinstance(cmd, Tighten):

@@ -1,9 +1,11 @@
 """The child process of the crash tests: runs (or recovers) the trip with durable participants and log.
 
-`python tests/crash/crash_child.py WORKDIR run|recover [PAUSE_AT]`. After each durable log write it prints
-`DURABLE n`; at write number PAUSE_AT it prints `PAUSED` and stops the writer, so the parent can SIGKILL it at
-exactly that step. Participants keep their state in SQLite and their effects in an append-only, fsynced file, so
-"no effect performed twice" can be checked across processes. It prints `DONE <outcome>` at the end.
+`python tests/crash/crash_child.py WORKDIR run|recover [PAUSE_AT]`. It counts steps: each durable log write, and
+each commit a participant has answered (durable at the participant, not yet recorded by the coordinator: HATP-TXN-4
+lets a receipt's record wait for the next forced write). After each it prints `STEP n what`; at step PAUSE_AT it
+prints `PAUSED` and stops there, so the parent can SIGKILL it at exactly that step. Participants keep their state
+in SQLite and their effects in an append-only, fsynced file, so "no effect performed twice" can be checked across
+processes. It prints `DONE <outcome>` at the end, then `STEPS n`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.model.messages import CommitRequest
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -57,14 +61,18 @@ def keys(workdir: Path) -> dict[str, SigningKey]:
 
 
 async def main(workdir: Path, mode: str, pause_at: int) -> int:
-    def durable(n: int) -> None:
-        print(f"DURABLE {n}", flush=True)
-        if n == pause_at:
+    steps = 0
+
+    def step(what: str) -> None:
+        nonlocal steps
+        steps += 1
+        print(f"STEP {steps} {what}", flush=True)
+        if steps == pause_at:
             print("PAUSED", flush=True)
-            threading.Event().wait()  # the parent kills us here, with the write on disk
+            threading.Event().wait()  # the parent kills us here, with what the step did on disk
 
     clock = SystemClock()
-    log = SqliteTxnLog(workdir / "txn.db", on_durable=durable)
+    log = SqliteTxnLog(workdir / "txn.db", on_durable=lambda n: step(f"durable write {n}"))
     world = build_world(
         clock, log=log, stores=lambda name: SqliteParticipantStore(workdir / f"{name}.db"), keys=keys(workdir)
     )
@@ -73,6 +81,14 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
     world.room.effects = DurableEffects(effects, "room")
     world.event.effects = DurableEffects(effects, "event")
     world.pay.effects = DurableEffects(effects, "pay")
+    for participant in world.participants.values():
+
+        async def commit(req: CommitRequest, inner: Any = participant.commit) -> Any:
+            answer = await inner(req)
+            step(f"{req.branch_id} answered its commit")
+            return answer
+
+        participant.commit = commit  # type: ignore[method-assign]
     coordinator = world.coordinator()
     if mode == "run":
         results = [await coordinator.run(trip_plan(clock.now(), TXN))]
@@ -82,7 +98,7 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
         (workdir / "record.json").write_text(json.dumps(r.record))
         print(f"DONE {r.outcome.value}", flush=True)
     (workdir / "keyring.json").write_text(json.dumps(world.keyring.to_jwks()))
-    print(f"BATCHES {log.batches}", flush=True)
+    print(f"STEPS {steps}", flush=True)
     return 0
 
 

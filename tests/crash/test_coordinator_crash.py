@@ -1,5 +1,6 @@
-"""Kill the coordinator process (SIGKILL) at each durable step of phase 1 and phase 2, start a replacement, and
-check: every branch committed or none, no effect performed twice, the record verifies (HATP-TXN-12)."""
+"""Kill the coordinator process (SIGKILL) at each durable step of phase 1 and phase 2, and after each commit a
+participant answered before the coordinator recorded it; start a replacement, and check: every branch committed or
+none, no effect performed twice, the record verifies (HATP-TXN-12, HATP-TXN-4)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ class Child:
 
 
 def finish(child: Child) -> list[str]:
-    lines = child.read_until("BATCHES")
+    lines = child.read_until("STEPS")
     assert child.proc.wait(timeout=30) == 0
     return lines
 
@@ -86,7 +87,12 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
     lines = finish(Child(baseline, "run"))
     assert "DONE COMMITTED" in lines
     steps = int(lines[-1].split()[1])
-    assert steps >= 5  # begin, phase 1 with the decision, the compensate and final commits, the holds and close
+    said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
+    # begin; the prepares with the decision; the calendar, the payment and both holds answered; the close
+    assert said[:4] == ["durable write 1", "durable write 2", "event answered its commit", "pay answered its commit"]
+    assert set(said[4:6]) == {"seat answered its commit", "room answered its commit"} and said[6:] == [
+        "durable write 3"
+    ], said
     seen = set()
     for pause_at in range(1, steps):
         workdir = tmp_path / f"kill-{pause_at}"

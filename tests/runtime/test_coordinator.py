@@ -98,6 +98,54 @@ async def test_the_decision_is_durable_before_the_first_commit_is_sent(clock: Fa
     assert probe.seen == ["commit", "decision"]  # HATP-TXN-4
 
 
+class ProbeUndo(CalendarEvent):
+    """Looks at the coordinator's durable log at the moment the compensation arrives."""
+
+    def __init__(self, log: MemoryTxnLog) -> None:
+        super().__init__()
+        self.log = log
+        self.seen: list[str] = []
+
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: Any, *, key: str) -> None:
+        logged = await self.log.load(txn_id)
+        assert logged is not None
+        self.seen = [f"{e['event']}:{e['body'].get('branchId', e['body'].get('decision'))}" for e in logged.events]
+        await super().undo(txn_id, branch, undo_token, now, key=key)
+
+
+@pytest.mark.anyio
+async def test_a_deferred_receipt_is_durable_before_the_compensation_it_leads_to(clock: FakeClock) -> None:
+    # HATP-TXN-4: the calendar's commit receipt may wait for the next forced write, but the abort decision is one,
+    # and it carries every record before it: the compensation never goes out ahead of what it undoes
+    log = MemoryTxnLog()
+    world = build_world(clock, log=log)
+    world.pay.decline = True
+    probe = ProbeUndo(log)
+    world.participants["mcp://calendar.example/hatp"]._ops["event.create"] = probe
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.ABORTED
+    assert probe.seen[-6:-3] == ["commit:event", "commit:pay", "decision:abort"], probe.seen
+    assert sorted(probe.seen[-3:]) == ["abort:pay", "abort:room", "abort:seat"]  # released before it (HATP-TXN-5)
+
+
+@pytest.mark.anyio
+async def test_records_are_made_durable_once_no_participant_call_is_in_flight(clock: FakeClock) -> None:
+    # HATP-TXN-4: the votes wait for no forced write while the human takes ten minutes: as soon as every
+    # participant has answered, they are durable (checked before the clock first moves)
+    log = _BatchLog()
+    world = build_world(clock, log=log, scripts={"finance": HumanScript(after_seconds=600)})
+    durable_at_first_wait: list[str] = []
+
+    def look(i: int) -> None:
+        if i == 0:
+            durable_at_first_wait.extend(e for batch in log.batches for e in batch)
+
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())), on_step=look)
+    assert result.outcome is Outcome.COMMITTED
+    assert {f"vote:{b}" for b in ("seat", "room", "event", "pay")} <= set(durable_at_first_wait)
+    assert "decision:None" not in durable_at_first_wait
+
+
 @pytest.mark.anyio
 async def test_an_invalid_plan_is_refused_at_begin_and_nothing_is_logged_or_called(clock: FakeClock) -> None:
     world = build_world(clock)

@@ -133,6 +133,28 @@ async def test_HATP_MCP_23_abort_before_the_decision_releases_every_hold_and_wit
     assert done.record is not None and verify_record(done.record, world.keyring) == []
 
 
+async def test_HATP_TXN_4_records_that_waited_are_kept_when_the_agent_aborts_while_a_prepare_is_in_flight(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+
+    async def hangs(*args: Any, **kwargs: Any) -> Any:
+        await anyio.sleep_forever()
+
+    world.room.dry_run = hangs  # type: ignore[method-assign]
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-hang"))
+            await anyio.wait_all_tasks_blocked()  # three votes are in, waiting for a forced write; room never answers
+            await svc.abort("txn-hang", "the trip is off")
+            done = await svc.wait("txn-hang")
+    assert done.outcome == "ABORTED" and done.record is not None
+    votes = [e["body"]["branchId"] for e in done.record["events"] if e["event"] == "vote"]
+    assert sorted(votes) == ["event", "finance", "pay", "seat"]
+    assert verify_record(done.record, world.keyring) == []
+
+
 async def test_HATP_MCP_23_abort_once_commit_is_decided_is_refused_and_the_trip_stays_committed(
     clock: FakeClock,
 ) -> None:
