@@ -27,6 +27,7 @@ from mcp.server import MCPServer, Server
 from mcp.server.stdio import stdio_server
 
 from hatp_mcp.mcp.participant_server import lowlevel_of
+from hatp_mcp.mcp.stdio_pipes import claim_stdio
 
 __all__ = ["READY_PREFIX", "add_server_arguments", "log", "quiet", "serve"]
 
@@ -68,8 +69,11 @@ async def _on_stdin_eof(stop: Callable[[], None]) -> None:
 async def _serve_stdio(low: Server[Any]) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_on_signal, tg.cancel_scope.cancel)
-        async with stdio_server() as (read, write):
-            await low.run(read, write, low.create_initialization_options())  # returns on stdin EOF
+        # the SDK's stdio transport, reading and writing the pipes from the event loop (hatp_mcp/mcp/stdio_pipes.py)
+        async with claim_stdio() as pipes:
+            stdin, stdout = pipes if pipes is not None else (None, None)
+            async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]
+                await low.run(read, write, low.create_initialization_options())  # returns on stdin EOF
         tg.cancel_scope.cancel()
 
 
