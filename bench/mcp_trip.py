@@ -37,11 +37,12 @@ __all__ = ["main"]
 GOAL = 2.0
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
-    "HATP: begin (1 durable coordinator append), 4 prepares in parallel (each participant: dry run, the hold placed,"
-    " signed vote and receipt, its answer durable), the approval (in process), 1 append with the decision, then the"
-    " commits in order: calendar, payment, both holds together (each: preconditions checked, the effect written,"
-    " signed receipt, answer durable; then 1 coordinator append); 8 MCP round trips, every signature verified;"
-    " each prepare and commit is one durable transaction in its server (hold or effect with the answer, HATP-PART-13)",
+    "HATP: begin (a forced coordinator write: the plan and txn.begin), 4 prepares in parallel (each participant: dry"
+    " run, the hold placed, signed vote and receipt, its answer durable), the approval (in process), a forced write"
+    " with the votes and the decision, then the commits in order: calendar, payment, both holds together (each:"
+    " preconditions checked, the effect written, signed receipt, answer durable); their records wait for the forced"
+    " write that closes the record (HATP-TXN-4); 8 MCP round trips, every signature verified; each prepare and"
+    " commit is one durable transaction in its server (hold or effect with the answer, HATP-PART-13)",
     "direct: the same four tools booked one after another (seat_book, room_book, event_book, card_book), each one"
     " durable write (WAL, synchronous=FULL) of the same inventory row the HATP commit takes; 4 MCP round trips",
 )
