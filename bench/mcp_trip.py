@@ -5,7 +5,8 @@ the four tools called directly without HATP (goal: at most 2x), and transactions
 What each side does is printed with the numbers (SIDES). Beside the latencies it prints the CPU each process spent
 per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency.
 It also replays each trip's 8 hatp requests (same rounds, same payloads, answered from the participants' stored
-first answers): the transport and the SDK alone, so what HATP's own work adds is printed apart from what MCP costs.
+first answers): the transport and the SDK alone, so what HATP's own work adds is printed apart from what MCP costs;
+and it prints where each side's time goes, round of calls by round of calls (the median of each piece).
 Run: .venv/bin/python -m bench.mcp_trip [--rounds N]
 """
 
@@ -17,23 +18,26 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp import Client
 
 from demo.trip_mcp import SERVERS, open_suite, plan_for
 from hatp_mcp.core.model.evidence import Preconditions
-from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
+from hatp_mcp.core.model.messages import BranchResult, CommitRequest, PrepareRequest, PrepareResult
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.interfaces import Participant
 
 __all__ = ["main"]
 
+R = TypeVar("R")
 GOAL = 2.0
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
@@ -86,7 +90,66 @@ class _Cpu:
         self.servers += after[1] - before[1]
 
 
-async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str) -> None:
+class _Timeline:
+    """When each hatp call of the trip under way went out and came back (seconds from the trip's start), and
+    where the trip's time went, piece by piece, printed as the median over the rounds."""
+
+    STEPS = (("prepare", ("seat", "room", "event", "pay")), ("commit", ("event",)), ("commit", ("pay",)))
+    STEPS += (("commit", ("seat", "room")),)
+
+    def __init__(self) -> None:
+        self.t0 = 0.0
+        self.calls: dict[tuple[str, str], tuple[float, float]] = {}
+        self.pieces: dict[str, dict[str, list[float]]] = {}
+
+    def start(self) -> None:
+        self.t0, self.calls = time.perf_counter(), {}
+
+    async def timed(self, phase: str, branch_id: str, call: Awaitable[R]) -> R:
+        sent = time.perf_counter() - self.t0
+        answer = await call
+        self.calls[phase, branch_id] = (sent, time.perf_counter() - self.t0)
+        return answer
+
+    def end(self, side: str) -> None:
+        """The trip ended now: its pieces (the rounds of calls, what came between, before and after) are kept."""
+        total, at = time.perf_counter() - self.t0, 0.0
+        names = ("4 prepares", "calendar commit", "payment commit", "both holds' commits")
+        pieces: list[tuple[str, float]] = []
+        for name, (phase, branches) in zip(names, self.STEPS, strict=True):
+            sent = min(self.calls[phase, b][0] for b in branches)
+            answered = max(self.calls[phase, b][1] for b in branches)
+            pieces += [("before" if not pieces else "between", sent - at), (name, answered - sent)]
+            at = answered
+        pieces.append(("after", total - at))
+        kept = self.pieces.setdefault(side, {})
+        for i, (name, seconds) in enumerate(pieces):
+            kept.setdefault(f"{i:02d} {name}", []).append(seconds)
+
+    def report(self, side: str) -> str:
+        return " | ".join(
+            f"{key[3:]} {statistics.median(v) * 1000:.2f}" for key, v in sorted(self.pieces[side].items())
+        )
+
+
+class _TimedParticipant:
+    """The MCP participant, with its prepares and commits timed on the timeline (everything else passed on)."""
+
+    def __init__(self, inner: Participant, timeline: _Timeline) -> None:
+        self._inner = inner
+        self._timeline = timeline
+
+    async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        return await self._timeline.timed("prepare", req.branch_id, self._inner.prepare(req))
+
+    async def commit(self, req: CommitRequest) -> BranchResult:
+        return await self._timeline.timed("commit", req.branch_id, self._inner.commit(req))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str, timeline: _Timeline) -> None:
     """The trip's 8 hatp requests again, byte for byte the same shape and in the same rounds (4 prepares together,
     then the calendar, the payment, both holds together), answered from each participant's stored first answer
     (HATP-PART-6): the transport and the SDK with none of HATP's work. Raises when an answer is not the stored ok."""
@@ -98,15 +161,18 @@ async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str) -> N
         req = PrepareRequest(
             txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, plan=plan, coordinator=coordinator
         )
-        prepared[branch_id] = await call_raw(by_branch[branch_id], "hatp/txn/prepare", req.wire(), 10)
+        call = call_raw(by_branch[branch_id], "hatp/txn/prepare", req.wire(), 10)
+        prepared[branch_id] = await timeline.timed("prepare", branch_id, call)
 
     async def commit(branch_id: str) -> None:
         pre = Preconditions.model_validate(prepared[branch_id]["receipt"].get("preconditions") or {})
         req = CommitRequest(txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, preconditions=pre)
-        answer = await call_raw(by_branch[branch_id], "hatp/txn/commit", req.wire(), 10)
+        call = call_raw(by_branch[branch_id], "hatp/txn/commit", req.wire(), 10)
+        answer = await timeline.timed("commit", branch_id, call)
         if answer["receipt"].get("outcome") != "ok":
             raise RuntimeError(f"replayed commit of {branch_id} answered {answer['receipt'].get('outcome')}")
 
+    timeline.start()
     async with anyio.create_task_group() as tg:
         for b in plan.branches:
             tg.start_soon(prepare, b.branch_id)
@@ -119,7 +185,8 @@ async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str) -> N
 async def _bench(data: Path, rounds: int, concurrent: int) -> None:
     clock = SystemClock()
     async with AsyncExitStack() as stack:
-        clients, runtime, _ring = await open_suite(stack, data, clock)
+        timeline = _Timeline()
+        clients, runtime, _ring = await open_suite(stack, data, clock, lambda p: _TimedParticipant(p, timeline))
         hatp: list[float] = []
         direct: list[float] = []
         replay: list[float] = []
@@ -128,8 +195,11 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             plan = plan_for(f"txn-bench-{i}", clock.now(), f"d{i}", f"s{i}")  # the agent's input, built beforehand
             c0 = cpu_hatp.measure()
             t0 = time.perf_counter()
+            timeline.start()
             result = await runtime.run(plan)
             t1 = time.perf_counter()
+            if i >= 3:
+                timeline.end("HATP")
             c1 = cpu_direct.measure()
             await clients["airline"].call_tool("seat_book", {"resource": f"LH123/x{i}", "holder": "bench"})
             await clients["hotel"].call_tool("room_book", {"resource": f"Adlon/x{i}", "holder": "bench"})
@@ -139,9 +209,10 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             c2 = cpu_direct.measure()
             if result.outcome.value != "COMMITTED":
                 raise RuntimeError(f"bench trip {i} ended {result.outcome.value}")
-            await _replay(clients, plan, runtime.config.coordinator)
+            await _replay(clients, plan, runtime.config.coordinator, timeline)
             t3 = time.perf_counter()
             if i >= 3:
+                timeline.end("replay")
                 hatp.append(t1 - t0)
                 direct.append(t2 - t1)
                 replay.append(t3 - t2)
@@ -160,6 +231,10 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             f"answers: transport and SDK alone, {p50_replay / p50_direct:.2f}x direct); HATP's own work adds "
             f"{(p50_hatp - p50_replay) * 1000:.2f} ms"
         )
+        print("where the time goes, ms (median of each piece; 'before', 'between', 'after': the coordinator's own")
+        print("  work between the rounds of calls, nothing but the request building when replayed):")
+        print(f"  HATP    {timeline.report('HATP')}")
+        print(f"  replay  {timeline.report('replay')}")
         if cpu_hatp.kids:
             print(
                 f"CPU per trip, HATP      {cpu_hatp.own / rounds * 1000:8.2f} ms coordinator + "

@@ -76,9 +76,13 @@ def timeline(record: dict[str, Any], started: datetime) -> list[str]:
 
 
 async def open_suite(
-    stack: AsyncExitStack, data: Path, clock: SystemClock
+    stack: AsyncExitStack,
+    data: Path,
+    clock: SystemClock,
+    wrap: Callable[[Participant], Participant] | None = None,
 ) -> tuple[dict[str, Client], CoordinatorRuntime, Keyring]:
-    """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them."""
+    """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them.
+    `wrap`: what the coordinator calls instead of each MCP participant (bench/mcp_trip.py times the calls)."""
     coordinator = SigningKey.generate(["coordinator"])
     gateway = SigningKey.generate(["gateway"])
     ring = Keyring()
@@ -99,6 +103,8 @@ async def open_suite(
             ring.add(entry)
         # verify=False: every answer goes to the coordinator core, which verifies it (HATP-TXN-2, HATP-SIG-6)
         participants[uri] = mcp_participant(uri, clients[name], own, timeout=10, verify=False)
+        if wrap is not None:
+            participants[uri] = wrap(participants[uri])
     approver = ScriptedApprover(gateway, clock, scripts={"finance": HumanScript("approve")})
     runtime = CoordinatorRuntime(
         key=coordinator,
