@@ -94,8 +94,12 @@ class _Timeline:
     """When each hatp call of the trip under way went out and came back (seconds from the trip's start), and
     where the trip's time went, piece by piece, printed as the median over the rounds."""
 
-    STEPS = (("prepare", ("seat", "room", "event", "pay")), ("commit", ("event",)), ("commit", ("pay",)))
-    STEPS += (("commit", ("seat", "room")),)
+    STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("prepare", ("seat", "room", "event", "pay")),
+        ("commit", ("event",)),
+        ("commit", ("pay",)),
+        ("commit", ("seat", "room")),
+    )
 
     def __init__(self) -> None:
         self.t0 = 0.0

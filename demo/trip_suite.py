@@ -78,7 +78,7 @@ class Seven:
             result = await client.call_tool(name, args)
         if result.structured_content is None:
             raise RuntimeError(f"{server}.{name} answered no structured content: {result}")
-        return result.structured_content
+        return dict(result.structured_content)
 
     async def human_decides(self, txn_id: str, action: str = "approve") -> tuple[str, dict[str, Any]]:
         """The scripted finance approver: looks at the ask in the gateway and decides through its MCP tools, signing
