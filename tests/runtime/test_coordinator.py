@@ -328,6 +328,29 @@ async def test_a_final_commit_that_times_out_is_in_doubt_and_a_late_yes_commits_
 
 
 @pytest.mark.anyio
+async def test_an_in_doubt_commit_is_durable_before_it_is_retried(clock: FakeClock) -> None:
+    # HATP-TXN-4: between the timeout and the retry no participant call is in flight, so the in-doubt state (and the
+    # calendar's receipt that waited) are durable, visible in the status, before the retry goes out
+    log = MemoryTxnLog()
+    world = build_world(clock, log=log)
+    world.pay.hang = 1
+    durable_at_retry: list[str] = []
+    capture = world.pay.perform
+
+    async def perform(txn_id: str, branch: Branch, now: Any, *, key: str) -> str | None:
+        if world.pay.hang == 0:  # the retry
+            logged = await log.load(txn_id)
+            assert logged is not None
+            durable_at_retry.extend(e["event"] for e in logged.events)
+        return await capture(txn_id, branch, now, key=key)
+
+    world.pay.perform = perform  # type: ignore[method-assign]
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())), step_seconds=5)
+    assert result.outcome is Outcome.COMMITTED
+    assert "commit.in-doubt" in durable_at_retry and "commit" in durable_at_retry  # the calendar's receipt too
+
+
+@pytest.mark.anyio
 async def test_a_late_no_after_in_doubt_aborts_and_compensates(clock: FakeClock) -> None:
     world = build_world(clock)
     world.pay.hang = 1
