@@ -2,7 +2,7 @@
 
 `mcp.server.stdio.stdio_server(stdin, stdout)` takes the two text streams it reads lines from and writes lines to;
 by default it wraps the standard files with `anyio.wrap_file`, so every line read and every write and flush is a
-hop to a worker thread and back (three per request; measured in bench/mcp_trip.py). These streams read and write
+hop to a worker thread and back (three per request). These streams read and write
 the same descriptors from the event loop itself (non-blocking pipes), and the SDK does everything else as before:
 framing, parsing, validation, dispatch.
 
