@@ -1,10 +1,10 @@
 """The process's stdin and stdout as event-loop pipes, for the MCP SDK's own stdio server transport.
 
 `mcp.server.stdio.stdio_server(stdin, stdout)` takes the two text streams it reads lines from and writes lines to;
-by default it wraps the standard files with `anyio.wrap_file`, so every line read and every write and flush is a
-hop to a worker thread and back (three per request). These streams read and write
-the same descriptors from the event loop itself (non-blocking pipes), and the SDK does everything else as before:
-framing, parsing, validation, dispatch.
+by default it wraps the standard files with `anyio.wrap_file`, so every line read and every write and flush is a hop
+to a worker thread and back (three per request). These streams read and write the same descriptors from the event
+loop itself (non-blocking pipes), and the SDK does everything else as before: framing, parsing, validation,
+dispatch.
 
 What the SDK does to descriptors when it owns them is kept: while serving, fd 0 reads the null device and fd 1
 writes to stderr, so a handler or child process that reads stdin sees end of file and one that prints misses the
