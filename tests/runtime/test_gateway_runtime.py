@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -117,6 +118,16 @@ async def _armed(clock: FakeClock) -> None:
     await _until(lambda: clock.sleepers > 0)
 
 
+@asynccontextmanager
+async def _timer_loop(gw: GatewayApprover, clock: FakeClock) -> AsyncIterator[None]:
+    """The gateway's timer loop running, armed on the fake clock; stopped when the block ends."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(gw.run)
+        await _armed(clock)
+        yield
+        tg.cancel_scope.cancel()
+
+
 async def test_the_timer_escalates_a_missed_sla_to_the_delegate_under_HATP_GW_10(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
@@ -125,12 +136,9 @@ async def test_the_timer_escalates_a_missed_sla_to_the_delegate_under_HATP_GW_10
     p = plan(address="human://acme.com/frank")
     await gw.ask(p, "finance")
     assert [d[0] for d in notifier.delivered] == [h("frank")]
-    async with anyio.create_task_group() as tg:
-        await tg.start(gw.run)
-        await _armed(clock)
+    async with _timer_loop(gw, clock):
         clock.advance(2 * 3600)
         await _until(lambda: len(notifier.delivered) >= 2)
-        tg.cancel_scope.cancel()
     assert [d[0] for d in notifier.delivered] == [h("frank"), h("carol")]
     await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
     assert (await gw.poll(p.txn_id, "finance")).vote["decision"] == "yes"
@@ -141,12 +149,9 @@ async def test_at_the_deadline_the_timer_withdraws_and_votes_no_under_HATP_GW_12
 ) -> None:
     p = plan(decide_by="2026-11-29T10:30:00Z")
     await gw.ask(p, "finance")
-    async with anyio.create_task_group() as tg:
-        await tg.start(gw.run)
-        await _armed(clock)
+    async with _timer_loop(gw, clock):
         clock.advance(1800)
         await _until(lambda: gw.store.asks("expired") != [])
-        tg.cancel_scope.cancel()
     ans = await gw.poll(p.txn_id, "finance")
     assert (ans.vote["decision"], ans.vote["code"], ans.approval) == ("no", "DEADLINE_PASSED", None)
     with pytest.raises(HatpError) as e:
@@ -296,15 +301,12 @@ async def test_the_timer_loop_lands_a_proof_left_by_the_inbox_within_the_proof_p
     p = plan()
     await gw.ask(p, "finance")
     ask_id = "txn-acme-0001/finance"
-    async with anyio.create_task_group() as tg:
-        await tg.start(gw.run)
-        await _armed(clock)
+    async with _timer_loop(gw, clock):
         # what `hatp inbox approve` does from another process: a signed proof left in the store, nothing else
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "carol", "approve", clock.now()))
         clock.advance(gw.proof_poll.total_seconds())
         await _until(lambda: gw.store.get(ask_id).state == "approved")  # type: ignore[union-attr]
-        tg.cancel_scope.cancel()
     stored = gw.store.get(ask_id)
     assert stored is not None and stored.evidence is not None and stored.vote is not None
     assert stored.vote["decision"] == "yes"
@@ -320,9 +322,7 @@ async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_p
     p = plan(address="human://acme.com/frank")
     await gw.ask(p, "finance")
     ask_id = "txn-acme-0001/finance"
-    async with anyio.create_task_group() as tg:
-        await tg.start(gw.run)
-        await _armed(clock)
+    async with _timer_loop(gw, clock):
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "frank", "decline", clock.now()))
         clock.advance(1)
         await _until(lambda: len(notifier.delivered) >= 2)
@@ -330,7 +330,6 @@ async def test_a_decline_left_by_the_inbox_escalates_at_once_and_arms_the_next_p
         await _armed(clock)
         clock.advance(3600)  # carol's SLA, counted from when the decline landed, runs out: nobody is left
         await _until(lambda: gw.store.get(ask_id).state == "exhausted")  # type: ignore[union-attr]
-        tg.cancel_scope.cancel()
     stored = gw.store.get(ask_id)
     assert stored is not None and stored.record is not None and stored.vote is not None
     assert [(s.human, s.detail.split(":")[0]) for s in stored.record.seats] == [
@@ -346,14 +345,11 @@ async def test_a_refused_proof_left_by_the_inbox_is_settled_by_the_timer_loop_an
     p = plan()
     await gw.ask(p, "finance")
     ask_id = "txn-acme-0001/finance"
-    async with anyio.create_task_group() as tg:
-        await tg.start(gw.run)
-        await _armed(clock)
+    async with _timer_loop(gw, clock):
         gw.store.submit_proof(ask_id, signed_for(gw.store, ask_id, "dana", "approve", clock.now()))
         gw.store.submit_proof("txn-none/finance", signed_for(gw.store, ask_id, "bob", "approve", clock.now()))
         clock.advance(1)
         await _until(lambda: not gw.store.asks_with_proofs("submitted"))
-        tg.cancel_scope.cancel()
     assert [(q.ask_id, q.status, q.rule) for q in gw.store.proofs()] == [
         (ask_id, "refused", "HATP-GW-5"),
         ("txn-none/finance", "refused", "HATP-GW-22"),
