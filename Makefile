@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 lint: install
 	$(BIN)/ruff check hatp_mcp servers demo tests bench
 	$(BIN)/ruff format --check hatp_mcp servers demo tests bench
+	$(BIN)/lint-imports --no-cache
 
 typecheck: install
 	$(BIN)/mypy

@@ -8,7 +8,7 @@ from __future__ import annotations
 import rfc8785
 
 from bench._timing import versus
-from hatp_mcp.core.canonical import canonical
+from hatp_mcp.core.evidence.canonical import canonical
 from hatp_mcp.core.model import Plan
 from tests.factories import trip_plan
 

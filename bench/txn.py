@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.canonical import canonical, digest
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object, verify_object
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.evidence.canonical import canonical, digest
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object, verify_object
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.txn_log import LogEntry, SqliteTxnLog
 

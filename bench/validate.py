@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bench._timing import versus
 from hatp_mcp.core.model import Plan
-from hatp_mcp.core.saga import validate_saga
-from hatp_mcp.core.validate import validate, validate_document
+from hatp_mcp.core.validate.saga import validate_saga
+from hatp_mcp.core.validate.validator import validate, validate_document
 
 GOAL = 10_000
 FIXTURES = Path(__file__).resolve().parents[1] / "spec" / "fixtures"

@@ -11,9 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model import Plan
-from hatp_mcp.core.record import RecordChain, verify_record
+from hatp_mcp.core.txn.record import RecordChain, verify_record
 
 PLAN = Path(__file__).resolve().parent / "plans" / "trip.json"
 

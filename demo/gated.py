@@ -20,7 +20,7 @@ import anyio
 from mcp import Client, MCPError, StdioServerParameters
 
 from demo.people import decide_as, human_key
-from hatp_mcp.core.gate import APPROVAL_META_KEY
+from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
 
 __all__ = ["main"]
 

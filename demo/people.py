@@ -16,8 +16,8 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.human_proof import sign_decision
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.humans.proof import sign_decision
 
 __all__ = ["ORG", "decide_as", "human_key", "inbox_key_args", "key_file"]
 

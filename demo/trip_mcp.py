@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 
 from demo.trip_suite import ORG, Seven, human_key_file, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.launch import stdio_params

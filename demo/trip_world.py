@@ -12,12 +12,12 @@ from typing import Any
 
 import anyio
 
-from hatp_mcp.core.coordinator import Config, Validator
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Branch, Plan
-from hatp_mcp.core.participant import Lease
+from hatp_mcp.core.participant.branch import Lease
+from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.store.files import create_file, replace_file
 
 __all__ = ["load_or_create_key", "public_jwk"]

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from hatp_mcp.core.model.plan import Branch
-from hatp_mcp.core.participant import Lease
+from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.runtime.participant import DryRun, Performed, StoreOperation
 from servers._inventory import Inventory
 

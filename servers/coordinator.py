@@ -29,8 +29,8 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.coordinator import Config
-from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings

@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_server import serve_approver

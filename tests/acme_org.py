@@ -8,9 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.directory import Directory
-from hatp_mcp.core.human_proof import HumanKeys, apply_proof, sign_decision, subject_digest
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.core.humans.proof import HumanKeys, apply_proof, sign_decision, subject_digest
 from hatp_mcp.core.model.gateway import Ask
 from hatp_mcp.core.model.plan import Plan
 

@@ -85,9 +85,9 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
 
     Built directly with RecordChain and hand-signed evidence, so record tests do not depend on the coordinator.
     """
-    from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+    from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
     from hatp_mcp.core.model import Plan
-    from hatp_mcp.core.record import RecordChain
+    from hatp_mcp.core.txn.record import RecordChain
 
     plan = Plan.model_validate(trip_plan(txn_id))
     keys = {

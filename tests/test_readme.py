@@ -32,7 +32,7 @@ def test_the_readme_names_the_newcomers_two_commands_first() -> None:
 
 @pytest.mark.anyio
 async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once_over_mcp(tmp_path: Path) -> None:
-    from hatp_mcp.core.keys import Keyring
+    from hatp_mcp.core.evidence.keys import Keyring
     from hatp_mcp.core.model.evidence import Preconditions
     from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
     from hatp_mcp.core.model.plan import Plan

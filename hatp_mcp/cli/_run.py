@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hatp_mcp.core.model.base import WireModel
-from hatp_mcp.core.wire import load_json, parse
+from hatp_mcp.core.model.wire import load_json, parse
 from hatp_mcp.errors import HatpError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_OK", "EXIT_PROBLEMS", "InputError", "fail", "print_json", "read_json", "read_model"]

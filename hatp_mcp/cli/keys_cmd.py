@@ -10,7 +10,7 @@ import json
 import os
 
 from hatp_mcp.cli._run import EXIT_OK, InputError, fail, print_json, read_json
-from hatp_mcp.core.keys import ROLES, Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import ROLES, Keyring, SigningKey
 
 HELP = "make Ed25519 signing keys (JWK) and keyrings"
 

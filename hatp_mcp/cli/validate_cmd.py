@@ -9,9 +9,9 @@ import argparse
 from datetime import UTC, datetime
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.core.clockfit import clock_fit
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.validate import validate_document
+from hatp_mcp.core.validate.clockfit import clock_fit
+from hatp_mcp.core.validate.validator import validate_document
 from hatp_mcp.runtime.clock import SystemClock
 
 __all__ = ["HELP", "add_arguments", "parse_now", "run"]

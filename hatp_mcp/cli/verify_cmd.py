@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.core.human_proof import HumanKeys
-from hatp_mcp.core.keys import Keyring
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys
 

@@ -16,16 +16,16 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.keys import Keyring, SignatureError
+from hatp_mcp.core.evidence.keys import Keyring, SignatureError
+from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.humans.terms import same_terms
 from hatp_mcp.core.model.estimate import Estimate, EstimateRequest, TightenRequest
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.terms import same_terms
-from hatp_mcp.core.wire import WireError, parse
+from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.runtime.interfaces import Approver, ApproverAnswer

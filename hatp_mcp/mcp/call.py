@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from pydantic import BaseModel, ConfigDict
 
 from hatp_mcp.core.model.base import WireModel
-from hatp_mcp.core.wire import WireError, parse
+from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import TransportFailed, from_mcp_error
 

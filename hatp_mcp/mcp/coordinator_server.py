@@ -19,7 +19,7 @@ from mcp.server import MCPServer
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnQuery
-from hatp_mcp.core.wire import parse
+from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise

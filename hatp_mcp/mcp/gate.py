@@ -3,7 +3,7 @@
 
 A gate is an SDK middleware on the server (`server.middleware`): for a `tools/call` of a gated tool it reads the
 approval from the request's ``_meta["io.hatp/approval"]`` (never from the digested arguments), lists the tool to
-digest its current definition, asks hatp_mcp/core/gate.py whether the approval fits this exact call, spends the
+digest its current definition, asks hatp_mcp/core/gate/checks.py whether the approval fits this exact call, spends the
 nonce durably (hatp_mcp/store/replay_cache.py) and only then lets the call through. Every refusal is raised as a
 JSON-RPC error through hatp_mcp/mcp/errors.py, so the tool never runs. Other tools and methods pass untouched.
 This module decides nothing itself: the rules are the core's.
@@ -21,7 +21,8 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
-from hatp_mcp.core.gate import (
+from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.gate.checks import (
     APPROVAL_META_KEY,
     GateRequirement,
     Quote,
@@ -30,8 +31,7 @@ from hatp_mcp.core.gate import (
     expected_call,
     tool_definition_digest,
 )
-from hatp_mcp.core.human_proof import HumanKeys
-from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.humans.proof import HumanKeys
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import HatpError

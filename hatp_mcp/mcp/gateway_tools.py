@@ -17,9 +17,9 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.gate import GateRequirement
-from hatp_mcp.core.human_proof import subject_digest
-from hatp_mcp.core.screen import render_ask_text
+from hatp_mcp.core.gate.checks import GateRequirement
+from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.humans.screen import render_ask_text
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.gateway import GatewayApprover

@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.estimate import Estimate, OperationBounds
 from hatp_mcp.core.model.messages import (
     AbortRequest,

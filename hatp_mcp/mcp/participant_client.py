@@ -17,8 +17,8 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.keys import Keyring, SignatureError
+from hatp_mcp.core.evidence.keys import Keyring, SignatureError
+from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,

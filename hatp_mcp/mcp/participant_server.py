@@ -31,7 +31,7 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
     StatusRequest,
 )
-from hatp_mcp.core.wire import parse
+from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.links import Link, advertised_keyring
 from hatp_mcp.store.files import create_file

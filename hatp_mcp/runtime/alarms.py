@@ -17,7 +17,7 @@ from datetime import datetime
 
 import anyio
 
-from hatp_mcp.core.coordinator_events import Event, Timer
+from hatp_mcp.core.txn.events import Event, Timer
 from hatp_mcp.runtime.children import Children
 from hatp_mcp.runtime.clock import Clock, SystemClock
 

@@ -5,7 +5,7 @@ and decision of that batch to the durable log (one group-committed write) -> onl
 HATP-TXN-4 lets records wait, they join the next forced write instead (hatp_mcp/runtime/txn_writes.py). Deadlines
 are absolute times armed on the Clock; every participant call is bounded by its branch's `maxDurationSeconds`.
 A replacement coordinator calls `recover` (or `recover_all`) and continues the same hash chain. Protocol
-decisions do not belong here: they live in hatp_mcp/core/coordinator.py.
+decisions do not belong here: they live in hatp_mcp/core/txn/machine.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,19 @@ from typing import Any, TypeVar
 
 import anyio
 
-from hatp_mcp.core.coordinator import Config, Coordinator, Validator
-from hatp_mcp.core.coordinator_events import (
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.estimate import OperationBounds
+from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    CommitRequest,
+    CompensateRequest,
+    PrepareRequest,
+    RenewRequest,
+)
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn.events import (
     ApproverReply,
     Arm,
     Ask,
@@ -44,20 +55,10 @@ from hatp_mcp.core.coordinator_events import (
     TxnState,
     Withdraw,
 )
-from hatp_mcp.core.keys import Keyring, SigningKey
-from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.model.estimate import OperationBounds
-from hatp_mcp.core.model.evidence import Preconditions
-from hatp_mcp.core.model.messages import (
-    AbortRequest,
-    CommitRequest,
-    CompensateRequest,
-    PrepareRequest,
-    RenewRequest,
-)
-from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.participant_fit import check_participant_bounds
-from hatp_mcp.core.record import RecordChain
+from hatp_mcp.core.txn.machine import Config, Coordinator, Validator
+from hatp_mcp.core.txn.participant_fit import check_participant_bounds
+from hatp_mcp.core.txn.record import RecordChain
+from hatp_mcp.core.validate.validator import validate as validate_plan
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.alarms import Alarms, alarms_for
 from hatp_mcp.runtime.children import Children
@@ -73,14 +74,10 @@ EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, t
 BoundsAsker = Callable[[str, Plan, str], Awaitable[OperationBounds]]  # (participant, plan, branchId): HATP-MCP-19
 
 
-def default_validator() -> Validator | None:
-    """The plan validator (hatp_mcp.core.validate.validate) once it exists; None before it lands."""
-    try:
-        from hatp_mcp.core import validate as module  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    fn = getattr(module, "validate", None)
-    return fn if callable(fn) else None
+def default_validator() -> Validator:
+    """The static plan validator every begin runs (hatp_mcp.core.validate.validator.validate). Imported directly:
+    a validator that fails to import stops the process; transactions never run unvalidated."""
+    return validate_plan
 
 
 @dataclass(frozen=True)

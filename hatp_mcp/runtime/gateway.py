@@ -18,23 +18,23 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
-from hatp_mcp.core import asks as core_asks
-from hatp_mcp.core import gateway as core
-from hatp_mcp.core.directory import Directory, IgnoredCard
-from hatp_mcp.core.estimate import estimate_requirement
-from hatp_mcp.core.evidence import sign_model
-from hatp_mcp.core.gate import GateRequirement, call_digest
-from hatp_mcp.core.gateway_evidence import build_answer, build_approval, build_vote
-from hatp_mcp.core.human_proof import HumanKeys, apply_proof
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.signing import sign_model
+from hatp_mcp.core.gate.checks import GateRequirement, call_digest
+from hatp_mcp.core.gate.toolcall import build_tool_call_approval, open_tool_call_ask, tool_call_ask_id
+from hatp_mcp.core.humans import asks as core_asks
+from hatp_mcp.core.humans import gateway as core
+from hatp_mcp.core.humans.directory import Directory, IgnoredCard
+from hatp_mcp.core.humans.estimate import estimate_requirement
+from hatp_mcp.core.humans.evidence import build_answer, build_approval, build_vote
+from hatp_mcp.core.humans.proof import HumanKeys, apply_proof
+from hatp_mcp.core.humans.terms import tighten as tighten_terms
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.terms import tighten as tighten_terms
-from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask, tool_call_ask_id
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
@@ -313,7 +313,7 @@ class GatewayApprover:
         tool_digest: str | None = None,
         call_digest_seen: str | None = None,
     ) -> StoredAsk:
-        """Route an approval of one tool call (core/toolcall.py), durable like a plan ask. Idempotent per call
+        """Route an approval of one tool call (core/gate/toolcall.py), durable like a plan ask. Idempotent per call
         digest while that call's ask is pending; once it is closed (approved: its approval may already be spent;
         or rejected, expired, exhausted, withdrawn) an identical request opens a new ask (HATP-GATE-22). Once the
         humans decided, `evidence` is the signed Approval with subject tool-call.

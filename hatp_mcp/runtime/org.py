@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.directory import Directory, IgnoredCard
-from hatp_mcp.core.human_proof import HumanKeys
-from hatp_mcp.core.wire import load_json
+from hatp_mcp.core.humans.directory import Directory, IgnoredCard
+from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.model.wire import load_json
 
 __all__ = ["load_directory", "load_human_keys"]
 

@@ -8,7 +8,7 @@ before the operation is called with the branch's idempotency key, and a retry th
 result reconciles through the operation (`lookup`) instead of performing again blindly (HATP-PART-10..12).
 A `StoreOperation` whose effects live in the store's own database skips the intent: its effect and the answer are
 kept by one durable transaction, both or neither (HATP-PART-13).
-The tier rules themselves are pure (hatp_mcp.core.participant). This module must not know about transports: the
+The tier rules themselves are pure (hatp_mcp.core.participant.branch). This module must not know about transports: the
 MCP binding calls these methods.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from hatp_mcp.core.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Preconditions, Receipt, Vote
@@ -40,7 +40,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.model.plan import Branch
-from hatp_mcp.core.participant import (
+from hatp_mcp.core.participant.branch import (
     BranchEvent,
     BranchMachine,
     BranchState,

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from hatp_mcp.core.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate, EstimateStep
 from hatp_mcp.core.model.evidence import Approval, Checked, HumanDecision, Quorum, RoutedHuman, RoutingRecord, Vote
+from hatp_mcp.core.model.money import plan_money
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.money import plan_money
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer

@@ -2,7 +2,7 @@
 
 `TxnService` wraps a CoordinatorRuntime. `begin(plan)` starts the transaction as a task in the service's task
 group and returns as soon as the plan and its first record events are durable in the log (or raises the
-validator's refusal, with nothing written). `status` reads the durable log (hatp_mcp.core.txn_status), so a
+validator's refusal, with nothing written). `status` reads the durable log (hatp_mcp.core.txn.status), so a
 restarted coordinator answers the same. `abort` stops a transaction that has no decision yet and finishes it as
 a replacement coordinator would (presumed abort). `recover_unfinished` does that for every transaction a stopped
 coordinator left open. Protocol decisions are the coordinator machine's; this module only schedules and reads.
@@ -19,12 +19,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from hatp_mcp.core.coordinator import Config, Validator
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnList, TxnStatus
-from hatp_mcp.core.record import RecordChain
-from hatp_mcp.core.txn_status import summarize
+from hatp_mcp.core.txn.machine import Config, Validator
+from hatp_mcp.core.txn.record import RecordChain
+from hatp_mcp.core.txn.status import summarize
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, EscalateHook, TxnResult

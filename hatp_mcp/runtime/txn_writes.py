@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
-from hatp_mcp.core.coordinator_events import Arm, Command, Record, SendCommit, SendPrepare, SendRenew
+from hatp_mcp.core.txn.events import Arm, Command, Record, SendCommit, SendPrepare, SendRenew
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
 __all__ = ["TxnWrites"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.participant import BranchMachine, BranchState, Lease
+from hatp_mcp.core.participant.branch import BranchMachine, BranchState, Lease
 from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = ["BranchRow", "MemoryParticipantStore", "ParticipantStore", "SqliteParticipantStore", "StateDb"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.asks import open_question
-from hatp_mcp.core.gateway import open_approval
+from hatp_mcp.core.humans.asks import open_question
+from hatp_mcp.core.humans.gateway import open_approval
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.keys import Keyring
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.txn.record import verify_record
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.mcp.launch import launch_http

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.model.plan import Plan

@@ -14,8 +14,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.human_proof import check_decision_proofs, sign_decision
+from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.humans.proof import check_decision_proofs, sign_decision
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.mcp.approver_client import mcp_approver

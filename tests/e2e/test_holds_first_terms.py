@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 
 from demo.trip_suite import human_key_file
-from hatp_mcp.core.human_proof import sign_decision
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from tests.acme_org import ORG_DIR
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip

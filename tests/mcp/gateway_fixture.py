@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier

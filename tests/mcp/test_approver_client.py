@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
-from hatp_mcp.core.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.gateway_messages import VoteResult
 from hatp_mcp.core.model.messages import PrepareRequest

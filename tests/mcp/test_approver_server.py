@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence import verify_raw
+from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.errors import HatpError

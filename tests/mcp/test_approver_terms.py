@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
-from hatp_mcp.core.human_proof import sign_decision, subject_digest
-from hatp_mcp.core.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.humans.proof import sign_decision, subject_digest
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VoteResult
@@ -27,7 +27,7 @@ from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 from tests.acme_org import GATEWAY_ID, gateway_key, h, human_key, keyring, plan, proof
-from tests.core.test_terms import held_plan
+from tests.core.humans.test_terms import held_plan
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio

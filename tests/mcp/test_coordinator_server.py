@@ -13,7 +13,7 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import HatpRequest, call_raw
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS, serve_coordinator

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp import MCPError
 
-from hatp_mcp.core.wire import WireError
+from hatp_mcp.core.model.wire import WireError
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import CODES, DEFAULT_CODE, TransportFailed, from_mcp_error, to_mcp_error
 

@@ -16,12 +16,12 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.server import MCPServer
 
-from hatp_mcp.core.gate import APPROVAL_META_KEY, GateRequirement, Quote, call_digest
-from hatp_mcp.core.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.gate.checks import APPROVAL_META_KEY, GateRequirement, Quote, call_digest
+from hatp_mcp.core.gate.toolcall import build_tool_call_approval, open_tool_call_ask
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.toolcall import ToolCall
-from hatp_mcp.core.toolcall import build_tool_call_approval, open_tool_call_ask
 from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock

@@ -15,10 +15,10 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.gate import GateRequirement, call_digest, expected_call
-from hatp_mcp.core.human_proof import sign_decision
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.gate.checks import GateRequirement, call_digest, expected_call
+from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.core.model.gateway_messages import VoteResult
 from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.mcp.approver_server import serve_approver

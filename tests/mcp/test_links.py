@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hatp_mcp.core.keys import Keyring
+from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.links import Target, open_links
 

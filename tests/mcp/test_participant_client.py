@@ -8,7 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.errors import HatpError

@@ -11,15 +11,15 @@ import pytest
 from mcp import Client
 
 from demo.trip_world import AIRLINE, HOTEL, trip_plan
-from hatp_mcp.core.coordinator import Coordinator
-from hatp_mcp.core.coordinator_events import Decide, PrepareAnswer, Record, Start, TxnState
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import StatusRequest
+from hatp_mcp.core.txn.events import Decide, PrepareAnswer, Record, Start, TxnState
+from hatp_mcp.core.txn.machine import Coordinator
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp import links
 from hatp_mcp.mcp.participant_client import McpParticipant, mcp_participant
 from hatp_mcp.runtime.clock import FakeClock
-from tests.core.test_coordinator import KEYS, NOW, RING, answer
+from tests.core.txn.test_machine import KEYS, NOW, RING, answer
 from tests.mcp.test_participant_client import prepare_req
 from tests.mcp.toy import AIRLINE as TOY_AIRLINE
 from tests.mcp.toy import Toy, toy_server

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hatp_mcp.core.keys import Keyring, PublicKeyEntry, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp import pins
 from hatp_mcp.mcp.links import Target, open_links

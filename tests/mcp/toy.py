@@ -7,9 +7,9 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.plan import Branch, Plan
-from hatp_mcp.core.participant import Lease
+from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.runtime.clock import Clock

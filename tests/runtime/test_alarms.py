@@ -8,7 +8,7 @@ from datetime import timedelta
 import anyio
 import pytest
 
-from hatp_mcp.core.coordinator_events import Event, Timer
+from hatp_mcp.core.txn.events import Event, Timer
 from hatp_mcp.runtime.alarms import LoopAlarms, TaskAlarms, alarms_for
 from hatp_mcp.runtime.children import Children
 from hatp_mcp.runtime.clock import FakeClock, SystemClock

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from demo.trip_world import CalendarEvent, World, build_world, trip_plan
-from hatp_mcp.core.coordinator import Config
-from hatp_mcp.core.coordinator_events import Outcome, SendAbort, SendCommit, SendCompensate
 from hatp_mcp.core.model.plan import Branch
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.events import Outcome, SendAbort, SendCommit, SendCompensate
+from hatp_mcp.core.txn.machine import Config
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.scripted_approver import HumanScript

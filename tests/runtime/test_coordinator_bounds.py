@@ -7,10 +7,10 @@ import anyio
 import pytest
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.coordinator import Config
-from hatp_mcp.core.coordinator_events import Outcome
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn.events import Outcome
+from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime

@@ -1,6 +1,6 @@
 """An in-memory CoordinatorRuntime counts a participant's evidence only when the signing key is bound to that
 participant (HATP-TXN-2 with HATP-SIG-6): the hotel's key cannot vote for the airline (an unbound key counting for
-no one is planted in tests/core/test_coordinator.py). No MCP link is involved: this is the check a library user
+no one is planted in tests/core/txn/test_machine.py). No MCP link is involved: this is the check a library user
 wiring the runtime directly relies on."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from demo.trip_world import AIRLINE, HOTEL, World, build_world, trip_plan
-from hatp_mcp.core.coordinator_events import Outcome
-from hatp_mcp.core.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import PrepareRequest, PrepareResult
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.events import Outcome
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator import CoordinatorRuntime
 from hatp_mcp.runtime.interfaces import Participant

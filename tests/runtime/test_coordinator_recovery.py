@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.coordinator_events import Outcome
 from hatp_mcp.core.model.messages import CommitRequest
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.events import Outcome
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, SqliteTxnLog
 from tests.txn_helpers import bodies, drive, events

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.coordinator_events import Ask, Outcome, Tighten
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.events import Ask, Outcome, Tighten
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.interfaces import ApproverAnswer

@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.gate import GateRequirement
-from hatp_mcp.core.human_proof import check_decision_proofs
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.gate.checks import GateRequirement
+from hatp_mcp.core.humans.proof import check_decision_proofs
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock

@@ -11,7 +11,7 @@ from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import RecordingNotifier
-from tests.core.test_terms import held_plan
+from tests.core.humans.test_terms import held_plan
 from tests.mcp.gateway_fixture import make_gateway
 
 pytestmark = pytest.mark.anyio

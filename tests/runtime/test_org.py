@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.wire import WireError
+from hatp_mcp.core.model.wire import WireError
 from hatp_mcp.runtime.org import load_directory, load_human_keys
 from tests.acme_org import NAMES, ORG_DIR, h
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from demo.trip_world import AIRLINE, CALENDAR, PAYMENTS, World, build_world, trip_plan
-from hatp_mcp.core.evidence import verify_raw
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import (
     AbortRequest,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from demo.trip_world import AIRLINE, PAYMENTS, trip_plan
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.core.model.plan import Branch, Plan
-from hatp_mcp.core.participant import Lease
+from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.participant import ParticipantRuntime, Performed, StoreOperation

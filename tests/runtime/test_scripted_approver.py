@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from demo.trip_world import trip_plan
-from hatp_mcp.core.coordinator_evidence import check_approver_answer
-from hatp_mcp.core.keys import Keyring, SigningKey
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.txn.evidence import check_approver_answer
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 

@@ -9,7 +9,7 @@ import pytest
 
 from demo.trip_world import World, build_world, trip_plan
 from hatp_mcp.core.model.txn_api import TxnStatus
-from hatp_mcp.core.record import verify_record
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.scripted_approver import HumanScript

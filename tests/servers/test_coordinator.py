@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.mcp.links import Target
 from servers.coordinator import _parser, main, read_setup
 

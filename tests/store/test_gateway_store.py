@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.gateway import open_approval
+from hatp_mcp.core.humans.gateway import open_approval
 from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
 from tests.acme_org import GATEWAY_ID, directory, plan
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hatp_mcp.core.participant import BranchState, Lease
+from hatp_mcp.core.participant.branch import BranchState, Lease
 from hatp_mcp.store.participant_state import BranchRow, MemoryParticipantStore, SqliteParticipantStore
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)

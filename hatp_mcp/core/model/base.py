@@ -14,7 +14,7 @@ from typing import Annotated, Any, Self
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from hatp_mcp.core.canonical import canonical, digest
+from hatp_mcp.core.evidence.canonical import canonical, digest
 
 __all__ = [
     "DecimalStr",

@@ -1,4 +1,4 @@
-"""The Transaction Record: a hash chain of coordinator-signed events. Pure; verification is core/record.py."""
+"""The Transaction Record: a hash chain of coordinator-signed events. Pure; verification is core/txn/record.py."""
 
 from __future__ import annotations
 

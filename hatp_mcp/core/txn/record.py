@@ -1,0 +1,341 @@
+"""The hash-chained Transaction Record: appending events, and verifying a record offline.
+
+Each event names its sequence number, the digest of the previous event (signature included), the transaction,
+the plan digest, its author and the time, and is signed by the coordinator that chains it. Evidence from other
+parties (votes, receipts, approvals) rides inside events exactly as received, with its own signature.
+
+A record is closed by a coordinator-signed `record.closed` event stating the outcome and the event count: that
+event anchors the head. What offline verification can and cannot detect is written in spec/hatp.md (HATP-REC-6).
+Pure: no IO, no clock (callers pass times).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from hatp_mcp.core.evidence.canonical import CanonicalError, digest
+from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
+from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
+from hatp_mcp.core.model.wire import error_path
+from hatp_mcp.errors import HatpError
+
+__all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "verify_record"]
+
+BEGIN_EVENT = "txn.begin"
+_DIGEST = re.compile(DIGEST_PATTERN)
+# Which keyring roles may sign each kind of evidence carried in an event.
+EVIDENCE_ROLES: dict[str, frozenset[str]] = {
+    "hatp.vote": frozenset({"participant", "gateway"}),
+    "hatp.receipt": frozenset({"participant"}),
+    "hatp.approval": frozenset({"gateway"}),
+}
+# The member naming the party each kind of evidence speaks for (HATP-SIG-6: a bound key signs only as its party).
+_SPEAKS_FOR = {"hatp.vote": "voter", "hatp.receipt": "participant", "hatp.approval": "gateway"}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a record: the event index (-1 for the record itself), the rule and why."""
+
+    index: int
+    rule: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "rule": self.rule, "reason": self.reason}
+
+
+class RecordChain:
+    """Appends coordinator-signed events to one transaction's chain. Holds wire dicts, never re-serializes."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        key: SigningKey,
+        author: str,
+        events: Sequence[Mapping[str, Any]] = (),
+        plan_digest: str | None = None,
+    ) -> None:
+        """`plan_digest`: the plan's digest when the caller already has it (the coordinator does), else computed.
+        Raises ValueError when it is not a digest; a wrong one is the caller's bug and fails verify_record."""
+        if plan_digest is not None and not _DIGEST.match(plan_digest):
+            raise ValueError(f"plan_digest {plan_digest!r} is not a sha256:<64 hex> digest")
+        self.plan = plan
+        self.plan_digest = plan_digest if plan_digest is not None else plan.digest()
+        self._key = key
+        self._author = author
+        self._events: list[dict[str, Any]] = [dict(e) for e in events]
+        self._head: str | None = digest(self._events[-1]) if self._events else None
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+    @property
+    def head(self) -> str | None:
+        return self._head
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._events) and self._events[-1].get("event") == CLOSE_EVENT
+
+    def append(
+        self,
+        event: str,
+        at: str,
+        body: Mapping[str, Any] | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        author: str | None = None,
+    ) -> dict[str, Any]:
+        """Append and return the signed event. Raises ValueError after close or on a bad event.
+
+        Everything else in the event is built here from the plan and the chain itself, so only what the caller
+        passes is checked (what RecordEvent would refuse): the event name, the author, the timestamp, and body and
+        evidence being JSON objects; a value that is not JSON fails canonicalization when signed (CanonicalError)."""
+        if self.closed:
+            raise ValueError("the record is closed; nothing may follow record.closed")
+        if not self._events and event != BEGIN_EVENT:
+            raise ValueError(f"the first event must be {BEGIN_EVENT!r}")
+        who = author or self._author
+        _check_append(event, who, at, body, evidence)
+        raw: dict[str, Any] = {
+            "type": "hatp.event",
+            "txnId": self.plan.txn_id,
+            "seq": len(self._events),
+            "planDigest": self.plan_digest,
+            "event": event,
+            "author": who,
+            "at": at,
+            "body": dict(body or {}),
+        }
+        if self._head is not None:
+            raw["prev"] = self._head
+        if evidence is not None:
+            raw["evidence"] = dict(evidence)
+        signed = sign_object(raw, self._key)
+        self._events.append(signed)
+        self._head = digest(signed)
+        return signed
+
+    def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append `record.closed` stating the outcome and how many events precede it."""
+        return self.append(CLOSE_EVENT, at, {**(body or {}), "outcome": outcome, "eventCount": len(self._events)})
+
+    def record(self) -> dict[str, Any]:
+        """The whole record as a JSON object (`TransactionRecord`'s wire form)."""
+        return {
+            "type": "hatp.record",
+            "txnId": self.plan.txn_id,
+            "planDigest": self.plan_digest,
+            "plan": self.plan.wire(),
+            "events": self.events,
+        }
+
+
+def _check_append(event: object, author: object, at: object, body: object, evidence: object) -> None:
+    """What RecordEvent refuses among append's arguments, checked without building a model. Raises ValueError."""
+    if not isinstance(event, str) or not 1 <= len(event) <= 64:
+        raise ValueError(f"event name {event!r} must be a string of 1 to 64 characters")
+    if not isinstance(author, str) or not 1 <= len(author) <= 500:
+        raise ValueError(f"author {author!r} must be a string of 1 to 500 characters")
+    if not isinstance(at, str):
+        raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
+    parse_ts(at)  # raises ValueError naming the value
+    for name, value in (("body", body), ("evidence", evidence)):
+        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+            raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
+
+
+def verify_record(
+    record: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    require_closed: bool = True,
+    humans: HumanKeys | None = None,
+) -> list[Problem]:
+    """Check a record offline; return every problem found (empty: it holds).
+
+    Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
+    coordinator signature, each piece of evidence's signature, role, digest and (for a key bound to a party) that it
+    names that party (HATP-SIG-6), and that the record is closed.
+    With `humans` (the keys on the organisation's Directory-signed cards) it also checks that every human decision
+    inside an approval carries that person's own valid proof (HATP-GW-19..27); without it those are not checked.
+    """
+    problems: list[Problem] = []
+    if record.get("type") != "hatp.record":
+        problems.append(Problem(-1, "HATP-OBJ-3", "type is not 'hatp.record'"))
+    try:
+        plan = Plan.model_validate(record.get("plan"))
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        return [*problems, Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}")]
+    txn_id = record.get("txnId")
+    plan_digest = record.get("planDigest")
+    try:
+        actual = plan.digest()
+    except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
+        return [*problems, Problem(-1, exc.rule, exc.reason)]
+    if plan_digest != actual:
+        problems.append(Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}"))
+    if txn_id != plan.txn_id:
+        problems.append(Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}"))
+    events = record.get("events")
+    if not isinstance(events, list) or not events:
+        return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")]
+
+    prev: str | None = None
+    last_at = None
+    for i, raw in enumerate(events):
+        if not isinstance(raw, dict):
+            problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
+            prev = None
+            continue
+        try:
+            ev = RecordEvent.model_validate(raw)
+        except ValidationError as exc:
+            e = exc.errors(include_url=False)[0]
+            problems.append(Problem(i, "HATP-OBJ-3", f"{error_path(tuple(e['loc']))}: {e['msg']}"))
+            prev = digest(raw) if _canonicalizable(raw) else None
+            continue
+        if ev.seq != i:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-1",
+                    f"seq is {ev.seq} at position {i}: events were removed, inserted or reordered",
+                )
+            )
+        if i == 0 and ev.prev is not None:
+            problems.append(Problem(i, "HATP-REC-2", "the first event names a previous event: the head was cut"))
+        elif i > 0 and ev.prev != prev:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-2",
+                    f"prev {ev.prev} does not match the digest of event {i - 1} ({prev}): the chain is broken here",
+                )
+            )
+        if ev.txn_id != plan.txn_id:
+            problems.append(
+                Problem(
+                    i,
+                    "HATP-REC-5",
+                    f"event belongs to transaction {ev.txn_id!r}, not "
+                    f"{plan.txn_id!r}: events were spliced in from another record",
+                )
+            )
+        if ev.plan_digest != actual:
+            problems.append(Problem(i, "HATP-REC-4", f"event names plan {ev.plan_digest}, not {actual}"))
+        if i == 0 and ev.event != BEGIN_EVENT:
+            problems.append(Problem(i, "HATP-REC-7", f"the first event is {ev.event!r}, not {BEGIN_EVENT!r}"))
+        at = parse_ts(ev.at)
+        if last_at is not None and at < last_at:
+            problems.append(Problem(i, "HATP-REC-9", f"event time {ev.at} is earlier than the event before it"))
+        last_at = at
+        try:
+            verify_object(raw, keyring, "coordinator", f"events[{i}]")
+        except SignatureError as exc:
+            problems.append(Problem(i, exc.rule, exc.reason))
+        if ev.evidence is not None:
+            problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
+            if humans is not None and ev.evidence.get("type") == "hatp.approval":
+                problems.extend(_check_human_proofs(i, ev.evidence, humans))
+        if ev.event == CLOSE_EVENT:
+            if i != len(events) - 1:
+                problems.append(Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed"))
+            if ev.body.get("eventCount") != i:
+                problems.append(
+                    Problem(
+                        i,
+                        "HATP-REC-6",
+                        f"record.closed counts {ev.body.get('eventCount')} events before it, but {i} precede it",
+                    )
+                )
+        prev = digest(raw)
+    last = events[-1]
+    if require_closed and not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT):
+        problems.append(
+            Problem(
+                len(events) - 1,
+                "HATP-REC-6",
+                "the record does not end in record.closed: its tail "
+                "was cut, or the transaction is still open (verify with --open to accept that)",
+            )
+        )
+    return problems
+
+
+def _canonicalizable(raw: Mapping[str, Any]) -> bool:
+    try:
+        digest(raw)
+    except CanonicalError:
+        return False
+    return True
+
+
+def _check_evidence(
+    i: int, evidence: Mapping[str, Any], keyring: Keyring, txn_id: str, plan_digest: str
+) -> list[Problem]:
+    out: list[Problem] = []
+    kind = evidence.get("type")
+    roles = EVIDENCE_ROLES.get(kind) if isinstance(kind, str) else None
+    if roles is None:
+        return [Problem(i, "HATP-REC-8", f"evidence of unknown type {kind!r}")]
+    if evidence.get("planDigest") != plan_digest:
+        out.append(
+            Problem(
+                i,
+                "HATP-REC-4",
+                f"{kind} names plan {evidence.get('planDigest')}, not {plan_digest}: a party signed a different plan",
+            )
+        )
+    if evidence.get("txnId", txn_id) != txn_id:
+        out.append(Problem(i, "HATP-REC-5", f"{kind} belongs to transaction {evidence.get('txnId')!r}"))
+    try:
+        kid = verify_object(evidence, keyring, None, f"events[{i}].evidence")
+    except SignatureError as exc:
+        return [*out, Problem(i, exc.rule, f"evidence: {exc.reason}")]
+    entry = keyring.get(kid)
+    if entry is not None and not roles.intersection(entry.roles):
+        out.append(
+            Problem(
+                i,
+                "HATP-SIG-5",
+                f"evidence: key {kid!r} may sign as {list(entry.roles)}, not a {kind} (needs one of {sorted(roles)})",
+            )
+        )
+    if entry is not None:
+        field = _SPEAKS_FOR[str(kind)]
+        try:
+            check_party(entry, evidence.get(field), f"events[{i}].evidence.{field}")
+        except SignatureError as exc:
+            out.append(
+                Problem(i, exc.rule, f"evidence: the {kind} names {field} {evidence.get(field)!r}: {exc.reason}")
+            )
+    return out
+
+
+def _check_human_proofs(i: int, evidence: Mapping[str, Any], humans: HumanKeys) -> list[Problem]:
+    try:
+        approval = Approval.model_validate(evidence)
+        check_decision_proofs(approval, humans, f"events[{i}].evidence")
+    except ValidationError as exc:
+        e = exc.errors(include_url=False)[0]
+        return [Problem(i, "HATP-OBJ-3", f"approval: {error_path(tuple(e['loc']))}: {e['msg']}")]
+    except HatpError as exc:
+        return [Problem(i, exc.rule, f"approval: {exc.reason}")]
+    return []
+
+
+def parse_record(record: Mapping[str, Any]) -> TransactionRecord:
+    """Validate a record as a model (raises pydantic.ValidationError)."""
+    return TransactionRecord.model_validate(record)

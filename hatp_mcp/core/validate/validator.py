@@ -1,0 +1,372 @@
+"""The static plan checker: every rule of spec/validation.md over a HATP plan, or over a saga artifact. Pure.
+
+`validate(plan, now)` runs the HATP-VAL checks over a parsed Plan and returns every violation (never the first
+only); the coordinator calls it at begin. `validate_document(value, now)` takes an untrusted JSON value, detects
+whether it is a HATP plan or an apology-protocol saga artifact, and reports schema violations only when it does
+not match its schema. Money rules live in money_rules.py, the clock arithmetic in clockfit.py, the saga rules in
+saga.py (all in this package). This module must not read the clock or do IO: `now` is an argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
+from hatp_mcp.core.validate.money_rules import (
+    check_amounts,
+    check_approval_amounts,
+    check_mandate_spend,
+    check_settles,
+    totals_for,
+)
+from hatp_mcp.core.validate.saga import validate_saga
+from hatp_mcp.core.validate.violation import Check, Violation, schema_violations
+
+__all__ = ["HATP_CHECKS", "Kind", "Report", "detect_kind", "validate", "validate_document"]
+
+Kind = Literal["hatp", "saga"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """What `validate_document` found: the input's kind and every violation (empty: valid)."""
+
+    kind: Kind
+    violations: list[Violation]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "kind": self.kind, "violations": [v.to_dict() for v in self.violations]}
+
+
+def _v(rule: str, path: str, message: str) -> Violation:
+    return Violation(rule=rule, path=path, message=message)
+
+
+def check_ids(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-2: branch ids and approval requirement ids are unique."""
+    out: list[Violation] = []
+    for what, ids in (
+        ("branches", [b.branch_id for b in plan.branches]),
+        ("approvals", [a.id for a in plan.approvals]),
+    ):
+        seen: dict[str, int] = {}
+        field = "branchId" if what == "branches" else "id"
+        for i, ident in enumerate(ids):
+            if ident in seen:
+                out.append(
+                    _v(
+                        "HATP-VAL-2",
+                        f"{what}[{i}].{field}",
+                        f'{what}[{i}] reuses the id "{ident}" of {what}[{seen[ident]}]: votes, receipts and `settles` '
+                        f"name it, so it must be unique. Give {what}[{i}] its own {field}.",
+                    )
+                )
+            else:
+                seen[ident] = i
+    return out
+
+
+def check_one_final(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-3: at most one final branch (the last-resource commit)."""
+    finals = [i for i, b in enumerate(plan.branches) if b.tier == "final"]
+    if len(finals) <= 1:
+        return []
+    names = ", ".join(f'"{plan.branches[i].branch_id}" (branches[{i}])' for i in finals)
+    return [
+        _v(
+            "HATP-VAL-3",
+            f"branches[{i}].tier",
+            f"{len(finals)} branches are final ({names}): only one irreversible commit can be the last resource; "
+            f"if the second one fails after the first committed, nothing can undo the first. Make "
+            f'"{plan.branches[i].branch_id}" a hold or compensate branch, or split the plan into two transactions.',
+        )
+        for i in finals[1:]
+    ]
+
+
+_TIER_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    # (python attribute, wire name) a tier requires
+    "hold": (("lease_seconds", "leaseSeconds"),),
+    "compensate": (("compensation", "compensation"), ("undo_window_seconds", "undoWindowSeconds")),
+    "final": (),
+}
+_TIER_FORBIDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "hold": (("compensation", "compensation"), ("undo_window_seconds", "undoWindowSeconds")),
+    "compensate": (("lease_seconds", "leaseSeconds"), ("hold_horizon_seconds", "holdHorizonSeconds")),
+    "final": (
+        ("compensation", "compensation"),
+        ("undo_window_seconds", "undoWindowSeconds"),
+        ("lease_seconds", "leaseSeconds"),
+        ("hold_horizon_seconds", "holdHorizonSeconds"),
+    ),
+}
+_TIER_WHY = {
+    "hold": "a hold is released by abort, never undone, and the coordinator must know how long it lasts",
+    "compensate": "a compensate branch is undone after commit, so it must say how and for how long",
+    "final": "a final branch is irreversible: it has no undo and holds nothing",
+}
+
+
+def check_tiers(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-4: a hold declares its lease, a compensate branch its compensation and undo window, a final none."""
+    out: list[Violation] = []
+    for i, b in enumerate(plan.branches):
+        why = _TIER_WHY[b.tier]
+        for attr, wire in _TIER_FIELDS[b.tier]:
+            if getattr(b, attr) is None:
+                out.append(
+                    _v(
+                        "HATP-VAL-4",
+                        f"branches[{i}].{wire}",
+                        f'Branch "{b.branch_id}" is tier {b.tier} but declares no {wire}: {why}. Declare {wire} on '
+                        f'"{b.branch_id}", or change its tier.',
+                    )
+                )
+        for attr, wire in _TIER_FORBIDS[b.tier]:
+            if getattr(b, attr) is not None:
+                out.append(
+                    _v(
+                        "HATP-VAL-4",
+                        f"branches[{i}].{wire}",
+                        f'Branch "{b.branch_id}" is tier {b.tier} yet declares {wire}: {why}, so one of the two is '
+                        f'wrong. Remove {wire} from "{b.branch_id}", or change its tier.',
+                    )
+                )
+        lease, horizon = b.lease_seconds, b.hold_horizon_seconds
+        if b.tier == "hold" and lease is not None and horizon is not None and lease > horizon:
+            out.append(
+                _v(
+                    "HATP-VAL-4",
+                    f"branches[{i}].holdHorizonSeconds",
+                    f'Hold "{b.branch_id}" asks for a {lease}s lease but can be held at most {horizon}s '
+                    f"(holdHorizonSeconds): the lease cannot outlive the horizon. Ask for leaseSeconds <= {horizon}.",
+                )
+            )
+    return out
+
+
+def _at(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_time(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-9: no expired mandate, no deadline already past, deadlines in a coherent order."""
+    out: list[Violation] = []
+    m = plan.mandate
+    expires = m.expires_at if m is not None else None
+    expires_t = parse_ts(expires) if expires is not None else None
+    if expires_t is not None and expires_t <= now:
+        out.append(
+            _v(
+                "HATP-VAL-9",
+                "mandate.expiresAt",
+                f"The mandate expired at {expires} and it is now {_at(now)}: the agent no longer has authority to "
+                f"spend. Ask the principal for a new mandate.",
+            )
+        )
+    decides = [("deadlines.decideBy", plan.deadlines.decide_by)]
+    decides += [(f"approvals[{i}].decideBy", a.decide_by) for i, a in enumerate(plan.approvals)]
+    commit_by = plan.deadlines.commit_by
+    commit_t = parse_ts(commit_by) if commit_by is not None else None
+    stamps = [(path, ts, parse_ts(ts)) for path, ts in decides if ts is not None]
+    if commit_by is not None and commit_t is not None:
+        stamps.insert(1 if plan.deadlines.decide_by is not None else 0, ("deadlines.commitBy", commit_by, commit_t))
+    for path, ts, t in stamps:
+        if t <= now:
+            out.append(
+                _v(
+                    "HATP-VAL-9",
+                    path,
+                    f"{path} is {ts}, already past (it is now {_at(now)}): the transaction would abort before it "
+                    f"began. Set a deadline in the future.",
+                )
+            )
+    if commit_t is None:
+        return out
+    for path, ts, t in stamps:
+        if path != "deadlines.commitBy" and t > commit_t:
+            out.append(
+                _v(
+                    "HATP-VAL-9",
+                    path,
+                    f"{path} is {ts}, after deadlines.commitBy {commit_by}: a decision arriving then can no longer "
+                    f"be committed. Move {path} before {commit_by}.",
+                )
+            )
+    if expires_t is not None and commit_t > expires_t:
+        out.append(
+            _v(
+                "HATP-VAL-9",
+                "deadlines.commitBy",
+                f"deadlines.commitBy is {commit_by}, after the mandate expires ({expires}): the commit could run "
+                f"without authority. Set commitBy no later than {expires}, or renew the mandate.",
+            )
+        )
+    return out
+
+
+def check_requester(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-10: the requester's principal is never an approver of its own plan."""
+    who = plan.requester.principal
+    out: list[Violation] = []
+    for i, a in enumerate(plan.approvals):
+        places = [(f"approvals[{i}].address", a.address)]
+        places += [(f"approvals[{i}].chain[{j}].address", c.address) for j, c in enumerate(a.chain)]
+        for path, address in places:
+            if address == who:
+                out.append(
+                    _v(
+                        "HATP-VAL-10",
+                        path,
+                        f'Approval "{a.id}" routes to {who}, the principal the agent acts for: nobody approves their '
+                        f"own request. Route {path} to someone else (a manager, a finance role).",
+                    )
+                )
+    return out
+
+
+def _fit_advice(fit: ClockFit, mode: str) -> str:
+    others = [m for m in fit.fits if m != mode]
+    if others:
+        return f"Mode {' or '.join(others)} would fit: set mode to {others[0]} (or auto)."
+    return "No mode fits: " + _no_fit_fix(fit)
+
+
+def _no_fit_fix(fit: ClockFit) -> str:
+    missing = list(fit.prepare.missing) + [m for m in fit.human.missing if m not in fit.prepare.missing]
+    if missing:
+        return f"declare {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''}."
+    return "shorten the calls or the approval chain, or ask for longer holds."
+
+
+def _numbers(fit: ClockFit, mode: str) -> str:
+    p, c, h = (seconds_text(x.seconds) for x in (fit.prepare, fit.commit, fit.human))
+    formula = {
+        "parallel": f"max(prepare {p}, human {h}) + commit {c}",
+        "holds-first": f"prepare {p} + human {h} + commit {c}",
+        "approval-first": f"prepare {p} + commit {c}",
+    }[mode]
+    return f"{formula} = {seconds_text(fit.worst[mode])}"
+
+
+def check_clock_fit(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-11: the worst case before commit fits inside the shortest hold horizon, in the plan's mode."""
+    fit = clock_fit(plan, now)
+    if fit.horizon is None:
+        return []
+    idx = next(i for i, b in enumerate(plan.branches) if b.branch_id == fit.tightest)
+    where = f'the shortest hold horizon, {fit.horizon}s on "{fit.tightest}"'
+    if plan.mode == "auto":
+        if fit.fits:
+            return []
+        return [
+            _v(
+                "HATP-VAL-11",
+                f"branches[{idx}].holdHorizonSeconds",
+                f"No mode fits {where}: approval-first needs {_numbers(fit, 'approval-first')}, parallel needs "
+                f"{_numbers(fit, 'parallel')}. The holds could expire before commit. {_no_fit_fix(fit)[0].upper()}"
+                f"{_no_fit_fix(fit)[1:]}",
+            )
+        ]
+    if plan.mode in fit.fits:
+        return []
+    return [
+        _v(
+            "HATP-VAL-11",
+            "mode",
+            f"Mode {plan.mode} does not fit {where}: its worst case before commit is {_numbers(fit, plan.mode)}. "
+            f"{_fit_advice(fit, plan.mode)}",
+        )
+    ]
+
+
+def check_undo_windows(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-12: every compensate branch's undo window outlasts the whole commit phase."""
+    commit = call_bound(plan)
+    c = commit.seconds
+    out: list[Violation] = []
+    for i, b in enumerate(plan.branches):
+        w = b.undo_window_seconds
+        if b.tier != "compensate" or w is None:  # a missing window is HATP-VAL-4's
+            continue
+        if c is None:
+            out.append(
+                _v(
+                    "HATP-VAL-12",
+                    f"branches[{i}].undoWindowSeconds",
+                    f'The undo of "{b.branch_id}" works for {w}s after its commit, but the commit phase is unbounded '
+                    f"({', '.join(commit.missing)} absent): a later commit could fail after the undo expired. "
+                    f"Declare maxDurationSeconds on every branch.",
+                )
+            )
+        elif c > w:
+            out.append(
+                _v(
+                    "HATP-VAL-12",
+                    f"branches[{i}].undoWindowSeconds",
+                    f'The undo of "{b.branch_id}" works for {w}s after its commit, but the commit phase can take '
+                    f"{c}s (the sum of every branch's maxDurationSeconds): a later commit could fail after the undo "
+                    f"expired. Ask for an undo window of at least {c}s, or shorten the calls.",
+                )
+            )
+    return out
+
+
+# The HATP-VAL checks in the order they report. Schema (HATP-VAL-1) runs before these, in validate_document.
+HATP_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("HATP-VAL-2", check_ids),
+    ("HATP-VAL-3", check_one_final),
+    ("HATP-VAL-4", check_tiers),
+    ("HATP-VAL-5", check_amounts),
+    ("HATP-VAL-6", check_settles),
+    ("HATP-VAL-7", check_approval_amounts),
+    ("HATP-VAL-8", check_mandate_spend),
+    ("HATP-VAL-9", check_time),
+    ("HATP-VAL-10", check_requester),
+    ("HATP-VAL-11", check_clock_fit),
+    ("HATP-VAL-12", check_undo_windows),
+)
+
+
+def validate(plan: Plan, now: datetime) -> list[Violation]:
+    """Every violation of the HATP-VAL rules by `plan` at `now` (empty: valid). Raises nothing."""
+    out: list[Violation] = []
+    with totals_for(plan):
+        for _rule, check in HATP_CHECKS:
+            out.extend(check(plan, now))
+    return out
+
+
+def detect_kind(value: Any) -> Kind | None:
+    """`hatp` for a HATP plan, `saga` for an apology-protocol artifact, None when it is neither."""
+    if not isinstance(value, dict):
+        return None
+    if "hatp" in value or "branches" in value or "txnId" in value:
+        return "hatp"
+    if "sagaId" in value or "steps" in value or "pivotIndex" in value:
+        return "saga"
+    return None
+
+
+def validate_document(value: Any, now: datetime) -> Report:
+    """Validate an untrusted JSON value of either kind. Raises ValueError when it is neither kind."""
+    kind = detect_kind(value)
+    if kind is None:
+        raise ValueError(
+            "neither a HATP plan (no hatp, txnId or branches member) nor a saga artifact (no sagaId, steps or "
+            "pivotIndex member)"
+        )
+    if kind == "saga":
+        return Report(kind="saga", violations=validate_saga(value, now))
+    plan, errors = schema_violations(Plan, value)
+    if not isinstance(plan, Plan):
+        return Report(kind="hatp", violations=errors)
+    return Report(kind="hatp", violations=validate(plan, now))

@@ -1,0 +1,56 @@
+"""A violation found by the static validator: the rule it breaks, where, and what to do. Pure data, no IO."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from hatp_mcp.core.model.wire import error_path
+
+__all__ = ["Check", "Violation", "schema_violations"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Violation:
+    """One broken rule.
+
+    `rule` is the rule id (HATP-VAL-n for HATP plans; the apology-protocol name such as `undo-ttl` for saga
+    artifacts; `schema` for input that does not match its schema). `path` is a JSON path into the input
+    (`branches[2].amount`, `$` for the whole document). `message` says what is wrong in the plan's own numbers
+    and what to do instead.
+    """
+
+    rule: str
+    path: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "path": self.path, "message": self.message}
+
+
+Check = Callable[[Any, datetime], list[Violation]]
+
+
+def schema_violations(model: type[BaseModel], value: Any) -> tuple[BaseModel | None, list[Violation]]:
+    """Validate `value` as `model`: the instance, or None and every schema error as a `schema` violation."""
+    try:
+        return model.model_validate(value), []
+    except ValidationError as exc:
+        out: list[Violation] = []
+        for err in exc.errors(include_url=False):
+            path = error_path(tuple(err["loc"]))
+            if err["type"] == "extra_forbidden":
+                msg = f"{path} is not a member this format defines (unknown fields are refused, never ignored)"
+                fix = "remove it, or check its spelling"
+            elif err["type"] == "missing":
+                msg = f"{path} is required and missing"
+                fix = f"add {path}"
+            else:
+                msg = f"{path}: {err['msg']}"
+                fix = f"make {path} match the {model.__name__} schema"
+            out.append(Violation(rule="schema", path=path, message=f"{msg}. {fix[0].upper()}{fix[1:]}."))
+        return None, out

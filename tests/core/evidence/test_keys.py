@@ -1,0 +1,149 @@
+"""Ed25519 JWKs, keyrings and signatures: each refusal has its own rule (HATP-SIG-1..5, HATP-KEY-1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hatp_mcp.core.evidence.keys import (
+    Keyring,
+    SignatureError,
+    SigningKey,
+    b64u,
+    b64u_decode,
+    check_party,
+    sign_object,
+    verify_object,
+)
+
+
+@pytest.fixture
+def signer() -> SigningKey:
+    return SigningKey.generate(["participant"])
+
+
+@pytest.fixture
+def ring(signer: SigningKey) -> Keyring:
+    r = Keyring()
+    r.add_signer(signer)
+    return r
+
+
+def refusal(obj: dict[str, object], ring: Keyring, role: str | None = "participant") -> SignatureError:
+    with pytest.raises(SignatureError) as err:
+        verify_object(obj, ring, role)
+    return err.value
+
+
+def test_a_signed_object_verifies_and_names_its_signer(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"type": "hatp.vote", "decision": "yes"}, signer)
+    assert obj["signature"]["alg"] == "EdDSA"
+    assert verify_object(obj, ring, "participant") == signer.kid
+
+
+def test_an_unsigned_object_is_refused_as_unsigned_HATP_SIG_1(ring: Keyring) -> None:
+    err = refusal({"decision": "yes"}, ring)
+    assert err.rule == "HATP-SIG-1"
+    err = refusal({"decision": "yes", "signature": {"alg": "EdDSA", "kid": 3, "sig": "x"}}, ring)
+    assert err.rule == "HATP-SIG-1"
+
+
+def test_a_signature_by_an_unknown_kid_is_refused_HATP_SIG_2(ring: Keyring) -> None:
+    stranger = SigningKey.generate(["participant"])
+    err = refusal(sign_object({"decision": "yes"}, stranger), ring)
+    assert err.rule == "HATP-SIG-2"
+    assert stranger.kid in err.reason
+
+
+def test_a_signature_with_another_algorithm_is_refused_HATP_SIG_3(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"decision": "yes"}, signer)
+    obj["signature"] = {**obj["signature"], "alg": "none"}
+    err = refusal(obj, ring)
+    assert err.rule == "HATP-SIG-3"
+    assert err.path == "$.signature.alg"
+
+
+def test_one_changed_byte_breaks_the_signature_HATP_SIG_4(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"decision": "yes", "amount": "100.00"}, signer)
+    err = refusal({**obj, "amount": "100.01"}, ring)
+    assert err.rule == "HATP-SIG-4"
+    sig = bytearray(b64u_decode(obj["signature"]["sig"]))
+    sig[0] ^= 1
+    err = refusal({**obj, "signature": {**obj["signature"], "sig": b64u(bytes(sig))}}, ring)
+    assert err.rule == "HATP-SIG-4"
+
+
+def test_a_key_signing_outside_its_roles_is_refused_HATP_SIG_5(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"event": "txn.begin"}, signer)
+    err = refusal(obj, ring, role="coordinator")
+    assert err.rule == "HATP-SIG-5"
+    assert "coordinator" in err.reason
+
+
+def test_jwks_round_trip_and_kid_collisions_are_refused_HATP_KEY_1(signer: SigningKey) -> None:
+    ring = Keyring.from_jwks({"keys": [signer.public_jwk()]})
+    assert signer.kid in ring
+    assert Keyring.from_jwks(ring.to_jwks()).get(signer.kid) is not None
+    other = SigningKey.generate(["participant"], kid=signer.kid)
+    with pytest.raises(ValueError, match="share kid"):
+        Keyring.from_jwks({"keys": [signer.public_jwk(), other.public_jwk()]})
+    loaded = SigningKey.from_jwk(signer.private_jwk())
+    assert loaded.public_raw() == signer.public_raw()
+    tampered = {**signer.private_jwk(), "x": other.public_jwk()["x"]}
+    with pytest.raises(ValueError, match="does not match"):
+        SigningKey.from_jwk(tampered)
+
+
+@pytest.mark.parametrize(
+    "jwk",
+    [
+        {"kty": "RSA", "crv": "Ed25519", "kid": "k", "x": "AAAA"},
+        {"kty": "OKP", "crv": "Ed25519", "x": "AAAA"},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": "not base64!"},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": b64u(b"\0" * 32), "roles": ["king"]},
+    ],
+)
+def test_malformed_keys_are_refused_with_a_reason(jwk: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"keys\[0\]"):
+        Keyring.from_jwks({"keys": [jwk]})
+
+
+HOTEL = "mcp://hotel.example/hatp"
+AIRLINE = "mcp://airline.example/hatp"
+
+
+def test_HATP_SIG_6_a_keyring_entry_names_its_party_and_keeps_it_through_a_jwks(signer: SigningKey) -> None:
+    ring = Keyring()
+    ring.add_signer(signer, HOTEL)
+    assert signer.public_jwk(HOTEL)["party"] == HOTEL and "party" not in signer.public_jwk()
+    again = Keyring.from_jwks(ring.to_jwks())
+    assert again.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    ring.add_signer(signer)  # adding the key again without a party never unbinds it
+    assert ring.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="speaks for"):
+        ring.add_signer(signer, AIRLINE)
+    with pytest.raises(ValueError, match="party"):
+        Keyring.from_jwks({"keys": [{**signer.public_jwk(), "party": ""}]})
+    assert [e.party for e in Keyring([again.get(signer.kid)]).bound_to(HOTEL).entries()] == [HOTEL]  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        again.bound_to(AIRLINE)
+
+
+def test_HATP_SIG_6_a_bound_key_signs_only_as_its_party_and_an_unbound_one_only_where_allowed(
+    signer: SigningKey,
+) -> None:
+    bound = Keyring()
+    bound.add_signer(signer, HOTEL)
+    entry = bound.get(signer.kid)
+    assert entry is not None
+    check_party(entry, HOTEL)
+    with pytest.raises(SignatureError) as err:
+        check_party(entry, AIRLINE, "$.vote.voter")
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-SIG-6", "KEY_NOT_THE_PARTY", "$.vote.voter")
+    free = Keyring()
+    free.add_signer(signer)
+    unbound = free.get(signer.kid)
+    assert unbound is not None
+    check_party(unbound, AIRLINE)  # no party named: roles alone decide
+    with pytest.raises(SignatureError) as closed:
+        check_party(unbound, AIRLINE, required=True)  # where whose key signed matters, fail closed
+    assert closed.value.rule == "HATP-SIG-6"

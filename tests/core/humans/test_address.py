@@ -1,0 +1,71 @@
+"""human:// and agent:// addresses: the four forms parse, anything malformed is refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from hatp_mcp.core.humans.address import AddressError, Kind, parse_address, person_address
+
+
+def test_a_person_address_names_one_person_in_an_organisation() -> None:
+    a = parse_address("human://acme.com/bob")
+    assert (a.kind, a.org, a.name, a.quorum) == (Kind.PERSON, "acme.com", "bob", None)
+    assert a.is_human and not a.is_group
+    assert person_address("acme.com", "bob") == a.raw
+
+
+def test_a_role_address_carries_its_quorum() -> None:
+    a = parse_address("human://acme.com/role/finance-approver?quorum=2-of-3")
+    assert (a.kind, a.name, a.quorum) == (Kind.ROLE, "finance-approver", (2, 3))
+
+
+def test_a_pool_address_carries_its_skill_and_passkey_requirement() -> None:
+    a = parse_address("human://acme.com/pool/security-leads?skill=sox&passkey=required")
+    assert (a.kind, a.name, a.skill, a.passkey) == (Kind.POOL, "security-leads", "sox", True)
+
+
+def test_an_agent_address_is_not_human() -> None:
+    a = parse_address("agent://acme.com/travel-bot")
+    assert a.kind is Kind.AGENT and not a.is_human
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("mailto:bob@acme.com", "scheme"),
+        ("human://ACME.com/bob", "domain"),
+        ("human://acme.com/", "one lower-case segment"),
+        ("human://acme.com/Bob", "one lower-case segment"),
+        ("human://acme.com/role", "needs a name"),
+        ("human://acme.com/team/x", "role/NAME or pool/NAME"),
+        ("agent://acme.com/role/x", "one lower-case segment"),
+    ],
+)
+def test_a_malformed_address_is_refused_under_HATP_ADDR_1_with_the_reason(raw: str, says: str) -> None:
+    with pytest.raises(AddressError) as e:
+        parse_address(raw, "approvals[0].address")
+    assert e.value.rule == "HATP-ADDR-1"
+    assert says in e.value.reason and e.value.path == "approvals[0].address"
+
+
+@pytest.mark.parametrize("q", ["3-of-2", "0-of-3", "two-of-three", "2-of-101"])
+def test_an_impossible_quorum_is_refused_under_HATP_ADDR_2(q: str) -> None:
+    with pytest.raises(AddressError) as e:
+        parse_address(f"human://acme.com/role/finance-approver?quorum={q}")
+    assert e.value.rule == "HATP-ADDR-2"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "human://acme.com/bob?quorum=1-of-1",
+        "human://acme.com/role/x?color=red",
+        "human://acme.com/role/x?quorum=1-of-2&quorum=2-of-2",
+        "human://acme.com/pool/x?passkey=maybe",
+        "human://acme.com/pool/x?skill=",
+    ],
+)
+def test_unknown_repeated_or_misplaced_parameters_are_refused_under_HATP_ADDR_3(raw: str) -> None:
+    with pytest.raises(AddressError) as e:
+        parse_address(raw)
+    assert e.value.rule == "HATP-ADDR-3"

@@ -1,0 +1,69 @@
+"""Authority from the plan: totals per currency with tolerance; the agent's own figure never lowers them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from hatp_mcp.core.humans.authority import check_requirement, plan_money, show_money
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
+from tests.acme_org import plan
+
+
+def test_totals_add_branches_per_currency_and_up_to_adds_the_tolerance() -> None:
+    money = plan_money(plan(["1000", "500.50"], tolerance="2"))
+    assert money.totals == {"USD": Decimal("1500.50")}
+    assert money.up_to == {"USD": Decimal("1530.51")}
+    assert show_money(money) == ["$1,500.50, up to $1,530.51"]
+
+
+def test_a_requirement_below_the_plan_total_is_refused_under_HATP_GW_1() -> None:
+    p = plan(["1000"], tolerance="2", max_amount="1000")
+    with pytest.raises(HatpError) as e:
+        check_requirement(p.approvals[0], plan_money(p), "approvals[0]")
+    assert e.value.rule == "HATP-GW-1" and e.value.path == "approvals[0].maxAmount"
+    assert "$1,020.00" in e.value.reason and e.value.code == "REQUIREMENT_BELOW_TOTAL"
+
+
+def test_a_requirement_in_another_currency_counts_as_zero_under_HATP_GW_1() -> None:
+    p = plan(["10"], max_amount="1000000")
+    req = p.approvals[0].model_copy(
+        update={"max_amount": p.approvals[0].max_amount.model_copy(update={"currency": "EUR"})}
+    )  # type: ignore[union-attr]
+    with pytest.raises(HatpError) as e:
+        check_requirement(req, plan_money(p))
+    assert e.value.rule == "HATP-GW-1"
+
+
+def test_a_requirement_covering_the_total_with_tolerance_passes() -> None:
+    p = plan(["1000"], tolerance="2", max_amount="1020")
+    check_requirement(p.approvals[0], plan_money(p))
+
+
+def test_branches_of_25000_and_minus_24900_are_refused_under_HATP_GW_2_not_totalled_to_100() -> None:
+    with pytest.raises(HatpError) as e:
+        plan_money(plan(["25000", "-24900"]))
+    assert e.value.rule == "HATP-GW-2" and e.value.path == "branches[1].amount.value"
+
+
+def test_a_minus_99_percent_tolerance_is_refused_under_HATP_GW_3() -> None:
+    with pytest.raises(HatpError) as e:
+        plan_money(plan(["25000"], tolerance="-99"))
+    assert e.value.rule == "HATP-GW-3" and e.value.path == "branches[0].tolerancePercent"
+
+
+def test_a_settled_branch_counts_once_at_the_larger_of_payer_and_payee() -> None:
+    p = plan(["400", "1000"])
+    doc = p.wire()
+    doc["branches"][0]["settles"] = ["pay1"]  # a $400 payment claims to settle a $1,000 hold
+    money = plan_money(Plan.model_validate(doc))
+    assert money.totals == {"USD": Decimal(1000)}
+
+
+def test_a_plan_without_amounts_moves_no_money() -> None:
+    doc = plan(["1"]).wire()
+    del doc["branches"][0]["amount"]
+    money = plan_money(Plan.model_validate(doc))
+    assert not money.moves_money and show_money(money) == []

@@ -1,0 +1,170 @@
+"""What the coordinator checks before an approver's answer counts (pure)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from demo.trip_world import trip_plan
+from hatp_mcp.core.evidence.keys import sign_object
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.money import plan_money
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn.evidence import check_approver_answer
+from hatp_mcp.errors import HatpError
+from tests.core.txn.test_machine import KEYS, NOW, RING
+
+
+def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    digest = plan.digest()
+    totals, up_to = (([a.wire() for a in side]) for side in plan_money(plan).amounts())
+    vote = {
+        "type": "hatp.vote",
+        "txnId": plan.txn_id,
+        "branchId": "finance",
+        "planDigest": digest,
+        "voter": "gateway://acme.com",
+        "decision": "yes",
+        "issuedAt": format_ts(NOW),
+    }
+    approval: dict[str, Any] = {
+        "type": "hatp.approval",
+        "approvalId": "apr-1",
+        "subject": "plan",
+        "txnId": plan.txn_id,
+        "requirementId": "finance",
+        "planDigest": digest,
+        "decision": "approve",
+        "decisions": [
+            {"approver": "human://acme.com/alice", "decision": "approve", "decidedAt": format_ts(NOW), "via": "inbox"}
+        ],
+        "quorum": {"required": 1, "of": 3},
+        "routing": {
+            "address": "human://acme.com/role/finance-approver",
+            "planDigest": digest,
+            "planTotals": totals,
+            "upTo": up_to,
+            "checked": {"status": "checked", "action": "travel.spend", "amounts": up_to},
+        },
+        "gateway": "gateway://acme.com",
+        "nonce": "n" * 16,
+        "issuedAt": format_ts(NOW),
+    }
+    for path, value in changes.items():
+        target = approval
+        *parents, last = path.split(".")
+        for p in parents:
+            target = target[p]
+        target[last] = value
+    return vote, approval
+
+
+def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked() -> None:
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan)
+    check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
+    cases = [
+        ("AUTHORITY_NOT_CHECKED", _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}})),
+        # HATP-TXN-3: "checked", but against less than the plan's own total (recomputed from the plan, HATP-GW-7)
+        (
+            "AUTHORITY_NOT_CHECKED",
+            _gateway_answer(
+                plan, **{"routing.checked": {"status": "checked", "amounts": [{"value": "10.00", "currency": "USD"}]}}
+            ),
+        ),
+        (
+            "QUORUM_NOT_MET",
+            _gateway_answer(
+                plan,
+                **{
+                    "quorum": {"required": 2, "of": 3},
+                    "decisions": [approval["decisions"][0], approval["decisions"][0]],
+                },
+            ),
+        ),
+    ]
+    for code, (v, a) in cases:
+        with pytest.raises(HatpError) as err:
+            check_approver_answer(plan, plan.digest(), "finance", sign_object(v, g), sign_object(a, g), RING)
+        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", code)
+    with pytest.raises(HatpError) as err:  # a participant key is not a gateway
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, KEYS["airline"]), sign_object(approval, g), RING
+        )
+    assert err.value.rule == "HATP-TXN-3" and "HATP-SIG-5" in err.value.reason
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), None, RING)
+    assert err.value.code == "NO_APPROVAL"
+
+
+def test_an_expired_approval_does_not_count() -> None:
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(seconds=1)))
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
+
+
+def test_with_the_cards_a_decision_counts_only_with_its_persons_proof_HATP_TXN_19() -> None:
+    import secrets
+
+    from hatp_mcp.core.humans.proof import sign_decision
+    from tests.acme_org import human_key, human_keys
+
+    plan = trip_plan(NOW)
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan)
+    # the gateway vouches for alice, but alice's own proof is missing
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+        )
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-19", "DECISION_NOT_PROVEN")
+    assert "HATP-GW-27" in err.value.reason and err.value.path == "approval.decisions[0].proof"
+    # erin's key signing alice's decision is no proof either
+    ask_id = f"{plan.txn_id}/finance"
+
+    def proof(key_of: str) -> dict[str, Any]:
+        p = sign_decision(
+            human_key(key_of),
+            ask_id,
+            plan.digest(),
+            "human://acme.com/alice",
+            "approve",
+            NOW,
+            nonce=secrets.token_urlsafe(18),
+        )
+        return p.wire()
+
+    approval["decisions"][0]["proof"] = proof("erin")
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+        )
+    assert err.value.rule == "HATP-TXN-19" and "HATP-GW-20" in err.value.reason
+    # alice's own proof counts
+    approval["decisions"][0]["proof"] = proof("alice")
+    check_approver_answer(
+        plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+    )
+
+
+def test_a_gateway_answer_counts_only_from_a_key_bound_to_that_gateway_HATP_TXN_3_HATP_SIG_6() -> None:
+    from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+
+    plan = trip_plan(NOW)
+    vote, approval = _gateway_answer(plan)
+    other = SigningKey.generate(["gateway"], kid="other-gw")
+    for party in (None, "gateway://evil.example"):  # unbound (fail closed), or bound to another gateway
+        ring = Keyring()
+        ring.add_signer(other, party)
+        with pytest.raises(HatpError) as err:
+            check_approver_answer(
+                plan, plan.digest(), "finance", sign_object(vote, other), sign_object(approval, other), ring, NOW
+            )
+        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "KEY_NOT_THE_GATEWAYS")
+        assert "HATP-SIG-6" in err.value.reason

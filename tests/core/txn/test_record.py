@@ -1,0 +1,215 @@
+"""The hash-chained Transaction Record: every kind of tampering is reported with its exact rule."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
+from hatp_mcp.core.model import Plan
+from hatp_mcp.core.txn.record import Problem, RecordChain, verify_record
+from tests.factories import signed_trip_record, trip_plan
+
+
+@pytest.fixture
+def made() -> tuple[dict[str, Any], Keyring, dict[str, SigningKey]]:
+    return signed_trip_record()
+
+
+def rules(problems: list[Problem]) -> set[tuple[int, str]]:
+    return {(p.index, p.rule) for p in problems}
+
+
+def test_an_untouched_record_verifies(made: tuple[dict[str, Any], Keyring, dict[str, SigningKey]]) -> None:
+    record, ring, _ = made
+    assert verify_record(record, ring) == []
+
+
+def test_dropping_an_event_breaks_sequence_and_chain_HATP_REC_1_HATP_REC_2(made: Any) -> None:
+    record, ring, _ = made
+    del record["events"][2]
+    found = rules(verify_record(record, ring))
+    assert (2, "HATP-REC-1") in found and (2, "HATP-REC-2") in found
+
+
+def test_swapping_two_events_is_reported_at_both_places(made: Any) -> None:
+    record, ring, _ = made
+    ev = record["events"]
+    ev[1], ev[2] = ev[2], ev[1]
+    found = rules(verify_record(record, ring))
+    assert {(1, "HATP-REC-1"), (2, "HATP-REC-1"), (1, "HATP-REC-2"), (2, "HATP-REC-2")} <= found
+
+
+def test_editing_an_event_breaks_its_signature_and_the_next_link_HATP_REC_3(made: Any) -> None:
+    record, ring, _ = made
+    record["events"][3]["body"]["decision"] = "abort"
+    found = rules(verify_record(record, ring))
+    assert (3, "HATP-SIG-4") in found and (4, "HATP-REC-2") in found
+    # HATP-REC-3: a coordinator event re-signed by a participant key is refused for its role
+    record2, ring2, keys = signed_trip_record()
+    record2["events"][3] = sign_object(record2["events"][3], keys["participant"])
+    assert (3, "HATP-SIG-5") in rules(verify_record(record2, ring2))
+
+
+def test_an_event_re_signed_with_a_foreign_key_is_refused(made: Any) -> None:
+    record, ring, _ = made
+    foreign = SigningKey.generate(["coordinator"], kid="mallory")
+    record["events"][3]["body"]["decision"] = "abort"
+    record["events"][3] = sign_object(record["events"][3], foreign)
+    problems = verify_record(record, ring)
+    assert (3, "HATP-SIG-2") in rules(problems)
+    assert "mallory" in next(p.reason for p in problems if p.rule == "HATP-SIG-2")
+
+
+def test_splicing_events_from_another_record_is_refused_HATP_REC_4_HATP_REC_5(made: Any) -> None:
+    record, ring, _keys = made
+    other, _, _ = signed_trip_record("txn-other-0002")
+    record["events"][2] = other["events"][2]
+    found = rules(verify_record(record, ring))
+    assert (2, "HATP-REC-5") in found and (2, "HATP-REC-4") in found and (2, "HATP-REC-2") in found
+
+
+def test_truncating_the_tail_is_detected_because_the_close_anchors_the_head_HATP_REC_6(made: Any) -> None:
+    record, ring, _ = made
+    del record["events"][-2:]
+    found = rules(verify_record(record, ring))
+    assert (3, "HATP-REC-6") in found
+    assert verify_record(record, ring, require_closed=False) == []  # an open record is all anyone can say
+
+
+def test_events_after_the_close_or_a_wrong_count_are_refused_HATP_REC_6(made: Any) -> None:
+    record, ring, keys = made
+    close = copy.deepcopy(record["events"][-1])
+    close["body"]["eventCount"] = 3
+    record["events"][-1] = sign_object(close, keys["coordinator"])
+    assert (5, "HATP-REC-6") in rules(verify_record(record, ring))
+
+
+def test_the_first_event_must_be_the_begin_HATP_REC_7() -> None:
+    plan = Plan.model_validate(trip_plan())
+    key = SigningKey.generate(["coordinator"])
+    ring = Keyring()
+    ring.add_signer(key)
+    chain = RecordChain(plan, key, "coordinator")
+    with pytest.raises(ValueError, match=r"first event must be 'txn\.begin'"):
+        chain.append("vote", "2026-11-29T10:00:00Z")
+    chain.append("txn.begin", "2026-11-29T10:00:00Z")
+    chain.close("2026-11-29T10:00:01Z", "ABORTED")
+    record = chain.record()
+    record["events"][0]["event"] = "vote"
+    record["events"][0] = sign_object(record["events"][0], key)
+    assert (0, "HATP-REC-7") in rules(verify_record(record, ring))
+
+
+def test_evidence_signed_by_the_wrong_role_is_refused_HATP_REC_8(made: Any) -> None:
+    record, ring, keys = made
+    # the airline's key signs an approval-style vote as if it were the gateway: allowed for votes (participant),
+    # but a receipt signed by the gateway key is not a participant's receipt.
+    ev = record["events"][4]
+    ev["evidence"] = sign_object(ev["evidence"], keys["gateway"])
+    record["events"][4] = sign_object(ev, keys["coordinator"])
+    problems = verify_record(record, ring)
+    assert (4, "HATP-SIG-5") in rules(problems)
+    ev["evidence"]["type"] = "hatp.mystery"
+    record["events"][4] = sign_object(ev, keys["coordinator"])
+    assert (4, "HATP-REC-8") in rules(verify_record(record, ring))
+
+
+def test_evidence_about_another_plan_is_refused_HATP_DIG_2(made: Any) -> None:
+    record, ring, keys = made
+    ev = record["events"][1]
+    ev["evidence"]["planDigest"] = "sha256:" + "0" * 64
+    ev["evidence"] = sign_object(ev["evidence"], keys["participant"])
+    record["events"][1] = sign_object(ev, keys["coordinator"])
+    found = rules(verify_record(record, ring))
+    assert (1, "HATP-REC-4") in found
+
+
+def test_time_never_goes_backwards_HATP_REC_9(made: Any) -> None:
+    record, ring, keys = made
+    ev = record["events"][2]
+    ev["at"] = "2026-11-29T09:00:00Z"
+    record["events"][2] = sign_object(ev, keys["coordinator"])
+    assert (2, "HATP-REC-9") in rules(verify_record(record, ring))
+
+
+def test_a_record_whose_plan_was_edited_no_longer_matches_its_digest(made: Any) -> None:
+    record, ring, _ = made
+    record["plan"]["branches"][3]["amount"]["value"] = "10.00"
+    found = rules(verify_record(record, ring))
+    assert (-1, "HATP-REC-4") in found
+
+
+def test_nothing_may_be_appended_after_the_close() -> None:
+    plan = Plan.model_validate(trip_plan())
+    chain = RecordChain(plan, SigningKey.generate(["coordinator"]), "coordinator")
+    chain.append("txn.begin", "2026-11-29T10:00:00Z")
+    chain.close("2026-11-29T10:00:01Z", "ABORTED")
+    with pytest.raises(ValueError, match="closed"):
+        chain.append("vote", "2026-11-29T10:00:02Z")
+
+
+@pytest.mark.parametrize(
+    ("event", "at", "body", "match"),
+    [
+        ("", "2026-11-29T10:00:00Z", None, "event name"),
+        ("x" * 65, "2026-11-29T10:00:00Z", None, "event name"),
+        ("vote", "2026-11-29 10:00", None, "RFC 3339"),
+        ("vote", "2026-11-29T10:00:00+01:00", None, "RFC 3339"),
+        ("vote", "2026-11-29T10:00:00Z", ["not", "an", "object"], "body must be a JSON object"),
+        ("vote", "2026-11-29T10:00:00Z", {1: "int key"}, "body must be a JSON object"),
+    ],
+)
+def test_a_malformed_append_is_refused_and_leaves_the_chain_unchanged(
+    event: str, at: str, body: Any, match: str
+) -> None:
+    chain = RecordChain(Plan.model_validate(trip_plan()), SigningKey.generate(["coordinator"]), "coordinator")
+    begun = chain.append("txn.begin", "2026-11-29T10:00:00Z")
+    with pytest.raises(ValueError, match=match):
+        chain.append(event, at, body)
+    assert chain.events == [begun] and chain.head is not None
+    with pytest.raises(ValueError, match="evidence must be a JSON object"):
+        chain.append("vote", "2026-11-29T10:00:01Z", evidence="signed?")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="author"):
+        chain.append("vote", "2026-11-29T10:00:01Z", author="x" * 501)
+    assert len(chain.events) == 1
+
+
+def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_digest() -> None:
+    plan = Plan.model_validate(trip_plan())
+    key = SigningKey.generate(["coordinator"])
+    ring = Keyring()
+    ring.add_signer(key)
+    chain = RecordChain(plan, key, "coordinator", plan_digest=plan.digest())
+    chain.append("txn.begin", "2026-11-29T10:00:00Z", {"mode": "sync"})
+    chain.close("2026-11-29T10:00:01Z", "ABORTED")
+    assert chain.record()["planDigest"] == plan.digest()
+    assert verify_record(chain.record(), ring) == []
+    with pytest.raises(ValueError, match="not a sha256"):
+        RecordChain(plan, key, "coordinator", plan_digest="abc")
+
+
+def test_HATP_SIG_6_evidence_signed_by_one_partys_key_in_anothers_name_is_reported_offline(made: Any) -> None:
+    record, ring, keys = made
+    hotel = SigningKey.generate(["participant"], kid="hotel-1")
+    ring.add_signer(hotel, "mcp://hotel.example/hatp")
+    ev = record["events"][1]  # the airline's vote, naming voter mcp://airline.example/hatp
+    assert ev["evidence"]["voter"] == "mcp://airline.example/hatp"
+    ev["evidence"] = sign_object(ev["evidence"], hotel)  # the hotel's own valid key, in the airline's name
+    record["events"][1] = sign_object(ev, keys["coordinator"])
+    problems = verify_record(record, ring)
+    assert [(p.index, p.rule) for p in problems if p.rule.startswith("HATP-SIG")] == [(1, "HATP-SIG-6")]
+    assert "hotel.example" in problems[0].reason or any("hotel.example" in p.reason for p in problems)
+    unbound = Keyring(e if e.kid != "hotel-1" else PublicKeyEntry(e.kid, e.key, e.roles) for e in ring.entries())
+    assert not [p for p in verify_record(record, unbound) if p.rule == "HATP-SIG-6"]  # offline: only bound keys
+
+
+def test_HATP_SIG_6_a_gateway_vote_naming_another_gateway_is_reported(made: Any) -> None:
+    record, ring, keys = made
+    ev = record["events"][2]  # the gateway's vote
+    ev["evidence"]["voter"] = "gateway://other.example"
+    ev["evidence"] = sign_object(ev["evidence"], keys["gateway"])
+    record["events"][2] = sign_object(ev, keys["coordinator"])
+    assert (2, "HATP-SIG-6") in rules(verify_record(record, ring))
