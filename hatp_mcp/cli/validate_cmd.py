@@ -37,7 +37,12 @@ def parse_now(text: str | None) -> datetime:
         raise ValueError(f"--now {text!r} is not an ISO-8601 time such as 2026-12-01T09:00:00Z") from exc
     if when.tzinfo is None:
         raise ValueError(f"--now {text!r} has no time zone; add Z or an offset such as +01:00")
-    return when.astimezone(UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise ValueError(
+            f"--now {text!r} falls outside years 1..9999 once moved to UTC; give a time inside them"
+        ) from exc
 
 
 def run(args: argparse.Namespace) -> int:

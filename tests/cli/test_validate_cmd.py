@@ -109,3 +109,13 @@ def test_the_installed_command_runs_as_a_real_process() -> None:
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert out["kind"] == "saga" and [v["rule"] for v in out["violations"]] == ["key-integrity"]
+
+
+@pytest.mark.parametrize("now", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_a_now_that_leaves_the_calendar_once_in_utc_exits_2_with_one_line(
+    now: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["validate", str(fixture_files("hatp")[0]), "--now", now])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "outside years 1..9999 once moved to UTC" in err

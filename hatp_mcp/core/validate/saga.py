@@ -12,21 +12,33 @@ do IO: `now` is an argument.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.validate.violation import Violation, schema_violations
 
 __all__ = ["SAGA_CHECKS", "SagaCheck", "SagaPlan", "SagaStep", "step_key_hash", "validate_saga"]
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+# How many steps a message names when it explains a sum; the rest are counted. Output stays linear in the steps.
+_PARTS_SHOWN = 6
+
 
 def _ts(value: str) -> str:
     parse_ts(value)
+    return value
+
+
+def _not_null(value: Any) -> Any:
+    """An optional member may be absent, never null: every object is strict (HATP-SAGA-1)."""
+    if value is None:
+        raise ValueError("null is not allowed here: leave the member out instead")
     return value
 
 
@@ -38,6 +50,8 @@ class SagaCompensation(_Strict):
     tool: str = Field(min_length=1)
     args: dict[str, Any] | None = None
 
+    _args_not_null = field_validator("args", mode="before")(_not_null)
+
 
 class SagaStep(_Strict):
     id: str = Field(min_length=1)
@@ -48,6 +62,10 @@ class SagaStep(_Strict):
     undo_ttl_seconds: int | None = Field(default=None, alias="undoTtlSeconds", gt=0)
     max_spend_eur: float | None = Field(default=None, alias="maxSpendEur", ge=0)
     max_duration_seconds: int | None = Field(default=None, alias="maxDurationSeconds", ge=0)
+
+    _optional_not_null = field_validator(
+        "compensation", "undo_ttl_seconds", "max_spend_eur", "max_duration_seconds", mode="before"
+    )(_not_null)
 
 
 class SagaAuthor(_Strict):
@@ -69,6 +87,8 @@ class SagaPlan(_Strict):
     pivot_index: int = Field(alias="pivotIndex", ge=0)
     mandate: SagaMandate
     steps: list[SagaStep] = Field(min_length=1)
+
+    _comment_not_null = field_validator("comment", mode="before")(_not_null)
 
 
 def step_key_hash(step: dict[str, Any]) -> str:
@@ -94,13 +114,23 @@ def _keys_and_ids(plan: SagaPlan) -> list[Violation]:
             )
         seen.setdefault(s.id, i)
         base = f"{plan.saga_id}:{s.id}"
-        if s.idempotency_key != base and not s.idempotency_key.startswith(base + ":"):
+        key = s.idempotency_key
+        if key != base and not key.startswith(base + ":"):
             out.append(
                 Violation(
                     rule="schema",
                     path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{s.id}" carries idempotencyKey "{s.idempotency_key}", but a key is derived as '
+                    message=f'Step "{s.id}" carries idempotencyKey "{key}", but a key is derived as '
                     f'"<sagaId>:<stepId>[:<sha256>]". Use "{base}" or "{base}:<sha256 of the step>".',
+                )
+            )
+        elif key != base and not _HEX64.fullmatch(key[len(base) + 1 :]):
+            out.append(
+                Violation(
+                    rule="schema",
+                    path=f"steps[{i}].idempotencyKey",
+                    message=f'Step "{s.id}" carries idempotencyKey "{key}": what follows "{base}:" must be a sha256 '
+                    f'as 64 lowercase hex digits. Use "{base}" or "{base}:<sha256 of the step>".',
                 )
             )
     return out
@@ -216,24 +246,43 @@ def check_mandate(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> list[Vi
     return out
 
 
+def _parts(steps: list[SagaStep], first: int, last: int) -> str:
+    """`s1 30s + s2 14400s + ...`: the declared durations of steps first..last, at most _PARTS_SHOWN named."""
+    named = [
+        f"{steps[j].id} {steps[j].max_duration_seconds}s"
+        for j in range(first, min(last, first + _PARTS_SHOWN - 1) + 1)
+        if steps[j].max_duration_seconds is not None
+    ]
+    rest = last - first + 1 - min(last - first + 1, _PARTS_SHOWN)
+    return " + ".join(named) + (f" + {rest} more steps" if rest else "")
+
+
 def check_undo_ttl(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> list[Violation]:
-    """HATP-SAGA-5 (`undo-ttl`): each undo window outlasts the worst case from its step's end to the pivot's end."""
+    """HATP-SAGA-5 (`undo-ttl`): each undo window outlasts the worst case from its step's end to the pivot's end.
+
+    Linear in the steps: the declared durations from each step to the pivot come from one suffix sum, each
+    unbounded step is reported once, and messages name a bounded number of steps. A window that the declared
+    durations alone already blow is reported too, even when an unbounded step on its path is also reported."""
     p = plan.pivot_index
-    if p >= len(plan.steps):
-        return []  # pivot-ordering owns this failure
     steps = plan.steps
+    if p >= len(steps):
+        return []  # pivot-ordering owns this failure
+    # after[i]: declared seconds of steps i+1..p; unbounded_after[i]: the first unbounded step in i+1..p, or None.
+    after = [0] * (p + 1)
+    unbounded_after: list[int | None] = [None] * (p + 1)
+    for i in range(p - 1, -1, -1):
+        d = steps[i + 1].max_duration_seconds
+        after[i] = after[i + 1] + (d or 0)
+        unbounded_after[i] = i + 1 if d is None else unbounded_after[i + 1]
+    windows = [i for i in range(p) if steps[i].undo_ttl_seconds is not None and steps[i].step_class == "compensable"]
     out: list[Violation] = []
-    blamed: set[int] = set()
-    for i in range(p):
-        ttl = steps[i].undo_ttl_seconds
-        if ttl is None or steps[i].step_class != "compensable":
-            continue
-        path = range(i + 1, p + 1)
-        unbounded = [j for j in path if steps[j].max_duration_seconds is None]
-        for j in unbounded:
-            if j in blamed:
+    if windows:
+        first = windows[0]
+        ttl = steps[first].undo_ttl_seconds
+        for j in range(first + 1, p + 1):
+            if steps[j].max_duration_seconds is not None:
                 continue
-            blamed.add(j)
+            # the first window whose path holds step j is the one named; every window before j is blown by it
             s = steps[j]
             if j < p:
                 fix = f'Declare maxDurationSeconds on "{s.id}", or move the human step past the pivot.'
@@ -244,26 +293,34 @@ def check_undo_ttl(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> list[V
                     rule="undo-ttl",
                     path=f"steps[{j}].maxDurationSeconds",
                     message=f'Step "{s.id}" ({s.tool}) declares no maxDurationSeconds: its worst-case duration is '
-                    f'unbounded, so the {ttl}s undo window of "{steps[i].id}" ({steps[i].tool}) cannot be shown to '
-                    f'last until the pivot "{steps[p].id}" ends. {fix}',
+                    f'unbounded, so the {ttl}s undo window of "{steps[first].id}" ({steps[first].tool}) cannot be '
+                    f'shown to last until the pivot "{steps[p].id}" ends. {fix}',
                 )
             )
-        if unbounded:
+    for i in windows:
+        ttl = steps[i].undo_ttl_seconds or 0
+        worst = after[i]
+        if worst <= ttl:
             continue
-        worst = sum(steps[j].max_duration_seconds or 0 for j in path)
-        if worst > ttl:
-            parts = " + ".join(f"{steps[j].id} {steps[j].max_duration_seconds}s" for j in path)
-            out.append(
-                Violation(
-                    rule="undo-ttl",
-                    path=f"steps[{i}].undoTtlSeconds",
-                    message=f'The undo of "{steps[i].id}" ({steps[i].tool}) works for {ttl}s, but from its end to the '
-                    f'end of the pivot "{steps[p].id}" can take {worst}s ({parts}): the rollback could expire before '
-                    f"the saga knows it needs it. Lengthen undoTtlSeconds to at least {worst}, shorten those steps, "
-                    f"or move the step closer to the pivot.",
-                )
+        bounded = unbounded_after[i] is None
+        parts = _parts(steps, i + 1, p)
+        at_least = "" if bounded else "at least "
+        out.append(
+            Violation(
+                rule="undo-ttl",
+                path=f"steps[{i}].undoTtlSeconds",
+                message=f'The undo of "{steps[i].id}" ({steps[i].tool}) works for {ttl}s, but from its end to the '
+                f'end of the pivot "{steps[p].id}" can take {at_least}{worst}s ({parts}): the rollback could expire '
+                f"before the saga knows it needs it. Lengthen undoTtlSeconds to at least {worst}, shorten those "
+                f"steps, or move the step closer to the pivot.",
             )
+        )
+    out.sort(key=lambda v: _step_index(v.path))
     return out
+
+
+def _step_index(path: str) -> int:
+    return int(path[len("steps[") : path.index("]")])
 
 
 def check_key_integrity(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> list[Violation]:
@@ -275,7 +332,19 @@ def check_key_integrity(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> l
         if not s.idempotency_key.startswith(prefix):
             continue
         claimed = s.idempotency_key[len(prefix) :]
-        actual = step_key_hash(raw_steps[i])
+        try:
+            actual = step_key_hash(raw_steps[i])
+        except CanonicalError as exc:  # fail closed: a claim that cannot be checked is not a kept claim
+            out.append(
+                Violation(
+                    rule="key-integrity",
+                    path=f"steps[{i}].idempotencyKey",
+                    message=f'Step "{s.id}" ({s.tool}) claims the key hash "{claimed}", but the step has no exact '
+                    f"RFC 8785 form ({exc.reason} at steps[{i}]{exc.path[1:]}), so the claim cannot be checked. "
+                    f"{exc.fix or 'Remove that value'}, then recompute the key.",
+                )
+            )
+            continue
         if claimed != actual:
             out.append(
                 Violation(

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import rfc8785
 
 from hatp_mcp.core.validate.saga import step_key_hash, validate_saga
@@ -197,3 +198,87 @@ def test_a_three_part_key_with_a_matching_hash_passes_and_a_two_part_key_claims_
     step["idempotencyKey"] = "sg_01J8Z9:s3:" + step_key_hash(step)
     assert validate_saga(doc, NOW) == []
     assert doc["steps"][4]["idempotencyKey"] == "sg_01J8Z9:s4"
+
+
+def test_a_window_blown_by_declared_steps_is_reported_beside_an_unbounded_step_HATP_SAGA_5() -> None:
+    doc = saga()
+    del doc["steps"][3]["maxDurationSeconds"]  # the pivot: unbounded
+    doc["steps"][1]["undoTtlSeconds"] = 100  # s2 alone (14400s) already blows it
+    vs = validate_saga(doc, NOW)
+    assert [(v.rule, v.path) for v in vs] == [
+        ("undo-ttl", "steps[1].undoTtlSeconds"),
+        ("undo-ttl", "steps[3].maxDurationSeconds"),
+    ]
+    assert "can take at least 14400s (s2 14400s)" in vs[0].message
+
+
+def _long_saga(n: int) -> dict[str, Any]:
+    """n compensable steps, each with an undo window of 1s, each taking 10s, then an irreversible pivot."""
+    doc = saga()
+    template = {"tool": "t.do", "class": "compensable", "compensation": {"tool": "t.undo"}}
+    steps = [
+        {**template, "id": f"k{i}", "idempotencyKey": f"sg_01J8Z9:k{i}", "undoTtlSeconds": 1, "maxDurationSeconds": 10}
+        for i in range(n)
+    ]
+    steps.append({"id": "p", "tool": "t.pay", "class": "irreversible", "idempotencyKey": "sg_01J8Z9:p"})
+    doc["steps"], doc["pivotIndex"] = steps, n
+    doc["mandate"]["maxSpendEur"] = 1
+    return doc
+
+
+def test_undo_ttl_output_grows_linearly_with_the_steps_HATP_SAGA_5() -> None:
+    # Every window but the last is blown (declared steps alone) and the pivot is unbounded: n violations. Each
+    # message names a bounded number of steps, so 4x the steps print about 4x the text (it was quadratic: 10,000
+    # steps printed 552 MB).
+    sizes = {}
+    for n in (250, 1000):
+        vs = validate_saga(_long_saga(n), NOW)
+        assert len(vs) == n
+        assert vs[-1].path == f"steps[{n}].maxDurationSeconds"
+        sizes[n] = sum(len(v.message) for v in vs)
+    assert sizes[1000] < 4.5 * sizes[250]
+    first = validate_saga(_long_saga(1000), NOW)[0]
+    assert "(k1 10s + k2 10s + k3 10s + k4 10s + k5 10s + k6 10s + 994 more steps)" in first.message
+
+
+@pytest.mark.parametrize(
+    "suffix", ["not-a-sha256-hash", "9B5B8CFB233284327CDEE1972C13A0E83877F7DF687EF3D3BFC19657695E551D"]
+)
+def test_a_key_suffix_that_is_not_64_lowercase_hex_is_a_schema_violation_HATP_SAGA_1(suffix: str) -> None:
+    doc = saga()
+    doc["steps"][0]["idempotencyKey"] = "sg_01J8Z9:s0:" + suffix
+    v = only(doc)
+    assert (v.rule, v.path) == ("schema", "steps[0].idempotencyKey")
+    assert "64 lowercase hex digits" in v.message
+
+
+@pytest.mark.parametrize(
+    ("where", "member"),
+    [
+        ("steps[1]", "compensation"),
+        ("steps[1]", "undoTtlSeconds"),
+        ("steps[1]", "maxSpendEur"),
+        ("steps[1]", "maxDurationSeconds"),
+        ("steps[1].compensation", "args"),
+        ("", "$comment"),
+    ],
+)
+def test_null_is_refused_for_an_optional_member_which_may_only_be_absent_HATP_SAGA_1(where: str, member: str) -> None:
+    doc = saga()
+    target = doc if not where else doc["steps"][1] if where == "steps[1]" else doc["steps"][1]["compensation"]
+    target[member] = None
+    vs = validate_saga(doc, NOW)
+    assert [v.rule for v in vs] == ["schema"]
+    assert vs[0].path == (f"{where}.{member}" if where else f'["{member}"]')
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(99999999999999999999, "outside +-(2**53 - 1)"), (float("inf"), "has no JSON form"), ("\ud800", "surrogate")],
+)
+def test_a_hashed_key_over_a_value_without_a_canonical_form_fails_closed_HATP_SAGA_6(value: object, said: str) -> None:
+    doc = saga()
+    doc["steps"][0]["compensation"]["args"]["n"] = value  # s0 carries a three-part key
+    v = only(doc)
+    assert (v.rule, v.path) == ("key-integrity", "steps[0].idempotencyKey")
+    assert said in v.message and "cannot be checked" in v.message
