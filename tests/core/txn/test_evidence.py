@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from demo.trip_world import trip_plan
+from demo.trip_world import AIRLINE, trip_plan
 from hatp_mcp.core.evidence.keys import sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.money import plan_money
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.txn.evidence import check_approver_answer
+from hatp_mcp.core.txn.evidence import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.errors import HatpError
-from tests.core.txn.test_machine import KEYS, NOW, RING
+from tests.core.txn.test_machine import KEYS, NOW, RING, answer
 
 
 def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -168,3 +168,42 @@ def test_a_gateway_answer_counts_only_from_a_key_bound_to_that_gateway_HATP_TXN_
             )
         assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "KEY_NOT_THE_GATEWAYS")
         assert "HATP-SIG-6" in err.value.reason
+
+
+def _prepare_evidence(plan: Plan, branch: str, signer: str, **body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A vote and a prepare receipt for `branch` in the airline's name, signed with KEYS[signer]."""
+    prepared = answer(plan, branch, AIRLINE, KEYS[signer])
+    receipt = {k: v for k, v in prepared.receipt.items() if k != "signature"}
+    return prepared.vote, sign_object({**receipt, **body}, KEYS[signer])
+
+
+def test_a_receipt_naming_the_airline_but_signed_with_the_hotels_key_does_not_count_HATP_TXN_2() -> None:
+    plan = trip_plan(NOW)
+    branch = plan.branch("seat")
+    vote, _ = _prepare_evidence(plan, "seat", "airline")
+    _, forged = _prepare_evidence(plan, "seat", "hotel")  # every member the airline's; the hotel's signature
+    check_branch_vote(plan, plan.digest(), branch, vote, RING)  # the vote is the airline's own: it counts
+    with pytest.raises(HatpError) as err:
+        check_branch_receipt(plan, plan.digest(), branch, forged, RING, {"prepare"})
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-2", "KEY_NOT_THE_PARTICIPANTS")
+    assert err.value.path == "receipt.signature.kid"
+
+
+def test_a_vote_or_receipt_over_another_plan_digest_does_not_count_HATP_TXN_2() -> None:
+    plan = trip_plan(NOW)
+    branch = plan.branch("seat")
+    other = "sha256:" + "0" * 64
+    vote = sign_object(
+        {
+            **{k: v for k, v in answer(plan, "seat", AIRLINE, KEYS["airline"]).vote.items() if k != "signature"},
+            "planDigest": other,
+        },
+        KEYS["airline"],
+    )
+    with pytest.raises(HatpError) as err:
+        check_branch_vote(plan, plan.digest(), branch, vote, RING)
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-TXN-2", "BAD_EVIDENCE", "vote.planDigest")
+    _, receipt = _prepare_evidence(plan, "seat", "airline", planDigest=other)
+    with pytest.raises(HatpError) as err:
+        check_branch_receipt(plan, plan.digest(), branch, receipt, RING, {"prepare"})
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-TXN-2", "BAD_EVIDENCE", "receipt.planDigest")
