@@ -1,13 +1,16 @@
 """RFC 8785 (JSON Canonicalization Scheme) canonical JSON, and the sha256 digests built on it.
 
 Two paths produce the same bytes:
-- the fast path: a type walk that proves the value is inside the safe domain (no floats, integers within
-  +-(2**53 - 1), string keys, only the Basic Multilingual Plane), then orjson with sorted keys. Inside that
-  domain orjson's output is RFC 8785 byte for byte: UTF-8 code-point order equals UTF-16 code-unit order for BMP
-  keys, and orjson escapes strings exactly as RFC 8785 does (proven in tests on the RFC's vectors and by
-  property tests against the `rfc8785` package).
-- the exact path, pure Python, used only when the caller allows floats or a string leaves the BMP: keys sorted
-  by UTF-16 code units, numbers in ECMAScript form.
+- the fast path: a type walk that proves the value is inside the safe domain (integers within +-(2**53 - 1),
+  finite floats only where the caller allows floats, string keys, only the Basic Multilingual Plane), then orjson
+  with sorted keys. Inside that domain orjson's output is RFC 8785 byte for byte: UTF-8 code-point order equals
+  UTF-16 code-unit order for BMP keys, and orjson escapes strings exactly as RFC 8785 does. orjson's own float
+  form is not ECMAScript's (`100.0`, `1e21`), so where floats are allowed, the containers that hold one are
+  copied with each float replaced by an `orjson.Fragment` of its ECMAScript form (`es6_number`), in one pass.
+  Proven in tests on the RFC's vectors and by property tests against the `rfc8785` package and the exact path.
+- the exact path, pure Python: the oracle, and what runs when a string leaves the BMP or a value is outside the
+  domain (it raises naming the JSON path of the first bad node): keys sorted by UTF-16 code units, numbers in
+  ECMAScript form.
 
 This module does no IO.
 """
@@ -23,7 +26,15 @@ import orjson
 
 from hatp_mcp.errors import HatpError
 
-__all__ = ["MAX_SAFE_INTEGER", "CanonicalError", "canonical", "digest", "digest_bytes", "es6_number"]
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "CanonicalError",
+    "canonical",
+    "canonical_exact",
+    "digest",
+    "digest_bytes",
+    "es6_number",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
@@ -43,15 +54,33 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
     Raises CanonicalError for floats (unless `allow_floats`), NaN or infinities, integers beyond 2**53 - 1,
     non-string keys, lone surrogates and values that are not JSON (tuples, sets, bytes, Decimal, objects).
     """
-    if not allow_floats:
-        t = type(obj)
-        if ((t is dict or t is list) and _fast_ok(obj)) or t is str or t is bool or obj is None:
+    t = type(obj)
+    fast: Any = _OUTSIDE
+    if t is dict or t is list:
+        if not allow_floats:
+            if _fast_walk(obj):
+                fast = obj
+        else:
             try:
-                out = orjson.dumps(obj, option=_OPT)
-            except orjson.JSONEncodeError:
-                out = b""  # e.g. a lone surrogate: the exact path below names where
-            if out and (out.isascii() or _NON_BMP.search(out) is None):
-                return out
+                fast = _with_fragments(obj)
+            except _Outside:
+                pass
+    elif t is str or t is bool or obj is None:
+        fast = obj
+    elif t is float and allow_floats and obj - obj == 0.0:
+        return _es6_fast(obj).encode()
+    if fast is not _OUTSIDE:
+        try:
+            out = orjson.dumps(fast, option=_OPT)
+        except orjson.JSONEncodeError:
+            out = b""  # e.g. a lone surrogate: the exact path below names where
+        if out and (out.isascii() or _NON_BMP.search(out) is None):
+            return out
+    return canonical_exact(obj, allow_floats=allow_floats)
+
+
+def canonical_exact(obj: Any, *, allow_floats: bool = False) -> bytes:
+    """The pure-Python path alone: the oracle the fast path is proven equal to. Same contract as `canonical`."""
     parts: list[str] = []
     _exact(obj, parts, "$", allow_floats)
     try:
@@ -60,7 +89,14 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
         raise CanonicalError("a string holds a lone surrogate, which is not Unicode text", "$") from exc
 
 
-def _fast_ok(obj: dict[str, Any] | list[Any]) -> bool:
+_OUTSIDE = object()
+
+
+class _Outside(Exception):
+    """A value outside the fast path's domain: the exact path names where."""
+
+
+def _fast_walk(obj: dict[str, Any] | list[Any]) -> bool:
     """True when every value is a str/int/bool/None/dict/list and every integer is safe.
 
     False sends the value to the exact path, which raises with the JSON path of the first bad node.
@@ -84,6 +120,58 @@ def _fast_ok(obj: dict[str, Any] | list[Any]) -> bool:
         else:
             return False
     return True
+
+
+def _with_fragments(x: Any) -> Any:
+    """The value with every finite float replaced by an orjson.Fragment of its ECMAScript form, in one pass:
+    containers without floats are returned as they are (no copy); a container holding one is copied. Raises
+    _Outside for an unsafe integer, a non-finite float or a value that is not JSON."""
+    t = type(x)
+    if t is dict:
+        new: Any = None
+        for k, v in x.items():
+            tv = type(v)
+            if tv is str or tv is bool or v is None:
+                continue
+            w = _with_fragments(v)
+            if w is not v:
+                if new is None:
+                    new = dict(x)
+                new[k] = w
+        return x if new is None else new
+    if t is list:
+        new = None
+        for i, v in enumerate(x):
+            tv = type(v)
+            if tv is str or tv is bool or v is None:
+                continue
+            w = _with_fragments(v)
+            if w is not v:
+                if new is None:
+                    new = list(x)
+                new[i] = w
+        return x if new is None else new
+    if t is int:
+        if -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+            return x
+        raise _Outside
+    if t is float and x - x == 0.0:  # x - x is NaN for NaN and both infinities
+        return orjson.Fragment(_es6_fast(x).encode())
+    if t is str or t is bool or x is None:
+        return x
+    raise _Outside
+
+
+def _es6_fast(x: float) -> str:
+    """es6_number for a finite float. Inside 1e-4 <= |x| < 1e16 Python's repr is fixed notation with the same
+    shortest round-trip digits ECMAScript prints, less the `.0` of a whole number; elsewhere (an exponent in the
+    repr) the general conversion runs."""
+    r = repr(x)
+    if "e" in r:
+        return es6_number(x)
+    if r.endswith(".0"):
+        return "0" if r in ("0.0", "-0.0") else r[:-2]
+    return r
 
 
 _ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

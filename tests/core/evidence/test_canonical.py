@@ -10,7 +10,14 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hatp_mcp.core.evidence.canonical import MAX_SAFE_INTEGER, CanonicalError, canonical, digest, es6_number
+from hatp_mcp.core.evidence.canonical import (
+    MAX_SAFE_INTEGER,
+    CanonicalError,
+    canonical,
+    canonical_exact,
+    digest,
+    es6_number,
+)
 
 # RFC 8785 Appendix B: IEEE 754 bit patterns and their canonical ECMAScript form (HATP-CANON-1).
 APPENDIX_B = {
@@ -46,6 +53,10 @@ def test_numbers_serialize_as_rfc8785_appendix_b_says(bits: str, expected: str) 
     value = struct.unpack(">d", bytes.fromhex(bits))[0]
     assert es6_number(value) == expected
     assert canonical(value, allow_floats=True) == expected.encode()
+    # inside containers the fast path (orjson with each float as an ECMAScript fragment) prints the same
+    wrapped = {"n": [value, {"m": value}]}
+    assert canonical(wrapped, allow_floats=True) == f'{{"n":[{expected},{{"m":{expected}}}]}}'.encode()
+    assert canonical(wrapped, allow_floats=True) == canonical_exact(wrapped, allow_floats=True)
 
 
 @pytest.mark.parametrize("bits", ["7fffffffffffffff", "7ff0000000000000", "fff0000000000000"])
@@ -104,8 +115,27 @@ def test_canonical_equals_the_reference_implementation_on_arbitrary_json(value: 
         max_leaves=20,
     )
 )
-def test_the_exact_path_with_floats_equals_the_reference_implementation(value: object) -> None:
-    assert canonical(value, allow_floats=True) == rfc8785.dumps(value)
+def test_canonical_with_floats_equals_the_reference_implementation_and_the_exact_path(value: object) -> None:
+    fast = canonical(value, allow_floats=True)
+    assert fast == rfc8785.dumps(value)
+    assert fast == canonical_exact(value, allow_floats=True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=1e-8, max_value=1e22))
+def test_every_finite_float_prints_as_the_reference_and_the_exact_path_print_it(value: float) -> None:
+    assert (
+        canonical([value], allow_floats=True) == rfc8785.dumps([value]) == canonical_exact([value], allow_floats=True)
+    )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_float_inside_a_container_is_refused_with_its_path_even_where_floats_are_allowed(
+    bad: float,
+) -> None:
+    with pytest.raises(CanonicalError) as err:
+        canonical({"a": [1.5, {"b": bad}]}, allow_floats=True)
+    assert (err.value.rule, err.value.path) == ("HATP-CANON-2", "$.a[1].b")
 
 
 @pytest.mark.parametrize(
