@@ -12,6 +12,8 @@ from demo.trip_world import AIRLINE, HOTEL, trip_plan
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn import machine
+from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (
     Decide,
     PrepareAnswer,
@@ -87,6 +89,27 @@ def test_an_error_while_handling_restores_the_state_and_data() -> None:
     assert (c.state, dict(c._d.phase1.votes), set(c._d.phase1.inflight)) == before  # HATP-TXN-13: unchanged
     c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)  # and it still works
     assert c._d.phase1.votes["seat"] == "yes"
+
+
+def test_an_error_after_a_phase_changed_the_data_restores_every_group_and_the_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, _ = started()
+    c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)
+    before = c._d.snapshot()
+    real = machine.on_prepared
+    changed: list[bool] = []
+
+    def work_then_fail(t: Txn, ev: PrepareAnswer, now: datetime) -> list[Any]:
+        real(t, ev, now)  # the vote, the lease, the deadline and the renewal timer are written ...
+        changed.append(t.snapshot() != before)
+        raise RuntimeError("a bug after the work")  # ... and then something breaks
+
+    monkeypatch.setattr(machine, "on_prepared", work_then_fail)
+    with pytest.raises(RuntimeError):
+        c.handle(answer(c.plan, "room", HOTEL, KEYS["hotel"], cost="400.00"), NOW)
+    assert changed == [True]
+    assert c._d.snapshot() == before  # state, phase-1 votes, holds, approvals, phase-2 progress and timers
 
 
 def test_a_vote_signed_by_another_participant_is_refused_not_recorded_and_aborts() -> None:
