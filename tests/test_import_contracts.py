@@ -56,6 +56,16 @@ def test_evidence_importing_the_transaction_machine_breaks_the_core_layers(tmp_p
     assert "hatp_mcp.core.evidence.canonical -> hatp_mcp.core.txn.machine" in result.stdout
 
 
+def test_a_phase_step_reaching_back_to_the_machine_breaks_the_machine_layers(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    abort = tree / "hatp_mcp" / "core" / "txn" / "abort.py"
+    abort.write_text(abort.read_text() + "\nimport hatp_mcp.core.txn.machine  # noqa\n")
+    result = _lint(tree)
+    assert result.returncode == 1
+    assert "The txn machine: handle, then the phases, their steps, the data BROKEN" in result.stdout
+    assert "hatp_mcp.core.txn.abort -> hatp_mcp.core.txn.machine" in result.stdout
+
+
 def test_the_core_importing_a_clock_module_breaks_the_no_io_contract(tmp_path: Path) -> None:
     tree = _copy(tmp_path)
     money = tree / "hatp_mcp" / "core" / "model" / "money.py"

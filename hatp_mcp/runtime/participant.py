@@ -8,20 +8,19 @@ before the operation is called with the branch's idempotency key, and a retry th
 result reconciles through the operation (`lookup`) instead of performing again blindly (HATP-PART-10..12).
 A `StoreOperation` whose effects live in the store's own database skips the intent: its effect and the answer are
 kept by one durable transaction, both or neither (HATP-PART-13).
-The tier rules themselves are pure (hatp_mcp.core.participant.branch). This module must not know about transports: the
-MCP binding calls these methods.
+The tier rules themselves are pure (hatp_mcp.core.participant.branch); what a tool author implements is
+hatp_mcp.runtime.operation (re-exported here); the fencing-token locks are hatp_mcp.runtime.fencing. This module
+must not know about transports: the MCP binding calls these methods.
 """
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
-from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Preconditions, Receipt, Vote
 from hatp_mcp.core.model.messages import (
@@ -45,7 +44,6 @@ from hatp_mcp.core.participant.branch import (
     BranchMachine,
     BranchState,
     Lease,
-    LockTable,
     check_cost,
     check_preconditions,
     grant_lease,
@@ -54,94 +52,11 @@ from hatp_mcp.core.participant.branch import (
 )
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.store.participant_state import BranchRow, ParticipantStore, SqliteParticipantStore, StateDb
+from hatp_mcp.runtime.fencing import FencingLocks
+from hatp_mcp.runtime.operation import DryRun, Operation, Performed, StoreOperation
+from hatp_mcp.store.participant_state import BranchRow, ParticipantStore, SqliteParticipantStore
 
 __all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed", "StoreOperation"]
-
-
-@dataclass(frozen=True)
-class DryRun:
-    """What a dry run saw: target versions, the credential scope, the cost; or a reason to vote no."""
-
-    versions: dict[str, str] = field(default_factory=dict)
-    cost: Amount | None = None
-    credential_scope: str | None = None
-    refuse_code: str | None = None
-    pending_until: datetime | None = None  # cannot answer yet: vote pending, promising to decide by then
-    refuse_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Performed:
-    """What `Operation.lookup` found: the effect with that key happened, and `perform` returned `undo_token`."""
-
-    undo_token: str | None = None
-
-
-class Operation:
-    """One operation of a tool, per tier. Override what your tier needs; the defaults do nothing.
-
-    hold: `dry_run`, `place_hold`, `release_hold`, `perform` (turn the hold into the booking).
-    compensate: `dry_run`, `perform` (returns an undo token), `undo`.  final: `dry_run`, `perform`.
-    `current` returns the versions and credential scope a commit would act on now (checked against prepare's).
-
-    The tool author's contract (HATP-PART-10): `perform` and `undo` get `key`, the branch's idempotency key
-    ``<txnId>:<branchId>``; an effect made twice with the same key is made once (as payment APIs do it), and
-    `lookup(key)` says whether the effect with that key happened. The runtime calls `lookup` when the process
-    stopped between an effect and saving its result.
-    """
-
-    async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
-        return DryRun()
-
-    async def current(self, branch: Branch, now: datetime) -> tuple[dict[str, str], str | None]:
-        dry = await self.dry_run(branch, now)
-        return dry.versions, dry.credential_scope
-
-    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
-        return None
-
-    async def release_hold(self, txn_id: str, branch: Branch) -> None:
-        return None
-
-    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
-        return None
-
-    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
-        return None
-
-    async def lookup(self, key: str, branch: Branch) -> Performed | None:
-        """Did the effect with idempotency key `key` happen? `Performed` (with what `perform` returned) or None.
-
-        The default cannot tell and answers None, so a retry performs again with the same key: that is exactly
-        once only when `perform` honours the key. An operation that cannot make its effect idempotent on the
-        key MUST override this."""
-        return None
-
-
-class StoreOperation(Operation):
-    """An operation whose effects are writes in the participant store's own database (HATP-PART-13).
-
-    `database` is the `StateDb` it writes through. When it is the runtime store's database, the runtime calls the
-    synchronous `hold_now` / `perform_now` inside the store's transaction together with the answer: the effect and
-    the answer are durable together or not at all, so no intent is written first. They must write only through
-    `database` and must not await (they run under the database's lock). On any other store the async callbacks
-    run them in a transaction of their own, under HATP-PART-10/11 (intent first, `lookup` on a retry).
-    """
-
-    database: StateDb | None = None
-
-    def hold_now(self, txn_id: str, branch: Branch, lease: Lease) -> None:
-        return None
-
-    def perform_now(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
-        return None
-
-    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
-        self.hold_now(txn_id, branch, lease)
-
-    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
-        return self.perform_now(txn_id, branch, now, key=key)
 
 
 class _BranchLock:
@@ -207,7 +122,7 @@ class ParticipantRuntime:
         self._max_horizon = max_horizon_seconds
         self._quote_valid = quote_valid_seconds
         self._locks: dict[tuple[str, str], list[Any]] = {}
-        self.lock_table = LockTable()
+        self.locks = FencingLocks(store, clock)
         # HATP-PART-13: operations whose effects are kept in the store's own transaction (none on another store)
         self._sqlite = store if isinstance(store, SqliteParticipantStore) else None
         database = self._sqlite.database if self._sqlite is not None else None
@@ -556,43 +471,19 @@ class ParticipantRuntime:
         state = {"quoted": "unknown"}.get(row.state, row.state)
         return StatusResult(txn_id=req.txn_id, branch_id=req.branch_id, state=state, receipt=last)  # type: ignore[arg-type]
 
-    # -- locks (the table is pure; its state is kept in the store so tokens only grow, across restarts too) ---
-    def _load_lock(self, resource: str) -> None:
-        state = self.store.get_lock(resource)
-        if state is not None:
-            self.lock_table.restore(resource, state)
-
-    def _save_lock(self, resource: str) -> None:
-        state = self.lock_table.export(resource)
-        if state is not None:
-            self.store.put_lock(resource, state)
-
+    # -- locks: the fencing-token service (hatp_mcp.runtime.fencing), kept in this participant's store -----------
     def lock_acquire(self, req: LockAcquireRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-1 while another owner holds the resource."""
-        self._load_lock(req.resource)
-        token, expires = self.lock_table.acquire(req.resource, req.owner, req.lease_seconds, self._clock.now())
-        self._save_lock(req.resource)
-        return LockResult(resource=req.resource, owner=req.owner, token=token, expires_at=format_ts(expires))
+        return self.locks.acquire(req)
 
     def lock_renew(self, req: LockRenewRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-2 for a stale token."""
-        now = self._clock.now()
-        self._load_lock(req.resource)
-        expires = self.lock_table.renew(req.resource, req.token, req.lease_seconds, now)
-        self._save_lock(req.resource)
-        held = self.lock_table.holder(req.resource, now)
-        owner = held[0] if held else "unknown"
-        return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(expires))
+        return self.locks.renew(req)
 
     def lock_release(self, req: LockReleaseRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-2 for a stale token."""
-        now = self._clock.now()
-        self._load_lock(req.resource)
-        owner = self.lock_table.release(req.resource, req.token, now)
-        self._save_lock(req.resource)
-        return LockResult(resource=req.resource, owner=owner, token=req.token, expires_at=format_ts(now), released=True)
+        return self.locks.release(req)
 
     def fenced_write(self, resource: str, token: int) -> None:
         """Call before a write guarded by a lock. Raises HatpError HATP-LOCK-2 for a stale token."""
-        self._load_lock(resource)
-        self.lock_table.check(resource, token, self._clock.now())
+        self.locks.check(resource, token)

@@ -97,7 +97,7 @@ def test_HATP_MCP_4_whose_key_signed_is_checked_by_the_core_as_HATP_SIG_6() -> N
     refused = [x for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert [(r.body["rule"], r.body["code"]) for r in refused] == [("HATP-TXN-2", "KEY_NOT_THE_PARTICIPANTS")]
     assert "HATP-SIG-6" in refused[0].body["reason"]
-    assert c._d.votes["seat"] != "yes" and c.state is TxnState.ABORTING
+    assert c._d.phase1.votes["seat"] != "yes" and c.state is TxnState.ABORTING
 
 
 @pytest.mark.anyio

@@ -3,7 +3,9 @@
 The arithmetic is the validator's (hatp_mcp.core.validate.clockfit, normative in spec/validation.md section 2): P and C
 are the prepare and commit phases' worst cases, H the approver chain's, `horizon` the shortest hold horizon.
 This module only turns it into a decision at begin: `auto` takes the first mode that fits, an explicit mode that
-does not fit is refused. A missing bound is unbounded, and unbounded never fits.
+does not fit is refused. A missing bound is unbounded, and unbounded never fits. With the gateway's estimate
+(`human_worst`, `mode_fits`), the human's worst case is the worse of the plan's declared bound and the gateway's
+signed estimate, per requirement (no estimate: unbounded, fail closed; spec/coordinator.md HATP-MODE-5/6).
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.txn.terms import human_worst, mode_fits
-from hatp_mcp.core.validate.clockfit import clock_fit, seconds_text
+from hatp_mcp.core.validate.clockfit import MODES, clock_fit, human_bound, seconds_text
 from hatp_mcp.errors import HatpError
 
-__all__ = ["Timing", "abort_order", "choose_mode", "commit_order", "timing"]
+__all__ = ["Timing", "abort_order", "choose_mode", "commit_order", "human_worst", "mode_fits", "timing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,34 @@ class Timing:
             f"prepare {seconds_text(self.prepare)}, approver {seconds_text(self.approval_worst)}, commit "
             f"{seconds_text(self.commit)}, shortest hold horizon {seconds_text(self.hold_horizon)}"
         )
+
+
+def _worse(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else max(a, b)
+
+
+def human_worst(plan: Plan, now: datetime, estimates: Mapping[str, int | None]) -> int | None:
+    """HATP-MODE-5: the largest over the requirements of max(plan's bound, gateway's estimate); a requirement
+    without an estimate (or an unbounded one) is unbounded. No requirement: 0."""
+    worst: int | None = 0
+    for i, req in enumerate(plan.approvals):
+        each = _worse(human_bound(plan, req, i, now).seconds, estimates.get(req.id))
+        worst = _worse(worst, each)
+    return worst
+
+
+def mode_fits(prepare: int | None, commit: int | None, human: int | None, horizon: int | None) -> tuple[str, ...]:
+    """The clock fit's arithmetic (spec/validation.md section 2) with a given human worst case."""
+
+    def add(*parts: int | None) -> int | None:
+        return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
+
+    worst = {
+        "parallel": None if prepare is None or human is None else add(max(prepare, human), commit),
+        "holds-first": add(prepare, human, commit),
+        "approval-first": add(prepare, commit),
+    }
+    return tuple(m for m in MODES if horizon is None or (worst[m] is not None and (worst[m] or 0) <= horizon))
 
 
 def timing(plan: Plan, now: datetime) -> Timing:

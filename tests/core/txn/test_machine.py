@@ -12,6 +12,8 @@ from demo.trip_world import AIRLINE, HOTEL, trip_plan
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn import machine
+from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (
     Decide,
     PrepareAnswer,
@@ -79,14 +81,35 @@ def test_an_event_the_state_does_not_accept_raises_and_leaves_the_machine_unchan
 
 def test_an_error_while_handling_restores_the_state_and_data() -> None:
     c, _ = started()
-    before = (c.state, dict(c._d.votes), set(c._d.inflight))
+    before = (c.state, dict(c._d.phase1.votes), set(c._d.phase1.inflight))
     bogus = answer(c.plan, "nope", AIRLINE, KEYS["airline"])
     with pytest.raises(HatpError) as err:
         c.handle(bogus, NOW)
     assert err.value.rule == "HATP-TXN-2"
-    assert (c.state, dict(c._d.votes), set(c._d.inflight)) == before  # HATP-TXN-13: unchanged
+    assert (c.state, dict(c._d.phase1.votes), set(c._d.phase1.inflight)) == before  # HATP-TXN-13: unchanged
     c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)  # and it still works
-    assert c._d.votes["seat"] == "yes"
+    assert c._d.phase1.votes["seat"] == "yes"
+
+
+def test_an_error_after_a_phase_changed_the_data_restores_every_group_and_the_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, _ = started()
+    c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)
+    before = c._d.snapshot()
+    real = machine.on_prepared
+    changed: list[bool] = []
+
+    def work_then_fail(t: Txn, ev: PrepareAnswer, now: datetime) -> list[Any]:
+        real(t, ev, now)  # the vote, the lease, the deadline and the renewal timer are written ...
+        changed.append(t.snapshot() != before)
+        raise RuntimeError("a bug after the work")  # ... and then something breaks
+
+    monkeypatch.setattr(machine, "on_prepared", work_then_fail)
+    with pytest.raises(RuntimeError):
+        c.handle(answer(c.plan, "room", HOTEL, KEYS["hotel"], cost="400.00"), NOW)
+    assert changed == [True]
+    assert c._d.snapshot() == before  # state, phase-1 votes, holds, approvals, phase-2 progress and timers
 
 
 def test_a_vote_signed_by_another_participant_is_refused_not_recorded_and_aborts() -> None:
@@ -99,7 +122,7 @@ def test_a_vote_signed_by_another_participant_is_refused_not_recorded_and_aborts
     assert not any(isinstance(x, Record) and x.evidence is not None for x in out)
     assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)
     assert c.state is TxnState.ABORTING
-    assert ("abort", "seat") in c._d.abort_queue  # released like any other, in reverse commit order
+    assert ("abort", "seat") in c._d.phase2.abort_queue  # released like any other, in reverse commit order
 
 
 def test_HATP_TXN_2_a_participant_key_bound_to_no_party_counts_for_no_branch() -> None:
@@ -109,7 +132,7 @@ def test_HATP_TXN_2_a_participant_key_bound_to_no_party_counts_for_no_branch() -
     out = c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)  # the airline's own key, its own vote
     refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert [(b["rule"], b["code"]) for b in refused] == [("HATP-TXN-2", "KEY_NOT_THE_PARTICIPANTS")]
-    assert "no party" in refused[0]["reason"] and c._d.votes["seat"] != "yes"
+    assert "no party" in refused[0]["reason"] and c._d.phase1.votes["seat"] != "yes"
     assert c.state is TxnState.ABORTING  # fail closed: an unbound key is not taken on trust
 
 
