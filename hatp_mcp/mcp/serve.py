@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 
 from hatp_mcp.mcp.participant_server import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
+from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 
 __all__ = ["READY_PREFIX", "add_server_arguments", "log", "quiet", "serve"]
 
@@ -69,8 +70,9 @@ async def _on_stdin_eof(stop: Callable[[], None]) -> None:
 async def _serve_stdio(low: Server[Any]) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_on_signal, tg.cancel_scope.cancel)
-        # the SDK's stdio transport, reading and writing the pipes from the event loop (hatp_mcp/mcp/stdio_pipes.py)
-        async with claim_stdio() as pipes:
+        # the SDK's stdio transport, reading and writing the pipes from the event loop (hatp_mcp/mcp/stdio_pipes.py);
+        # each line meets the wire's limits before the SDK parses it (hatp_mcp/mcp/wire_guard.py, HATP-WIRE-1)
+        async with claim_stdio(screen_line) as pipes:
             stdin, stdout = pipes if pipes is not None else (None, None)
             async with stdio_server(stdin, stdout) as (read, write):  # type: ignore[arg-type]
                 await low.run(read, write, low.create_initialization_options())  # returns on stdin EOF
@@ -94,7 +96,7 @@ def _http_server(app: Any, port_holder: list[int]) -> Any:
 
 
 async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = GuardedApp(server.streamable_http_app(host="127.0.0.1"))  # the wire's limits first (HATP-WIRE-1)
     # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets of that proto; with proto 0 every
     # JSON response waits ~40 ms for the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 __all__ = ["LINE_LIMIT", "PipeLines", "PipeWriter", "claim_stdio"]
@@ -26,20 +26,27 @@ __all__ = ["LINE_LIMIT", "PipeLines", "PipeWriter", "claim_stdio"]
 LINE_LIMIT = 1 << 30  # the SDK's default reader has no line limit; one message is never near a gigabyte
 
 
-class PipeLines:
-    """Lines of text from a non-blocking pipe (what `async for line in stdin` needs)."""
+Screen = Callable[[bytes], Awaitable[bool]]
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+
+class PipeLines:
+    """Lines of text from a non-blocking pipe (what `async for line in stdin` needs). With a `screen`, each line's
+    bytes are shown to it first, and a line it refuses is never handed on (hatp_mcp/mcp/wire_guard.py)."""
+
+    def __init__(self, reader: asyncio.StreamReader, screen: Screen | None = None) -> None:
         self._reader = reader
+        self._screen = screen
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")  # as the SDK's own wrapper decodes
+        while True:
+            line = await self._reader.readline()
+            if not line:
+                raise StopAsyncIteration
+            if self._screen is None or await self._screen(line):
+                return line.decode("utf-8", errors="replace")  # as the SDK's own wrapper decodes
 
 
 class PipeWriter:
@@ -63,7 +70,14 @@ def _pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-async def _connect(wire_in: int, wire_out: int) -> tuple[PipeLines, PipeWriter, list[asyncio.BaseTransport]]:
+Answer = Callable[[str], Awaitable[None]]
+# (a line's bytes, a way to answer on the wire) -> may the line go on
+LineScreen = Callable[[bytes, Answer], Awaitable[bool]]
+
+
+async def _connect(
+    wire_in: int, wire_out: int, screen: LineScreen | None
+) -> tuple[PipeLines, PipeWriter, list[asyncio.BaseTransport]]:
     """Both pipes on the running loop. Raises OSError or ValueError when the loop cannot poll one; then nothing
     stays open (a descriptor not yet handed to a transport is closed here)."""
     loop = asyncio.get_running_loop()
@@ -81,19 +95,25 @@ async def _connect(wire_in: int, wire_out: int) -> tuple[PipeLines, PipeWriter, 
         for f in files[len(transports) :]:
             f.close()
         raise
-    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    return PipeLines(reader), PipeWriter(writer), transports
+    out = PipeWriter(asyncio.StreamWriter(write_transport, protocol, None, loop))
+
+    async def answer(text: str) -> None:  # one whole line, between the SDK's own lines
+        await out.write(text)
+        await out.flush()
+
+    lines = PipeLines(reader, None if screen is None else lambda raw: screen(raw, answer))
+    return lines, out, transports
 
 
 @asynccontextmanager
-async def claim_stdio() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
+async def claim_stdio(screen: LineScreen | None = None) -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     """Take fd 0 and fd 1 for the wire (see the module docstring); None, with nothing changed, when they are not
-    pipes the loop can poll."""
+    pipes the loop can poll. `screen` sees each line's bytes first (hatp_mcp/mcp/wire_guard.py)."""
     if not (_pipe(0) and _pipe(1)):
         yield None
         return
     try:
-        lines, writer, transports = await _connect(os.dup(0), os.dup(1))
+        lines, writer, transports = await _connect(os.dup(0), os.dup(1), screen)
     except (OSError, ValueError):
         yield None
         return

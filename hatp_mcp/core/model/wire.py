@@ -71,8 +71,9 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def load_json(data: bytes, source: str = "input") -> Any:
-    """Parse JSON bytes. Raises WireError naming `source` and what is wrong."""
+def load_json(data: bytes, source: str = "input", *, envelope: int = 0) -> Any:
+    """Parse JSON bytes. Raises WireError naming `source` and what is wrong. `envelope`: levels around the
+    document that do not count against MAX_DEPTH (a JSON-RPC message's own object around its params)."""
     if len(data) > MAX_BYTES:
         raise WireError("HATP-OBJ-2", f"{source}: {len(data)} bytes is more than the {MAX_BYTES}-byte limit", path="$")
     try:
@@ -91,7 +92,7 @@ def load_json(data: bytes, source: str = "input") -> Any:
         ) from exc
     except ValueError as exc:
         raise WireError("HATP-OBJ-1", f"{source}: not JSON: {exc}", path="$") from exc
-    if _depth(value) > MAX_DEPTH:
+    if _depth(value) > MAX_DEPTH + envelope:
         raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$")
     return value
 

@@ -1,0 +1,209 @@
+"""The MCP wire's own limits: every message a server receives meets HATP-OBJ-1/2 before the SDK parses it.
+
+A file given to `hatp` is refused when it is larger than 8 MiB, nested deeper than 64 levels, not UTF-8, holds a
+duplicate member name, NaN or Infinity, or a string that is not Unicode text (a lone surrogate). The same limits
+hold on the MCP wire (HATP-WIRE-1): checked on the raw bytes of each JSON-RPC message, the params counted like a
+document (the message's own object around them is not a level of theirs), before the SDK sees it. A message that
+fails is answered at once with a JSON-RPC error naming the rule (HATP-WIRE-2) and never reaches a handler: the
+SDK would otherwise parse it differently from a file (duplicates: last wins; 1e400: infinity) or, over stdio,
+drop it unanswered and leave the client waiting for its timeout.
+
+- stdio: `screen_line(raw, answer)` screens each line's bytes before the SDK's stdio transport decodes it
+  (hatp_mcp/mcp/stdio_pipes.py); a refused request's error is written to the same pipe, between whole lines.
+- streamable HTTP: `GuardedApp(app)` wraps the Starlette app; a refused POST is answered 400 with the error.
+
+A refused message whose id cannot be read (it is not JSON, or not an object) is answered with id null, as
+JSON-RPC 2.0 section 5.1 says; a refused notification (an object without an id) is not answered, as JSON-RPC
+says of every notification. This module knows no HATP method.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from hatp_mcp.core.model.wire import MAX_BYTES, WireError, load_json
+
+__all__ = ["GuardedApp", "check", "screen_line"]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+# What a JSON-RPC envelope may add around an 8 MiB params document (method name, id, _meta, spacing).
+ENVELOPE_BYTES = 64 * 1024
+_MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _error(msg_id: object, code: int, rule: str, reason: str, fix: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "error": {"code": code, "message": f"{rule}: {reason}", "data": {"rule": rule, "reason": reason, "fix": fix}},
+    }
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The JSON path of the first string (member name or value) that is not Unicode text, or None."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return path
+        elif isinstance(v, dict):
+            for k, c in v.items():
+                try:
+                    k.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path
+                stack.append((c, f"{path}.{k}"))
+        elif isinstance(v, list):
+            stack.extend((c, f"{path}[{i}]") for i, c in enumerate(v))
+    return None
+
+
+def _id_of(raw: bytes) -> object:
+    """The message's id when it can be read at all (duplicates and limits aside), else None."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, dict):
+        got = value.get("id")
+        if isinstance(got, str | int) and not isinstance(got, bool):
+            return got
+    return None
+
+
+def _is_notification(raw: bytes) -> bool:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and "method" in value and "id" not in value
+
+
+def check(raw: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for a message that breaks HATP-OBJ-1/2 or is not one JSON-RPC object with object
+    params, or None when it is within the limits."""
+    if len(raw) > MAX_BYTES + ENVELOPE_BYTES:
+        return _error(
+            None,
+            INVALID_REQUEST,
+            "HATP-OBJ-2",
+            f"the message is {len(raw)} bytes, more than the {MAX_BYTES}-byte limit on a document (plus "
+            f"{ENVELOPE_BYTES} for the JSON-RPC envelope)",
+            "send a smaller document",
+        )
+    try:
+        value = load_json(raw, "the message", envelope=1)
+    except WireError as exc:
+        code = PARSE_ERROR if exc.rule == "HATP-OBJ-1" else INVALID_REQUEST
+        return _error(_id_of(raw), code, exc.rule, exc.reason, exc.fix or "send one UTF-8 JSON object per message")
+    if not isinstance(value, dict):
+        return _error(
+            None,
+            INVALID_REQUEST,
+            "HATP-WIRE-1",
+            f"a JSON-RPC message is one object; this is a JSON {type(value).__name__}",
+            'send {"jsonrpc": "2.0", "id": ..., "method": ..., "params": {...}}',
+        )
+    msg_id = value.get("id")
+    msg_id = msg_id if isinstance(msg_id, str | int) and not isinstance(msg_id, bool) else None
+    if "params" in value and not isinstance(value["params"], dict):
+        return _error(
+            msg_id,
+            INVALID_PARAMS,
+            "HATP-WIRE-1",
+            f"params is a JSON {type(value['params']).__name__}; MCP params are one object",
+            "send params as an object, or leave them out",
+        )
+    if _MAY_HOLD_SURROGATE.search(raw):
+        where = _lone_surrogate(value)
+        if where is not None:
+            return _error(
+                msg_id,
+                PARSE_ERROR,
+                "HATP-OBJ-1",
+                f"the string at {where} holds a lone surrogate, which is not Unicode text",
+                "send the character itself, or a surrogate pair",
+            )
+    return None
+
+
+Answer = Callable[[str], Awaitable[None]]
+
+
+async def screen_line(raw: bytes, answer: Answer) -> bool:
+    """True when a line read from the stdio wire may go on to the SDK. Otherwise the line is dropped and, unless
+    it is a notification, `answer` gets the JSON-RPC error as one line of text. Blank lines pass (the SDK skips
+    them)."""
+    body = raw.strip()
+    if not body:
+        return True
+    verdict = check(body)
+    if verdict is None:
+        return True
+    if not _is_notification(body):
+        await answer(json.dumps(verdict, separators=(",", ":")) + "\n")
+    return False
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class GuardedApp:
+    """An ASGI app that checks each POSTed message before the wrapped (the SDK's) app sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        body, more, too_big = bytearray(), True, False
+        while more:
+            event = await receive()
+            if event["type"] == "http.disconnect":
+                return
+            chunk = event.get("body", b"")
+            if len(body) + len(chunk) > MAX_BYTES + ENVELOPE_BYTES:
+                too_big = True  # keep reading (and dropping) so the client can read the answer
+            else:
+                body.extend(chunk)
+            more = event.get("more_body", False)
+        raw = bytes(body)
+        verdict = check(b"x" * (MAX_BYTES + ENVELOPE_BYTES + 1)) if too_big else check(raw)
+        if verdict is not None:
+            answer = verdict if not _is_notification(raw) else None
+            await _respond(send, answer)
+            return
+        delivered = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)
+
+
+async def _respond(send: Send, answer: dict[str, Any] | None) -> None:
+    if answer is None:  # a refused notification: accepted at the HTTP level, never acted on
+        await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    body = json.dumps(answer, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

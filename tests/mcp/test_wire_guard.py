@@ -1,0 +1,178 @@
+"""hatp_mcp/mcp/wire_guard.py: the file limits hold on the MCP wire, and every malformed request is answered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH
+from hatp_mcp.mcp.launch import ROOT, launch_http
+from hatp_mcp.mcp.wire_guard import check, screen_line
+
+
+def _request(params: Any, msg_id: object = 7, method: str = "hatp/directory/resolve") -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+
+
+def _nested(levels: int) -> Any:
+    value: Any = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def _refused(raw: bytes) -> tuple[object, int, str]:
+    verdict = check(raw)
+    assert verdict is not None, raw[:80]
+    return verdict["id"], verdict["error"]["code"], verdict["error"]["data"]["rule"]
+
+
+def test_a_message_within_the_limits_passes() -> None:
+    assert check(_request({"address": "human://acme.com/role/x", "plan": _nested(MAX_DEPTH - 1)})) is None
+
+
+def test_params_may_nest_as_deep_as_a_file_and_no_deeper_HATP_OBJ_2() -> None:
+    assert check(_request(_nested(MAX_DEPTH))) is None  # the message's own object is not a level of the params
+    assert _refused(_request(_nested(MAX_DEPTH + 1))) == (7, -32600, "HATP-OBJ-2")
+    assert _refused(_request(_nested(400))) == (7, -32600, "HATP-OBJ-2")
+
+
+def test_a_duplicate_member_name_is_refused_not_resolved_last_wins_HATP_OBJ_1() -> None:
+    raw = b'{"jsonrpc":"2.0","id":"q1","method":"m","params":{"amount":"1.00","amount":"9000.00"}}'
+    assert _refused(raw) == ("q1", -32700, "HATP-OBJ-1")
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity"])
+def test_non_json_numbers_are_refused_HATP_OBJ_1(number: bytes) -> None:
+    raw = b'{"jsonrpc":"2.0","id":3,"method":"m","params":{"x":' + number + b"}}"
+    assert _refused(raw) == (3, -32700, "HATP-OBJ-1")
+
+
+def test_a_lone_surrogate_is_refused_with_its_path_and_a_surrogate_pair_passes_HATP_OBJ_1() -> None:
+    verdict = check(b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"who":["ok","\\ud800"]}}')
+    assert verdict is not None
+    assert (verdict["id"], verdict["error"]["code"], verdict["error"]["data"]["rule"]) == (4, -32700, "HATP-OBJ-1")
+    assert "$.params.who[1]" in verdict["error"]["message"]
+    assert check(b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"who":"\\ud83d\\ude00"}}') is None
+
+
+def test_a_message_larger_than_a_document_may_be_is_refused_HATP_OBJ_2() -> None:
+    raw = _request({"blob": "x" * (MAX_BYTES + 70_000)})
+    assert _refused(raw) == (None, -32600, "HATP-OBJ-2")
+
+
+@pytest.mark.parametrize("params", [[], "x", 1, True, None])
+def test_params_that_are_not_an_object_are_refused_naming_the_request_HATP_WIRE_1(params: Any) -> None:
+    assert _refused(_request(params, msg_id=11)) == (11, -32602, "HATP-WIRE-1")
+
+
+@pytest.mark.parametrize("raw", [b"[]", b'"x"', b"1", b"true", b"[{}]"])
+def test_a_message_that_is_not_one_object_is_refused_with_id_null_HATP_WIRE_1(raw: bytes) -> None:
+    assert _refused(raw) == (None, -32600, "HATP-WIRE-1")
+
+
+def test_text_that_is_not_json_is_a_parse_error_with_id_null_HATP_OBJ_1() -> None:
+    assert _refused(b'{"jsonrpc":"2.0","id":1,') == (None, -32700, "HATP-OBJ-1")
+
+
+@pytest.mark.anyio
+async def test_a_refused_request_is_answered_and_a_refused_notification_dropped_unanswered_HATP_WIRE_2() -> None:
+    said: list[str] = []
+
+    async def answer(text: str) -> None:
+        said.append(text)
+
+    assert await screen_line(b'{"jsonrpc":"2.0","method":"notifications/x","params":[]}\n', answer) is False
+    assert said == []  # a notification gets no answer, as JSON-RPC says, and never reaches the SDK
+    assert await screen_line(_request([], msg_id=5) + b"\n", answer) is False
+    assert [json.loads(s)["id"] for s in said] == [5]
+    assert said[0].endswith("\n") and said[0].count("\n") == 1
+    assert await screen_line(b"\n", answer) is True  # blank lines pass, as before
+    assert await screen_line(_request({}) + b"\n", answer) is True
+
+
+def _stdio_exchange(lines: list[bytes]) -> list[dict[str, Any]]:
+    """Write raw lines to a real `servers.directory` over stdio and read one answer per request."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servers.directory", "--transport", "stdio"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        out, _ = proc.communicate(b"".join(line + b"\n" for line in lines), timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.e2e
+def test_over_stdio_every_malformed_request_gets_an_answer_and_the_server_keeps_serving_HATP_WIRE_2() -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": "init",
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    answers = _stdio_exchange(
+        [
+            _request("x", msg_id=1),
+            _request(_nested(254), msg_id=2),
+            b'{"jsonrpc":"2.0","id":3,"method":"m","params":{"a":1,"a":2}}',
+            b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"s":"\\udc00"}}',
+            b'{"jsonrpc":"2.0","id":5,"method":"m","params":{"x":NaN}}',
+            b"true",
+            json.dumps(initialize).encode(),
+        ]
+    )
+    by_id = {a.get("id"): a for a in answers}
+    assert {k: by_id[k]["error"]["data"]["rule"] for k in (1, 2, 3, 4, 5)} == {
+        1: "HATP-WIRE-1",
+        2: "HATP-OBJ-2",
+        3: "HATP-OBJ-1",
+        4: "HATP-OBJ-1",
+        5: "HATP-OBJ-1",
+    }
+    assert by_id[None]["error"]["code"] == -32600  # `true`: not one object, answered with id null
+    assert by_id["init"]["result"]["serverInfo"]["name"] == "hatp-directory"  # still serving, after all of that
+
+
+@pytest.mark.e2e
+@pytest.mark.anyio
+async def test_over_http_a_malformed_request_is_answered_400_with_the_rule_and_never_reaches_the_sdk() -> None:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with launch_http("servers.directory", None) as proc, httpx2.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(60):
+            dup = await http.post(
+                proc.url, content=b'{"jsonrpc":"2.0","id":9,"method":"m","params":{"a":1,"a":2}}', headers=headers
+            )
+            deep = await http.post(proc.url, content=_request(_nested(300), msg_id=10), headers=headers)
+            scalar = await http.post(proc.url, content=_request(1, msg_id=11), headers=headers)
+            fine = await http.post(
+                proc.url,
+                content=json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 12,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-11-25",
+                            "capabilities": {},
+                            "clientInfo": {"name": "raw", "version": "0"},
+                        },
+                    }
+                ).encode(),
+                headers=headers,
+            )
+    answers = [(r.status_code, r.json()["id"], r.json()["error"]["data"]["rule"]) for r in (dup, deep, scalar)]
+    assert answers == [(400, 9, "HATP-OBJ-1"), (400, 10, "HATP-OBJ-2"), (400, 11, "HATP-WIRE-1")]
+    assert fine.status_code == 200  # a well-formed request still reaches the SDK
