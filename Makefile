@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench schemas clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench schemas vectors clean
 
 install: $(STAMP)
 
@@ -39,6 +39,9 @@ bench: install
 
 schemas: install
 	$(BIN)/hatp schemas --write spec/schemas
+
+vectors: install
+	$(BIN)/hatp vectors --write spec/vectors
 
 clean:
 	rm -rf $(VENV)

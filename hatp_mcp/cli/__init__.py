@@ -11,7 +11,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from hatp_mcp.cli import digest_cmd, inbox_cmd, keys_cmd, mcp_config_cmd, schemas_cmd, validate_cmd, verify_cmd
+from hatp_mcp.cli import (
+    digest_cmd,
+    inbox_cmd,
+    keys_cmd,
+    mcp_config_cmd,
+    schemas_cmd,
+    validate_cmd,
+    vectors_cmd,
+    verify_cmd,
+)
 
 __all__ = ["COMMANDS", "main"]
 
@@ -21,6 +30,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "digest": (digest_cmd.HELP, digest_cmd.add_arguments, digest_cmd.run),
     "keys": (keys_cmd.HELP, keys_cmd.add_arguments, keys_cmd.run),
     "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),
+    "vectors": (vectors_cmd.HELP, vectors_cmd.add_arguments, vectors_cmd.run),
     "validate": (validate_cmd.HELP, validate_cmd.add_arguments, validate_cmd.run),
     "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
     "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
