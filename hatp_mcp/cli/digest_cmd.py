@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from hatp_mcp.cli._run import EXIT_OK, InputError, fail, read_model
+from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_model
+from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.plan import Plan
 
 HELP = "print a plan's digest, sha256:<hex> of its canonical form"
@@ -19,5 +20,8 @@ def run(args: argparse.Namespace) -> int:
         plan = read_model(args.plan, Plan)
     except InputError as exc:
         return fail(str(exc))
-    print(plan.digest())
+    try:
+        print(plan.digest())
+    except CanonicalError as exc:  # read and parsed, but it has no canonical form, so no digest
+        return fail(f"{args.plan}: {exc.one_line()}", EXIT_PROBLEMS)
     return EXIT_OK

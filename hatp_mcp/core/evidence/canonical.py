@@ -39,6 +39,7 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 _OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _NON_BMP = re.compile(rb"[\xf0-\xf4]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class CanonicalError(HatpError):
@@ -193,6 +194,8 @@ def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
     elif t is bool:
         out.append("true" if obj else "false")
     elif t is str:
+        if _SURROGATE.search(obj):
+            raise CanonicalError("the string holds a lone surrogate, which is not Unicode text", path)
         out.append(_quote(obj))
     elif t is int:
         if not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
@@ -221,6 +224,8 @@ def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
         for k in obj:
             if type(k) is not str:
                 raise CanonicalError(f"object key {k!r} is not a string", path, "use string keys only")
+            if _SURROGATE.search(k):
+                raise CanonicalError("a member name holds a lone surrogate, which is not Unicode text", path)
         out.append("{")
         for i, k in enumerate(sorted(obj, key=_utf16_key)):
             if i:

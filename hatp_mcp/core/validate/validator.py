@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
@@ -320,8 +321,24 @@ def check_undo_windows(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
+def check_canonical(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-CANON-2: the plan has a canonical form, so it has a digest every party can compute and sign. A value
+    the schema lets through in free-form `args` (a float, an integer beyond 2**53 - 1, a lone surrogate) would
+    make begin fail and no vote could name the plan."""
+    try:
+        plan.digest()
+    except CanonicalError as exc:
+        where = exc.path[2:] if exc.path.startswith("$.") else exc.path.lstrip("$") or "$"
+        fix = exc.fix or "remove it"
+        return [
+            _v("HATP-CANON-2", where, f"{where}: {exc.reason}, so the plan has no digest. {fix[0].upper()}{fix[1:]}.")
+        ]
+    return []
+
+
 # The HATP-VAL checks in the order they report. Schema (HATP-VAL-1) runs before these, in validate_document.
 HATP_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("HATP-CANON-2", check_canonical),
     ("HATP-VAL-2", check_ids),
     ("HATP-VAL-3", check_one_final),
     ("HATP-VAL-4", check_tiers),

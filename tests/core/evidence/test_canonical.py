@@ -156,9 +156,11 @@ def test_values_outside_the_safe_domain_are_refused_with_their_path(value: objec
     assert err.value.path == path
 
 
-def test_a_lone_surrogate_is_refused() -> None:
-    with pytest.raises(CanonicalError):
-        canonical({"k": "\ud800"})
+def test_a_lone_surrogate_is_refused_with_its_path() -> None:
+    for value, path in (({"k": "\ud800"}, "$.k"), ({"k": ["ok", "\udfff"]}, "$.k[1]"), ({"\ud800": 1}, "$")):
+        with pytest.raises(CanonicalError) as err:
+            canonical(value)
+        assert (err.value.rule, err.value.path) == ("HATP-CANON-2", path)
 
 
 def test_digest_is_sha256_of_the_canonical_bytes() -> None:
