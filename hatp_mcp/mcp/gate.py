@@ -24,14 +24,17 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.gate.checks import (
     APPROVAL_META_KEY,
+    GatePolicy,
     GateRequirement,
     Quote,
     approval_required,
     check_approval,
     expected_call,
+    replay_keys,
     tool_definition_digest,
 )
 from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import HatpError
@@ -61,6 +64,7 @@ class ApprovalGate:
     humans: HumanKeys
     cache: ReplayCache
     clock: Clock
+    policy: GatePolicy = field(default_factory=GatePolicy)
     tools: dict[str, GatedTool] = field(default_factory=dict)
     servers: set[int] = field(default_factory=set)  # id() of each server the middleware is installed on
 
@@ -78,8 +82,6 @@ class ApprovalGate:
         if spec.quote is not None:
             got = spec.quote(arguments)
             quote = await got if inspect.isawaitable(got) else got
-        nonce = raw.get("nonce") if isinstance(raw, Mapping) else None
-        used = isinstance(nonce, str) and await anyio.to_thread.run_sync(self.cache.seen, self.server_id, nonce)
 
         def check(nonce_used: bool) -> Approval:
             return check_approval(
@@ -92,17 +94,23 @@ class ApprovalGate:
                 defined_at=defined_at,
                 quote=quote,
                 nonce_used=nonce_used,
+                policy=self.policy,
             )
 
-        approval = check(used)
+        approval = check(False)  # every other check first: a refused approval spends nothing
+        keys = replay_keys(approval)
+        if await anyio.to_thread.run_sync(self.cache.seen_any, self.server_id, keys):
+            check(True)
         assert approval.expires_at is not None  # check_approval refuses an approval that never expires
-        with anyio.CancelScope(shield=True):  # a spent nonce is recorded whole or not at all
+        # Kept until the approval and every proof in it are refused by time anyway (HATP-GATE-10, HATP-GATE-24).
+        keep_until = max(parse_ts(approval.expires_at), now + self.policy.max_proof_age)
+        with anyio.CancelScope(shield=True):  # spent whole or not at all
             spent = await anyio.to_thread.run_sync(
-                lambda: self.cache.consume(
+                lambda: self.cache.consume_all(
                     self.server_id,
-                    approval.nonce,
+                    keys,
                     approval_id=approval.approval_id,
-                    expires_at=approval.expires_at or "",
+                    expires_at=format_ts(keep_until),
                     now=now,
                 )
             )
@@ -151,16 +159,25 @@ def create_approval_gate(
     humans: HumanKeys | Iterable[HumanCard],
     replay_cache: ReplayCache | str | Path = ":memory:",
     clock: Clock | None = None,
+    policy: GatePolicy | None = None,
 ) -> ApprovalGate:
     """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
     the keys need the role ``gateway``) whose every decision is proven by its person: `humans` is their decision
     keys, or the Directory-verified cards they come from (e.g. `Directory.load(...)[0].cards()`); nothing else
     stands in for them. `replay_cache` is a ReplayCache or a SQLite path: give a file so that used approvals stay
-    used across restarts. Raises ValueError for a bad keyring."""
+    used across restarts. `policy` bounds an approval's lifetime and its proofs' age by the server's own clock
+    (default GatePolicy(): 15 minutes, 75 minutes). Raises ValueError for a bad keyring."""
     trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
     people = humans if isinstance(humans, HumanKeys) else HumanKeys.from_cards(humans)
     cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)
-    return ApprovalGate(server_id=server_id, trusted=trusted, humans=people, cache=cache, clock=clock or SystemClock())
+    return ApprovalGate(
+        server_id=server_id,
+        trusted=trusted,
+        humans=people,
+        cache=cache,
+        clock=clock or SystemClock(),
+        policy=policy or GatePolicy(),
+    )
 
 
 def gate_tools(

@@ -74,6 +74,33 @@ class ReplayCache:
                 raise
         return cur.rowcount == 1
 
+    def seen_any(self, server: str, keys: list[str]) -> bool:
+        """True when any of `keys` was already spent on `server`."""
+        return any(self.seen(server, k) for k in keys)
+
+    def consume_all(self, server: str, keys: list[str], *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        """Spend every one of `keys` durably, all or none: True when this call spent them all; False (nothing
+        spent) when any was already spent (a replay: the same approval, or one of its people's proofs, again)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                spent = 0
+                for key in dict.fromkeys(keys):
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (server, key, approval_id, expires_at, format_ts(now)),
+                    )
+                    spent += cur.rowcount
+                if spent != len(dict.fromkeys(keys)):
+                    self._db.execute("ROLLBACK")
+                    return False
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return True
+
     def purge(self, now: datetime, *, margin: timedelta = timedelta(days=1)) -> int:
         """Forget nonces whose approval expired more than `margin` before `now` (an expired approval is refused
         by HATP-GATE-10 anyway). Returns how many were forgotten."""

@@ -17,16 +17,17 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY, GateRequirement, Quote, call_digest
+from hatp_mcp.core.gate.checks import APPROVAL_META_KEY, GateRequirement, Quote, call_digest, replay_keys
 from hatp_mcp.core.gate.toolcall import build_tool_call_approval, open_tool_call_ask
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import ReplayCache
-from tests.acme_org import GATEWAY_ID, approve_as, directory, gateway_key, h, keyring
+from tests.acme_org import GATEWAY_ID, approve_as, directory, gateway_key, h, keyring, proof
 
 pytestmark = pytest.mark.anyio
 
@@ -213,7 +214,44 @@ def _flip(doc: dict[str, Any]) -> dict[str, Any]:
     return _resigned(flipped)
 
 
+def _proven_by(tool_call: dict[str, Any], people: list[str], when: datetime) -> list[dict[str, Any]]:
+    """Decisions carrying each person's own valid proof on the ask for this call, signed at `when`."""
+    rec, _c = open_tool_call_ask(
+        server=tool_call["server"],
+        tool=tool_call["tool"],
+        arguments=ARGS,
+        requirement=GateRequirement.from_config(REQUIRES),
+        tool_digest=tool_call.get("toolDigest"),
+        requester=h("dana"),
+        directory=directory(),
+        gateway=GATEWAY_ID,
+        now=when,
+    )
+    ts = format_ts(when)
+    return [
+        {"approver": h(n), "decision": "approve", "decidedAt": ts, "proof": proof(rec.ask, n, "approve", when)}
+        for n in people
+    ]
+
+
 PLANTED: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any], datetime], object]]] = {
+    # issue 12: with the gateway's key alone, each of these ran the tool
+    "proofs 30 days old, decidedAt to match": (
+        "HATP-GATE-24",
+        lambda d, tc, now: _resigned(d, decisions=_proven_by(tc, ["bob", "alice"], now - timedelta(days=30))),
+    ),
+    "routing.requester removed": (
+        "HATP-GATE-14",
+        lambda d, tc, now: _resigned(d, routing={k: v for k, v in d["routing"].items() if k != "requester"}),
+    ),
+    "an approver whose card limit is $500 on a $2,500 call": (
+        "HATP-GATE-25",
+        lambda d, tc, now: _resigned(d, decisions=_proven_by(tc, ["bob", "erin"], now)),
+    ),
+    "an expiry 30 days out": (
+        "HATP-GATE-10",
+        lambda d, tc, now: _resigned(d, expiresAt=format_ts(now + timedelta(days=30))),
+    ),
     "another tool": ("HATP-GATE-6", lambda d, tc, now: approve({**tc, "tool": "refund_card"}, now)),
     "another server": ("HATP-GATE-5", lambda d, tc, now: approve({**tc, "server": "mcp://evil.example"}, now)),
     "expired": ("HATP-GATE-10", lambda d, tc, now: _resigned(d, expiresAt=format_ts(now - timedelta(seconds=1)))),
@@ -245,16 +283,44 @@ async def test_every_planted_violation_is_refused_with_its_rule_and_the_tool_doe
 ) -> None:
     rule, plant = PLANTED[case]
     pay = Payments()
+    cache = ReplayCache(":memory:")
     with anyio.fail_after(10):
-        async with Client(payments_server(pay, clock)) as client:
+        async with Client(payments_server(pay, clock, cache)) as client:
             tool_call = (await asked(client))["toolCall"]
             clock.advance(60)  # the approval is issued after the tool's definition took effect
             good = approve(tool_call, clock.now())
-            err = await refusal(client, approval=plant(good, tool_call, clock.now()))
+            planted = plant(good, tool_call, clock.now())
+            err = await refusal(client, approval=planted)
+            untouched = pay.charges == [] and not cache.seen_any(SERVER_ID, replay_keys(Approval.from_wire(good)))
             ok = await call(client, approval=good)  # the refusal spent nothing: the real approval still works
     assert (err.code, err.message) == (INVALID, "APPROVAL_INVALID")
     assert err.data is not None and err.data["rule"] == rule and err.data["reason"]
+    assert untouched  # the tool did not run and no replay-cache entry was made
     assert len(pay.charges) == 1 and ok.content[0].text.startswith("charged")  # type: ignore[union-attr]
+
+
+async def test_HATP_GATE_18_the_same_human_proofs_re_signed_under_a_new_nonce_charge_only_once(
+    clock: FakeClock,
+) -> None:
+    pay = Payments()
+    with anyio.fail_after(10):
+        async with Client(payments_server(pay, clock)) as client:
+            approval = approve((await asked(client))["toolCall"], clock.now())
+            await call(client, approval=approval)
+            again = _resigned(approval, nonce=secrets.token_hex(16))  # the gateway key, one set of decisions
+            err = await refusal(client, approval=again)
+    assert err.data is not None and err.data["rule"] == "HATP-GATE-18" and len(pay.charges) == 1
+
+
+async def test_HATP_GATE_23_a_negative_charge_is_refused_before_anyone_is_asked(clock: FakeClock) -> None:
+    pay = Payments()
+    cache = ReplayCache(":memory:")
+    negative = {**ARGS, "amount": {"value": "-2500.00", "currency": "USD"}}
+    with anyio.fail_after(10):
+        async with Client(payments_server(pay, clock, cache)) as client:
+            err = await refusal(client, negative)  # not APPROVAL_REQUIRED: there is nothing to ask for
+    assert err.data is not None and (err.data["rule"], err.data["path"]) == ("HATP-GATE-23", "arguments/amount")
+    assert pay.charges == []
 
 
 async def test_a_real_server_process_runs_an_approved_call_once_and_refuses_the_replay_after_a_restart(

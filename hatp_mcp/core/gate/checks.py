@@ -10,18 +10,21 @@ tool's current definition took effect are the caller's (hatp_mcp/mcp/gate.py, ha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError
 from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.humans.address import parse_address
-from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
+from hatp_mcp.core.humans.proof import MAX_SKEW, HumanKeys
+from hatp_mcp.core.humans.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.currency import is_known_currency
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.model.wire import WireError, load_json, parse
@@ -29,12 +32,14 @@ from hatp_mcp.errors import HatpError
 
 __all__ = [
     "APPROVAL_META_KEY",
+    "GatePolicy",
     "GateRequirement",
     "Quote",
     "approval_required",
     "call_digest",
     "check_approval",
     "expected_call",
+    "replay_keys",
     "resolve_pointer",
     "tool_definition_digest",
 ]
@@ -77,6 +82,17 @@ class GateRequirement:
         return {"address": self.address, "requirement": req}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatePolicy:
+    """The server's own bounds on an approval, whatever the gateway signed: it lives at most `max_lifetime`
+    (from its issuedAt, and from the gate's clock), and every person's proof in it was signed at most
+    `max_proof_age` before the gate's clock. The default proof age is the gateway's decide window for a tool call
+    (1 h, hatp_mcp/core/gate/toolcall.py) plus the approval's default lifetime (15 min)."""
+
+    max_lifetime: timedelta = timedelta(minutes=15)
+    max_proof_age: timedelta = timedelta(minutes=75)
+
+
 @dataclass(frozen=True, slots=True)
 class Quote:
     """What the server will actually charge, and to whom, when the server sets the price."""
@@ -105,6 +121,35 @@ def resolve_pointer(doc: Any, pointer: str) -> Any:
     return cur
 
 
+def _not_payable(pointer: str, reason: str) -> HatpError:
+    return HatpError(
+        "HATP-GATE-23",
+        f"the amount at {pointer!r} {reason}: nobody is asked to approve it",
+        path=f"arguments{pointer}",
+        fix="pass a finite amount of zero or more, as a decimal string, in an ISO 4217 currency (refunds are "
+        "their own tool)",
+        code="INVALID_ARGUMENTS",
+    )
+
+
+def _payable_amount(value: Any, pointer: str) -> Amount:
+    """HATP-GATE-23 (non-finite, negative, unknown currency) or HATP-GATE-20 (not an amount at all)."""
+    raw = value.get("value") if isinstance(value, Mapping) else None
+    if (isinstance(raw, float) and not math.isfinite(raw)) or (
+        isinstance(raw, str) and raw.strip().lstrip("+-").lower() in ("nan", "inf", "infinity", "snan")
+    ):
+        raise _not_payable(pointer, f"is not a finite number ({raw!r})")
+    try:
+        amount = Amount.model_validate(value)
+    except ValueError as exc:
+        raise _bad_args(pointer, 'amount {"value": "12.50", "currency": "USD"}') from exc
+    if amount.decimal < 0:
+        raise _not_payable(pointer, f"is negative ({amount.value} {amount.currency}); plans refuse it too (HATP-GW-2)")
+    if not is_known_currency(amount.currency):
+        raise _not_payable(pointer, f"is in {amount.currency!r}, which is not an ISO 4217 currency")
+    return amount
+
+
 def _bad_args(pointer: str, what: str) -> HatpError:
     return HatpError(
         "HATP-GATE-20",
@@ -124,14 +169,16 @@ def expected_call(
     server: str, tool: str, arguments: Mapping[str, Any], req: GateRequirement, tool_digest: str | None
 ) -> ToolCall:
     """The ToolCall this exact call stands for. Raises HatpError HATP-GATE-20 when `amountFrom`/`payeeFrom`
-    do not resolve (fail closed: an amount that cannot be read is never treated as zero)."""
+    do not resolve (fail closed: an amount that cannot be read is never treated as zero), HATP-GATE-23 when the
+    amount is negative, not finite or in an unknown currency (both sides call this before anyone is asked)."""
     max_amount: Amount | None = None
     payee: str | None = None
     if req.amount_from is not None:
         try:
-            max_amount = Amount.model_validate(resolve_pointer(arguments, req.amount_from))
-        except (KeyError, ValueError) as exc:
+            found = resolve_pointer(arguments, req.amount_from)
+        except KeyError as exc:
             raise _bad_args(req.amount_from, 'amount {"value": "12.50", "currency": "USD"}') from exc
+        max_amount = _payable_amount(found, req.amount_from)
     if req.payee_from is not None:
         try:
             value = resolve_pointer(arguments, req.payee_from)
@@ -244,49 +291,70 @@ def _match_call(got: ToolCall, want: ToolCall, defined_at: datetime | None, issu
     return want
 
 
-def _check_humans(approval: Approval, min_quorum: int) -> None:
-    decisions = approval.decisions
-    if approval.decision != "approve" or any(d.decision != "approve" for d in decisions):
-        who = ", ".join(d.approver for d in decisions if d.decision == "reject") or "the gateway"
+def _check_rejections(approval: Approval) -> None:
+    if approval.decision != "approve" or any(d.decision != "approve" for d in approval.decisions):
+        who = ", ".join(d.approver for d in approval.decisions if d.decision == "reject") or "the gateway"
         raise _refuse(
             "HATP-GATE-11", f"the approval records a rejection (by {who}); it cannot authorize the call", "$.decision"
         )
-    seen: set[str] = set()
-    for i, d in enumerate(decisions):
-        if d.approver in seen:
-            raise _refuse(
-                "HATP-GATE-13", f"{d.approver} is counted twice; quorum counts distinct people", f"$.decisions[{i}]"
-            )
-        seen.add(d.approver)
-    requester = approval.routing.requester
-    if requester is not None and requester in seen:
-        raise _refuse("HATP-GATE-14", f"{requester} approved their own request (separation of duties)", "$.decisions")
-    need = max(approval.quorum.required, min_quorum)
-    if len(seen) < need:
-        raise _refuse("HATP-GATE-12", f"{len(seen)} distinct approver(s), the quorum needs {need}", "$.quorum")
 
 
-def _check_proofs(approval: Approval, humans: HumanKeys) -> None:
+# The gate's rule for each way the humans can fall short (hatp_mcp/core/humans/requirement.py decides which).
+_HUMAN_RULES = {
+    "HATP-GW-41": "HATP-GATE-19",
+    "HATP-GW-42": "HATP-GATE-14",
+    "HATP-GW-43": "HATP-GATE-13",
+    "HATP-GW-44": "HATP-GATE-12",
+    "HATP-GW-45": "HATP-GATE-25",
+    "HATP-GW-46": "HATP-GATE-24",
+}
+
+
+def _check_humans(
+    approval: Approval, want: ToolCall, req: GateRequirement, humans: HumanKeys, now: datetime, policy: GatePolicy
+) -> None:
+    """The people, checked by the gate itself against its own cards and clock (never the gateway's word)."""
+    up_to = {want.max_amount.currency: want.max_amount.decimal} if want.max_amount is not None else {}
+    need = HumanRequirement(address=req.address, action=req.action, up_to=up_to)
     try:
-        check_decision_proofs(approval, humans)
+        check_humans_meet(approval, need, humans, now=now, max_age=policy.max_proof_age)
     except HatpError as exc:
+        rule = _HUMAN_RULES.get(exc.rule)
+        if rule is None:  # the proofs themselves (HATP-GW-19..27, HATP-GW-32)
+            raise _refuse(
+                "HATP-GATE-21",
+                f"a decision is not proven by the person who made it ({exc.rule}: {exc.reason})",
+                exc.path,
+                "ask the gateway for an approval whose decisions carry the people's own signed proofs",
+            ) from exc
+        raise _refuse(rule, f"{exc.reason} ({exc.rule})", exc.path, exc.fix) from exc
+
+
+def _check_lifetime(approval: Approval, now: datetime, policy: GatePolicy) -> None:
+    if approval.expires_at is None or now >= parse_ts(approval.expires_at):
+        when = approval.expires_at or "never (refused: an approval must expire)"
+        raise _refuse("HATP-GATE-10", f"the approval expired at {when}; it is {format_ts(now)}", "$.expiresAt")
+    issued, expires = parse_ts(approval.issued_at), parse_ts(approval.expires_at)
+    cap = policy.max_lifetime
+    if issued > now + MAX_SKEW or expires - issued > cap or expires > now + cap:
         raise _refuse(
-            "HATP-GATE-21",
-            f"a decision is not proven by the person who made it ({exc.rule}: {exc.reason})",
-            exc.path,
-            "ask the gateway for an approval whose decisions carry the people's own signed proofs",
-        ) from exc
+            "HATP-GATE-10",
+            f"the approval (issued {approval.issued_at}, expires {approval.expires_at}) outlives this server's "
+            f"policy: at most {int(cap.total_seconds())} s from its issue and from now ({format_ts(now)})",
+            "$.expiresAt",
+        )
+
+
+def replay_keys(approval: Approval) -> list[str]:
+    """What using `approval` spends at the gate (HATP-GATE-18): its nonce, its id (which every person's proof
+    binds, so proofs re-signed under a new nonce are still the same approval) and each proof's own nonce."""
+    keys = [approval.nonce, f"approval:{approval.approval_id}"]
+    keys += [f"proof:{d.proof.nonce}" for d in approval.decisions if d.proof is not None]
+    return keys
 
 
 def _check_routing(approval: Approval, want: ToolCall, req: GateRequirement) -> None:
-    routing = approval.routing
-    if routing.address != req.address:
-        raise _refuse(
-            "HATP-GATE-19",
-            f"the approval was routed to {routing.address!r}, the tool requires {req.address!r}",
-            "$.routing.address",
-        )
-    checked = routing.checked
+    checked = approval.routing.checked
     if checked.status != "checked" or checked.action != req.action:
         raise _refuse(
             "HATP-GATE-15",
@@ -333,14 +401,17 @@ def check_approval(
     defined_at: datetime | None = None,
     quote: Quote | None = None,
     nonce_used: bool = False,
+    policy: GatePolicy | None = None,
 ) -> Approval:
     """Return the approval when it authorizes exactly `expected` at `now`; else raise the refusal.
 
     `expected` binds the tool definition digest when the gate does; `humans` are the people's decision keys from
     their Directory-verified cards (each decision must carry its person's proof); `defined_at` is when that
     definition took effect (unknown: unbound approvals are refused); `quote` is the server's own price and payee,
-    when it sets them; `nonce_used` whether the replay cache has seen the nonce. Raises HatpError HATP-GATE-2..21.
+    when it sets them; `nonce_used` whether the replay cache has seen any of `replay_keys(approval)`; `policy`
+    the server's bounds on lifetime and proof age. Raises HatpError HATP-GATE-2..25.
     """
+    policy = policy or GatePolicy()
     approval, doc = _parse(raw)
     _verify(doc, trusted)
     assert approval.tool_call is not None  # _parse guarantees it
@@ -348,17 +419,17 @@ def check_approval(
     digest_now = call_digest(want)
     if approval.plan_digest != digest_now or approval.routing.plan_digest != digest_now:
         raise _refuse("HATP-GATE-7", "the approval's digest is not the digest of this call", "$.planDigest")
-    if approval.expires_at is None or now >= parse_ts(approval.expires_at):
-        when = approval.expires_at or "never (refused: an approval must expire)"
-        raise _refuse("HATP-GATE-10", f"the approval expired at {when}; it is {format_ts(now)}", "$.expiresAt")
-    addr = parse_address(requirement.address)
-    _check_humans(approval, addr.quorum[0] if addr.quorum else 1)
-    _check_proofs(approval, humans)
+    _check_lifetime(approval, now, policy)
+    _check_rejections(approval)
+    _check_humans(approval, want, requirement, humans, now, policy)
     _check_routing(approval, want, requirement)
     if quote is not None:
         _check_quote(approval.tool_call, quote)
     if nonce_used:
         raise _refuse(
-            "HATP-GATE-18", f"approval {approval.approval_id} was already used (nonce seen); it works once", "$.nonce"
+            "HATP-GATE-18",
+            f"approval {approval.approval_id} was already used (its nonce, its id or one of its people's proofs "
+            "was spent here); it works once",
+            "$.nonce",
         )
     return approval

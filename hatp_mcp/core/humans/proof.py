@@ -53,13 +53,17 @@ class HumanKeys:
     """Each person's decision keys, as their verified cards list them: human -> Keyring (role "approver").
 
     Build it only from cards the Directory verified (`from_cards(directory.cards())`): a key counts for the
-    person whose card lists it, and for nobody else."""
+    person whose card lists it, and for nobody else. `cards` keeps those cards, so that a verifier can check each
+    approver's roles and authority too (hatp_mcp/core/humans/requirement.py); keys given without cards prove
+    who decided, never that they could."""
 
     by_human: Mapping[str, Keyring] = field(default_factory=dict)
+    cards: Mapping[str, HumanCard] = field(default_factory=dict)
 
     @classmethod
     def from_cards(cls, cards: Iterable[HumanCard]) -> HumanKeys:
         out: dict[str, Keyring] = {}
+        by_id: dict[str, HumanCard] = {}
         for card in cards:
             ring = Keyring()
             for k in card.keys:
@@ -67,7 +71,8 @@ class HumanKeys:
                     jwk = {"kty": "OKP", "crv": "Ed25519", "kid": k.id, "x": k.public_key, "roles": ["approver"]}
                     ring.add(PublicKeyEntry.from_jwk(jwk))
             out[card.id] = ring
-        return cls(out)
+            by_id[card.id] = card
+        return cls(out, by_id)
 
     def keyring_for(self, human: str) -> Keyring | None:
         return self.by_human.get(human)

@@ -17,15 +17,23 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError, check_party
 from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.humans.authority import plan_money
 from hatp_mcp.core.humans.evidence import check_routing
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
+from hatp_mcp.core.humans.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.errors import HatpError
 
-__all__ = ["check_approver_answer", "check_branch_receipt", "check_branch_vote", "moves_money"]
+__all__ = [
+    "check_approval_meets",
+    "check_approver_answer",
+    "check_branch_receipt",
+    "check_branch_vote",
+    "moves_money",
+]
 
 
 def _parse(model: type[Vote] | type[Receipt] | type[Approval], raw: Mapping[str, Any], rule: str, what: str) -> Any:
@@ -174,14 +182,6 @@ def check_approver_answer(
                 fix="ask the approver again",
             )
     if approval.decision == "approve":
-        approvers = {d.approver for d in approval.decisions if d.decision == "approve"}
-        if len(approvers) < approval.quorum.required:
-            raise HatpError(
-                rule,
-                f"quorum needs {approval.quorum.required} distinct approvers, {len(approvers)} approved",
-                path="approval.decisions",
-                code="QUORUM_NOT_MET",
-            )
         if moves_money(plan) and approval.routing.checked.status != "checked":
             raise HatpError(
                 rule,
@@ -201,16 +201,56 @@ def check_approver_answer(
                 path=f"approval.routing{exc.path.removeprefix('$.routing')}",
                 code=exc.code,
             ) from exc
-    if humans is not None:
-        try:
+    try:
+        if approval.decision == "approve":
+            check_approval_meets(plan, requirement_id, approval, humans)
+        elif humans is not None:
             # the gateway's signature says the gateway vouches; the people's own proofs say they decided
             check_decision_proofs(approval, humans, "approval")
-        except HatpError as exc:
-            raise HatpError(
-                "HATP-TXN-19",
-                f"a human decision in the approval is not proven by its person ({exc.rule}): {exc.reason}",
-                path=exc.path,
-                code="DECISION_NOT_PROVEN",
-                fix="the gateway must return each person's signed decision proof inside the approval",
-            ) from exc
+    except HatpError as exc:
+        if exc.rule == "HATP-TXN-20":
+            raise
+        raise HatpError(
+            "HATP-TXN-19",
+            f"a human decision in the approval is not proven by its person ({exc.rule}): {exc.reason}",
+            path=exc.path,
+            code="DECISION_NOT_PROVEN",
+            fix="the gateway must return each person's signed decision proof inside the approval",
+        ) from exc
     return vote, approval
+
+
+# The people's shortfalls (hatp_mcp/core/humans/requirement.py) the coordinator reports as HATP-TXN-20; the rest
+# (a missing or failing proof, HATP-GW-19..27 and HATP-GW-32) as HATP-TXN-19.
+_SHORTFALLS = frozenset({"HATP-GW-41", "HATP-GW-42", "HATP-GW-43", "HATP-GW-44", "HATP-GW-45", "HATP-GW-46"})
+
+
+def check_approval_meets(plan: Plan, requirement_id: str, approval: Approval, humans: HumanKeys | None) -> list[str]:
+    """HATP-TXN-20: an approving Approval meets the plan's own requirement, decided from the plan, not from the
+    gateway's word: routed to the requirement's address, naming the plan's requester (who did not approve), a
+    quorum of distinct people (the larger of the approval's and the address's); with `humans` (the organisation's
+    cards) each decision proven by its person and each approver named by the address and holding authority for
+    the requirement's action over the plan's own total (hatp_mcp.core.humans.requirement.check_humans_meet, the
+    same function the approval gate runs). Returns the approvers.
+
+    Raises HatpError HATP-TXN-20 (code from the shortfall: ROUTED_ELSEWHERE, REQUESTER_MISSING, REQUESTER_MISMATCH,
+    SEPARATION_OF_DUTIES, QUORUM_NOT_MET, NOT_AN_APPROVER, AUTHORITY) or the proof's own HatpError (HATP-GW-19..27).
+    """
+    req = next((r for r in plan.approvals if r.id == requirement_id), None)
+    if req is None:
+        raise HatpError("HATP-TXN-20", f"no approval requirement {requirement_id!r}", code="BAD_EVIDENCE")
+    need = HumanRequirement(
+        address=req.address, action=req.action, up_to=plan_money(plan).up_to, requester=plan.requester.principal
+    )
+    try:
+        return check_humans_meet(approval, need, humans, path="approval")
+    except HatpError as exc:
+        if exc.rule not in _SHORTFALLS:
+            raise
+        raise HatpError(
+            "HATP-TXN-20",
+            f"the approval does not meet requirement {requirement_id!r} ({exc.rule}): {exc.reason}",
+            path=exc.path,
+            code=exc.code,
+            fix=exc.fix,
+        ) from exc

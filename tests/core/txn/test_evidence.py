@@ -44,6 +44,7 @@ def _gateway_answer(plan: Plan, **changes: Any) -> tuple[dict[str, Any], dict[st
         "routing": {
             "address": "human://acme.com/role/finance-approver",
             "planDigest": digest,
+            "requester": "human://acme.com/dana",
             "planTotals": totals,
             "upTo": up_to,
             "checked": {"status": "checked", "action": "travel.spend", "amounts": up_to},
@@ -67,15 +68,21 @@ def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked(
     vote, approval = _gateway_answer(plan)
     check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
     cases = [
-        ("AUTHORITY_NOT_CHECKED", _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}})),
+        (
+            "HATP-TXN-3",
+            "AUTHORITY_NOT_CHECKED",
+            _gateway_answer(plan, **{"routing.checked": {"status": "absent", "amounts": []}}),
+        ),
         # HATP-TXN-3: "checked", but against less than the plan's own total (recomputed from the plan, HATP-GW-7)
         (
+            "HATP-TXN-3",
             "AUTHORITY_NOT_CHECKED",
             _gateway_answer(
                 plan, **{"routing.checked": {"status": "checked", "amounts": [{"value": "10.00", "currency": "USD"}]}}
             ),
         ),
-        (
+        (  # HATP-TXN-20: the quorum is the coordinator's own count of distinct people (HATP-GW-43)
+            "HATP-TXN-20",
             "QUORUM_NOT_MET",
             _gateway_answer(
                 plan,
@@ -86,10 +93,10 @@ def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked(
             ),
         ),
     ]
-    for code, (v, a) in cases:
+    for rule, code, (v, a) in cases:
         with pytest.raises(HatpError) as err:
             check_approver_answer(plan, plan.digest(), "finance", sign_object(v, g), sign_object(a, g), RING)
-        assert (err.value.rule, err.value.code) == ("HATP-TXN-3", code)
+        assert (err.value.rule, err.value.code) == (rule, code)
     with pytest.raises(HatpError) as err:  # a participant key is not a gateway
         check_approver_answer(
             plan, plan.digest(), "finance", sign_object(vote, KEYS["airline"]), sign_object(approval, g), RING
@@ -207,3 +214,76 @@ def test_a_vote_or_receipt_over_another_plan_digest_does_not_count_HATP_TXN_2() 
     with pytest.raises(HatpError) as err:
         check_branch_receipt(plan, plan.digest(), branch, receipt, RING, {"prepare"})
     assert (err.value.rule, err.value.code, err.value.path) == ("HATP-TXN-2", "BAD_EVIDENCE", "receipt.planDigest")
+
+
+def _proven(plan: Plan, people: list[str]) -> list[dict[str, Any]]:
+    """Decisions with each person's own valid proof on this plan's finance ask."""
+    import secrets
+
+    from hatp_mcp.core.humans.proof import sign_decision
+    from tests.acme_org import h, human_key
+
+    out = []
+    for n in people:
+        p = sign_decision(
+            human_key(n), f"{plan.txn_id}/finance", plan.digest(), h(n), "approve", NOW, nonce=secrets.token_urlsafe(18)
+        )
+        out.append({"approver": h(n), "decision": "approve", "decidedAt": format_ts(NOW), "proof": p.wire()})
+    return out
+
+
+def _meets(plan: Plan, humans: Any = None, **changes: Any) -> HatpError:
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan, **changes)
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(
+            plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, humans
+        )
+    return err.value
+
+
+def test_HATP_TXN_20_the_coordinator_checks_address_quorum_and_requester_against_the_plan_itself() -> None:
+    from tests.acme_org import h, human_keys
+    from tests.acme_org import plan as acme_plan
+
+    plan = acme_plan(["2500"], address="human://acme.com/role/finance-approver?quorum=2-of-3")
+    addr = plan.approvals[0].address
+    good = {"routing.address": addr, "quorum": {"required": 2, "of": 3}, "decisions": _proven(plan, ["bob", "alice"])}
+    g = KEYS["gateway"]
+    vote, approval = _gateway_answer(plan, **good)
+    check_approver_answer(
+        plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW, human_keys()
+    )
+    # each of these the gateway's key alone could sign, and each counted before
+    elsewhere = _meets(plan, **{**good, "routing.address": "human://acme.com/bob"})
+    assert (elsewhere.rule, elsewhere.code, elsewhere.path) == (
+        "HATP-TXN-20",
+        "ROUTED_ELSEWHERE",
+        "approval.routing.address",
+    )
+    lowered = _meets(plan, **{**good, "quorum": {"required": 1, "of": 3}, "decisions": _proven(plan, ["bob"])})
+    assert (lowered.rule, lowered.code) == ("HATP-TXN-20", "QUORUM_NOT_MET") and "HATP-GW-44" in lowered.reason
+    other = _meets(plan, **{**good, "routing.requester": h("carol")})
+    assert (other.rule, other.code) == ("HATP-TXN-20", "REQUESTER_MISMATCH") and h("dana") in other.reason
+    vote, approval = _gateway_answer(plan, **good)
+    del approval["routing"]["requester"]
+    with pytest.raises(HatpError) as err:
+        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-20", "REQUESTER_MISSING")
+    own = _meets(plan, **{**good, "decisions": _proven(plan, ["bob", "dana"])})
+    assert (own.rule, own.code) == ("HATP-TXN-20", "SEPARATION_OF_DUTIES")
+
+
+def test_HATP_TXN_20_with_the_cards_an_approver_without_authority_for_the_plans_total_does_not_count() -> None:
+    from tests.acme_org import human_keys
+    from tests.acme_org import plan as acme_plan
+
+    plan = acme_plan(["2500"], address="human://acme.com/role/finance-approver?quorum=2-of-3")
+    changes = {
+        "routing.address": plan.approvals[0].address,
+        "quorum": {"required": 2, "of": 3},
+        "decisions": _proven(plan, ["bob", "erin"]),  # erin's card: up to $500
+    }
+    err = _meets(plan, human_keys(), **changes)
+    assert (err.rule, err.code, err.path) == ("HATP-TXN-20", "AUTHORITY", "approval.decisions[1].approver")
+    assert "$500.00 is below $2,500.00" in err.reason
