@@ -10,9 +10,11 @@ the test-only acme.com organisation in spec/fixtures/org/.
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import tempfile
 import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +22,23 @@ import anyio
 from mcp import Client, MCPError, StdioServerParameters
 
 from demo.people import decide_as, human_key
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
+from hatp_mcp.core.humans.agents import sign_request
 
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = ROOT / "spec" / "fixtures" / "org"
-REQUESTER = "human://acme.com/dana"
+AGENT = "agent://acme.com/travel-bot"  # its Directory-signed card: acts for human://acme.com/dana
 ARGS: dict[str, Any] = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "USD"}, "payee": "acme"}
+
+
+def agent_key() -> SigningKey:
+    """The travel-bot's TEST-ONLY key: the one its Directory-signed agent card lists."""
+    return SigningKey.from_jwk(
+        json.loads((ORG / "test-only-keys" / "agents" / "travel-bot.private.jwk.json").read_text())
+    )
 
 
 def say(who: str, text: str) -> None:
@@ -70,8 +81,18 @@ async def run(tmp: Path) -> int:
             say("", f"ask {need['address']} for {need['requirement']}")
             say("", f"call digest {need['callDigest']}")
 
-            print("2. The agent asks the Human Gateway to approve exactly that call")
+            print("2. The agent asks the Human Gateway to approve exactly that call, signing its request")
             tc = need["toolCall"]
+            # Who the agent acts for is proven by its key and its Directory-signed card, never by what it writes.
+            request = sign_request(
+                agent_key(),
+                AGENT,
+                "human://acme.com/dana",
+                "tool-call",
+                need["callDigest"],
+                datetime.now(UTC),
+                nonce=secrets.token_urlsafe(18),
+            )
             asked = result_json(
                 await gateway.call_tool(
                     "request_approval",
@@ -80,12 +101,13 @@ async def run(tmp: Path) -> int:
                         "tool": tc["tool"],
                         "arguments": ARGS,
                         "requires": {"address": need["address"], "requirement": need["requirement"]},
-                        "requester": REQUESTER,
+                        "request": request.wire(),
                         "call_digest": need["callDigest"],
                         "tool_digest": tc.get("toolDigest"),
                     },
                 )
             )
+            say("gateway", f"requester {asked['ask']['requester']} (proven by {AGENT}'s signed request)")
             for seat in asked["seats"]:
                 say("gateway", f"{seat['human']:<24} {seat['status']:<9} {seat.get('detail') or ''}".rstrip())
 

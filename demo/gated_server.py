@@ -2,7 +2,8 @@
 `gate_tools`, and an ungated `charges` tool that reports what was charged (the side effect, counted).
 
 `python -m demo.gated_server --db GATE.db --org ORG_DIR [--now 2026-11-29T10:00:00Z]` serves stdio. It trusts
-the gateway keys the organisation publishes in ORG_DIR/.well-known/human-card.json. `--now` pins a fake clock
+the gateway keys the organisation publishes in ORG_DIR/.well-known/human-card.json, the people's cards and the
+agents' cards (whom each agent acts for) in ORG_DIR. `--now` pins a fake clock
 (tests); without it the real clock runs. Never prints to stdout: that is the MCP wire.
 """
 
@@ -18,7 +19,7 @@ from mcp.server import MCPServer
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
-from hatp_mcp.runtime.org import load_directory
+from hatp_mcp.runtime.org import load_agents, load_directory
 
 __all__ = ["REQUIRES", "SERVER_ID", "build", "main"]
 
@@ -48,7 +49,10 @@ def build(db: str | Path, org: str | Path, clock: Clock) -> MCPServer:
     well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
     gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
     directory, _ignored = load_directory(org)  # the people's decision keys, from Directory-signed cards only
-    gate = create_approval_gate(SERVER_ID, gateways, humans=directory.cards(), replay_cache=str(db), clock=clock)
+    agents, _ignored_agents = load_agents(org)  # whom each agent acts for, from Directory-signed agent cards only
+    gate = create_approval_gate(
+        SERVER_ID, gateways, humans=directory.cards(), agents=agents, replay_cache=str(db), clock=clock
+    )
     gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
     return server
 

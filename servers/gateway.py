@@ -3,7 +3,8 @@
 `python -m servers.gateway --transport stdio|http [--port N] [--data DIR] [--org DIR] [--key FILE] [--now TS]`
 
 - The organisation (default spec/fixtures/org, the TEST-ONLY acme.com): its well-known document, the Directory's
-  signed cards (unsigned or altered ones are ignored, each logged with its rule) and `contacts.json`, copied into
+  signed cards (unsigned or altered ones are ignored, each logged with its rule), its signed agent cards
+  (`agents/`, the only proof of whom an agent asking for a tool call acts for) and `contacts.json`, copied into
   the store's private contacts table (never into a message).
 - The signing key (role gateway), first found of: `--key FILE`; `DIR/key.jwk.json` (HATP-MCP-8); the org's
   `test-only-keys/gateway.private.jwk.json` when the well-known publishes its kid with role gateway (the demo
@@ -36,6 +37,7 @@ from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
+from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.gateway_store import GatewayStore
 from servers._keys import load_or_create_key
 
@@ -73,7 +75,10 @@ def build(data: Path, org: Path, clock: Clock, key_file: str | None = None) -> t
     for human, book in contacts.items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)
-    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock)
+    agents, ignored_agents = load_agents(org)
+    for card in ignored_agents:
+        log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
+    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
     server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
     serve_approver(server, gateway)
     add_gateway_tools(server, gateway)

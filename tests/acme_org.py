@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.humans.agents import AgentKeys, sign_request
 from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.humans.proof import HumanKeys, apply_proof, sign_decision, subject_digest
 from hatp_mcp.core.model.gateway import Ask
@@ -18,6 +19,7 @@ ORG_DIR = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
 GATEWAY_ID = "https://acme.com/hatp/gateway"
 ACTION = "travel.spend"
 NAMES = ["alice", "erin", "dana", "bob", "carol", "frank"]
+AGENT = "agent://acme.com/travel-bot"  # acts for dana (spec/fixtures/org/agents/travel-bot.json)
 
 
 def h(name: str) -> str:
@@ -92,6 +94,36 @@ def approve_as(rec: Any, name: str, now: datetime, decision: str = "approve") ->
     """An AskRecord after `name`'s proven decision (core.human_proof.apply_proof), as the gateway records it."""
     after, _ = apply_proof(rec, proof(rec.ask, name, decision, now), humans=human_keys(), now=now, nonce_used=False)
     return after
+
+
+def agent_doc(name: str = "travel-bot") -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((ORG_DIR / "agents" / f"{name}.json").read_text())
+    return doc
+
+
+def agent_key(name: str = "travel-bot") -> SigningKey:
+    """An agent's TEST-ONLY request-signing key (the ed25519 entry of its agent card)."""
+    path = ORG_DIR / "test-only-keys" / "agents" / f"{name}.private.jwk.json"
+    return SigningKey.from_jwk(json.loads(path.read_text()))
+
+
+def agent_keys(extra: list[dict[str, Any]] | None = None) -> AgentKeys:
+    agents, ignored = AgentKeys.load(well_known(), [agent_doc(), *(extra or [])])
+    assert not ignored, ignored
+    return agents
+
+
+def agent_request(digest: str, now: datetime, subject: str = "tool-call", **over: Any) -> dict[str, Any]:
+    """The travel-bot's signed request about `digest` (wire form); `over` changes the agent, actsFor or key."""
+    return sign_request(
+        over.get("key", agent_key()),
+        over.get("agent", AGENT),
+        over.get("acts_for", h("dana")),
+        subject,
+        digest,
+        now,
+        nonce=over.get("nonce", secrets.token_urlsafe(18)),
+    ).wire()
 
 
 def keyring() -> Keyring:

@@ -33,7 +33,9 @@ from hatp_mcp.core.gate.checks import (
     replay_keys,
     tool_definition_digest,
 )
+from hatp_mcp.core.humans.agents import AgentKeys
 from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
@@ -65,6 +67,7 @@ class ApprovalGate:
     cache: ReplayCache
     clock: Clock
     policy: GatePolicy = field(default_factory=GatePolicy)
+    agents: AgentKeys | None = None
     tools: dict[str, GatedTool] = field(default_factory=dict)
     servers: set[int] = field(default_factory=set)  # id() of each server the middleware is installed on
 
@@ -95,6 +98,7 @@ class ApprovalGate:
                 quote=quote,
                 nonce_used=nonce_used,
                 policy=self.policy,
+                agents=self.agents,
             )
 
         approval = check(False)  # every other check first: a refused approval spends nothing
@@ -160,13 +164,17 @@ def create_approval_gate(
     replay_cache: ReplayCache | str | Path = ":memory:",
     clock: Clock | None = None,
     policy: GatePolicy | None = None,
+    agents: AgentKeys | Iterable[AgentCard] | None = None,
 ) -> ApprovalGate:
     """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
     the keys need the role ``gateway``) whose every decision is proven by its person: `humans` is their decision
     keys, or the Directory-verified cards they come from (e.g. `Directory.load(...)[0].cards()`); nothing else
     stands in for them. `replay_cache` is a ReplayCache or a SQLite path: give a file so that used approvals stay
     used across restarts. `policy` bounds an approval's lifetime and its proofs' age by the server's own clock
-    (default GatePolicy(): 15 minutes, 75 minutes). Raises ValueError for a bad keyring."""
+    (default GatePolicy(): 15 minutes, 75 minutes). `agents` are the organisation's Directory-signed agent cards
+    (`load_agents(org)[0]`): with them, the requester separation of duties is checked against is the person the
+    requesting agent's card names, proven by its signed request inside the approval (HATP-GATE-26); without
+    them, it is the one the gateway's routing record names. Raises ValueError for a bad keyring."""
     trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
     people = humans if isinstance(humans, HumanKeys) else HumanKeys.from_cards(humans)
     cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)
@@ -177,6 +185,7 @@ def create_approval_gate(
         cache=cache,
         clock=clock or SystemClock(),
         policy=policy or GatePolicy(),
+        agents=agents if agents is None or isinstance(agents, AgentKeys) else AgentKeys.from_cards(list(agents)),
     )
 
 

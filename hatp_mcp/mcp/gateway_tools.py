@@ -101,12 +101,15 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         tool: str,
         arguments: dict[str, Any],
         requires: dict[str, Any],
-        requester: str,
+        request: dict[str, Any] | None = None,
+        requester: str | None = None,
         call_digest: str | None = None,
         tool_digest: str | None = None,
     ) -> dict[str, Any]:
         """Ask the humans at `requires.address` to approve exactly this tool call (as the tool server described
-        it in its APPROVAL_REQUIRED refusal). Idempotent per call; poll with approval_status."""
+        it in its APPROVAL_REQUIRED refusal). `request` is the agent's hatp.agent-request over the call digest,
+        signed with the key on its Directory-signed agent card: the requester is the person that card names
+        (`requester`, if given, must be that person). Idempotent per call; poll with approval_status."""
         try:
             try:
                 requirement = GateRequirement.from_config(requires)
@@ -117,6 +120,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
                 tool=tool,
                 arguments=arguments,
                 requirement=requirement,
+                request=request,
                 requester=requester,
                 tool_digest=tool_digest,
                 call_digest_seen=call_digest,

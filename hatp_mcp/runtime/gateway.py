@@ -20,15 +20,17 @@ from anyio.abc import TaskStatus
 
 from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.evidence.signing import sign_model
-from hatp_mcp.core.gate.checks import GateRequirement, call_digest
+from hatp_mcp.core.gate.checks import GateRequirement, call_digest, expected_call
 from hatp_mcp.core.gate.toolcall import build_tool_call_approval, open_tool_call_ask, tool_call_ask_id
 from hatp_mcp.core.humans import asks as core_asks
 from hatp_mcp.core.humans import gateway as core
+from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.directory import Directory, IgnoredCard
 from hatp_mcp.core.humans.estimate import estimate_requirement
 from hatp_mcp.core.humans.evidence import build_answer, build_approval, build_vote
 from hatp_mcp.core.humans.proof import HumanKeys, apply_proof
 from hatp_mcp.core.humans.terms import tighten as tighten_terms
+from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.evidence import Vote
@@ -103,6 +105,11 @@ def apply_human_input(
         raise error from None
 
 
+def verified_request(raw: object) -> AgentRequest:
+    """The AgentRequest model of a request verify_request accepted (kept whole, signature and all)."""
+    return raw if isinstance(raw, AgentRequest) else AgentRequest.model_validate(raw)
+
+
 class _Late(Exception):
     def __init__(self, stored: StoredAsk, error: HatpError) -> None:
         super().__init__(error.one_line())
@@ -125,6 +132,7 @@ class GatewayApprover:
         default_window: timedelta = timedelta(hours=24),
         nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18),
         proof_poll: timedelta = timedelta(seconds=1),
+        agents: AgentKeys | None = None,
     ) -> None:
         if "gateway" not in key.roles:
             raise ValueError("the gateway signs with a key whose roles include 'gateway'")
@@ -141,6 +149,8 @@ class GatewayApprover:
         self._changed = anyio.Event()
         # Decision keys as the Directory-verified cards list them: the only keys a decision counts with.
         self.humans = HumanKeys.from_cards(directory.cards())
+        # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
+        self.agents = agents or AgentKeys()
 
     # -- the Approver protocol -------------------------------------------------------------------------------
 
@@ -309,7 +319,8 @@ class GatewayApprover:
         tool: str,
         arguments: dict[str, Any],
         requirement: GateRequirement,
-        requester: str,
+        request: object,
+        requester: str | None = None,
         tool_digest: str | None = None,
         call_digest_seen: str | None = None,
     ) -> StoredAsk:
@@ -318,8 +329,25 @@ class GatewayApprover:
         or rejected, expired, exhausted, withdrawn) an identical request opens a new ask (HATP-GATE-22). Once the
         humans decided, `evidence` is the signed Approval with subject tool-call.
 
-        Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20) before anything is stored.
+        `request` is the agent's signed hatp.agent-request about this call's digest: the requester is the person
+        the agent's Directory-signed card names (HATP-GW-49); `requester`, when the agent also states it, must be
+        that person.
+
+        Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20, HATP-GATE-23, HATP-GW-47..49) before anything
+        is stored.
         """
+        now = self.clock.now()
+        digest = call_digest(expected_call(server, tool, arguments, requirement, tool_digest))
+        proven = verify_request(request, self.agents, subject="tool-call", subject_digest=digest, now=now)
+        if requester is not None and requester != proven:
+            raise HatpError(
+                "HATP-GW-49",
+                f"the agent acts for {proven} (its Directory-signed card), not for {requester!r}",
+                path="$.requester",
+                fix="drop requester, or name the person the agent's card names",
+                code="REQUESTER_NOT_PROVEN",
+            )
+        requester = proven
         args: dict[str, Any] = {
             "server": server,
             "tool": tool,
@@ -341,7 +369,7 @@ class GatewayApprover:
             round_ += 1
         if round_ > 1:
             rec, call = open_tool_call_ask(**args, now=self.clock.now(), round_=round_)
-        rec = rec.model_copy(update={"tool_call": call})
+        rec = rec.model_copy(update={"tool_call": call, "agent_request": verified_request(request)})
         stored = StoredAsk(rec.ask.ask_id, rec.state, rec, None, None)
         if self.store.create(stored) is stored:
             await self._notify_new(None, rec)

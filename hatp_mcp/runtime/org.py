@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hatp_mcp.core.humans.agents import AgentKeys
 from hatp_mcp.core.humans.directory import Directory, IgnoredCard
 from hatp_mcp.core.humans.proof import HumanKeys
 from hatp_mcp.core.model.wire import load_json
 
-__all__ = ["load_directory", "load_human_keys"]
+__all__ = ["load_agents", "load_directory", "load_human_keys"]
 
 
 def _object(path: Path) -> dict[str, Any]:
@@ -41,3 +42,12 @@ def load_human_keys(org_dir: str | Path) -> HumanKeys:
     Raises like load_directory."""
     directory, _ignored = load_directory(org_dir)
     return HumanKeys.from_cards(directory.cards())
+
+
+def load_agents(org_dir: str | Path) -> tuple[AgentKeys, list[IgnoredCard]]:
+    """The organisation's Directory-signed agent cards (`agents/*.json`; none when the dir has no `agents/`), and
+    the cards it ignored (HATP-CARD-4). Raises like load_directory."""
+    root = Path(org_dir)
+    well_known = _object(root / ".well-known" / "human-card.json")
+    cards = [_object(p) for p in sorted((root / "agents").glob("*.json"))]
+    return AgentKeys.load(well_known, cards)

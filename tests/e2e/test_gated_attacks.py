@@ -1,7 +1,8 @@
 """Issue 12's attacks on the gated path, over the gated demo's real processes (demo.gated_server and
 servers.gateway, stdio): a negative charge is refused by both before anyone is asked; with the gateway's key
 alone, re-signed approvals (the same proofs under a new nonce, 30-day-old proofs, no requester, an approver
-whose card limit is below the call) are refused, and the payments server charged exactly once."""
+whose card limit is below the call, the requester's own approval under another requester's name, the agent's
+request dropped) are refused, and the payments server charged exactly once."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hatp_mcp.core.evidence.keys import sign_object
 from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
 from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from tests.acme_org import gateway_key, h, human_key
+from tests.acme_org import agent_request, gateway_key, h, human_key
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +80,7 @@ async def test_the_gated_path_refuses_the_issue_12_attacks_over_real_processes(t
                 "server_id": tc["server"],
                 "tool": tc["tool"],
                 "requires": {"address": need["address"], "requirement": need["requirement"]},
-                "requester": h("dana"),
+                "request": agent_request(need["callDigest"], parse_ts(NOW)),
                 "tool_digest": tc.get("toolDigest"),
             }
             with pytest.raises(MCPError) as gw_negative:
@@ -101,20 +102,39 @@ async def test_the_gated_path_refuses_the_issue_12_attacks_over_real_processes(t
                 ) or approval
             old = format_ts(parse_ts(NOW) - timedelta(days=30))
             attacks = {
-                "HATP-GATE-24": resigned(approval, decisions=proven(approval, ["bob", "alice"], old)),
-                "HATP-GATE-14": resigned(
-                    approval, routing={k: v for k, v in approval["routing"].items() if k != "requester"}
+                "proofs 30 days old": (
+                    "HATP-GATE-24",
+                    resigned(approval, decisions=proven(approval, ["bob", "alice"], old)),
                 ),
-                "HATP-GATE-25": resigned(approval, decisions=proven(approval, ["bob", "erin"], NOW)),
+                "no requester": (
+                    "HATP-GATE-14",
+                    resigned(approval, routing={k: v for k, v in approval["routing"].items() if k != "requester"}),
+                ),
+                "a $500 approver": (
+                    "HATP-GATE-25",
+                    resigned(approval, decisions=proven(approval, ["bob", "erin"], NOW)),
+                ),
+                "dana approves her own agent's charge, bob named requester": (
+                    "HATP-GATE-14",
+                    resigned(
+                        approval,
+                        routing={**approval["routing"], "requester": h("bob")},
+                        decisions=proven(approval, ["alice", "dana"], NOW),
+                    ),
+                ),
+                "the agent's request dropped": (
+                    "HATP-GATE-26",
+                    resigned({k: v for k, v in approval.items() if k != "request"}),
+                ),
             }
-            before = {rule: (await charge(payments, ARGS, doc))["rule"] for rule, doc in attacks.items()}
+            before = {case: (await charge(payments, ARGS, doc))["rule"] for case, (_rule, doc) in attacks.items()}
             ran = await payments.call_tool("charge_card", ARGS, meta={APPROVAL_META_KEY: approval})  # type: ignore[arg-type]
             reused = await charge(payments, ARGS, resigned(approval, nonce=secrets.token_hex(16)))
             charges = json.loads((await payments.call_tool("charges", {})).content[0].text)
     assert (refused_negative["rule"], refused_negative["path"]) == ("HATP-GATE-23", "arguments/amount")
     assert isinstance(gw_negative.value.data, dict) and gw_negative.value.data["rule"] == "HATP-GATE-23"
     assert asks_after_negative == []  # nobody was asked
-    assert before == {rule: rule for rule in attacks}
+    assert before == {case: rule for case, (rule, _doc) in attacks.items()}
     assert ran.content[0].text == "charged 2500.00 USD on tok_visa_4242 to acme"  # type: ignore[union-attr]
     assert reused["rule"] == "HATP-GATE-18"
     assert charges == ["charged 2500.00 USD on tok_visa_4242 to acme"]

@@ -12,7 +12,7 @@ from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.gateway_store import GatewayStore
-from tests.acme_org import contacts, directory, gateway_key
+from tests.acme_org import agent_keys, contacts, directory, gateway_key
 
 __all__ = ["make_gateway", "voter_server"]
 
@@ -23,7 +23,12 @@ def make_gateway(data: Path, clock: FakeClock, key: SigningKey | None = None) ->
         for channel, address in book.items():
             store.set_contact(human, channel, address)
     return GatewayApprover(
-        directory=directory(), key=key or gateway_key(), store=store, clock=clock, notifier=RecordingNotifier()
+        directory=directory(),
+        key=key or gateway_key(),
+        store=store,
+        clock=clock,
+        notifier=RecordingNotifier(),
+        agents=agent_keys(),
     )
 
 

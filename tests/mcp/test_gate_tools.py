@@ -19,6 +19,7 @@ from mcp.server import MCPServer
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.gate.checks import APPROVAL_META_KEY, GateRequirement, Quote, call_digest, replay_keys
 from hatp_mcp.core.gate.toolcall import build_tool_call_approval, open_tool_call_ask
+from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
@@ -27,7 +28,7 @@ from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import ReplayCache
-from tests.acme_org import GATEWAY_ID, approve_as, directory, gateway_key, h, keyring, proof
+from tests.acme_org import GATEWAY_ID, agent_request, approve_as, directory, gateway_key, h, keyring, proof
 
 pytestmark = pytest.mark.anyio
 
@@ -101,6 +102,8 @@ def approve(
         gateway=GATEWAY_ID,
         now=now,
     )
+    request = AgentRequest.model_validate(agent_request(call_digest(c), now))  # the travel-bot's, for dana
+    rec = rec.model_copy(update={"agent_request": request})
     for name in approvers:
         rec = approve_as(rec, name, now)
     appr = build_tool_call_approval(rec, c, gateway=GATEWAY_ID, nonce=secrets.token_hex(16), now=now)

@@ -26,7 +26,7 @@ from hatp_mcp.mcp.call import call
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
-from tests.acme_org import contacts, h, human_key, keyring, plan
+from tests.acme_org import agent_request, contacts, h, human_key, keyring, plan
 from tests.mcp.gateway_fixture import make_gateway
 
 pytestmark = pytest.mark.anyio
@@ -166,7 +166,7 @@ async def test_HATP_MCP_13_a_tool_call_approval_is_routed_durable_and_signed_onc
         "tool": "charge_card",
         "arguments": ARGS,
         "requires": REQUIRES,
-        "requester": h("dana"),
+        "request": agent_request(digest, clock.now()),
         "call_digest": digest,
     }
     with anyio.fail_after(10):
@@ -230,12 +230,13 @@ async def test_HATP_MCP_16_no_tool_result_of_the_gateway_carries_a_contact_detai
 async def test_a_second_identical_charge_after_an_approval_was_handed_out_gets_a_new_ask_under_HATP_GATE_22(
     tmp_path: Path, clock: FakeClock
 ) -> None:
+    digest = call_digest(expected_call(SERVER, "charge_card", ARGS, GateRequirement.from_config(REQUIRES), None))
     request = {
         "server_id": SERVER,
         "tool": "charge_card",
         "arguments": ARGS,
         "requires": REQUIRES,
-        "requester": h("dana"),
+        "request": agent_request(digest, clock.now()),
     }
     with anyio.fail_after(10):
         async with Client(gateway_server(make_gateway(tmp_path, clock))) as client:
@@ -253,3 +254,40 @@ async def test_a_second_identical_charge_after_an_approval_was_handed_out_gets_a
     assert retried["askId"] == second["askId"]
     assert done_again["approval"]["nonce"] != done["approval"]["nonce"]  # a fresh approval for the second charge
     assert done_again["approval"]["planDigest"] == done["approval"]["planDigest"]
+
+
+async def test_HATP_GW_49_the_requester_is_the_person_the_agents_card_names_never_what_it_writes(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Issue 12: `requester` was an unchecked string; declared as someone else, dana became eligible and approved
+    her own agent's charge. Now each of these is refused before anything is stored, and nobody is asked."""
+    digest = call_digest(expected_call(SERVER, "charge_card", ARGS, GateRequirement.from_config(REQUIRES), None))
+    base = {"server_id": SERVER, "tool": "charge_card", "arguments": ARGS, "requires": REQUIRES}
+    signed = agent_request(digest, clock.now())
+    attempts = {
+        "no request at all": ({**base, "requester": h("bob")}, "HATP-GW-47"),
+        **{
+            f"requester {r!r}": ({**base, "request": signed, "requester": r}, "HATP-GW-49")
+            for r in ("", "not-an-address", "agent://acme.com/travel-bot", "human://other.org/x", h("bob"))
+        },
+        "the agent's key, naming bob": (
+            {**base, "request": agent_request(digest, clock.now(), acts_for=h("bob"))},
+            "HATP-GW-48",
+        ),
+        "a key not on the card": (
+            {**base, "request": agent_request(digest, clock.now(), key=SigningKey.generate(["agent"], "k"))},
+            "HATP-GW-47",
+        ),
+    }
+    with anyio.fail_after(10):
+        async with Client(gateway_server(make_gateway(tmp_path, clock))) as client:
+            got = {
+                case: (await refused(client, "request_approval", args))["rule"] for case, (args, _r) in attempts.items()
+            }
+            pending = await tool(client, "list_asks", {})
+            asked = await tool(client, "request_approval", {**base, "request": signed, "requester": h("dana")})
+    assert got == {case: rule for case, (_a, rule) in attempts.items()}
+    assert pending["asks"] == []  # nothing was stored, nobody asked
+    seats = {s["human"]: s for s in asked["seats"]}
+    assert asked["ask"]["requester"] == h("dana")
+    assert seats[h("dana")]["status"] == "excluded" and seats[h("dana")]["rule"] == "HATP-GW-5"

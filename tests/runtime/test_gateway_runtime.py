@@ -14,7 +14,7 @@ import pytest
 
 from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.evidence.signing import verify_raw
-from hatp_mcp.core.gate.checks import GateRequirement
+from hatp_mcp.core.gate.checks import GateRequirement, call_digest, expected_call
 from hatp_mcp.core.humans.proof import check_decision_proofs
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
@@ -23,6 +23,8 @@ from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
 from tests.acme_org import (
     GATEWAY_ID,
+    agent_keys,
+    agent_request,
     contacts,
     decide_as,
     directory,
@@ -46,7 +48,12 @@ async def gw(tmp_path: Path, clock: FakeClock) -> AsyncIterator[GatewayApprover]
         for channel, address in book.items():
             store.set_contact(human, channel, address)
     g = GatewayApprover(
-        directory=directory(), key=gateway_key(), store=store, clock=clock, notifier=RecordingNotifier()
+        directory=directory(),
+        key=gateway_key(),
+        store=store,
+        clock=clock,
+        notifier=RecordingNotifier(),
+        agents=agent_keys(),
     )
     yield g
     store.close()
@@ -367,12 +374,13 @@ CHARGE = {"card": "tok_visa_4242", "amount": {"value": "2500.00", "currency": "U
 
 
 async def _ask_charge(gw: GatewayApprover) -> StoredAsk:
+    digest = call_digest(expected_call("mcp://payments.example", "charge_card", CHARGE, TOOL_REQUIREMENT, None))
     return await gw.ask_tool_call(
         server="mcp://payments.example",
         tool="charge_card",
         arguments=CHARGE,
         requirement=TOOL_REQUIREMENT,
-        requester=h("dana"),
+        request=agent_request(digest, gw.clock.now()),
     )
 
 

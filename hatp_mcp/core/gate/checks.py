@@ -20,6 +20,7 @@ from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError
 from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.humans.address import parse_address
+from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.proof import MAX_SKEW, HumanKeys
 from hatp_mcp.core.humans.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.amount import Amount
@@ -310,12 +311,44 @@ _HUMAN_RULES = {
 }
 
 
+def _proven_requester(
+    approval: Approval, digest: str, agents: AgentKeys | None, now: datetime, policy: GatePolicy
+) -> str | None:
+    """HATP-GATE-26: with the agent cards, the requester is the person the requesting agent's card names, proven by
+    the agent's own signed request inside the approval; without them, only what the gateway's routing names."""
+    if agents is None:
+        return None
+    try:
+        return verify_request(
+            approval.request,
+            agents,
+            subject="tool-call",
+            subject_digest=digest,
+            now=now,
+            max_age=policy.max_proof_age,
+            path="$.request",
+        )
+    except HatpError as exc:
+        raise _refuse(
+            "HATP-GATE-26",
+            f"who the agent acts for is not proven ({exc.rule}: {exc.reason})",
+            exc.path,
+            "ask the gateway with the agent's signed request; the approval carries it",
+        ) from exc
+
+
 def _check_humans(
-    approval: Approval, want: ToolCall, req: GateRequirement, humans: HumanKeys, now: datetime, policy: GatePolicy
+    approval: Approval,
+    want: ToolCall,
+    req: GateRequirement,
+    humans: HumanKeys,
+    now: datetime,
+    policy: GatePolicy,
+    requester: str | None,
 ) -> None:
     """The people, checked by the gate itself against its own cards and clock (never the gateway's word)."""
     up_to = {want.max_amount.currency: want.max_amount.decimal} if want.max_amount is not None else {}
-    need = HumanRequirement(address=req.address, action=req.action, up_to=up_to)
+    need = HumanRequirement(address=req.address, action=req.action, up_to=up_to, requester=requester)
     try:
         check_humans_meet(approval, need, humans, now=now, max_age=policy.max_proof_age)
     except HatpError as exc:
@@ -402,6 +435,7 @@ def check_approval(
     quote: Quote | None = None,
     nonce_used: bool = False,
     policy: GatePolicy | None = None,
+    agents: AgentKeys | None = None,
 ) -> Approval:
     """Return the approval when it authorizes exactly `expected` at `now`; else raise the refusal.
 
@@ -409,7 +443,8 @@ def check_approval(
     their Directory-verified cards (each decision must carry its person's proof); `defined_at` is when that
     definition took effect (unknown: unbound approvals are refused); `quote` is the server's own price and payee,
     when it sets them; `nonce_used` whether the replay cache has seen any of `replay_keys(approval)`; `policy`
-    the server's bounds on lifetime and proof age. Raises HatpError HATP-GATE-2..25.
+    the server's bounds on lifetime and proof age; `agents` the organisation's Directory-signed agent cards (with
+    them the requester is proven by the agent's signed request, HATP-GATE-26). Raises HatpError HATP-GATE-2..26.
     """
     policy = policy or GatePolicy()
     approval, doc = _parse(raw)
@@ -421,7 +456,8 @@ def check_approval(
         raise _refuse("HATP-GATE-7", "the approval's digest is not the digest of this call", "$.planDigest")
     _check_lifetime(approval, now, policy)
     _check_rejections(approval)
-    _check_humans(approval, want, requirement, humans, now, policy)
+    requester = _proven_requester(approval, digest_now, agents, now, policy)
+    _check_humans(approval, want, requirement, humans, now, policy, requester)
     _check_routing(approval, want, requirement)
     if quote is not None:
         _check_quote(approval.tool_call, quote)

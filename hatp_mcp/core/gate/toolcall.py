@@ -103,4 +103,5 @@ def build_tool_call_approval(
     if base is None:
         return None
     expires = min(now + ttl, parse_ts(rec.ask.decide_by))
-    return base.model_copy(update={"subject": "tool-call", "tool_call": call, "expires_at": format_ts(expires)})
+    update = {"subject": "tool-call", "tool_call": call, "expires_at": format_ts(expires), "request": rec.agent_request}
+    return base.model_copy(update=update)

@@ -6,6 +6,7 @@ and a test fails when the committed schemas drift from the models.
 
 from __future__ import annotations
 
+from hatp_mcp.core.model.agent import AgentCard, AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Signature, SignedModel, WireModel, format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard, WellKnown
@@ -35,6 +36,8 @@ from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnList, TxnQuery, TxnS
 
 __all__ = [
     "WIRE_MODELS",
+    "AgentCard",
+    "AgentRequest",
     "Amount",
     "Answer",
     "Approval",
@@ -63,6 +66,8 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "branch": Branch,
     "approval-requirement": ApprovalRequirement,
     "human-card": HumanCard,
+    "agent-card": AgentCard,
+    "agent-request": AgentRequest,
     "well-known": WellKnown,
     "vote": Vote,
     "receipt": Receipt,

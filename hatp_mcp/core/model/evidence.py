@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.terms import ApprovalTerms
@@ -158,3 +159,5 @@ class Approval(SignedModel):
     tool_call: ToolCall | None = None
     # The terms the humans approved under (deadline, holds' end times), set by hatp/txn/tighten (HATP-GW-32).
     terms: ApprovalTerms | None = None
+    # subject tool-call: the agent's own signed request, which proves whom it acts for (HATP-GW-49, HATP-GATE-26).
+    request: AgentRequest | None = None

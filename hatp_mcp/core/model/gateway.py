@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision, HumanDecisionProof
@@ -158,3 +159,5 @@ class AskRecord(WireModel):
     reason: str | None = None
     # A tool-call ask (core/gate/toolcall.py): the call it is about, so the Approval can be built after a restart.
     tool_call: ToolCall | None = None
+    # The agent's signed request a tool-call ask was opened on (HATP-GW-49): it travels into the Approval.
+    agent_request: AgentRequest | None = None

@@ -15,7 +15,7 @@ from hatp_mcp.core.humans.proof import HumanKeys
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import HatpError
-from tests.acme_org import directory, gateway_key, h, human_keys, keyring, proof, resigned
+from tests.acme_org import agent_keys, agent_request, directory, gateway_key, h, human_keys, keyring, proof, resigned
 from tests.core.gate.test_checks import ARGS, DEFINED_AT, NOW, REQ, SERVER, TOOL_DIGEST, ask, call, issue
 from tests.core.gate.test_checks import resigned as gateway_resigned
 
@@ -146,3 +146,28 @@ def test_the_attacks_leave_the_real_approval_valid() -> None:
     doc = issue()
     assert json.loads(json.dumps(check(doc).wire()))["approvalId"] == doc["approvalId"]
     assert gateway_key().kid == doc["signature"]["kid"]
+
+
+def test_HATP_GATE_26_with_the_agent_cards_the_requester_is_proven_by_the_agents_own_request() -> None:
+    doc = issue()
+    with_request = gateway_resigned(doc, request=agent_request(doc["planDigest"], NOW))
+    assert check(with_request, agents=agent_keys()).request is not None
+    err = refused(doc, agents=agent_keys())  # no request inside: who the agent acts for is not proven
+    assert (err.rule, err.path) == ("HATP-GATE-26", "$.request") and "HATP-GW-47" in err.reason
+    other_call = gateway_resigned(doc, request=agent_request("sha256:" + "9" * 64, NOW))
+    assert refused(other_call, agents=agent_keys()).rule == "HATP-GATE-26"
+    for_bob = gateway_resigned(doc, request=agent_request(doc["planDigest"], NOW, acts_for=h("bob")))
+    assert "HATP-GW-48" in refused(for_bob, agents=agent_keys()).reason
+
+
+def test_HATP_GATE_14_dana_cannot_approve_her_own_agents_charge_by_the_gateway_naming_someone_else() -> None:
+    # issue 12: requester declared as bob, so dana was eligible and approved the travel-bot's (her own) charge
+    doc = issue()
+    attack = gateway_resigned(
+        doc,
+        routing={**doc["routing"], "requester": h("bob")},
+        decisions=decisions_by([("alice", NOW), ("dana", NOW)]),
+        request=agent_request(doc["planDigest"], NOW),  # the travel-bot's: it acts for dana
+    )
+    err = refused(attack, agents=agent_keys())
+    assert (err.rule, err.path) == ("HATP-GATE-14", "$.routing.requester") and h("dana") in err.reason

@@ -1,0 +1,68 @@
+"""Who an agent acts for, proven (issue 12, part 2): Directory-signed agent cards (HATP-CARD-4) and the agent's
+signed requests (HATP-GW-47, HATP-GW-48). Each planted violation is refused with its rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.humans.agents import AgentKeys, verify_request
+from hatp_mcp.errors import HatpError
+from tests.acme_org import AGENT, agent_doc, agent_keys, agent_request, directory_key, h, well_known
+
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+DIGEST = "sha256:" + "cd" * 32
+
+
+def refused(raw: object, **kw: object) -> HatpError:
+    opts: dict[str, object] = {"subject": "tool-call", "subject_digest": DIGEST, "now": NOW}
+    with pytest.raises(HatpError) as e:
+        verify_request(raw, agent_keys(), **{**opts, **kw})  # type: ignore[arg-type]
+    assert e.value.code == "REQUESTER_NOT_PROVEN"
+    return e.value
+
+
+def test_the_travel_bots_signed_request_proves_it_acts_for_dana() -> None:
+    got = verify_request(agent_request(DIGEST, NOW), agent_keys(), subject="tool-call", subject_digest=DIGEST, now=NOW)
+    assert got == h("dana") and agent_keys().card(AGENT).acts_for == h("dana")  # type: ignore[union-attr]
+
+
+def test_HATP_CARD_4_an_agent_card_counts_only_as_the_directory_signed_it() -> None:
+    body = {k: v for k, v in agent_doc().items() if k != "signature"}
+    cases = {
+        "altered": {**agent_doc(), "actsFor": h("bob")},
+        "unsigned": body,
+        "signed by another key": sign_object(body, SigningKey.generate(["directory"], "rogue-directory")),
+        "another issuer": sign_object({**body, "issuer": "https://evil.example/dir"}, directory_key()),
+        "acts for a group": sign_object({**body, "actsFor": "human://acme.com/role/finance-approver"}, directory_key()),
+        "acts for another org": sign_object({**body, "actsFor": "human://other.org/x"}, directory_key()),
+        "not an agent": sign_object({**body, "id": h("mallory")}, directory_key()),
+    }
+    for case, doc in cases.items():
+        agents, ignored = AgentKeys.load(well_known(), [doc])
+        assert agents.cards == {} and [i.rule for i in ignored] == ["HATP-CARD-4"], case
+
+
+def test_HATP_GW_47_a_request_not_signed_by_a_key_on_the_agents_card_proves_nothing() -> None:
+    assert refused(None).rule == "HATP-GW-47"
+    assert refused({"type": "hatp.agent-request"}).rule == "HATP-GW-47"
+    unsigned = {k: v for k, v in agent_request(DIGEST, NOW).items() if k != "signature"}
+    assert refused(unsigned).rule == "HATP-GW-47"
+    rogue = agent_request(DIGEST, NOW, key=SigningKey.generate(["agent"], "rogue-agent"))
+    assert "has no key 'rogue-agent'" in refused(rogue).reason
+    unknown = agent_request(DIGEST, NOW, agent="agent://acme.com/other-bot")
+    assert "no Directory-signed agent card" in refused(unknown).reason
+    forged = {**agent_request(DIGEST, NOW), "nonce": "x" * 20}
+    assert "does not verify" in refused(forged).reason
+
+
+def test_HATP_GW_48_a_request_for_another_person_another_subject_or_stale_is_refused() -> None:
+    for_bob = refused(agent_request(DIGEST, NOW, acts_for=h("bob")))  # the travel-bot's key, naming bob
+    assert (for_bob.rule, for_bob.path) == ("HATP-GW-48", "$.request.actsFor") and h("dana") in for_bob.reason
+    other = refused(agent_request("sha256:" + "ef" * 32, NOW))
+    assert (other.rule, other.path) == ("HATP-GW-48", "$.request.subjectDigest")
+    assert refused(agent_request(DIGEST, NOW), subject="plan").rule == "HATP-GW-48"
+    stale = refused(agent_request(DIGEST, NOW - timedelta(hours=1)))
+    assert (stale.rule, stale.path) == ("HATP-GW-48", "$.request.issuedAt")
