@@ -14,6 +14,11 @@ stderr of stdio children (and, with --trust-advertised-keys, under trusted-keys/
 advertised). On start it reaches every participant (an advertised key outside its pinned ones is refused,
 HATP-MCP-27), then
 finishes every transaction its log holds open (HATP-MCP-24), then serves agents (hatp_mcp.mcp.coordinator_server).
+
+With `--org DIR` every plan's requester must be proven at begin (HATP-TXN-21) against the agent cards in
+DIR/agents: by the agent's own signed request (`begin_transaction`'s `request`), or, for clients that cannot sign
+(Claude Desktop), by `--agent-key FILE`: this coordinator then holds the agent's key and signs each plan as the
+agent its card names, for the person the card names.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.humans.agents import card_of_key
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
@@ -39,7 +45,7 @@ from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.interfaces import Approver
-from hatp_mcp.runtime.org import load_human_keys
+from hatp_mcp.runtime.org import load_agents, load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -146,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with a gateway but no --org: count the gateway's word for who decided (recorded as not checked)",
     )
+    p.add_argument(
+        "--agent-key",
+        help="the agent's private JWK (role agent, on a Directory-signed agent card in --org): this coordinator "
+        "signs the plans of its clients that cannot sign as that agent (HATP-TXN-21)",
+    )
     p.add_argument("--scripted-approver", choices=["approve", "reject", "never"], help="tests: no gateway process")
     p.add_argument("--id", default="coordinator://localhost", help="this coordinator's id in records")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
@@ -154,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
+async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: SigningKey | None = None) -> int:
     key = load_or_create_key(data, ["coordinator"])
     clock = SystemClock()
     keyring = Keyring()
@@ -182,6 +193,10 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
         approver = _approver(args, data, setup, links, keyring, clock)
         try:
             humans = load_human_keys(setup.org) if setup.org is not None else None
+            # with the organisation, every plan's requester is proven at begin (HATP-TXN-21)
+            agents = load_agents(setup.org)[0] if setup.org is not None else None
+            if agent_key is not None and (agents is None or card_of_key(agents, agent_key) is None):
+                raise ValueError("--agent-key must be the key of a Directory-signed agent card in --org")
         except (HatpError, OSError, ValueError) as exc:
             log(f"coordinator: cannot start: {setup.org}: {exc}")
             return 2
@@ -196,6 +211,8 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup) -> int:
             config=Config(
                 coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds, humans=humans
             ),
+            agents=agents,
+            agent_key=agent_key,
         )
         server = MCPServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
         serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
@@ -233,10 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         setup = read_setup(args)
         data.mkdir(parents=True, exist_ok=True)
+        agent_key = SigningKey.from_jwk(json.loads(Path(args.agent_key).read_text())) if args.agent_key else None
     except (HatpError, OSError, ValueError) as exc:
         log(f"coordinator: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, data, setup))
+    return anyio.run(functools.partial(_run, args, data, setup, agent_key))
 
 
 if __name__ == "__main__":

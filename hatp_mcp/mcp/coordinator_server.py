@@ -60,10 +60,10 @@ def serve_coordinator(
     gate = anyio.Semaphore(max_concurrent)
     advertise(low, settings)
 
-    async def begin(plan: Plan) -> WireModel:
+    async def begin(plan: Plan, request: dict[str, Any] | None = None) -> WireModel:
         async with gate:
             with anyio.CancelScope(shield=True):  # a caller that stops waiting must not leave begin half done
-                status = await service.begin(plan)
+                status = await service.begin(plan, request)
         return status
 
     async def status(query: TxnQuery) -> WireModel:
@@ -86,12 +86,14 @@ def serve_coordinator(
     method("hatp/txn/status", TxnQuery, status)
     method("hatp/txn/abort", TxnAbortRequest, abort)
 
-    async def begin_transaction(plan: dict[str, Any]) -> dict[str, Any]:
+    async def begin_transaction(plan: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
         """Begin an all-or-nothing transaction from a HATP plan (the whole plan object, as `hatp validate` checks
-        it). Returns as soon as the transaction is durably begun; it then runs in the background: prepares every
-        branch, asks the humans the plan names, and commits or aborts. Poll `transaction_status` for the outcome."""
+        it). `request`: the agent's signed hatp.agent-request about the plan's digest, when the agent signs itself
+        (otherwise a coordinator holding the agent's key signs for it). Returns as soon as the transaction is
+        durably begun; it then runs in the background: prepares every branch, asks the humans the plan names, and
+        commits or aborts. Poll `transaction_status` for the outcome."""
         parsed = _parsed(Plan, plan, "plan")
-        return await _answer(lambda: begin(parsed))
+        return await _answer(lambda: begin(parsed, request))
 
     async def transaction_status(txn_id: str, wait_seconds: int = 0, after_events: int | None = None) -> dict[str, Any]:
         """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record

@@ -10,6 +10,7 @@ coordinator left open. Protocol decisions are the coordinator machine's; this mo
 
 from __future__ import annotations
 
+import secrets
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -20,8 +21,11 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.humans.agents import AgentKeys, card_of_key, sign_request
+from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnList, TxnStatus
+from hatp_mcp.core.txn.evidence import check_plan_requester
 from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.core.txn.status import summarize
@@ -109,7 +113,22 @@ class TxnService:
         on_escalate: EscalateHook | None = None,
         unbounded_call_seconds: float = 300.0,
         bounds: BoundsAsker | None = None,
+        agents: AgentKeys | None = None,
+        agent_key: SigningKey | None = None,
     ) -> None:
+        """`agents` (the organisation's Directory-signed agent cards): with them, every plan's requester must be
+        proven at begin (HATP-TXN-21), by the agent's signed request or, for a client that cannot sign, by
+        `agent_key`, the agent's key this coordinator holds and signs with for its clients (as the agent its card
+        names, for the person the card names: never as what the client writes). Raises ValueError when
+        `agent_key` is on no card in `agents`."""
+        self._agents = agents
+        self._agent_card: AgentCard | None = None
+        if agent_key is not None:
+            self._agent_card = card_of_key(agents or AgentKeys(), agent_key)
+            if self._agent_card is None:
+                raise ValueError(f"agent key {agent_key.kid} is on no Directory-signed agent card")
+        self._agent_key = agent_key
+        self._clock = clock
         self._key = key
         self._approver = approver
         self._log = _SignallingLog(log)
@@ -177,9 +196,23 @@ class TxnService:
         return ids
 
     # -- the operations -----------------------------------------------------------------------------------
-    async def begin(self, plan: Plan) -> TxnStatus:
-        """HATP-MCP-20/21. Raises HatpError: HATP-TXN-1 (invalid plan, nothing written), HATP-MCP-21 (another plan
-        under this txnId), or what the coordinator machine refuses at begin."""
+    def _prove_requester(self, plan: Plan, request: object) -> None:
+        """HATP-TXN-21 when agent cards are configured; else nothing is proven (and nothing claims it is)."""
+        if self._agents is None:
+            return
+        now = self._clock.now()
+        if request is None and self._agent_key is not None and self._agent_card is not None:
+            card = self._agent_card  # signs as its own card says, whatever the plan names
+            request = sign_request(
+                self._agent_key, card.id, card.acts_for, "plan", plan.digest(), now, nonce=secrets.token_urlsafe(18)
+            ).wire()
+        check_plan_requester(plan, plan.digest(), request, self._agents, now)
+
+    async def begin(self, plan: Plan, request: object = None) -> TxnStatus:
+        """HATP-MCP-20/21. `request` is the agent's signed AgentRequest about this plan (HATP-TXN-21). Raises
+        HatpError: HATP-TXN-21 (the requester is not proven, nothing written), HATP-TXN-1 (invalid plan, nothing
+        written), HATP-MCP-21 (another plan under this txnId), or what the coordinator machine refuses at begin."""
+        self._prove_requester(plan, request)
         txn_id = plan.txn_id
         logged = await self._log.load(txn_id)
         known = logged.plan if logged is not None else None

@@ -37,7 +37,12 @@ __all__ = [
 
 PARTICIPANTS = ("airline", "hotel", "calendar", "payments")
 WELL_KNOWN = ORG_DIR / ".well-known" / "human-card.json"
-GATEWAY_ARGS = ["--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, "--org", str(ORG_DIR)]
+# The coordinator holds the travel-bot's TEST-ONLY key and signs each plan as it (HATP-TXN-21; it acts for dana).
+AGENT_KEY = ORG_DIR / "test-only-keys" / "agents" / "travel-bot.private.jwk.json"
+GATEWAY_ARGS = [
+    *("--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, "--org", str(ORG_DIR)),
+    *("--agent-key", str(AGENT_KEY)),
+]
 
 
 def uri(name: str) -> str:

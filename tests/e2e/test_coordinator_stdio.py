@@ -18,6 +18,8 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from demo.trip_suite import human_key_file
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.launch import stdio_params
 from tests.acme_org import ORG_DIR, h
 from tests.e2e.coordinator_suite import (
@@ -109,3 +111,19 @@ async def test_HATP_MCP_26_a_stdio_participant_killed_mid_transaction_is_started
     assert not alive(hotel) or hotel not in restarted
     assert len(restarted) == 1 and restarted != [hotel]
     assert problems(done["record"], data) == []
+
+
+async def test_HATP_TXN_21_over_stdio_a_plan_naming_another_requester_is_refused_and_nothing_begins(
+    agent: Agent,
+) -> None:
+    """The coordinator holds the travel-bot's key (it acts for dana): a client writing bob as the requester gets
+    no transaction, so bob's approvers never see dana's agent's plan as bob's."""
+    plan = trip("txn-s-as-bob", "2026-12-13", "24C")
+    as_bob = Plan.model_validate({**plan.wire(), "requester": {"principal": h("bob"), "agent": plan.requester.agent}})
+    with anyio.fail_after(30):
+        with pytest.raises(HatpError) as err:
+            await agent.begin(as_bob)
+        with pytest.raises(HatpError) as unknown:
+            await agent.status("txn-s-as-bob")
+    assert (err.value.rule, err.value.path) == ("HATP-TXN-21", "$.requester.principal")
+    assert unknown.value.code == "UNKNOWN_TXN"

@@ -252,3 +252,45 @@ async def test_HATP_TXN_17_recovery_at_startup_withdraws_the_pending_ask_through
     assert withdrawn == [{"requirementId": "finance", "reason": "PRESUMED_ABORT"}]
     assert world.approver.calls.count(("withdraw", "txn-asked-left", "finance")) >= 1
     assert "abort.requested" not in [e["event"] for e in events_of(done.record)]  # nobody asked: presumed
+
+
+async def test_HATP_TXN_21_with_the_agent_cards_an_unproven_requester_is_refused_and_nothing_is_written(
+    clock: FakeClock,
+) -> None:
+    from tests.acme_org import agent_key, agent_keys, agent_request, h
+
+    world = build_world(clock)
+    strict = TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=world.clock,
+        agents=agent_keys(),
+    )
+    held = TxnService(  # holds the travel-bot's key: signs for a client that cannot sign, as the card says
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=world.clock,
+        agents=agent_keys(),
+        agent_key=agent_key(),
+    )
+    as_bob = trip_plan(
+        clock.now(), "txn-as-bob", requester={"principal": h("bob"), "agent": "agent://acme.com/travel-bot"}
+    )
+    with anyio.fail_after(10):
+        async with strict.running(), held.running():
+            with pytest.raises(HatpError) as unsigned:
+                await strict.begin(trip_plan(clock.now(), "txn-unsigned"))
+            with pytest.raises(HatpError) as renamed:
+                await held.begin(as_bob)  # the client wrote bob; the key's card acts for dana
+            plan = trip_plan(clock.now(), "txn-signed")
+            signed = await strict.begin(plan, agent_request(plan.digest(), clock.now(), subject="plan"))
+            by_holder = await held.begin(trip_plan(clock.now(), "txn-held"))
+    assert (unsigned.value.rule, renamed.value.rule) == ("HATP-TXN-21", "HATP-TXN-21")
+    assert await world.log.load("txn-unsigned") is None and await world.log.load("txn-as-bob") is None
+    assert signed.txn_id == "txn-signed" and by_holder.txn_id == "txn-held"

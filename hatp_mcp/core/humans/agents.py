@@ -27,7 +27,7 @@ from hatp_mcp.core.model.card import WellKnown
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 
-__all__ = ["AgentKeys", "sign_request", "verify_agent_card", "verify_request"]
+__all__ = ["AgentKeys", "card_of_key", "sign_request", "verify_agent_card", "verify_request"]
 
 _CODE = "REQUESTER_NOT_PROVEN"
 
@@ -110,6 +110,17 @@ def verify_agent_card(doc: Any, wk: WellKnown, ring: Keyring, path: str = "$") -
                 f"agent card {card.id!r} ignored: {member!r} is not one {what} of {wk.organization}", path
             )
     return card
+
+
+def card_of_key(agents: AgentKeys, key: SigningKey) -> AgentCard | None:
+    """The verified agent card listing `key` (by kid and public key), if any: whom a process holding the key
+    signs for. A process signing for a client that cannot sign takes agent and principal from this card only."""
+    for card in agents.cards.values():
+        ring = agents.keyring_for(card.id)
+        entry = ring.get(key.kid) if ring is not None else None
+        if entry is not None and entry.raw() == key.public_raw():
+            return card
+    return None
 
 
 def sign_request(

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError, check_party
 from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.authority import plan_money
 from hatp_mcp.core.humans.evidence import check_routing
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
@@ -32,6 +33,7 @@ __all__ = [
     "check_approver_answer",
     "check_branch_receipt",
     "check_branch_vote",
+    "check_plan_requester",
     "moves_money",
 ]
 
@@ -254,3 +256,36 @@ def check_approval_meets(plan: Plan, requirement_id: str, approval: Approval, hu
             code=exc.code,
             fix=exc.fix,
         ) from exc
+
+
+def check_plan_requester(plan: Plan, plan_digest: str, request: object, agents: AgentKeys, now: datetime) -> str:
+    """HATP-TXN-21: the plan's `requester` is proven before the transaction begins: `request` is the AgentRequest
+    of the plan's `requester.agent` about this plan digest, signed with a key on its Directory-signed card, and
+    that card acts for the plan's `requester.principal`. Returns the principal.
+
+    Raises HatpError HATP-TXN-21 (code REQUESTER_NOT_PROVEN; the reason names HATP-GW-47/48 when the request
+    itself fails)."""
+
+    def refuse(reason: str, path: str) -> HatpError:
+        return HatpError(
+            "HATP-TXN-21",
+            reason,
+            path=path,
+            code="REQUESTER_NOT_PROVEN",
+            fix="begin with the agent's signed request about this plan (or through a coordinator holding the agent's "
+            "key), naming the agent and the person its Directory-signed card names",
+        )
+
+    try:
+        principal = verify_request(request, agents, subject="plan", subject_digest=plan_digest, now=now)
+    except HatpError as exc:
+        raise refuse(f"the plan's requester is not proven ({exc.rule}: {exc.reason})", exc.path) from exc
+    agent = request.get("agent") if isinstance(request, Mapping) else getattr(request, "agent", None)
+    if agent != plan.requester.agent:
+        raise refuse(f"the request is signed by {agent}, the plan names {plan.requester.agent}", "$.requester.agent")
+    if principal != plan.requester.principal:
+        raise refuse(
+            f"{agent} acts for {principal} (its Directory-signed card), the plan names {plan.requester.principal}",
+            "$.requester.principal",
+        )
+    return principal

@@ -287,3 +287,33 @@ def test_HATP_TXN_20_with_the_cards_an_approver_without_authority_for_the_plans_
     err = _meets(plan, human_keys(), **changes)
     assert (err.rule, err.code, err.path) == ("HATP-TXN-20", "AUTHORITY", "approval.decisions[1].approver")
     assert "$500.00 is below $2,500.00" in err.reason
+
+
+def test_HATP_TXN_21_a_plans_requester_counts_only_as_the_agents_card_proves_it() -> None:
+    """Issue 12: begin_transaction took the plan's `requester` on the agent's word."""
+    from hatp_mcp.core.evidence.keys import SigningKey
+    from hatp_mcp.core.txn.evidence import check_plan_requester
+    from tests.acme_org import agent_keys, agent_request, h
+
+    plan = trip_plan(NOW)  # agent://acme.com/travel-bot for human://acme.com/dana
+    digest = plan.digest()
+    assert check_plan_requester(plan, digest, agent_request(digest, NOW, subject="plan"), agent_keys(), NOW) == h(
+        "dana"
+    )
+    as_bob = trip_plan(NOW, requester={"principal": h("bob"), "agent": "agent://acme.com/travel-bot"})
+    cases = {
+        "no request": (plan, None, "HATP-GW-47"),
+        "a key not on the card": (
+            plan,
+            agent_request(digest, NOW, subject="plan", key=SigningKey.generate(["agent"], "k")),
+            "HATP-GW-47",
+        ),
+        "about a tool call": (plan, agent_request(digest, NOW), "HATP-GW-48"),
+        "about another plan": (plan, agent_request("sha256:" + "1" * 64, NOW, subject="plan"), "HATP-GW-48"),
+        "the plan names bob": (as_bob, agent_request(as_bob.digest(), NOW, subject="plan"), "$.requester.principal"),
+    }
+    for case, (p, request, why) in cases.items():
+        with pytest.raises(HatpError) as err:
+            check_plan_requester(p, p.digest(), request, agent_keys(), NOW)
+        assert (err.value.rule, err.value.code) == ("HATP-TXN-21", "REQUESTER_NOT_PROVEN"), case
+        assert why in err.value.reason or why == err.value.path, case
