@@ -124,6 +124,8 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     links += [f"--participant-keys={uri}={data / name / 'public.jwk.json'}" for name, uri in PARTICIPANTS.items()]
     gateway = ["--gateway", procs["gateway"].url, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
     gateway += ["--org", str(ORG)]  # the coordinator checks each person's own signed decision (HATP-TXN-19)
+    # and proves each plan's requester: it holds the travel-bot's TEST-ONLY key and signs as it (HATP-TXN-21)
+    gateway += ["--agent-key", str(ORG / "test-only-keys" / "agents" / "travel-bot.private.jwk.json")]
     await start("coordinator", [*links, *gateway, "--id", "coordinator://acme.com/demo", "--poll-seconds", "1"])
     agent = await stack.enter_async_context(Client(procs["coordinator"].url))
     return Seven(data, procs, agent)

@@ -5,7 +5,8 @@ repository root as the working directory, and each server's --data directory. Th
 tool servers and the gateway as its own stdio children on the same --data directories (their SQLite state is
 shared with the entries Claude Desktop starts, so a person deciding through the gateway's tools is seen by the
 coordinator's gateway on its next poll), trusts the gateway key of the organisation's well-known document, and
-pins each tool server's key to the public key that server writes under its --data (HATP-MCP-27).
+pins each tool server's key to the public key that server writes under its --data (HATP-MCP-27), and holds the
+agent's key to sign each plan's requester for Claude Desktop, which cannot sign (HATP-TXN-21).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOL_SERVERS = ("airline", "hotel", "calendar", "payments")
 WELL_KNOWN = ROOT / "spec" / "fixtures" / "org" / ".well-known" / "human-card.json"  # TEST-ONLY acme.com
 GATEWAY_ID = "https://acme.com/hatp/gateway"
+AGENT_KEY = WELL_KNOWN.parent.parent / "test-only-keys" / "agents" / "travel-bot.private.jwk.json"
 
 
 def coordinator_args(data: Path) -> list[str]:
@@ -36,7 +38,10 @@ def coordinator_args(data: Path) -> list[str]:
     ]
     gateway = f"stdio:servers.gateway:{(data / 'gateway').absolute()}"
     org = ["--org", str(WELL_KNOWN.parent.parent)]  # each person's signed decision is checked against the cards
-    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, *org]
+    # Claude Desktop cannot sign: the coordinator it starts holds the agent's (TEST-ONLY) key and signs each plan
+    # as the agent its Directory-signed card names, for the person the card names (HATP-TXN-21)
+    agent = ["--agent-key", str(AGENT_KEY)]
+    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, *org, *agent]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -47,3 +47,17 @@ def test_mcp_config_lists_all_seven_servers_and_the_coordinator_reaches_the_othe
         f"--participant-keys=mcp://hotel.example/hatp={tmp_path / 'hotel' / 'public.jwk.json'}" in args
     )  # HATP-MCP-27
     assert "--trust-advertised-keys" not in args
+
+
+def test_HATP_TXN_21_the_coordinator_claude_desktop_starts_holds_an_agent_key_on_a_signed_agent_card(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hatp_mcp.core.evidence.keys import SigningKey
+    from hatp_mcp.core.humans.agents import card_of_key
+    from tests.acme_org import agent_keys, h
+
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0
+    args = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-coordinator"]["args"]
+    key = SigningKey.from_jwk(json.loads(Path(args[args.index("--agent-key") + 1]).read_text()))
+    card = card_of_key(agent_keys(), key)
+    assert "--org" in args and card is not None and card.acts_for == h("dana")
