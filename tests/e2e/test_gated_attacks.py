@@ -107,7 +107,7 @@ async def test_the_gated_path_refuses_the_issue_12_attacks_over_real_processes(t
                     resigned(approval, decisions=proven(approval, ["bob", "alice"], old)),
                 ),
                 "no requester": (
-                    "HATP-GATE-14",
+                    "HATP-GATE-2",
                     resigned(approval, routing={k: v for k, v in approval["routing"].items() if k != "requester"}),
                 ),
                 "a $500 approver": (

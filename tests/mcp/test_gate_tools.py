@@ -244,7 +244,7 @@ PLANTED: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any], datetime
         lambda d, tc, now: _resigned(d, decisions=_proven_by(tc, ["bob", "alice"], now - timedelta(days=30))),
     ),
     "routing.requester removed": (
-        "HATP-GATE-14",
+        "HATP-GATE-2",
         lambda d, tc, now: _resigned(d, routing={k: v for k, v in d["routing"].items() if k != "requester"}),
     ),
     "an approver whose card limit is $500 on a $2,500 call": (

@@ -21,7 +21,11 @@ __all__ = ["build_answer", "build_approval", "build_vote", "check_routing", "rou
 
 
 def routing_record(rec: AskRecord) -> RoutingRecord:
-    """Every human the address matched (and every delegate considered) with their status, rule and detail."""
+    """Every human the address matched (and every delegate considered) with their status, rule and detail.
+    Raises ValueError for an ask without a requester (only approvals have routing records, and every approval
+    names its requester)."""
+    if rec.ask.requester is None:
+        raise ValueError(f"ask {rec.ask.ask_id} names no requester: it cannot be approved")
     humans = [RoutedHuman(human=s.human, status=s.status, rule=s.rule, detail=s.detail) for s in rec.seats]
     return RoutingRecord(
         address=rec.ask.address,

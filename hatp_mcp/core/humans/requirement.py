@@ -66,15 +66,7 @@ def _may_decide(human: str, addr: Address, cards: Mapping[str, HumanCard]) -> bo
 
 
 def _check_requester(approval: Approval, need: HumanRequirement, path: str) -> str:
-    named = approval.routing.requester
-    if named is None:
-        raise _refuse(
-            "HATP-GW-42",
-            "the approval names no requester (routing.requester): separation of duties cannot be checked, and an "
-            "absent check never counts as a pass",
-            f"{path}.routing.requester",
-            "REQUESTER_MISSING",
-        )
+    named = approval.routing.requester  # required on the wire: an approval without one does not parse
     if need.requester is not None and named != need.requester:
         raise _refuse(
             "HATP-GW-42",
@@ -190,15 +182,16 @@ def check_humans_meet(
 ) -> list[str]:
     """Return the distinct approving people when the approval's decisions meet `need`; else raise the refusal.
 
-    Checks, in this order: the approval was routed to `need.address` (HATP-GW-41); it names a requester, one
-    person, the proven one when `need.requester` is given (HATP-GW-42); no person counts twice (HATP-GW-43); the
-    requester is not among the approvers (HATP-GW-42); distinct approvers meet the larger of the approval's quorum
-    and the address's (HATP-GW-44). With `people` (keys and cards from the Directory-verified cards): every
-    decision carries its person's valid proof of exactly this decision on this approval (HATP-GW-19..27, through
-    check_decision_proofs); with `now` and `max_age`, each proof was issued within `max_age` before `now`, the
-    verifier's own clock (HATP-GW-46); and each approver is named by the address (or a delegate of someone it
-    names) and holds a card whose authority for `need.action` covers `need.up_to` (HATP-GW-45). Without `people`
-    none of the proof, freshness or card checks ran: the caller must say so, never "verified".
+    Checks, in this order: the approval was routed to `need.address` (HATP-GW-41); its requester (which the
+    wire requires) is one person, the proven one when `need.requester` is given (HATP-GW-42); no person counts
+    twice (HATP-GW-43); the requester is not among the approvers (HATP-GW-42); distinct approvers meet the
+    larger of the approval's quorum and the address's (HATP-GW-44). With `people` (keys and cards from the
+    Directory-verified cards): every decision carries its person's valid proof of exactly this decision on
+    this approval (HATP-GW-19..27, through check_decision_proofs); with `now` and `max_age`, each proof was
+    issued within `max_age` before `now`, the verifier's own clock (HATP-GW-46); and each approver is named by
+    the address (or a delegate of someone it names) and holds a card whose authority for `need.action` covers
+    `need.up_to` (HATP-GW-45). Without `people` none of the proof, freshness or card checks ran: the caller
+    must say so, never "verified".
     """
     addr = parse_address(need.address, "requirement.address")
     if approval.routing.address != need.address:

@@ -98,7 +98,8 @@ class RoutingRecord(WireModel):
 
     address: str = Field(min_length=1, max_length=500)
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
-    requester: str | None = None
+    # Whom the request is for: never among the approvers. Required, so no approval can switch that check off.
+    requester: str = Field(min_length=1, max_length=500)
     plan_totals: list[Amount] = Field(default_factory=list)
     up_to: list[Amount] = Field(default_factory=list)
     checked: Checked

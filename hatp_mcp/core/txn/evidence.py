@@ -235,7 +235,7 @@ def check_approval_meets(plan: Plan, requirement_id: str, approval: Approval, hu
     the requirement's action over the plan's own total (hatp_mcp.core.humans.requirement.check_humans_meet, the
     same function the approval gate runs). Returns the approvers.
 
-    Raises HatpError HATP-TXN-20 (code from the shortfall: ROUTED_ELSEWHERE, REQUESTER_MISSING, REQUESTER_MISMATCH,
+    Raises HatpError HATP-TXN-20 (code from the shortfall: ROUTED_ELSEWHERE, REQUESTER_MISMATCH,
     SEPARATION_OF_DUTIES, QUORUM_NOT_MET, NOT_AN_APPROVER, AUTHORITY) or the proof's own HatpError (HATP-GW-19..27).
     """
     req = next((r for r in plan.approvals if r.id == requirement_id), None)

@@ -105,11 +105,11 @@ def test_HATP_GATE_24_proofs_30_days_old_are_refused_whatever_decidedAt_says() -
     assert refused(issue(), policy=GatePolicy(max_proof_age=timedelta(seconds=30))).rule == "HATP-GATE-24"
 
 
-def test_HATP_GATE_14_an_approval_without_a_requester_is_refused() -> None:
+def test_HATP_GATE_14_an_approval_without_a_requester_is_malformed_and_one_naming_no_person_is_refused() -> None:
     doc = issue()
     routing = {k: v for k, v in doc["routing"].items() if k != "requester"}
-    err = refused(gateway_resigned(doc, routing=routing))
-    assert (err.rule, err.path) == ("HATP-GATE-14", "$.routing.requester") and "HATP-GW-42" in err.reason
+    err = refused(gateway_resigned(doc, routing=routing))  # HATP-GATE-2: the schema requires it
+    assert (err.rule, err.path) == ("HATP-GATE-2", "routing.requester") and "required" in err.reason
     for not_a_person in ("agent://acme.com/travel-bot", "human://acme.com/role/finance-approver"):
         err = refused(gateway_resigned(doc, routing={**doc["routing"], "requester": not_a_person}))
         assert err.rule == "HATP-GATE-14" and "not one person" in err.reason
