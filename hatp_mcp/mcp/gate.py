@@ -1,5 +1,5 @@
-"""Approval gates on an existing MCPServer: `create_approval_gate(server_id, trusted_gateways, humans=...)` and
-`gate_tools(server, gate, tools={...})`.
+"""Approval gates on an existing MCPServer: `create_approval_gate(server_id, trusted_gateways, humans=...,
+agents=...)` and `gate_tools(server, gate, tools={...})`.
 
 A gate is an SDK middleware on the server (`server.middleware`): for a `tools/call` of a gated tool it reads the
 approval from the request's ``_meta["io.hatp/approval"]`` (never from the digested arguments), lists the tool to
@@ -161,10 +161,10 @@ def create_approval_gate(
     trusted_gateways: Keyring | Mapping[str, Any],
     *,
     humans: HumanKeys | Iterable[HumanCard],
+    agents: AgentKeys | Iterable[AgentCard] | None,
     replay_cache: ReplayCache | str | Path = ":memory:",
     clock: Clock | None = None,
     policy: GatePolicy | None = None,
-    agents: AgentKeys | Iterable[AgentCard] | None = None,
 ) -> ApprovalGate:
     """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
     the keys need the role ``gateway``) whose every decision is proven by its person: `humans` is their decision
@@ -172,9 +172,10 @@ def create_approval_gate(
     stands in for them. `replay_cache` is a ReplayCache or a SQLite path: give a file so that used approvals stay
     used across restarts. `policy` bounds an approval's lifetime and its proofs' age by the server's own clock
     (default GatePolicy(): 15 minutes, 75 minutes). `agents` are the organisation's Directory-signed agent cards
-    (`load_agents(org)[0]`): with them, the requester separation of duties is checked against is the person the
-    requesting agent's card names, proven by its signed request inside the approval (HATP-GATE-26); without
-    them, it is the one the gateway's routing record names. Raises ValueError for a bad keyring."""
+    (`load_agents(org)[0]`): the requester separation of duties is checked against is then the person the
+    requesting agent's card names, proven by its signed request inside the approval (HATP-GATE-26). It has no
+    default: `agents=None` must be written to rest separation of duties on the gateway's word for the requester
+    (its routing record), which a compromised gateway key can rename. Raises ValueError for a bad keyring."""
     trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
     people = humans if isinstance(humans, HumanKeys) else HumanKeys.from_cards(humans)
     cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)

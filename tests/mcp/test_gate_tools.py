@@ -28,7 +28,7 @@ from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import ReplayCache
-from tests.acme_org import GATEWAY_ID, agent_request, approve_as, directory, gateway_key, h, keyring, proof
+from tests.acme_org import GATEWAY_ID, agent_keys, agent_request, approve_as, directory, gateway_key, h, keyring, proof
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +68,9 @@ def payments_server(
 
     server.add_tool(charge_card, description=description)
     server.add_tool(balance)
-    gate = create_approval_gate(SERVER_ID, keyring(), humans=directory().cards(), replay_cache=cache, clock=clock)
+    gate = create_approval_gate(
+        SERVER_ID, keyring(), humans=directory().cards(), agents=agent_keys(), replay_cache=cache, clock=clock
+    )
     gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES, "quote": pay.quote}})
     return server
 
