@@ -30,12 +30,14 @@ from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator_trust import RequestSigner, write_trust_list
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
@@ -84,6 +86,10 @@ async def open_suite(
     """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them.
     `wrap`: what the coordinator calls instead of each MCP participant (bench/mcp_trip.py times the calls)."""
     coordinator = SigningKey.generate(["coordinator"])
+    coordinator_id = Config().coordinator
+    for name in SERVERS:  # each server acts for this coordinator only (HATP-TRUST-10)
+        write_trust_list(data / name, {coordinator_id: coordinator.public_jwk()})
+    sign = RequestSigner(coordinator, coordinator_id, clock).sign  # its auth on every state-changing request
     gateway = SigningKey.generate(["gateway"])
     ring = Keyring()
     ring.add_signer(coordinator)
@@ -102,7 +108,7 @@ async def open_suite(
         for entry in own.entries():
             ring.add(entry)
         # verify=False: every answer goes to the coordinator core, which verifies it (HATP-TXN-2, HATP-SIG-6)
-        participants[uri] = mcp_participant(uri, clients[name], own, timeout=10, verify=False)
+        participants[uri] = mcp_participant(uri, clients[name], own, timeout=10, verify=False, signer=sign)
         if wrap is not None:
             participants[uri] = wrap(participants[uri])
     approver = ScriptedApprover(gateway, clock, scripts={"finance": HumanScript("approve")})

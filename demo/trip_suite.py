@@ -27,13 +27,15 @@ from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
+from hatp_mcp.runtime.coordinator_trust import trust_coordinator
 
-__all__ = ["GATEWAY_ID", "ORG", "PARTICIPANTS", "Seven", "human_key_file", "open_seven"]
+__all__ = ["COORDINATOR_ID", "GATEWAY_ID", "ORG", "PARTICIPANTS", "Seven", "human_key_file", "open_seven"]
 
 ROOT = Path(__file__).resolve().parents[1]
 ORG = ROOT / "spec" / "fixtures" / "org"  # the TEST-ONLY organisation acme.com
 WELL_KNOWN = ORG / ".well-known" / "human-card.json"
 GATEWAY_ID = "https://acme.com/hatp/gateway"
+COORDINATOR_ID = "coordinator://acme.com/demo"
 PARTICIPANTS = {"airline": AIRLINE, "hotel": HOTEL, "calendar": CALENDAR, "payments": PAYMENTS}
 
 
@@ -116,6 +118,9 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
         launched = launch_http(f"servers.{name}", data / name, extra=[*args, *extra.get(name, [])], ready_timeout=60)
         procs[name] = await stack.enter_async_context(launched)
 
+    # the coordinator's key exists before anyone starts, and every participant and the gateway trust it: they act
+    # for this coordinator only (spec/mcp-binding.md HATP-TRUST-10)
+    trust_coordinator(data / "coordinator", COORDINATOR_ID, [data / "gateway", *(data / n for n in PARTICIPANTS)])
     await start("directory", ["--org", str(ORG)])
     await start("gateway", ["--org", str(ORG)])
     for name in PARTICIPANTS:
@@ -126,6 +131,6 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     gateway += ["--org", str(ORG)]  # the coordinator checks each person's own signed decision (HATP-TXN-19)
     # and proves each plan's requester: it holds the travel-bot's TEST-ONLY key and signs as it (HATP-TXN-21)
     gateway += ["--agent-key", str(ORG / "test-only-keys" / "agents" / "travel-bot.private.jwk.json")]
-    await start("coordinator", [*links, *gateway, "--id", "coordinator://acme.com/demo", "--poll-seconds", "1"])
+    await start("coordinator", [*links, *gateway, "--id", COORDINATOR_ID, "--poll-seconds", "1"])
     agent = await stack.enter_async_context(Client(procs["coordinator"].url))
     return Seven(data, procs, agent)

@@ -18,8 +18,9 @@ from mcp.server import MCPServer
 
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
-from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from servers._inventory import Inventory
@@ -52,19 +53,25 @@ class ToolServer:
 
 
 def build(
-    spec: ToolServer, data: Path, *, effects_apart: bool = False
+    spec: ToolServer, data: Path, *, effects_apart: bool = False, trusted_coordinators: str | None = None
 ) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
     """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
 
     The inventory lives in the participant store's database (state.db), so each hold and commit is kept with its
     answer by one transaction (HATP-PART-13); `effects_apart` keeps it in inventory.db instead, as an outside
-    system's would be (commits then write their intent first, HATP-PART-10/11)."""
+    system's would be (commits then write their intent first, HATP-PART-10/11). `trusted_coordinators`: the
+    `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every state-changing
+    request is refused, HATP-TRUST-6)."""
     if not effects_apart and (data / "inventory.db").exists():  # fail closed: never two inventories
         raise ValueError(
             f"{data / 'inventory.db'} holds an inventory apart from state.db (an older layout, or --effects-apart):"
             " start with --effects-apart, or move it away"
         )
     key = load_or_create_key(data, ["participant"])
+    clock = SystemClock()
+    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    if trust.keyring is None:
+        log(f"{spec.name}: WARNING no trusted coordinator; every state-changing request is refused (HATP-TRUST-6)")
     store = SqliteParticipantStore(data / "state.db")
     inventory = Inventory(data / "inventory.db" if effects_apart else store.database)
     operations: dict[str, Operation] = {o.name: o.op(inventory, o.key) for o in spec.ops}
@@ -73,7 +80,7 @@ def build(
         key,
         operations,
         store,
-        SystemClock(),
+        clock,
         max_lease_seconds=MAX_LEASE_SECONDS,
         max_horizon_seconds=MAX_HOLD_SECONDS,
     )
@@ -112,7 +119,7 @@ def build(
         },
         keys=[key.public_jwk()],
     )
-    serve_hatp(server, runtime, settings)
+    serve_hatp(server, runtime, settings, trust=trust)
     return server, runtime, inventory
 
 
@@ -137,12 +144,18 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="TEST-ONLY: keep the inventory in a database of its own, as an outside system's (HATP-PART-10/11)",
     )
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
     try:
         # a slow final step stands for a slow outside API: its effects are not in the store's transaction
-        server, _runtime, _inventory = build(spec, data, effects_apart=args.effects_apart or args.commit_delay > 0)
+        server, _runtime, _inventory = build(
+            spec,
+            data,
+            effects_apart=args.effects_apart or args.commit_delay > 0,
+            trusted_coordinators=args.trusted_coordinators,
+        )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect
     except (OSError, ValueError) as exc:

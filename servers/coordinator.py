@@ -38,12 +38,14 @@ from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.humans.agents import card_of_key
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
 from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.coordinator_trust import RequestSigner
 from hatp_mcp.runtime.interfaces import Approver
 from hatp_mcp.runtime.org import load_agents, load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
@@ -168,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: SigningKey | None = None) -> int:
     key = load_or_create_key(data, ["coordinator"])
     clock = SystemClock()
+    signer = RequestSigner(key, args.id, clock).sign  # every state-changing request carries its auth (HATP-TRUST-11)
     keyring = Keyring()
     keyring.add_signer(key)
     targets = dict(setup.participants)
@@ -186,11 +189,11 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: Si
                 )
                 for entry in own.entries():  # bound to `uri` (HATP-SIG-6): counted for its own branches only
                     keyring.add(entry)
-                participants[uri] = LinkedParticipant(uri, links[uri], own, timeout=args.call_timeout)
+                participants[uri] = LinkedParticipant(uri, links[uri], own, timeout=args.call_timeout, signer=signer)
         except (HatpError, OSError, ValueError) as exc:
             log(f"coordinator: cannot start: {exc}")
             return 2
-        approver = _approver(args, data, setup, links, keyring, clock)
+        approver = _approver(args, data, setup, links, keyring, clock, signer)
         try:
             humans = load_human_keys(setup.org) if setup.org is not None else None
             # with the organisation, every plan's requester is proven at begin (HATP-TXN-21)
@@ -225,7 +228,13 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: Si
 
 
 def _approver(
-    args: argparse.Namespace, data: Path, setup: Setup, links: Any, keyring: Keyring, clock: SystemClock
+    args: argparse.Namespace,
+    data: Path,
+    setup: Setup,
+    links: Any,
+    keyring: Keyring,
+    clock: SystemClock,
+    signer: Signer,
 ) -> Approver | None:
     if setup.gateway is not None and setup.gateway_keys is not None:
         org = Keyring.from_jwks(json.loads(setup.gateway_keys.read_text()))
@@ -233,7 +242,12 @@ def _approver(
             if "gateway" in entry.roles:  # HATP-SIG-6: the organisation's gateway keys speak as --gateway-id only
                 keyring.add(entry.with_party(str(setup.gateway_id)))
         return LinkedApprover(
-            links[GATEWAY], org, timeout=args.call_timeout, gateway_id=setup.gateway_id, coordinator=args.id
+            links[GATEWAY],
+            org,
+            timeout=args.call_timeout,
+            gateway_id=setup.gateway_id,
+            coordinator=args.id,
+            signer=signer,
         )
     if args.scripted_approver:
         gw = load_or_create_key(data / "scripted-gateway", ["gateway"])

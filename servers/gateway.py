@@ -34,8 +34,9 @@ from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
-from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
+from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.gateway_store import GatewayStore
@@ -62,8 +63,12 @@ def choose_key(data: Path, org: Path, published: Keyring, key_file: str | None) 
     return key
 
 
-def build(data: Path, org: Path, clock: Clock, key_file: str | None = None) -> tuple[MCPServer, GatewayApprover]:
-    """Load the organisation, key and store and build the server. Raises OSError, ValueError or HatpError."""
+def build(
+    data: Path, org: Path, clock: Clock, key_file: str | None = None, trusted_coordinators: str | None = None
+) -> tuple[MCPServer, GatewayApprover]:
+    """Load the organisation, key and store and build the server. `trusted_coordinators`: the
+    `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every prepare, abort
+    and tighten is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError."""
     directory, ignored, contacts = load_org(org)
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
@@ -79,8 +84,11 @@ def build(data: Path, org: Path, clock: Clock, key_file: str | None = None) -> t
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
+    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    if trust.keyring is None:
+        log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
     server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
-    serve_approver(server, gateway)
+    serve_approver(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
     return server, gateway
 
@@ -98,12 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--org", default=str(DEFAULT_ORG), help="organisation dir (.well-known, cards, contacts)")
     parser.add_argument("--key", default=None, help="the gateway's private JWK (role gateway)")
     parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
+    add_trust_argument(parser)
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
     try:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
-        server, gateway = build(data, Path(args.org).resolve(), clock, args.key)
+        server, gateway = build(data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators)
     except (OSError, ValueError, HatpError) as exc:  # HatpError: an unusable well-known document
         log(f"gateway: cannot start: {exc}")
         return 2

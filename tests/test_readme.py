@@ -38,9 +38,13 @@ async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once
     from hatp_mcp.core.model.plan import Plan
     from hatp_mcp.mcp.extension import read_advertisement
     from hatp_mcp.mcp.participant_client import mcp_participant
+    from hatp_mcp.runtime.clock import SystemClock
+    from hatp_mcp.runtime.coordinator_trust import write_trust_list
+    from tests.coordinators import COORDINATOR, KEY, decision_for, signer
     from tests.factories import trip_plan
 
-    server = example("## Joining transactions with your own MCP server")["build"](str(tmp_path))
+    trust = write_trust_list(tmp_path / "trust", {COORDINATOR: KEY.public_jwk()})
+    server = example("## Joining transactions with your own MCP server")["build"](str(tmp_path), str(trust))
     raw = trip_plan()
     raw["branches"][2]["participant"] = "mcp://calendar.example/hatp"
     plan = Plan.model_validate(raw)
@@ -49,9 +53,11 @@ async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once
         advertised = read_advertisement(client.server_capabilities)
         assert advertised["operations"]["event.create"]["tier"] == "compensate"
         ring = Keyring.from_jwks({"keys": advertised["keys"]})
-        calendar = mcp_participant("mcp://calendar.example/hatp", client, ring)
+        calendar = mcp_participant("mcp://calendar.example/hatp", client, ring, signer=signer(SystemClock()))
         prepared = await calendar.prepare(
-            PrepareRequest(txn_id=plan.txn_id, branch_id="event", plan_digest=digest, plan=plan, coordinator="c")
+            PrepareRequest(
+                txn_id=plan.txn_id, branch_id="event", plan_digest=digest, plan=plan, coordinator=COORDINATOR
+            )
         )
         assert prepared.vote["decision"] == "yes"
         commit = CommitRequest(
@@ -59,6 +65,7 @@ async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once
             branch_id="event",
             plan_digest=digest,
             preconditions=Preconditions.model_validate(prepared.receipt["preconditions"]),
+            decision=decision_for(plan),
         )
         first = await calendar.commit(commit)
         assert first.receipt["outcome"] == "ok" and first.receipt["undoToken"] == f"{plan.txn_id}:event"

@@ -7,6 +7,11 @@ shared with the entries Claude Desktop starts, so a person deciding through the 
 coordinator's gateway on its next poll), trusts the gateway key of the organisation's well-known document, and
 pins each tool server's key to the public key that server writes under its --data (HATP-MCP-27), and holds the
 agent's key to sign each plan's requester for Claude Desktop, which cannot sign (HATP-TXN-21).
+
+It also sets up the other direction (spec/mcp-binding.md HATP-TRUST-10): the coordinator's key is made under
+`DATA/coordinator` if it is not there yet (the coordinator signs with it on every start), and every tool server's
+and the gateway's `DATA/<name>/trusted-coordinators.json` names it, so they act for that coordinator and no one
+else. What it wrote is said on stderr; stdout is the JSON alone.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_OK, print_json
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, fail, print_json
+from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
 
-__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "run"]
+__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "run", "trust_setup"]
 
 HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
 SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
@@ -27,6 +33,18 @@ TOOL_SERVERS = ("airline", "hotel", "calendar", "payments")
 WELL_KNOWN = ROOT / "spec" / "fixtures" / "org" / ".well-known" / "human-card.json"  # TEST-ONLY acme.com
 GATEWAY_ID = "https://acme.com/hatp/gateway"
 AGENT_KEY = WELL_KNOWN.parent.parent / "test-only-keys" / "agents" / "travel-bot.private.jwk.json"
+COORDINATOR_ID = "coordinator://localhost"
+RECEIVERS = (*TOOL_SERVERS, "gateway")  # they act only for the coordinator (HATP-TRUST-10)
+
+
+def trust_setup(data: Path, names: tuple[str, ...]) -> list[Path]:
+    """HATP-TRUST-10: the coordinator's key (kept if present) trusted by each receiver among `names`. Returns the
+    trust lists written. Raises OSError or ValueError."""
+    receivers = [data / n for n in names if n in RECEIVERS]
+    if not receivers:
+        return []
+    trust_coordinator(data / "coordinator", COORDINATOR_ID, receivers)
+    return [r / TRUST_FILE for r in receivers]
 
 
 def coordinator_args(data: Path) -> list[str]:
@@ -41,7 +59,8 @@ def coordinator_args(data: Path) -> list[str]:
     # Claude Desktop cannot sign: the coordinator it starts holds the agent's (TEST-ONLY) key and signs each plan
     # as the agent its Directory-signed card names, for the person the card names (HATP-TXN-21)
     agent = ["--agent-key", str(AGENT_KEY)]
-    return [*args, "--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, *org, *agent]
+    gw = ["--gateway", gateway, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]
+    return [*args, *gw, *org, *agent, "--id", COORDINATOR_ID]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,5 +85,12 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
 def run(args: argparse.Namespace) -> int:
     # by default only the servers this checkout has (the coordinator, gateway and directory land separately)
     names = tuple(args.only) if args.only else tuple(n for n in SERVERS if (ROOT / "servers" / f"{n}.py").exists())
-    print_json(config(Path(args.data).expanduser(), args.python, names))
+    data = Path(args.data).expanduser()
+    try:
+        written = trust_setup(data.absolute(), names)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot set up the coordinator's trust under {data}: {exc}", EXIT_BAD_INPUT)
+    for path in written:
+        print(f"trusts {COORDINATOR_ID}: {path}", file=sys.stderr)
+    print_json(config(data, args.python, names))
     return EXIT_OK

@@ -27,7 +27,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.call import call, call_raw
+from hatp_mcp.mcp.call import Signer, call, call_raw
 from hatp_mcp.runtime.interfaces import Approver, ApproverAnswer
 
 __all__ = ["McpApprover", "check_answer", "check_estimate", "check_tightened", "mcp_approver"]
@@ -147,12 +147,14 @@ class McpApprover:
         timeout: float | None = 30.0,
         gateway_id: str | None = None,
         coordinator: str = "hatp-coordinator",
+        signer: Signer | None = None,
     ) -> None:
         self.client = client
         self._keyring = keyring
         self.timeout = timeout
         self.gateway_id = gateway_id
         self.coordinator = coordinator
+        self.signer = signer  # the coordinator's: ask, tighten and withdraw carry its auth (HATP-TRUST-11)
         self._digests: dict[tuple[str, str], str] = {}
 
     def _checked(self, result: VoteResult, txn_id: str, rid: str, digest: str | None) -> ApproverAnswer:
@@ -175,7 +177,7 @@ class McpApprover:
             coordinator=self.coordinator,
             terms=terms,
         )
-        result = await call(self.client, "hatp/txn/prepare", req, VoteResult, self.timeout)
+        result = await call(self.client, "hatp/txn/prepare", req, VoteResult, self.timeout, self.signer)
         answer = self._checked(result, plan.txn_id, requirement_id, digest)
         return answer if terms is None else check_tightened(answer, terms)
 
@@ -200,7 +202,7 @@ class McpApprover:
             decide_by=terms.decide_by,
             holds=terms.holds,
         )
-        result = await call(self.client, "hatp/txn/tighten", req, VoteResult, self.timeout)
+        result = await call(self.client, "hatp/txn/tighten", req, VoteResult, self.timeout, self.signer)
         return check_tightened(self._checked(result, txn_id, requirement_id, digest), terms)
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
@@ -210,7 +212,7 @@ class McpApprover:
             if digest is None:  # e.g. a restarted coordinator: learn the digest from the signed vote
                 digest = str((await self.poll(txn_id, requirement_id)).vote["planDigest"])
             req = AbortRequest(txn_id=txn_id, branch_id=requirement_id, plan_digest=digest, reason="aborted")
-            result = await call(self.client, "hatp/txn/abort", req, VoteResult, self.timeout)
+            result = await call(self.client, "hatp/txn/abort", req, VoteResult, self.timeout, self.signer)
         except HatpError as exc:
             if exc.code == "NO_SUCH_ASK":
                 return
@@ -225,10 +227,12 @@ def mcp_approver(
     timeout: float | None = 30.0,
     gateway_id: str | None = None,
     coordinator: str = "hatp-coordinator",
+    signer: Signer | None = None,
 ) -> Approver:
     """An Approver speaking to a Human Gateway over `client`; evidence checked against `keyring` (role gateway).
 
     `gateway_id` (the well-known `gateway`), when given, must be the voter of every vote and the gateway of every
-    approval. `coordinator` is the id sent in each PrepareRequest.
+    approval. `coordinator` is the id sent in each PrepareRequest. `signer` (that coordinator's
+    `RequestSigner.sign`) signs ask, tighten and withdraw; without it the gateway refuses them (HATP-TRUST-1).
     """
-    return McpApprover(client, keyring, timeout=timeout, gateway_id=gateway_id, coordinator=coordinator)
+    return McpApprover(client, keyring, timeout=timeout, gateway_id=gateway_id, coordinator=coordinator, signer=signer)

@@ -31,6 +31,7 @@ from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
@@ -64,10 +65,16 @@ def vote_result(txn_id: str, requirement_id: str, stored: StoredAsk) -> VoteResu
 
 
 def serve_approver(
-    server: MCPServer | Server[Any], gateway: GatewayApprover, *, max_concurrent: int = 64
+    server: MCPServer | Server[Any],
+    gateway: GatewayApprover,
+    *,
+    trust: TrustedCoordinators,
+    max_concurrent: int = 64,
 ) -> HatpSettings:
     """Make `server` the gateway's voter: advertise role `gateway` with its public key, register the methods.
 
+    `trust`: the coordinators the gateway asks people for; prepare, abort and tighten must prove they come from
+    one (HATP-TRUST-1..9) before any ask is opened, tightened or withdrawn; voted and estimate change nothing.
     Returns the advertised settings.
     """
     low = lowlevel_of(server)
@@ -146,9 +153,9 @@ def serve_approver(
         await gateway.tighten(req.txn_id, req.requirement_id, terms)
         return await current(req.txn_id, req.requirement_id)
 
-    add_method(low, "hatp/txn/prepare", PrepareRequest, prepare, gate)
+    add_method(low, "hatp/txn/prepare", PrepareRequest, prepare, gate, trust)
     add_method(low, "hatp/txn/estimate", EstimateRequest, estimate, gate)
-    add_method(low, "hatp/txn/tighten", TightenRequest, tighten, gate)
+    add_method(low, "hatp/txn/tighten", TightenRequest, tighten, gate, trust)
     add_method(low, "hatp/txn/voted", VotedRequest, voted, gate)
-    add_method(low, "hatp/txn/abort", AbortRequest, abort, gate)
+    add_method(low, "hatp/txn/abort", AbortRequest, abort, gate, trust)
     return settings

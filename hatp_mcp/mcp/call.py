@@ -8,6 +8,7 @@ decide; every hatp call is idempotent on txnId and branchId) and checks no signa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -20,9 +21,10 @@ from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import TransportFailed, from_mcp_error
 
-__all__ = ["SDK_RESULT_KEYS", "HatpRequest", "call", "call_raw"]
+__all__ = ["SDK_RESULT_KEYS", "HatpRequest", "Signer", "call", "call_raw"]
 
 M = TypeVar("M", bound=WireModel)
+Signer = Callable[[str, dict[str, Any]], dict[str, Any]]  # (method, params) -> params with the coordinator's auth
 SDK_RESULT_KEYS = frozenset({"resultType", "_meta"})  # added by the SDK on 2026-07-28; never HATP members
 
 
@@ -60,14 +62,25 @@ async def call_raw(client: Client, method: str, params: dict[str, Any], read_tim
 
 
 async def call(
-    client: Client, method: str, request: WireModel, result_model: type[M], read_timeout: float | None = None
+    client: Client,
+    method: str,
+    request: WireModel,
+    result_model: type[M],
+    read_timeout: float | None = None,
+    sign: Signer | None = None,
 ) -> M:
     """Send `request` as `method`; return the result validated as `result_model`.
+
+    `sign` (a coordinator's RequestSigner.sign): the params go out with the coordinator's `auth` for the method,
+    signed now, at send time (spec/mcp-binding.md HATP-TRUST-11).
 
     Raises HatpError: the server's refusal, TransportFailed (HATP-MCP-6), or HATP-MCP-2 for a result that is
     not a valid `result_model`.
     """
-    body = await call_raw(client, method, request.wire(), read_timeout)
+    params = request.wire()
+    if sign is not None:
+        params = sign(method.rsplit("/", 1)[-1], params)
+    body = await call_raw(client, method, params, read_timeout)
     try:
         return parse(result_model, body, f"{method} result")
     except WireError as exc:

@@ -50,6 +50,13 @@ CODES: dict[str, int] = {
     "NOT_A_HOLD": -32063,
     "UNSUPPORTED": -32064,
     "APPROVAL_INVALID": -32065,  # gated tools (spec/gated-tools.md): an approval was given and does not fit
+    # acting only for a trusted coordinator (spec/mcp-binding.md HATP-TRUST-1..12)
+    "COORDINATOR_UNPROVEN": -32080,
+    "AUTH_MISMATCH": -32081,
+    "AUTH_EXPIRED": -32082,
+    "TXN_BOUND": -32083,
+    "NO_TRUSTED_COORDINATOR": -32084,
+    "DECISION_UNPROVEN": -32085,
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 

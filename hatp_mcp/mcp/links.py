@@ -41,6 +41,7 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.mcp.approver_client import McpApprover
+from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.launch import stdio_params
@@ -191,11 +192,14 @@ async def advertised_keyring(link: Link, role: str) -> Keyring:
 class LinkedParticipant:
     """The Participant Protocol over a Link: each call on the current connection, a lost one dropped."""
 
-    def __init__(self, uri: str, link: Link, keyring: Keyring, *, timeout: float | None = 30.0) -> None:
+    def __init__(
+        self, uri: str, link: Link, keyring: Keyring, *, timeout: float | None = 30.0, signer: Signer | None = None
+    ) -> None:
         self.uri = uri
         self.link = link
         self.keyring = keyring
         self.timeout = timeout
+        self.signer = signer  # the coordinator's auth on every state-changing request (HATP-TRUST-11)
         self._bounds = AdvertisedBounds()  # asked once per connection and operation
 
     async def _on(self, fn: Callable[[McpParticipant], Awaitable[R]]) -> R:
@@ -203,7 +207,9 @@ class LinkedParticipant:
         try:
             # verify=False: every vote and receipt goes to the coordinator core, which verifies the signature, that the
             # key is bound to this participant (HATP-SIG-6) and the txnId/branchId/planDigest/voter (HATP-TXN-2)
-            participant = McpParticipant(self.uri, client, self.keyring, timeout=self.timeout, verify=False)
+            participant = McpParticipant(
+                self.uri, client, self.keyring, timeout=self.timeout, verify=False, signer=self.signer
+            )
             return await fn(participant)
         except TransportFailed as exc:
             if exc.code in LOST:
@@ -264,8 +270,10 @@ class LinkedApprover:
         timeout: float | None = 30.0,
         gateway_id: str | None = None,
         coordinator: str = "hatp-coordinator",
+        signer: Signer | None = None,
     ) -> None:
         self.link = link
+        self._signer = signer
         self._keyring = keyring
         self._timeout = timeout
         self._gateway_id = gateway_id
@@ -276,7 +284,12 @@ class LinkedApprover:
         client = await self.link.client()
         if self._current is None or self._current[0] is not client:  # a new connection: a new approver
             approver = McpApprover(
-                client, self._keyring, timeout=self._timeout, gateway_id=self._gateway_id, coordinator=self._coordinator
+                client,
+                self._keyring,
+                timeout=self._timeout,
+                gateway_id=self._gateway_id,
+                coordinator=self._coordinator,
+                signer=self._signer,
             )
             self._current = (client, approver)
         approver = self._current[1]

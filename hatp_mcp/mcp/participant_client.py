@@ -31,7 +31,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.call import call
+from hatp_mcp.mcp.call import Signer, call
 from hatp_mcp.runtime.interfaces import Participant
 
 __all__ = ["McpParticipant", "check_evidence", "mcp_participant"]
@@ -83,13 +83,21 @@ class McpParticipant:
     `verify=False` only for a caller whose answers all go through the coordinator core (HATP-TXN-2): see above."""
 
     def __init__(
-        self, uri: str, client: Client, keyring: Keyring, *, timeout: float | None = 30.0, verify: bool = True
+        self,
+        uri: str,
+        client: Client,
+        keyring: Keyring,
+        *,
+        timeout: float | None = 30.0,
+        verify: bool = True,
+        signer: Signer | None = None,
     ) -> None:
         self.uri = uri
         self.client = client
         self._keyring = keyring
         self.timeout = timeout
         self.verify = verify
+        self.signer = signer  # the coordinator's: every state-changing request carries its auth (HATP-TRUST-11)
 
     def _check(self, obj: Mapping[str, Any], path: str, txn_id: str, branch_id: str, digest: str | None) -> None:
         if not self.verify:  # the coordinator core checks all of it (HATP-TXN-2, HATP-SIG-6)
@@ -100,13 +108,13 @@ class McpParticipant:
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
         method = "hatp/txn/quote" if req.quote_only else "hatp/txn/prepare"
-        result = await call(self.client, method, req, PrepareResult, self.timeout)
+        result = await call(self.client, method, req, PrepareResult, self.timeout, self.signer)
         self._check(result.vote, "$.vote", req.txn_id, req.branch_id, req.plan_digest)
         self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
         return result
 
     async def _branch(self, method: str, req: Any) -> BranchResult:
-        result = await call(self.client, method, req, BranchResult, self.timeout)
+        result = await call(self.client, method, req, BranchResult, self.timeout, self.signer)
         self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
         return result
 
@@ -138,9 +146,17 @@ class McpParticipant:
 
 
 def mcp_participant(
-    uri: str, client: Client, keyring: Keyring, *, timeout: float | None = 30.0, verify: bool = True
+    uri: str,
+    client: Client,
+    keyring: Keyring,
+    *,
+    timeout: float | None = 30.0,
+    verify: bool = True,
+    signer: Signer | None = None,
 ) -> Participant:
     """A Participant speaking to `uri` over `client`; evidence checked against `keyring` (this participant's keys).
 
-    `verify=False`: only for a caller that hands every answer to the coordinator core (see the module docstring)."""
-    return McpParticipant(uri, client, keyring, timeout=timeout, verify=verify)
+    `signer` (a coordinator's `RequestSigner.sign`): signs every state-changing request; without it a participant
+    refuses them all (HATP-TRUST-1). `verify=False`: only for a caller that hands every answer to the coordinator
+    core (see the module docstring)."""
+    return McpParticipant(uri, client, keyring, timeout=timeout, verify=verify, signer=signer)

@@ -36,6 +36,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_estimate import bounds_handler
+from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.interfaces import Participant
 
 __all__ = ["PARTICIPANT_METHODS", "AnyParams", "LockService", "add_method", "lowlevel_of", "serve_hatp"]
@@ -84,13 +85,20 @@ def add_method(
     model: type[M],
     call: Callable[[M], Awaitable[WireModel]],
     gate: anyio.Semaphore,
+    trust: TrustedCoordinators | None = None,
 ) -> None:
-    """Register `method`: params validated as `model` (HATP-MCP-2), `call` run, its wire form returned."""
+    """Register `method`: params validated as `model` (HATP-MCP-2), `call` run, its wire form returned.
+
+    With `trust` (every state-changing method), the params as received must prove a trusted coordinator sent them
+    (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8)."""
+    auth_method = method.rsplit("/", 1)[-1]
 
     async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
         body = dict(params.model_extra or {})
         try:
             req = parse(model, body, method)
+            if trust is not None:
+                trust.admit(auth_method, body)
             # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
             # answer is kept and a repeated request gets it (HATP-MCP-6).
             with anyio.CancelScope(shield=True):
@@ -115,10 +123,13 @@ def serve_hatp(
     participant: Participant,
     settings: HatpSettings,
     *,
+    trust: TrustedCoordinators,
     max_concurrent: int = 64,
 ) -> None:
     """Make `server` a HATP participant: advertise `settings` and register the hatp/txn/* (and lock) methods.
 
+    `trust`: the coordinators this participant acts for; every prepare, quote, commit, abort, compensate and renew
+    must prove it comes from one (HATP-TRUST-1..9); status and estimate change nothing and need no proof.
     `max_concurrent` bounds how many hatp calls run at once (the SDK runs every request as its own task).
     """
     low = lowlevel_of(server)
@@ -128,12 +139,12 @@ def serve_hatp(
     async def quote(req: PrepareRequest) -> WireModel:
         return await participant.prepare(req.model_copy(update={"quote_only": True}))
 
-    add_method(low, "hatp/txn/prepare", PrepareRequest, participant.prepare, gate)
-    add_method(low, "hatp/txn/quote", PrepareRequest, quote, gate)
-    add_method(low, "hatp/txn/commit", CommitRequest, participant.commit, gate)
-    add_method(low, "hatp/txn/abort", AbortRequest, participant.abort, gate)
-    add_method(low, "hatp/txn/compensate", CompensateRequest, participant.compensate, gate)
-    add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate)
+    add_method(low, "hatp/txn/prepare", PrepareRequest, participant.prepare, gate, trust)
+    add_method(low, "hatp/txn/quote", PrepareRequest, quote, gate, trust)
+    add_method(low, "hatp/txn/commit", CommitRequest, participant.commit, gate, trust)
+    add_method(low, "hatp/txn/abort", AbortRequest, participant.abort, gate, trust)
+    add_method(low, "hatp/txn/compensate", CompensateRequest, participant.compensate, gate, trust)
+    add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate, trust)
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
     add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
     if isinstance(participant, LockService):

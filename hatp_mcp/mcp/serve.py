@@ -30,7 +30,7 @@ from hatp_mcp.mcp.participant_server import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 
-__all__ = ["READY_PREFIX", "add_server_arguments", "log", "quiet", "serve"]
+__all__ = ["READY_PREFIX", "add_server_arguments", "add_trust_argument", "log", "quiet", "serve"]
 
 READY_PREFIX = "HATP_READY"
 
@@ -53,6 +53,16 @@ def add_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0: any free port)")
     p.add_argument("--data", default=None, help="directory for the SQLite state and the signing key")
     p.add_argument("--parent-watch", action="store_true", help="HTTP: exit when stdin reaches end of file")
+
+
+def add_trust_argument(p: argparse.ArgumentParser) -> None:
+    """`--trusted-coordinators [ID=]FILE`, for a server that acts for coordinators (HATP-TRUST-10)."""
+    p.add_argument(
+        "--trusted-coordinators",
+        metavar="[ID=]FILE",
+        help="JWKS (or JWK) of the coordinators this server acts for: role coordinator, each key's 'party' its id "
+        "(ID= binds keys that name none); default DATA/trusted-coordinators.json; none: state changes are refused",
+    )
 
 
 async def _on_signal(stop: Callable[[], None]) -> None:

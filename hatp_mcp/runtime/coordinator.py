@@ -74,6 +74,15 @@ EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, t
 BoundsAsker = Callable[[str, Plan, str], Awaitable[OperationBounds]]  # (participant, plan, branchId): HATP-MCP-19
 
 
+def _decision_event(chain: RecordChain) -> dict[str, Any] | None:
+    """The record's latest `decision` event (durable before any commit is sent, HATP-TXN-4)."""
+    for event in reversed(chain.events):
+        if event.get("event") == "decision":
+            found: dict[str, Any] = event
+            return found
+    return None
+
+
 def default_validator() -> Validator:
     """The static plan validator every begin runs (hatp_mcp.core.validate.validator.validate). Imported directly:
     a validator that fails to import stops the process; transactions never run unvalidated."""
@@ -259,7 +268,9 @@ class CoordinatorRuntime:
             if isinstance(cmd, Arm):
                 alarms.arm(cmd.key, cmd.at)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                children.spawn(log.counted(self._call(machine.plan, machine.plan_digest, cmd, children.post)))
+                decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
+                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision)
+                children.spawn(log.counted(call))
             elif isinstance(cmd, Ask | Poll):
                 children.spawn(self._approve(machine.plan, cmd, children.post))
             elif isinstance(cmd, Tighten):
@@ -292,23 +303,36 @@ class CoordinatorRuntime:
                 raise _CallTimeout(f"no answer within {seconds:g}s") from None
         deadline = self._clock.now() + timedelta(seconds=seconds)
         result: list[R] = []
-        async with anyio.create_task_group() as tg:
+        try:
+            async with anyio.create_task_group() as tg:
 
-            async def work() -> None:
-                result.append(await fn())
-                tg.cancel_scope.cancel()
+                async def work() -> None:
+                    result.append(await fn())
+                    tg.cancel_scope.cancel()
 
-            async def expire() -> None:
-                await self._clock.sleep_until(deadline)
-                tg.cancel_scope.cancel()
+                async def expire() -> None:
+                    await self._clock.sleep_until(deadline)
+                    tg.cancel_scope.cancel()
 
-            tg.start_soon(work)
-            tg.start_soon(expire)
+                tg.start_soon(work)
+                tg.start_soon(expire)
+        except ExceptionGroup as group:  # the callee's own failure, as the system-clock path raises it: unwrapped
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         if not result:
             raise _CallTimeout(f"no answer within {seconds:g}s")
         return result[0]
 
-    async def _call(self, plan: Plan, digest: str, cmd: Any, post: Callable[[Event], None]) -> None:
+    async def _call(
+        self,
+        plan: Plan,
+        digest: str,
+        cmd: Any,
+        post: Callable[[Event], None],
+        decision: dict[str, Any] | None = None,
+    ) -> None:
+        """Send one participant call; a commit carries `decision`, the signed decision event (HATP-TRUST-7)."""
         branch = plan.branch(cmd.branch_id)
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
@@ -343,6 +367,7 @@ class CoordinatorRuntime:
                         branch_id=b,
                         plan_digest=digest,
                         preconditions=Preconditions.model_validate(cmd.preconditions),
+                        decision=decision,
                     )
                     res2 = await self._bounded(bound, lambda: p.commit(creq))
                 elif isinstance(cmd, SendRenew):

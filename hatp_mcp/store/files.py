@@ -9,11 +9,15 @@ read as a corrupt key.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["create_file", "replace_file"]
+from hatp_mcp.core.evidence.keys import SigningKey
+
+__all__ = ["create_file", "load_or_create_key", "replace_file"]
 
 
 def _written(path: Path, text: str, mode: int) -> Path:
@@ -64,3 +68,17 @@ def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
         tmp.unlink(missing_ok=True)
         raise
     _sync_dir(path.parent)
+
+
+def load_or_create_key(data: Path, roles: Iterable[str]) -> SigningKey:
+    """A server's signing key `DATA/key.jwk.json`, created (mode 0600) on first use, and its public half written
+    to `DATA/public.jwk.json` (HATP-MCP-8). Raises ValueError for a key file that is not a private Ed25519 JWK,
+    OSError for IO."""
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / "key.jwk.json"
+    if not path.exists():
+        new = SigningKey.generate(roles)
+        create_file(path, json.dumps(new.private_jwk()), 0o600)  # never half written; a racing start wins alike
+    key = SigningKey.from_jwk(json.loads(path.read_text()))
+    replace_file(data / "public.jwk.json", json.dumps(key.public_jwk()))
+    return key

@@ -9,6 +9,7 @@ import pytest
 
 from hatp_mcp.cli import main
 from hatp_mcp.cli.mcp_config_cmd import SERVERS
+from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, load_trust_list
 
 
 def test_mcp_config_prints_one_stdio_entry_per_server_with_absolute_paths(
@@ -24,8 +25,8 @@ def test_mcp_config_prints_one_stdio_entry_per_server_with_absolute_paths(
     assert (Path(airline["cwd"]) / "servers" / "airline.py").exists()
 
 
-def test_mcp_config_only_limits_the_servers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["mcp-config", "--only", "hotel", "--only", "airline"]) == 0
+def test_mcp_config_only_limits_the_servers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["mcp-config", "--data", str(tmp_path), "--only", "hotel", "--only", "airline"]) == 0
     assert set(json.loads(capsys.readouterr().out)["mcpServers"]) == {"hatp-hotel", "hatp-airline"}
 
 
@@ -61,3 +62,23 @@ def test_HATP_TXN_21_the_coordinator_claude_desktop_starts_holds_an_agent_key_on
     key = SigningKey.from_jwk(json.loads(Path(args[args.index("--agent-key") + 1]).read_text()))
     card = card_of_key(agent_keys(), key)
     assert "--org" in args and card is not None and card.acts_for == h("dana")
+
+
+def test_HATP_TRUST_10_mcp_config_makes_the_coordinators_key_and_every_receiver_trusts_only_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    servers = json.loads(out.out)["mcpServers"]
+    args = servers["hatp-coordinator"]["args"]
+    coordinator = args[args.index("--id") + 1]
+    public = json.loads((tmp_path / "coordinator" / "public.jwk.json").read_text())
+    for name in ("airline", "hotel", "calendar", "payments", "gateway"):
+        ring = load_trust_list(tmp_path / name / TRUST_FILE)
+        [entry] = ring.entries()
+        assert (entry.kid, entry.party, entry.roles) == (public["kid"], coordinator, ("coordinator",))
+        assert str(tmp_path / name / TRUST_FILE) in out.err
+    assert not (tmp_path / "directory" / TRUST_FILE).exists()  # the Directory changes nothing for a coordinator
+    key_before = (tmp_path / "coordinator" / "key.jwk.json").read_text()
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0  # again: the same key, kept
+    assert (tmp_path / "coordinator" / "key.jwk.json").read_text() == key_before

@@ -17,10 +17,10 @@ from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.mcp.launch import launch_http
-from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.store.participant_state import StateDb
 from servers._inventory import Inventory
-from tests.e2e.plans import keyring_of, live_plan, prepare_for
+from tests.coordinators import commit_request, trusting
+from tests.e2e.plans import keyring_of, live_plan, participant, prepare_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -32,10 +32,10 @@ async def commit_until_killed(url: str, uri: str, ring: Keyring, req: PrepareReq
     answered, commit = None, None
     try:
         async with Client(url) as client:
-            part = mcp_participant(uri, client, ring)
+            part = participant(uri, client, ring)
             prepared = await part.prepare(req)
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
-            commit = CommitRequest(
+            commit = commit_request(
                 txn_id=req.txn_id, branch_id=req.branch_id, plan_digest=req.plan_digest, preconditions=pre
             )
             answered = await part.commit(commit)
@@ -60,7 +60,7 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
     req = prepare_for(plan, branch)
     with anyio.fail_after(90):
         extra = ["--crash-after-effect", "--effects-apart"]
-        async with launch_http(module, data, extra=extra, ready_timeout=60) as first:
+        async with launch_http(module, trusting(data), extra=extra, ready_timeout=60) as first:
             ring = keyring_of(data)
             commit = await commit_until_killed(first.url, uri, ring, req)
             assert await first.process.wait() == -9  # SIGKILL, right after the effect
@@ -69,10 +69,10 @@ async def test_HATP_PART_11_a_participant_killed_between_effect_and_save_makes_t
         assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # the effect was made
         again_extra = ["--effects-apart"]
         async with (
-            launch_http(module, data, extra=again_extra, ready_timeout=60) as second,
+            launch_http(module, trusting(data), extra=again_extra, ready_timeout=60) as second,
             Client(second.url) as client,
         ):
-            part = mcp_participant(uri, client, ring)
+            part = participant(uri, client, ring)
             assert (
                 await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
             ).state == "committing"  # the intent is durable, the effect unsaved (HATP-PART-11)
@@ -100,15 +100,15 @@ async def test_HATP_PART_13_a_participant_killed_inside_the_commit_transaction_k
     req = prepare_for(plan, branch)
     key = f"{req.txn_id}:{branch}"
     with anyio.fail_after(90):
-        async with launch_http(module, data, extra=["--crash-after-effect"], ready_timeout=60) as first:
+        async with launch_http(module, trusting(data), extra=["--crash-after-effect"], ready_timeout=60) as first:
             ring = keyring_of(data)
             commit = await commit_until_killed(first.url, uri, ring, req)
             assert await first.process.wait() == -9  # SIGKILL, right after the effect was written
         inventory = Inventory(StateDb(data / "state.db"))  # the store's database holds the inventory
         assert [e for e in inventory.effects() if e.kind == "commit"] == []  # rolled back with the answer
         assert [i.state for i in inventory.all() if i.holder == req.txn_id] == (["held"] if branch == "seat" else [])
-        async with launch_http(module, data, ready_timeout=60) as second, Client(second.url) as client:
-            part = mcp_participant(uri, client, ring)
+        async with launch_http(module, trusting(data), ready_timeout=60) as second, Client(second.url) as client:
+            part = participant(uri, client, ring)
             before = await part.status(StatusRequest(txn_id=req.txn_id, branch_id=branch))
             done = await part.commit(commit)
             again = await part.commit(commit)

@@ -28,7 +28,7 @@ async def test_scripted_people_decide_with_their_own_keys_and_the_approval_carri
     key_file("frank", fake_org).write_text(key_file("dana").read_text())
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
-            await ask_plan(client)
+            await ask_plan(client, clock)
             await decide_as(client, "txn-acme-0001/finance", "bob", "approve", now=clock.now())
             done = await decide_as(client, "txn-acme-0001/finance", h("carol"), "approve", now=clock.now())
             with pytest.raises(MCPError) as err:

@@ -7,13 +7,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mcp import Client
+
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.mcp.participant_client import mcp_participant
+from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.interfaces import Participant
+from tests.coordinators import COORDINATOR, signer
 from tests.factories import trip_plan
 
-__all__ = ["keyring_of", "live_plan", "prepare_for"]
+__all__ = ["keyring_of", "live_plan", "participant", "prepare_for"]
 
 
 def live_plan(txn_id: str, **changes: Any) -> Plan:
@@ -33,9 +39,14 @@ def live_plan(txn_id: str, **changes: Any) -> Plan:
 
 def prepare_for(plan: Plan, branch_id: str) -> PrepareRequest:
     return PrepareRequest(
-        txn_id=plan.txn_id, branch_id=branch_id, plan_digest=plan.digest(), plan=plan, coordinator="mcp://test"
+        txn_id=plan.txn_id, branch_id=branch_id, plan_digest=plan.digest(), plan=plan, coordinator=COORDINATOR
     )
 
 
 def keyring_of(data: Path) -> Keyring:
     return Keyring([PublicKeyEntry.from_jwk(json.loads((data / "public.jwk.json").read_text()))])
+
+
+def participant(uri: str, client: Client, keyring: Keyring, **kw: Any) -> Participant:
+    """mcp_participant as the test coordinator sends: every state-changing request signed (HATP-TRUST-11)."""
+    return mcp_participant(uri, client, keyring, signer=signer(SystemClock()), **kw)

@@ -24,6 +24,7 @@ from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from tests.acme_org import ORG_DIR
+from tests.coordinators import trust_coordinator_dirs
 from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, events, problems, trip, uri
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -35,12 +36,20 @@ def commits(record: dict[str, Any], branch: str) -> list[dict[str, Any]]:
 
 
 class Suite:
+    # the data dirs of every coordinator process the suite runs: each participant and the gateway trust their keys
+    COORDINATORS = ("coordinator", "coordinator-doubt", "coordinator-kill", "coordinator-crash")
+
     def __init__(self, data: Path, stack: AsyncExitStack) -> None:
         self.data = data
         self.stack = stack
         self.procs: dict[str, HttpProcess] = {}
 
+    def trust(self, receiver: Path) -> None:
+        """`receiver` (a participant's or the gateway's --data) acts for this suite's coordinators (HATP-TRUST-10)."""
+        trust_coordinator_dirs([receiver], [self.data / c for c in self.COORDINATORS])
+
     async def start(self, name: str, module: str, extra: list[str], port: int = 0) -> HttpProcess:
+        self.trust(self.data / name)
         self.procs[name] = await self.stack.enter_async_context(
             launch_http(module, self.data / name, extra=extra, port=port, ready_timeout=60)
         )
@@ -175,6 +184,7 @@ async def test_HATP_MCP_6_a_final_step_outlasting_the_request_timeout_is_in_doub
 
 async def test_HATP_MCP_26_a_participant_killed_mid_transaction_is_asked_again_once_it_is_back(suite: Suite) -> None:
     hotel_data = suite.data / "hotel-killed"
+    suite.trust(hotel_data)
     with anyio.fail_after(120):
         async with launch_http("servers.hotel", hotel_data, ready_timeout=60) as hotel:
             pinned = {"hotel": hotel_data / "public.jwk.json"}

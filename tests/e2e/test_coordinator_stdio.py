@@ -22,6 +22,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.launch import stdio_params
 from tests.acme_org import ORG_DIR, h
+from tests.coordinators import trust_coordinator_dirs
 from tests.e2e.coordinator_suite import (
     GATEWAY_ARGS,
     PARTICIPANTS,
@@ -54,6 +55,8 @@ async def agent(data: Path) -> AsyncIterator[Agent]:
         "gateway": {"module": "servers.gateway", "data": str(data / "gateway"), "args": ["--org", str(ORG_DIR)]},
     }
     (data / "suite.json").write_text(json.dumps(config))
+    # the coordinator's key, made before it starts, is the one its stdio children act for (HATP-TRUST-10)
+    trust_coordinator_dirs([data / n for n in (*PARTICIPANTS, "gateway")], [data / "coordinator"])
     extra = ["--participants", str(data / "suite.json"), *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
     with (data / "coordinator.stderr").open("w") as errlog:
         params = stdio_params("servers.coordinator", data / "coordinator", extra)

@@ -20,7 +20,9 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.mcp.approver_client import mcp_approver
 from hatp_mcp.mcp.launch import launch_http, stdio_params
+from hatp_mcp.runtime.clock import FakeClock, SystemClock
 from tests.acme_org import GATEWAY_ID, ORG_DIR, h, human_key, human_keys, keyring, plan
+from tests.coordinators import COORDINATOR, signer, trust_dirs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -42,10 +44,14 @@ async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the
     decide_by = format_ts((datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0))
     p = plan(decide_by=decide_by, txn_id="txn-restart-1")
     extra = ["--org", str(ORG_DIR)]
+    trust_dirs([tmp_path])  # the gateway acts for the test coordinator (HATP-TRUST-10)
+    clock = SystemClock()
     with anyio.fail_after(60):
         async with launch_http("servers.gateway", tmp_path, extra=extra) as first:
             async with Client(first.url) as client:
-                pending = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance")
+                pending = await mcp_approver(
+                    client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+                ).ask(p, "finance")
             first.kill()  # SIGKILL: no shutdown, no flush; only what was committed survives
             await first.process.wait()
 
@@ -57,7 +63,9 @@ async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the
 
         async with launch_http("servers.gateway", tmp_path, extra=extra) as second:
             async with Client(second.url) as client:
-                approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+                approver = mcp_approver(
+                    client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+                )
                 again = await approver.ask(p, "finance")
                 carol = inbox(tmp_path, "approve", "txn-restart-1/finance", *as_("carol"))  # server running
                 done = await approver.poll(p.txn_id, "finance")
@@ -80,9 +88,13 @@ async def test_HATP_MCP_12_a_gateway_killed_with_an_ask_pending_restarts_and_the
 async def test_the_gateway_over_stdio_votes_and_people_decide_through_its_tools(tmp_path: Path) -> None:
     p = plan(txn_id="txn-stdio-1")
     params = stdio_params("servers.gateway", tmp_path, ["--org", str(ORG_DIR), "--now", "2026-11-29T10:00:00Z"])
+    trust_dirs([tmp_path])
+    clock = FakeClock(NOW)  # the gateway's pinned clock: the coordinator's auth is fresh at that time
     with anyio.fail_after(60):
         async with Client(params) as client:
-            approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+            approver = mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            )
             pending = await approver.ask(p, "finance")
             for who in ("bob", "carol"):
                 shown = json.loads(

@@ -9,10 +9,11 @@ from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.mcp.approver_server import serve_approver
-from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.clock import Clock, FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.gateway_store import GatewayStore
 from tests.acme_org import agent_keys, contacts, directory, gateway_key
+from tests.coordinators import trusted
 
 __all__ = ["make_gateway", "voter_server"]
 
@@ -32,7 +33,8 @@ def make_gateway(data: Path, clock: FakeClock, key: SigningKey | None = None) ->
     )
 
 
-def voter_server(gw: GatewayApprover) -> MCPServer:
+def voter_server(gw: GatewayApprover, clock: Clock | None = None) -> MCPServer:
+    """`gw` as a voter acting for the test coordinator (tests.coordinators), on `clock` (default the gateway's)."""
     server = MCPServer("human-gateway", log_level="WARNING")
-    serve_approver(server, gw)
+    serve_approver(server, gw, trust=trusted(clock or gw.clock))
     return server

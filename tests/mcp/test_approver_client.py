@@ -21,6 +21,7 @@ from hatp_mcp.mcp.approver_client import mcp_approver
 from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import GATEWAY_ID, decide_as, gateway_key, keyring, plan
+from tests.coordinators import COORDINATOR, signer
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio
@@ -33,13 +34,17 @@ async def test_ask_poll_and_withdraw_over_mcp_give_the_coordinator_checked_answe
     p, q = plan(), plan(txn_id="txn-acme-0002")
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+            approver = mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            )
             pending = await approver.ask(p, "finance")
             await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
             await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
             done = await approver.poll(p.txn_id, "finance")
             await approver.ask(q, "finance")
-            restarted = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)  # knows no digests yet
+            restarted = mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            )  # knows no digests yet
             await restarted.withdraw(q.txn_id, "finance")
             await restarted.withdraw("txn-never-asked", "finance")  # nothing to withdraw: no error
     assert pending.vote["decision"] == "pending" and pending.approval is None
@@ -56,7 +61,9 @@ async def test_HATP_MCP_11_a_vote_signed_by_a_key_the_organisation_does_not_publ
     with anyio.fail_after(10):
         async with Client(voter_server(impostor)) as client:
             with pytest.raises(HatpError) as err:
-                await mcp_approver(client, keyring()).ask(plan(), "finance")
+                await mcp_approver(client, keyring(), coordinator=COORDINATOR, signer=signer(clock)).ask(
+                    plan(), "finance"
+                )
     assert (err.value.rule, err.value.code) == ("HATP-MCP-11", "SIGNATURE_INVALID")
     assert err.value.path.startswith("$.vote")
 
@@ -68,7 +75,13 @@ async def test_HATP_MCP_11_a_vote_from_another_voter_than_the_organisations_gate
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
             with pytest.raises(HatpError) as err:
-                await mcp_approver(client, keyring(), gateway_id="https://evil.example/gw").ask(plan(), "finance")
+                await mcp_approver(
+                    client,
+                    keyring(),
+                    coordinator=COORDINATOR,
+                    signer=signer(clock),
+                    gateway_id="https://evil.example/gw",
+                ).ask(plan(), "finance")
     assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MCP-11", "EVIDENCE_MISMATCH", "$.vote.voter")
 
 

@@ -17,6 +17,7 @@ from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import GATEWAY_ID, decide_as, h, keyring, plan
+from tests.coordinators import COORDINATOR, signer
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +25,9 @@ pytestmark = pytest.mark.anyio
 
 def prepare_req(requirement: str = "finance", **changes: object) -> PrepareRequest:
     p = plan()
-    req = PrepareRequest(txn_id=p.txn_id, branch_id=requirement, plan_digest=p.digest(), plan=p, coordinator="c")
+    req = PrepareRequest(
+        txn_id=p.txn_id, branch_id=requirement, plan_digest=p.digest(), plan=p, coordinator=COORDINATOR
+    )
     return req.model_copy(update=changes)
 
 
@@ -35,8 +38,8 @@ async def test_HATP_MCP_9_prepare_on_the_gateway_returns_its_signed_pending_vote
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
             caps = read_advertisement(client.server_capabilities, "gateway")
-            first = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult)
-            again = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult)
+            first = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult, sign=signer(clock))
+            again = await call(client, "hatp/txn/prepare", prepare_req(), VoteResult, sign=signer(clock))
             await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
             await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
             done = await call(
@@ -64,7 +67,7 @@ async def test_HATP_MCP_9_a_plan_digest_that_is_not_the_plans_is_refused_and_not
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
             with pytest.raises(HatpError) as err:
-                await call(client, "hatp/txn/prepare", wrong, VoteResult)
+                await call(client, "hatp/txn/prepare", wrong, VoteResult, sign=signer(clock))
     assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MCP-9", "PLAN_MISMATCH", "$.planDigest")
     assert gw.store.asks() == []
 
@@ -74,7 +77,7 @@ async def test_HATP_MCP_9_the_gateway_refuses_a_quote(tmp_path: Path, clock: Fak
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
             with pytest.raises(HatpError) as err:
-                await call(client, "hatp/txn/prepare", prepare_req(quote_only=True), VoteResult)
+                await call(client, "hatp/txn/prepare", prepare_req(quote_only=True), VoteResult, sign=signer(clock))
     assert (err.value.rule, err.value.code) == ("HATP-MCP-9", "UNSUPPORTED")
     assert gw.store.asks() == []
 
@@ -85,7 +88,7 @@ async def test_a_requirement_the_plan_does_not_have_is_a_signed_no_vote_not_an_e
     gw = make_gateway(tmp_path, clock)
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            got = await call(client, "hatp/txn/prepare", prepare_req("legal"), VoteResult)
+            got = await call(client, "hatp/txn/prepare", prepare_req("legal"), VoteResult, sign=signer(clock))
     assert (got.state, got.vote["decision"], got.vote["code"]) == ("refused", "no", "HATP-GW-11")
     verify_raw(got.vote, keyring(), role="gateway")
 
@@ -113,20 +116,25 @@ async def test_HATP_MCP_10_abort_withdraws_a_pending_ask_and_keeps_a_decided_one
     other = plan(txn_id="txn-acme-0002")
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            await call(client, "hatp/txn/prepare", req, VoteResult)
+            await call(client, "hatp/txn/prepare", req, VoteResult, sign=signer(clock))
             wrong = AbortRequest(txn_id=req.txn_id, branch_id="finance", plan_digest="sha256:" + "1" * 64)
             with pytest.raises(HatpError) as mismatch:
-                await call(client, "hatp/txn/abort", wrong, VoteResult)
+                await call(client, "hatp/txn/abort", wrong, VoteResult, sign=signer(clock))
             still = gw.store.get("txn-acme-0001/finance")
             abort = AbortRequest(txn_id=req.txn_id, branch_id="finance", plan_digest=req.plan_digest)
-            withdrawn = await call(client, "hatp/txn/abort", abort, VoteResult)
+            withdrawn = await call(client, "hatp/txn/abort", abort, VoteResult, sign=signer(clock))
             await call(
                 client,
                 "hatp/txn/prepare",
                 PrepareRequest(
-                    txn_id=other.txn_id, branch_id="finance", plan_digest=other.digest(), plan=other, coordinator="c"
+                    txn_id=other.txn_id,
+                    branch_id="finance",
+                    plan_digest=other.digest(),
+                    plan=other,
+                    coordinator=COORDINATOR,
                 ),
                 VoteResult,
+                sign=signer(clock),
             )
             await decide_as(gw, "txn-acme-0002/finance", "bob", "reject")
             kept = await call(
@@ -134,10 +142,18 @@ async def test_HATP_MCP_10_abort_withdraws_a_pending_ask_and_keeps_a_decided_one
                 "hatp/txn/abort",
                 AbortRequest(txn_id=other.txn_id, branch_id="finance", plan_digest=other.digest()),
                 VoteResult,
+                sign=signer(clock),
             )
             with pytest.raises(HatpError) as unknown:
-                await call(client, "hatp/txn/abort", abort.model_copy(update={"txn_id": "txn-x"}), VoteResult)
-    assert (mismatch.value.rule, mismatch.value.code) == ("HATP-MCP-10", "PLAN_MISMATCH")
+                await call(
+                    client,
+                    "hatp/txn/abort",
+                    abort.model_copy(update={"txn_id": "txn-x"}),
+                    VoteResult,
+                    sign=signer(clock),
+                )
+    # the transaction is bound to the plan it was asked about (HATP-TRUST-5), before HATP-MCP-10 looks at the ask
+    assert (mismatch.value.rule, mismatch.value.code) == ("HATP-TRUST-5", "TXN_BOUND")
     assert still is not None and still.state == "pending"
     assert (withdrawn.state, withdrawn.vote["decision"], withdrawn.vote["code"]) == ("withdrawn", "no", "WITHDRAWN")
     assert (kept.state, kept.vote["decision"]) == ("rejected", "no")

@@ -27,6 +27,7 @@ from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 from tests.acme_org import GATEWAY_ID, gateway_key, h, human_key, keyring, plan, proof
+from tests.coordinators import COORDINATOR, signer
 from tests.core.humans.test_terms import held_plan
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
@@ -45,7 +46,9 @@ async def test_HATP_MCP_17_the_gateway_answers_a_signed_estimate_the_coordinator
     p = plan(["25000"])
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            est = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).estimate(p, "finance")
+            est = await mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            ).estimate(p, "finance")
             req = EstimateRequest(txn_id=p.txn_id, requirement_id="finance", plan_digest=plan(["1"]).digest(), plan=p)
             with pytest.raises(HatpError) as err:
                 await call_raw(client, "hatp/txn/estimate", req.wire(), 10)
@@ -70,10 +73,14 @@ async def test_HATP_MCP_17_an_estimate_signed_by_another_key_or_about_another_pl
     with anyio.fail_after(10):
         async with Client(voter_server(impostor)) as client:
             with pytest.raises(HatpError) as forged:
-                await mcp_approver(client, keyring()).estimate(p, "finance")
+                await mcp_approver(client, keyring(), coordinator=COORDINATOR, signer=signer(clock)).estimate(
+                    p, "finance"
+                )
         async with Client(liar) as client:
             with pytest.raises(HatpError) as mismatch:
-                await mcp_approver(client, keyring()).estimate(p, "finance")
+                await mcp_approver(client, keyring(), coordinator=COORDINATOR, signer=signer(clock)).estimate(
+                    p, "finance"
+                )
     assert (forged.value.rule, forged.value.code) == ("HATP-MCP-11", "SIGNATURE_INVALID")
     assert (mismatch.value.rule, mismatch.value.code, mismatch.value.path) == (
         "HATP-MCP-11",
@@ -90,7 +97,9 @@ async def test_HATP_MCP_18_tighten_shrinks_the_ask_and_the_humans_approve_under_
     ask_id = f"{p.txn_id}/finance"
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            approver = mcp_approver(client, keyring(), gateway_id=GATEWAY_ID)
+            approver = mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            )
             await approver.ask(p, "finance")
             tightened = await approver.tighten(p.txn_id, "finance", TERMS)
             stored = gw.store.get(ask_id)
@@ -128,16 +137,17 @@ async def test_HATP_MCP_18_tighten_of_an_unknown_ask_or_another_plan_or_a_later_
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
             with pytest.raises(HatpError) as unknown:
-                await call(client, "hatp/txn/tighten", later, VoteResult, 10)
-            await mcp_approver(client, keyring()).ask(p, "finance")
+                await call(client, "hatp/txn/tighten", later, VoteResult, 10, signer(clock))
+            await mcp_approver(client, keyring(), coordinator=COORDINATOR, signer=signer(clock)).ask(p, "finance")
             before = gw.store.get(f"{p.txn_id}/finance")
             other = later.model_copy(update={"plan_digest": plan().digest(), "decide_by": "2026-11-29T11:00:00Z"})
             with pytest.raises(HatpError) as mismatch:
-                await call(client, "hatp/txn/tighten", other, VoteResult, 10)
+                await call(client, "hatp/txn/tighten", other, VoteResult, 10, signer(clock))
             with pytest.raises(HatpError) as extended:
-                await call(client, "hatp/txn/tighten", later, VoteResult, 10)
+                await call(client, "hatp/txn/tighten", later, VoteResult, 10, signer(clock))
     assert (unknown.value.rule, unknown.value.code) == ("HATP-MCP-10", "NO_SUCH_ASK")
-    assert (mismatch.value.rule, mismatch.value.code) == ("HATP-MCP-18", "PLAN_MISMATCH")
+    # the transaction is bound to the plan it was asked about (HATP-TRUST-5), before HATP-MCP-18 looks at the ask
+    assert (mismatch.value.rule, mismatch.value.code) == ("HATP-TRUST-5", "TXN_BOUND")
     assert (extended.value.rule, extended.value.code) == ("HATP-GW-30", "DEADLINE_EXTENDED")
     assert gw.store.get(f"{p.txn_id}/finance") == before
 
@@ -165,12 +175,16 @@ async def test_HATP_MCP_29_the_first_ask_already_carries_the_terms_so_no_one_is_
     ask_id = f"{p.txn_id}/finance"
     with anyio.fail_after(10):
         async with Client(voter_server(gw)) as client:
-            answer = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance", TERMS)
+            answer = await mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            ).ask(p, "finance", TERMS)
             stored = gw.store.get(ask_id)
             assert stored is not None and stored.record is not None
             asked = next(s.human for s in stored.record.seats if s.status == "asked").removeprefix("human://acme.com/")
             await gw.decide(ask_id, _with_terms(stored.record.ask, asked, clock))  # decided at once: no tighten came
-            done = await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).poll(p.txn_id, "finance")
+            done = await mcp_approver(
+                client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+            ).poll(p.txn_id, "finance")
     assert answer.vote["decision"] == "pending" and answer.vote["decideBy"] == TERMS.decide_by
     assert stored.record.ask.terms == TERMS  # bound from the first ask on
     notified = gw.notifier.delivered  # type: ignore[attr-defined]
@@ -194,5 +208,7 @@ async def test_HATP_MCP_29_an_ask_whose_answer_drops_the_terms_is_refused(tmp_pa
     with anyio.fail_after(10):
         async with Client(forgetful) as client:
             with pytest.raises(HatpError) as err:
-                await mcp_approver(client, keyring(), gateway_id=GATEWAY_ID).ask(p, "finance", TERMS)
+                await mcp_approver(
+                    client, keyring(), coordinator=COORDINATOR, signer=signer(clock), gateway_id=GATEWAY_ID
+                ).ask(p, "finance", TERMS)
     assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MCP-18", "EVIDENCE_MISMATCH", "$.vote.decideBy")

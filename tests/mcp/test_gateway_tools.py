@@ -27,6 +27,7 @@ from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from tests.acme_org import agent_request, contacts, h, human_key, keyring, plan
+from tests.coordinators import COORDINATOR, signer, trusted
 from tests.mcp.gateway_fixture import make_gateway
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +42,7 @@ SERVER = "mcp://payments.example"
 
 def gateway_server(gw: GatewayApprover) -> MCPServer:
     server = MCPServer("hatp-gateway", log_level="WARNING")
-    serve_approver(server, gw)
+    serve_approver(server, gw, trust=trusted(gw.clock))
     add_gateway_tools(server, gw)
     return server
 
@@ -72,10 +73,10 @@ async def decide(client: Client, ask_id: str, name: str, action: str, now: datet
     return await tool(client, "decide", {"ask_id": ask_id, "proof": await signed(client, ask_id, name, action, now)})
 
 
-async def ask_plan(client: Client) -> None:
+async def ask_plan(client: Client, clock: FakeClock) -> None:
     p = plan()
-    req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
-    await call(client, "hatp/txn/prepare", req, VoteResult)
+    req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator=COORDINATOR)
+    await call(client, "hatp/txn/prepare", req, VoteResult, sign=signer(clock))
 
 
 async def test_HATP_MCP_12_people_list_show_and_decide_through_tools_and_the_vote_follows(
@@ -84,7 +85,7 @@ async def test_HATP_MCP_12_people_list_show_and_decide_through_tools_and_the_vot
     gw = make_gateway(tmp_path, clock)
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
-            await ask_plan(client)
+            await ask_plan(client, clock)
             for_bob = await tool(client, "list_asks", {"human": h("bob")})
             for_dana = await tool(client, "list_asks", {"human": h("dana")})
             shown = await tool(client, "show_ask", {"ask_id": "txn-acme-0001/finance"})
@@ -114,7 +115,7 @@ async def test_HATP_MCP_12_a_tool_decision_is_refused_exactly_as_the_inbox_refus
     gw = make_gateway(tmp_path, clock)
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
-            await ask_plan(client)
+            await ask_plan(client, clock)
             raw = await signed(client, "txn-acme-0001/finance", name, action, clock.now(), "x")
             data = await refused(client, "decide", {"ask_id": "txn-acme-0001/finance", "proof": raw})
     assert data["rule"] == rule
@@ -131,7 +132,7 @@ async def test_a_connected_client_cannot_decide_by_naming_a_person_under_HATP_GW
     agent_key = SigningKey.generate(["approver"])  # the agent's own key, on no card
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
-            await ask_plan(client)
+            await ask_plan(client, clock)
             named = await client.call_tool("decide", {"ask_id": ask_id, "human": h("bob"), "action": "approve"})
             shown = await tool(client, "show_ask", {"ask_id": ask_id})
             as_bob = sign_decision(
@@ -207,8 +208,12 @@ async def test_HATP_MCP_16_no_tool_result_of_the_gateway_carries_a_contact_detai
     with anyio.fail_after(10):
         async with Client(gateway_server(gw)) as client:
             p = plan()
-            req = PrepareRequest(txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator="c")
-            seen.append(json.dumps((await call(client, "hatp/txn/prepare", req, VoteResult)).wire()))
+            req = PrepareRequest(
+                txn_id=p.txn_id, branch_id="finance", plan_digest=p.digest(), plan=p, coordinator=COORDINATOR
+            )
+            seen.append(
+                json.dumps((await call(client, "hatp/txn/prepare", req, VoteResult, sign=signer(clock))).wire())
+            )
             ask_id = "txn-acme-0001/finance"
             for name, args in [
                 ("list_asks", {}),

@@ -15,6 +15,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_server import AnyParams
 from hatp_mcp.runtime.clock import FakeClock
+from tests.coordinators import COORDINATOR, decision_for
 from tests.mcp.toy import AIRLINE, Toy, plan, toy_server
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.anyio
 def prepare_req(txn: str = "txn-toy-0001", quote: bool = False) -> PrepareRequest:
     p = plan(txn)
     return PrepareRequest(
-        txn_id=txn, branch_id="seat", plan_digest=p.digest(), plan=p, coordinator="mcp://coord", quote_only=quote
+        txn_id=txn, branch_id="seat", plan_digest=p.digest(), plan=p, coordinator=COORDINATOR, quote_only=quote
     )
 
 
@@ -33,7 +34,7 @@ async def test_a_prepare_over_mcp_returns_the_participants_signed_yes_vote_and_p
     toy = Toy(clock)
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            part = mcp_participant(AIRLINE, client, toy.keyring)
+            part = mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer)
             result = await part.prepare(prepare_req())
     assert result.vote["decision"] == "yes"
     assert result.vote["signature"]["kid"] == toy.key.kid
@@ -48,13 +49,14 @@ async def test_prepare_then_commit_books_the_seat_and_a_repeated_commit_gets_the
     req = prepare_req()
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            part = mcp_participant(AIRLINE, client, toy.keyring)
+            part = mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer)
             prepared = await part.prepare(req)
             commit = CommitRequest(
                 txn_id=req.txn_id,
                 branch_id="seat",
                 plan_digest=req.plan_digest,
                 preconditions=Preconditions.model_validate(prepared.receipt["preconditions"]),
+                decision=decision_for(req.plan),
             )
             first = await part.commit(commit)
             again = await part.commit(commit)
@@ -69,7 +71,9 @@ async def test_a_quote_places_no_hold(clock: FakeClock) -> None:
     toy = Toy(clock)
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            result = await mcp_participant(AIRLINE, client, toy.keyring).prepare(prepare_req(quote=True))
+            result = await mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer).prepare(
+                prepare_req(quote=True)
+            )
     assert result.receipt["phase"] == "quote"
     assert "validUntil" in result.receipt
     assert toy.op.held == set()
@@ -80,7 +84,7 @@ async def test_an_abort_releases_the_hold(clock: FakeClock) -> None:
     req = prepare_req()
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            part = mcp_participant(AIRLINE, client, toy.keyring)
+            part = mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer)
             await part.prepare(req)
             result = await part.abort(AbortRequest(txn_id=req.txn_id, branch_id="seat", plan_digest=req.plan_digest))
     assert result.receipt["phase"] == "abort"
@@ -94,7 +98,7 @@ async def test_HATP_MCP_4_evidence_signed_by_a_key_outside_the_keyring_is_refuse
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
             with pytest.raises(HatpError) as info:
-                await mcp_participant(AIRLINE, client, stranger).prepare(prepare_req())
+                await mcp_participant(AIRLINE, client, stranger, signer=toy.signer).prepare(prepare_req())
     assert info.value.rule == "HATP-MCP-4"
     assert info.value.code == "SIGNATURE_INVALID"
     assert info.value.path == "$.vote.signature.kid"
@@ -104,7 +108,7 @@ async def test_HATP_MCP_4_evidence_from_another_participant_uri_is_refused(clock
     toy = Toy(clock)
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            part = mcp_participant("mcp://impostor.example/hatp", client, toy.keyring)
+            part = mcp_participant("mcp://impostor.example/hatp", client, toy.keyring, signer=toy.signer)
             with pytest.raises(HatpError) as info:
                 await part.prepare(prepare_req())
     assert (info.value.rule, info.value.code) == ("HATP-MCP-4", "EVIDENCE_MISMATCH")
@@ -121,5 +125,5 @@ async def test_HATP_MCP_2_a_result_that_is_not_the_wire_model_is_refused(clock: 
     with anyio.fail_after(10):
         async with Client(server) as client:
             with pytest.raises(HatpError) as info:
-                await mcp_participant(AIRLINE, client, toy.keyring).prepare(prepare_req())
+                await mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer).prepare(prepare_req())
     assert (info.value.rule, info.value.code, info.value.path) == ("HATP-MCP-2", "BAD_RESULT", "bonus")

@@ -19,6 +19,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp import links
 from hatp_mcp.mcp.participant_client import McpParticipant, mcp_participant
 from hatp_mcp.runtime.clock import FakeClock
+from tests.coordinators import signer
 from tests.core.txn.test_machine import KEYS, NOW, RING, answer
 from tests.mcp.test_participant_client import prepare_req
 from tests.mcp.toy import AIRLINE as TOY_AIRLINE
@@ -108,9 +109,11 @@ async def test_HATP_MCP_4_without_verify_the_answer_is_handed_on_for_the_core_to
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
             with pytest.raises(HatpError) as info:  # verify=True (the default): checked here
-                await mcp_participant(TOY_AIRLINE, client, stranger).prepare(prepare_req())
+                await mcp_participant(TOY_AIRLINE, client, stranger, signer=toy.signer).prepare(prepare_req())
             # verify=False: nothing is checked twice; the coordinator core verifies it (HATP-TXN-2, HATP-SIG-6)
-            result = await mcp_participant(TOY_AIRLINE, client, stranger, verify=False).prepare(prepare_req())
+            result = await mcp_participant(TOY_AIRLINE, client, stranger, verify=False, signer=toy.signer).prepare(
+                prepare_req()
+            )
     assert (info.value.rule, info.value.code) == ("HATP-MCP-4", "SIGNATURE_INVALID")
     assert result.vote["decision"] == "yes"
 
@@ -120,7 +123,7 @@ async def test_HATP_MCP_4_a_status_receipt_is_fully_verified_even_without_verify
     toy = Toy(clock)
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
-            part = McpParticipant("mcp://impostor.example/hatp", client, toy.keyring, verify=False)
+            part = McpParticipant("mcp://impostor.example/hatp", client, toy.keyring, verify=False, signer=toy.signer)
             await part.prepare(prepare_req())  # the core would refuse the impostor; this caller skips it
             with pytest.raises(HatpError) as info:
                 await part.status(StatusRequest(txn_id="txn-toy-0001", branch_id="seat"))
@@ -129,11 +132,13 @@ async def test_HATP_MCP_4_a_status_receipt_is_fully_verified_even_without_verify
 
 @pytest.mark.anyio
 async def test_the_coordinators_links_ask_mcp_participant_not_to_verify_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
+    seen: list[tuple[bool, object]] = []
 
     class Recorder:
-        def __init__(self, uri: str, client: object, keyring: Keyring, *, timeout: float | None, verify: bool) -> None:
-            seen.append(verify)
+        def __init__(
+            self, uri: str, client: object, keyring: Keyring, *, timeout: float | None, verify: bool, signer: object
+        ) -> None:
+            seen.append((verify, signer))
 
         async def prepare(self, req: object) -> str:
             return "answered"
@@ -143,7 +148,8 @@ async def test_the_coordinators_links_ask_mcp_participant_not_to_verify_again(mo
             return object()
 
     monkeypatch.setattr(links, "McpParticipant", Recorder)
-    linked = links.LinkedParticipant("mcp://a", FakeLink(), Keyring())  # type: ignore[arg-type]
+    sign = signer(FakeClock())
+    linked = links.LinkedParticipant("mcp://a", FakeLink(), Keyring(), signer=sign)  # type: ignore[arg-type]
     with anyio.fail_after(5):
         assert await linked.prepare(prepare_req()) == "answered"  # type: ignore[comparison-overlap]
-    assert seen == [False]
+    assert seen == [(False, sign)]  # and every request it sends carries the coordinator's auth (HATP-TRUST-11)

@@ -14,6 +14,7 @@ from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
 from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
 from hatp_mcp.runtime.clock import FakeClock
+from tests.coordinators import decision_for
 from tests.mcp.toy import Toy, plan, toy_server
 
 pytestmark = pytest.mark.anyio
@@ -78,9 +79,8 @@ async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_ru
         async with Client(toy_server(toy)) as client:
             with pytest.raises(MCPError) as info:
                 await send(client, "hatp/lock/renew", {"resource": "seat/14C", "token": 9, "leaseSeconds": 60})
-            answer = await send(
-                client, "hatp/txn/commit", {"txnId": p.txn_id, "branchId": "seat", "planDigest": p.digest()}
-            )
+            commit = {"txnId": p.txn_id, "branchId": "seat", "planDigest": p.digest(), "decision": decision_for(p)}
+            answer = await send(client, "hatp/txn/commit", toy.signer("commit", commit))
     assert info.value.code == -32055
     assert info.value.message == "STALE_TOKEN"
     assert info.value.data["rule"].startswith("HATP-LOCK-")
@@ -102,7 +102,7 @@ async def test_locks_are_served_and_their_tokens_grow(clock: FakeClock) -> None:
 async def test_serve_hatp_works_on_a_low_level_server(clock: FakeClock) -> None:
     toy = Toy(clock)
     low: Server[Any] = Server("low", version="0.0.1")
-    serve_hatp(low, toy.runtime, HatpSettings(roles=["participant"]))
+    serve_hatp(low, toy.runtime, HatpSettings(roles=["participant"]), trust=toy.trust)
     with anyio.fail_after(10):
         async with Client(low) as client:
             status = await send(client, "hatp/txn/status", {"txnId": "t-9", "branchId": "seat"})

@@ -15,6 +15,7 @@ from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.participant import DryRun, Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import MemoryParticipantStore
+from tests.coordinators import signer, trusted
 from tests.factories import trip_plan
 
 __all__ = ["AIRLINE", "SeatHold", "Toy", "plan", "toy_server"]
@@ -53,6 +54,8 @@ class Toy:
         self.runtime = ParticipantRuntime(AIRLINE, self.key, {"seat.hold": self.op}, MemoryParticipantStore(), clock)
         self.keyring = Keyring()
         self.keyring.add_signer(self.key)
+        self.trust = trusted(clock)  # the toy acts for the test coordinator only (HATP-TRUST-1..9)
+        self.signer = signer(clock)  # that coordinator's auth on every state-changing request
 
 
 def toy_server(toy: Toy) -> MCPServer:
@@ -68,7 +71,7 @@ def toy_server(toy: Toy) -> MCPServer:
         operations={"seat.hold": OperationInfo("hold", 900, 14400)},
         keys=[toy.key.public_jwk()],
     )
-    serve_hatp(server, toy.runtime, settings)
+    serve_hatp(server, toy.runtime, settings, trust=toy.trust)
     return server
 
 

@@ -33,6 +33,7 @@ from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnList, TxnQuery, TxnStatus
+from hatp_mcp.core.model.txn_auth import TxnAuth
 
 __all__ = [
     "WIRE_MODELS",
@@ -53,6 +54,7 @@ __all__ = [
     "Signature",
     "SignedModel",
     "TransactionRecord",
+    "TxnAuth",
     "Vote",
     "WellKnown",
     "WireModel",
@@ -105,4 +107,5 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "tighten-request": TightenRequest,
     "bounds-request": BoundsRequest,
     "operation-bounds": OperationBounds,
+    "txn-auth": TxnAuth,
 }

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -69,6 +69,7 @@ class TightenRequest(WireModel):
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     decide_by: Timestamp
     holds: list[HoldTerm] = Field(default_factory=list, max_length=64)
+    auth: dict[str, Any] | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class BoundsRequest(WireModel):

@@ -51,6 +51,7 @@ class PrepareRequest(WireModel):
     coordinator: str = Field(min_length=1, max_length=500)
     quote_only: bool = False
     terms: ApprovalTerms | None = None
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class PrepareResult(WireModel):
@@ -69,6 +70,9 @@ class CommitRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     preconditions: Preconditions = Field(default_factory=Preconditions)
+    # the coordinator-signed `decision` record event (commit) this commit carries out (HATP-TRUST-7)
+    decision: Evidence | None = None
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class AbortRequest(WireModel):
@@ -79,6 +83,7 @@ class AbortRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     reason: str | None = Field(default=None, max_length=2000)
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class CompensateRequest(WireModel):
@@ -89,6 +94,7 @@ class CompensateRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     undo_token: str | None = Field(default=None, max_length=500)
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class RenewRequest(WireModel):
@@ -99,6 +105,7 @@ class RenewRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     lease_seconds: Seconds
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
 class BranchResult(WireModel):

@@ -1,0 +1,40 @@
+"""The coordinator's signed authorization of one state-changing request (`auth` in hatp/txn/* params).
+
+A `TxnAuth` says: coordinator C asks this receiver to run `method` on (txnId, branchId) of the plan with digest
+planDigest, for exactly the request whose digest is requestDigest, between issuedAt and expiresAt. It rides in
+the request's params (spec/mcp-binding.md HATP-TRUST-1..12), so it works the same on stdio and streamable HTTP
+and in both SDK eras. `epoch` is reserved for multi-coordinator fencing and refused while unspecified
+(HATP-TRUST-9). Pure: no IO.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN
+
+__all__ = ["AUTH_METHODS", "AuthMethod", "TxnAuth"]
+
+AuthMethod = Literal["prepare", "quote", "commit", "abort", "compensate", "renew", "tighten"]
+AUTH_METHODS: frozenset[str] = frozenset({"prepare", "quote", "commit", "abort", "compensate", "renew", "tighten"})
+
+
+class TxnAuth(SignedModel):
+    """Signed by a key of the coordinator (role `coordinator`, bound to `coordinator` in the receiver's trust list).
+
+    `branchId` is the branch (a participant) or the approval requirement (the Human Gateway) the request names.
+    `requestDigest` is the digest of the request's params without their `auth` member."""
+
+    type: Literal["hatp.txn-auth"] = "hatp.txn-auth"
+    method: AuthMethod
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    coordinator: str = Field(min_length=1, max_length=500)
+    request_digest: str = Field(pattern=DIGEST_PATTERN)
+    issued_at: Timestamp
+    expires_at: Timestamp
+    epoch: int | None = Field(default=None, ge=0, le=2**53 - 1)

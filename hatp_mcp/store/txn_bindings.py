@@ -1,0 +1,73 @@
+"""Which coordinator and plan a receiver keeps each transaction with (spec/mcp-binding.md HATP-TRUST-5).
+
+One row per txnId, written once by the first request a trusted coordinator proved, never changed or removed:
+`bind` inserts only when the txnId is new and answers the binding that holds, in one step, so two coordinators
+racing for one txnId cannot both win. `SqliteTxnBindings` keeps them in `DIR/coordinators.db` (a receiver's
+--data); `MemoryTxnBindings` for in-memory servers and tests. No protocol logic: the checks are
+hatp_mcp/core/participant/coordinator_auth.py's.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from hatp_mcp.core.participant.coordinator_auth import Binding
+from hatp_mcp.store.sqlite import open_db
+
+__all__ = ["MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings"]
+
+
+class TxnBindings(Protocol):
+    def get(self, txn_id: str) -> Binding | None: ...
+
+    def bind(self, binding: Binding) -> Binding:
+        """Keep `binding` if its txnId has none; return the binding that holds (the first one)."""
+        ...
+
+
+class MemoryTxnBindings:
+    def __init__(self) -> None:
+        self._rows: dict[str, Binding] = {}
+
+    def get(self, txn_id: str) -> Binding | None:
+        return self._rows.get(txn_id)
+
+    def bind(self, binding: Binding) -> Binding:
+        return self._rows.setdefault(binding.txn_id, binding)
+
+
+class SqliteTxnBindings:
+    """Durable (WAL, synchronous=FULL, as every store here): a binding survives a restart."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._conn = open_db(path)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS txn_bindings ("
+                "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)"
+            )
+
+    def get(self, txn_id: str) -> Binding | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (txn_id,)
+            ).fetchone()
+        return Binding(txn_id, row[0], row[1]) if row is not None else None
+
+    def bind(self, binding: Binding) -> Binding:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO txn_bindings (txn_id, coordinator, plan_digest) VALUES (?, ?, ?)",
+                (binding.txn_id, binding.coordinator, binding.plan_digest),
+            )
+            row = self._conn.execute(
+                "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (binding.txn_id,)
+            ).fetchone()
+        return Binding(binding.txn_id, row[0], row[1])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
