@@ -9,6 +9,9 @@ may be an object with `keys` (a JWKS or JWK file, or the keys inline): the keys 
 `--participant-keys URI=FILE` pins them from the command line. A participant whose keys are not pinned is refused
 at start (HATP-MCP-28) unless `--trust-advertised-keys` allows trust on first use.
 
+Every state-changing request it sends carries its signed auth (HATP-TRUST-11): each participant and the gateway
+must list its public key (`DATA/public.jwk.json`) bound to `--id` in their trust list (HATP-TRUST-10).
+
 Under --data: the signing key (key.jwk.json, role coordinator), the durable decision log (coordinator.db) and the
 stderr of stdio children (and, with --trust-advertised-keys, under trusted-keys/ the keys each participant first
 advertised). On start it reaches every participant (an advertised key outside its pinned ones is refused,

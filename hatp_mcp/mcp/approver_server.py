@@ -12,6 +12,7 @@ It registers on an MCP server, beside its ordinary tools:
 - `hatp/txn/tighten` (TightenRequest): shrink a pending ask's deadline, bind the terms, answer the VoteResult
   (HATP-MCP-18).
 
+prepare, abort and tighten are first proven to come from a coordinator of the gateway's trust list (HATP-TRUST-1..9).
 Everything is GatewayApprover's (hatp_mcp/runtime/gateway.py): this module validates params, maps a missing ask
 to a refusal, and leaves refusals through hatp_mcp.mcp.errors only. It holds no protocol logic and no state.
 """

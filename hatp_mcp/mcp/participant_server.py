@@ -2,7 +2,9 @@
 
 It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and hatp/lock/{acquire,renew,release}
 when the participant hands out locks) as custom JSON-RPC methods on the server, validates every params object
-against its wire model, calls the participant and returns the result's wire form. Refusals leave through
+against its wire model, proves that every state-changing request comes from a coordinator of the participant's
+trust list (hatp_mcp/runtime/coordinator_trust.py, HATP-TRUST-1..9) before the participant sees it, calls the
+participant and returns the result's wire form. Refusals leave through
 hatp_mcp.mcp.errors only. The server's ordinary tools and resources are untouched. State is the participant's,
 keyed by txnId and branchId, never by connection. This module holds no protocol logic.
 """
