@@ -4,8 +4,9 @@ Prints p50 latency of one transaction (prepare four branches, finance approval, 
 the four tools called directly without HATP (goal: at most 2x), and transactions/s with 16 transactions in flight.
 What each side does is printed with the numbers (SIDES). Beside the latencies it prints the CPU each process spent
 per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency.
-It also replays each trip's 8 hatp requests (same rounds, same payloads, answered from the participants' stored
-first answers): the transport and the SDK alone, so what HATP's own work adds is printed apart from what MCP costs;
+It also replays each trip's 8 hatp requests (same rounds, same payloads, each signed afresh by the coordinator and
+checked by the participant as any request is, answered from the participants' stored first answers): the
+transport, the SDK and the proof of the sender, so what the rest of HATP's work adds is printed apart from them;
 and it prints where each side's time goes, round of calls by round of calls (the median of each piece).
 Run: .venv/bin/python -m bench.mcp_trip [--rounds N]
 """
@@ -27,10 +28,11 @@ import anyio
 from mcp import Client
 
 from demo.trip_mcp import SERVERS, open_suite, plan_for
+from hatp_mcp.core.evidence.canonical import digest as digest_of
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import BranchResult, CommitRequest, PrepareRequest, PrepareResult
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.call import Signer, call_raw
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.interfaces import Participant
@@ -153,25 +155,42 @@ class _TimedParticipant:
         return getattr(self._inner, name)
 
 
-async def _replay(clients: dict[str, Client], plan: Plan, coordinator: str, timeline: _Timeline) -> None:
-    """The trip's 8 hatp requests again, byte for byte the same shape and in the same rounds (4 prepares together,
-    then the calendar, the payment, both holds together), answered from each participant's stored first answer
-    (HATP-PART-6): the transport and the SDK with none of HATP's work. Raises when an answer is not the stored ok."""
+async def _replay(
+    clients: dict[str, Client],
+    plan: Plan,
+    coordinator: str,
+    timeline: _Timeline,
+    sign: Signer,
+    record: dict[str, Any],
+) -> None:
+    """The trip's 8 hatp requests again, the same shape and in the same rounds (4 prepares together, then the
+    calendar, the payment, both holds together), each carrying the coordinator's auth (and a commit the record's
+    decision and the branch's vote, HATP-TRUST-7), answered from each participant's stored first answer
+    (HATP-PART-6): the transport, the SDK and the sender's proof, none of the rest of HATP's work. Raises when an
+    answer is not the stored ok."""
     by_branch = {b.branch_id: clients[NAMES[b.participant]] for b in plan.branches}
     digest = plan.digest()
     prepared: dict[str, dict[str, Any]] = {}
+    decision = next(e for e in record["events"] if e["event"] == "decision")
 
     async def prepare(branch_id: str) -> None:
         req = PrepareRequest(
             txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, plan=plan, coordinator=coordinator
         )
-        call = call_raw(by_branch[branch_id], "hatp/txn/prepare", req.wire(), 10)
+        call = call_raw(by_branch[branch_id], "hatp/txn/prepare", sign("prepare", req.wire()), 10)
         prepared[branch_id] = await timeline.timed("prepare", branch_id, call)
 
     async def commit(branch_id: str) -> None:
         pre = Preconditions.model_validate(prepared[branch_id]["receipt"].get("preconditions") or {})
-        req = CommitRequest(txn_id=plan.txn_id, branch_id=branch_id, plan_digest=digest, preconditions=pre)
-        call = call_raw(by_branch[branch_id], "hatp/txn/commit", req.wire(), 10)
+        req = CommitRequest(
+            txn_id=plan.txn_id,
+            branch_id=branch_id,
+            plan_digest=digest,
+            preconditions=pre,
+            decision=decision,
+            vote_digest=digest_of(prepared[branch_id]["vote"]),
+        )
+        call = call_raw(by_branch[branch_id], "hatp/txn/commit", sign("commit", req.wire()), 10)
         answer = await timeline.timed("commit", branch_id, call)
         if answer["receipt"].get("outcome") != "ok":
             raise RuntimeError(f"replayed commit of {branch_id} answered {answer['receipt'].get('outcome')}")
@@ -190,7 +209,7 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
     clock = SystemClock()
     async with AsyncExitStack() as stack:
         timeline = _Timeline()
-        clients, runtime, _ring = await open_suite(stack, data, clock, lambda p: _TimedParticipant(p, timeline))
+        clients, runtime, _ring, sign = await open_suite(stack, data, clock, lambda p: _TimedParticipant(p, timeline))
         hatp: list[float] = []
         direct: list[float] = []
         replay: list[float] = []
@@ -213,7 +232,7 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             c2 = cpu_direct.measure()
             if result.outcome.value != "COMMITTED":
                 raise RuntimeError(f"bench trip {i} ended {result.outcome.value}")
-            await _replay(clients, plan, runtime.config.coordinator, timeline)
+            await _replay(clients, plan, runtime.config.coordinator, timeline, sign, result.record)
             t3 = time.perf_counter()
             if i >= 3:
                 timeline.end("replay")

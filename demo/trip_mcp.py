@@ -31,6 +31,7 @@ from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.txn.machine import Config
+from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.launch import stdio_params
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
@@ -82,8 +83,9 @@ async def open_suite(
     data: Path,
     clock: SystemClock,
     wrap: Callable[[Participant], Participant] | None = None,
-) -> tuple[dict[str, Client], CoordinatorRuntime, Keyring]:
-    """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them.
+) -> tuple[dict[str, Client], CoordinatorRuntime, Keyring, Signer]:
+    """Start the four tool servers as stdio children (stopped when `stack` closes) and a coordinator over them;
+    returned with its request signer (every participant trusts that coordinator only, HATP-TRUST-10).
     `wrap`: what the coordinator calls instead of each MCP participant (bench/mcp_trip.py times the calls)."""
     coordinator = SigningKey.generate(["coordinator"])
     coordinator_id = Config().coordinator
@@ -122,7 +124,7 @@ async def open_suite(
         validator=default_validator(),
         bounds=_bounds_asker({uri: clients[name] for name, uri in SERVERS.items()}),
     )
-    return clients, runtime, ring
+    return clients, runtime, ring, sign
 
 
 def _bounds_asker(clients: dict[str, Client]) -> BoundsAsker:

@@ -8,10 +8,11 @@ RequestSigner.sign, and `trust_dirs(...)` writes DATA/trusted-coordinators.json 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import CommitRequest
 from hatp_mcp.core.model.plan import Plan
@@ -109,9 +110,11 @@ def decision_event(
     return sign_object(event, key)
 
 
-def commit_request(**fields: Any) -> CommitRequest:
-    """A CommitRequest carrying the test coordinator's decision to commit (HATP-TRUST-7)."""
-    return CommitRequest(**fields, decision=decision_event(fields["txn_id"], fields["plan_digest"]))
+def commit_request(vote: Mapping[str, Any], **fields: Any) -> CommitRequest:
+    """A CommitRequest carrying the test coordinator's decision to commit and the branch's yes `vote` it rests on
+    (HATP-TRUST-7)."""
+    decision = decision_event(fields["txn_id"], fields["plan_digest"])
+    return CommitRequest(**fields, decision=decision, vote_digest=digest(vote))
 
 
 def trusting(data: Path, coordinator: str = COORDINATOR, key: SigningKey = KEY) -> Path:

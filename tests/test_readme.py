@@ -32,6 +32,7 @@ def test_the_readme_names_the_newcomers_two_commands_first() -> None:
 
 @pytest.mark.anyio
 async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once_over_mcp(tmp_path: Path) -> None:
+    from hatp_mcp.core.evidence.canonical import digest as digest_of
     from hatp_mcp.core.evidence.keys import Keyring
     from hatp_mcp.core.model.evidence import Preconditions
     from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
@@ -66,6 +67,7 @@ async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once
             plan_digest=digest,
             preconditions=Preconditions.model_validate(prepared.receipt["preconditions"]),
             decision=decision_for(plan),
+            vote_digest=digest_of(prepared.vote),
         )
         first = await calendar.commit(commit)
         assert first.receipt["outcome"] == "ok" and first.receipt["undoToken"] == f"{plan.txn_id}:event"

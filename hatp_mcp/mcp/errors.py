@@ -57,6 +57,7 @@ CODES: dict[str, int] = {
     "TXN_BOUND": -32083,
     "NO_TRUSTED_COORDINATOR": -32084,
     "DECISION_UNPROVEN": -32085,
+    "VOTE_MISMATCH": -32086,
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 

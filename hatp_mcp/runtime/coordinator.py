@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.estimate import OperationBounds
@@ -80,6 +81,15 @@ def _decision_event(chain: RecordChain) -> dict[str, Any] | None:
         if event.get("event") == "decision":
             found: dict[str, Any] = event
             return found
+    return None
+
+
+def _vote_digest(chain: RecordChain, branch_id: str) -> str | None:
+    """The digest of the branch's latest recorded yes vote (a hold lost and prepared again votes anew)."""
+    for event in reversed(chain.events):
+        evidence = event.get("evidence")
+        if event.get("event") == "vote" and (event.get("body") or {}).get("branchId") == branch_id:
+            return digest(evidence) if isinstance(evidence, dict) and evidence.get("decision") == "yes" else None
     return None
 
 
@@ -269,7 +279,8 @@ class CoordinatorRuntime:
                 alarms.arm(cmd.key, cmd.at)
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
                 decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
-                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision)
+                vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
+                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote)
                 children.spawn(log.counted(call))
             elif isinstance(cmd, Ask | Poll):
                 children.spawn(self._approve(machine.plan, cmd, children.post))
@@ -331,8 +342,10 @@ class CoordinatorRuntime:
         cmd: Any,
         post: Callable[[Event], None],
         decision: dict[str, Any] | None = None,
+        vote: str | None = None,
     ) -> None:
-        """Send one participant call; a commit carries `decision`, the signed decision event (HATP-TRUST-7)."""
+        """Send one participant call; a commit carries `decision`, the signed decision event, and `vote`, the digest
+        of the branch's yes vote it rests on (HATP-TRUST-7)."""
         branch = plan.branch(cmd.branch_id)
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
@@ -368,6 +381,7 @@ class CoordinatorRuntime:
                         plan_digest=digest,
                         preconditions=Preconditions.model_validate(cmd.preconditions),
                         decision=decision,
+                        vote_digest=vote,
                     )
                     res2 = await self._bounded(bound, lambda: p.commit(creq))
                 elif isinstance(cmd, SendRenew):

@@ -50,6 +50,7 @@ from hatp_mcp.core.participant.branch import (
     idempotency_key,
     renew_lease,
 )
+from hatp_mcp.core.participant.coordinator_auth import check_vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.fencing import FencingLocks
@@ -302,6 +303,8 @@ class ParticipantRuntime:
                 if found is not None:
                     return self._committed(row, found.undo_token, now)
                 return await self._perform(row, branch, now)
+            # HATP-TRUST-7: the commit rests on this branch's own yes vote; if not, refused and nothing is kept
+            check_vote(req.vote_digest, (row.answers.get("prepare") or {}).get("vote"))
             try:
                 branch = self._prepared(row, req.plan_digest, now)
                 versions, scope = await self._ops[branch.operation].current(branch, now)

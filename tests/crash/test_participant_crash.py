@@ -36,7 +36,11 @@ async def commit_until_killed(url: str, uri: str, ring: Keyring, req: PrepareReq
             prepared = await part.prepare(req)
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
             commit = commit_request(
-                txn_id=req.txn_id, branch_id=req.branch_id, plan_digest=req.plan_digest, preconditions=pre
+                prepared.vote,
+                txn_id=req.txn_id,
+                branch_id=req.branch_id,
+                plan_digest=req.plan_digest,
+                preconditions=pre,
             )
             answered = await part.commit(commit)
     except Exception:  # the process died mid-commit: no answer (the transport's error, maybe a group)

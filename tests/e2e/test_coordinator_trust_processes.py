@@ -78,7 +78,9 @@ async def test_HATP_TRUST_1_over_stdio_no_mcp_client_captures_a_card_without_the
             prepared = await real.prepare(PrepareRequest.model_validate(prep))
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
             done = await real.commit(
-                commit_request(txn_id=plan.txn_id, branch_id="pay", plan_digest=plan.digest(), preconditions=pre)
+                commit_request(
+                    prepared.vote, txn_id=plan.txn_id, branch_id="pay", plan_digest=plan.digest(), preconditions=pre
+                )
             )
     for err in (raw_prepare, raw_commit, poison, early_abort):
         assert (err.rule, err.code, err.path) == ("HATP-TRUST-1", "COORDINATOR_UNPROVEN", "$.auth")

@@ -54,7 +54,9 @@ async def test_HATP_MCP_5_a_hold_prepared_on_one_connection_commits_on_another(
         async with Client(airline.url) as second:
             part = participant(AIRLINE, second, ring)
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
-            commit = commit_request(txn_id=req.txn_id, branch_id="seat", plan_digest=req.plan_digest, preconditions=pre)
+            commit = commit_request(
+                prepared.vote, txn_id=req.txn_id, branch_id="seat", plan_digest=req.plan_digest, preconditions=pre
+            )
             done = await part.commit(commit)
             seat = await second.call_tool("seat_status", {"resource": "LH123/2026-12-10/1A"})
     assert prepared.vote["decision"] == "yes"
@@ -75,7 +77,9 @@ async def test_a_change_after_prepare_refuses_the_commit_with_precondition_chang
             await client.call_tool("seat_change", {"resource": "LH123/2026-12-10/2B", "state": "held"})
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
             refused = await part.commit(
-                commit_request(txn_id=req.txn_id, branch_id="seat", plan_digest=req.plan_digest, preconditions=pre)
+                commit_request(
+                    prepared.vote, txn_id=req.txn_id, branch_id="seat", plan_digest=req.plan_digest, preconditions=pre
+                )
             )
     assert (refused.receipt["outcome"], refused.receipt["code"]) == ("refused", "PRECONDITION_CHANGED")
 
@@ -91,7 +95,9 @@ async def test_HATP_MCP_6_a_final_step_that_outlasts_the_request_timeout_is_in_d
             part = participant(PAYMENTS, client, ring, timeout=0.3)
             prepared = await part.prepare(req)
             pre = Preconditions.model_validate(prepared.receipt["preconditions"])
-            commit = commit_request(txn_id=req.txn_id, branch_id="pay", plan_digest=req.plan_digest, preconditions=pre)
+            commit = commit_request(
+                prepared.vote, txn_id=req.txn_id, branch_id="pay", plan_digest=req.plan_digest, preconditions=pre
+            )
             with pytest.raises(TransportFailed) as info:
                 await part.commit(commit)
             patient = participant(PAYMENTS, client, ring, timeout=10)

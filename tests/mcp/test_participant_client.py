@@ -8,6 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
@@ -57,6 +58,7 @@ async def test_prepare_then_commit_books_the_seat_and_a_repeated_commit_gets_the
                 plan_digest=req.plan_digest,
                 preconditions=Preconditions.model_validate(prepared.receipt["preconditions"]),
                 decision=decision_for(req.plan),
+                vote_digest=digest(prepared.vote),
             )
             first = await part.commit(commit)
             again = await part.commit(commit)

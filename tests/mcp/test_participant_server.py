@@ -79,7 +79,13 @@ async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_ru
         async with Client(toy_server(toy)) as client:
             with pytest.raises(MCPError) as info:
                 await send(client, "hatp/lock/renew", {"resource": "seat/14C", "token": 9, "leaseSeconds": 60})
-            commit = {"txnId": p.txn_id, "branchId": "seat", "planDigest": p.digest(), "decision": decision_for(p)}
+            commit = {
+                "txnId": p.txn_id,
+                "branchId": "seat",
+                "planDigest": p.digest(),
+                "decision": decision_for(p),
+                "voteDigest": "sha256:" + "0" * 64,  # never prepared: there is no vote to rest on
+            }
             answer = await send(client, "hatp/txn/commit", toy.signer("commit", commit))
     assert info.value.code == -32055
     assert info.value.message == "STALE_TOKEN"

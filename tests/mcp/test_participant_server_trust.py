@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.mcp.call import HatpRequest, Signer, call_raw
 from hatp_mcp.mcp.participant_client import mcp_participant
@@ -33,10 +34,18 @@ def prepare_params(txn: str = "txn-toy-0001", who: str = COORDINATOR) -> dict[st
     return PrepareRequest(txn_id=txn, branch_id="seat", plan_digest=p.digest(), plan=p, coordinator=who).wire()
 
 
-def commit_params(txn: str = "txn-toy-0001", digest: str | None = None, **extra: Any) -> dict[str, Any]:
+def commit_params(
+    txn: str = "txn-toy-0001", plan_digest: str | None = None, vote: dict[str, Any] | None = None
+) -> dict[str, Any]:
     p = plan(txn)
-    req = CommitRequest(txn_id=txn, branch_id="seat", plan_digest=digest or p.digest(), decision=decision_for(p))
-    return {**req.wire(), **extra}
+    req = CommitRequest(
+        txn_id=txn,
+        branch_id="seat",
+        plan_digest=plan_digest or p.digest(),
+        decision=decision_for(p),
+        vote_digest=digest(vote) if vote is not None else "sha256:" + "0" * 64,
+    )
+    return req.wire()
 
 
 async def refused(client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -87,9 +96,9 @@ async def test_HATP_TRUST_8_a_forged_commit_with_a_made_up_plan_digest_leaves_no
         async with Client(toy_server(toy)) as client:
             real.client = client
             prepared = await real.prepare(PrepareRequest.model_validate(prepare_params()))
-            forged = await refused(client, "hatp/txn/commit", commit_params(digest="sha256:" + "9" * 64))
+            forged = await refused(client, "hatp/txn/commit", commit_params(plan_digest="sha256:" + "9" * 64))
             row_after_forgery = toy.runtime.store.get("txn-toy-0001", "seat")
-            done = await real.commit(CommitRequest.model_validate(commit_params()))
+            done = await real.commit(CommitRequest.model_validate(commit_params(vote=prepared.vote)))
     assert prepared.vote["decision"] == "yes"
     assert (forged["rule"], forged["code"]) == ("HATP-TRUST-1", "COORDINATOR_UNPROVEN")
     assert row_after_forgery is not None and "commit" not in row_after_forgery.answers  # nothing cached
@@ -185,3 +194,21 @@ async def test_HATP_TRUST_6_a_participant_that_trusts_no_coordinator_refuses_eve
     assert "--trusted-coordinators" in data["fix"] and "/srv/airline/trusted-coordinators.json" in data["fix"]
     assert status["state"] == "unknown"
     untouched(toy)
+
+
+async def test_HATP_TRUST_7_a_commit_resting_on_another_vote_than_the_branchs_own_is_refused_and_nothing_is_kept(
+    clock: FakeClock,
+) -> None:
+    toy = Toy(clock)
+    stale = {"type": "hatp.vote", "decision": "yes", "note": "a vote this participant never gave"}
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            prepared = await send(client, "hatp/txn/prepare", toy.signer("prepare", prepare_params()))
+            data = await refused(client, "hatp/txn/commit", toy.signer("commit", commit_params(vote=stale)))
+            row = toy.runtime.store.get("txn-toy-0001", "seat")
+            booked_after_refusal = set(toy.op.booked)
+            done = await send(client, "hatp/txn/commit", toy.signer("commit", commit_params(vote=prepared["vote"])))
+    assert (data["rule"], data["code"], data["path"]) == ("HATP-TRUST-7", "VOTE_MISMATCH", "$.voteDigest")
+    assert row is not None and row.state == "prepared" and "commit" not in row.answers
+    assert booked_after_refusal == set()
+    assert done["receipt"]["outcome"] == "ok" and toy.op.booked == {"txn-toy-0001"}

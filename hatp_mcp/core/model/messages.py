@@ -70,8 +70,10 @@ class CommitRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     preconditions: Preconditions = Field(default_factory=Preconditions)
-    # the coordinator-signed `decision` record event (commit) this commit carries out (HATP-TRUST-7)
+    # the coordinator-signed `decision` record event (commit) this commit carries out, and the digest of this branch's
+    # signed yes vote that decision rests on (HATP-TRUST-7)
     decision: Evidence | None = None
+    vote_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 

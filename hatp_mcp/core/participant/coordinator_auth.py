@@ -32,6 +32,7 @@ __all__ = [
     "check_auth",
     "check_binding",
     "check_decision",
+    "check_vote",
     "no_trusted_coordinator",
     "request_digest",
 ]
@@ -199,7 +200,8 @@ def _expired(reason: str) -> HatpError:
 
 def check_decision(params: Mapping[str, Any], admitted: Admitted, trusted: Keyring) -> None:
     """HATP-TRUST-7: a commit carries the `decision` record event in which the same coordinator decided commit for
-    this transaction and plan. Raises HatpError HATP-TRUST-7 (code DECISION_UNPROVEN)."""
+    this transaction and plan, and names the vote it rests on (`voteDigest`, which the participant compares with
+    its own vote, `check_vote`). Raises HatpError HATP-TRUST-7 (code DECISION_UNPROVEN)."""
 
     def refuse(reason: str, path: str = "$.decision") -> HatpError:
         return HatpError(
@@ -234,6 +236,8 @@ def check_decision(params: Mapping[str, Any], admitted: Admitted, trusted: Keyri
     if not isinstance(body, Mapping) or body.get("decision") != "commit":
         got = body.get("decision") if isinstance(body, Mapping) else None
         raise refuse(f"the decision is {got!r}, not 'commit'", "$.decision.body.decision")
+    if not isinstance(params.get("voteDigest"), str):
+        raise refuse("a commit names the digest of this branch's yes vote the decision rests on", "$.voteDigest")
 
 
 def check_binding(admitted: Admitted, bound: Binding | None) -> None:
@@ -258,4 +262,21 @@ def check_binding(admitted: Admitted, bound: Binding | None) -> None:
             path="$.planDigest",
             code="TXN_BOUND",
             fix="a txnId names one plan; use a new txnId for another plan",
+        )
+
+
+def check_vote(vote_digest: str | None, own_vote: Mapping[str, Any] | None) -> None:
+    """HATP-TRUST-7, the participant's side: the vote a commit names is the yes vote this participant gave for the
+    branch (its latest prepare answer). `vote_digest` None: the caller named none (an in-process coordinator).
+
+    Raises HatpError HATP-TRUST-7 (code VOTE_MISMATCH)."""
+    if vote_digest is None or own_vote is None:
+        return
+    if own_vote.get("decision") != "yes" or digest(own_vote) != vote_digest:
+        raise HatpError(
+            "HATP-TRUST-7",
+            f"the commit rests on vote {vote_digest}, not on this branch's yes vote {digest(own_vote)}",
+            path="$.voteDigest",
+            code="VOTE_MISMATCH",
+            fix="commit on the vote the participant gave last (prepare again if the hold was lost)",
         )

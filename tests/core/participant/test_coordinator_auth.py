@@ -147,9 +147,11 @@ def test_HATP_TRUST_5_a_bound_txn_stays_with_its_coordinator_and_its_plan() -> N
 
 def test_HATP_TRUST_7_a_commit_carries_the_same_coordinators_signed_decision_to_commit() -> None:
     admitted = Admitted(COORDINATOR, KEY.kid, "txn-1", "seat", DIGEST)
-    check_decision({"decision": decision_event("txn-1", DIGEST)}, admitted, RING)
+    vote = {"voteDigest": "sha256:" + "c" * 64}
+    check_decision({"decision": decision_event("txn-1", DIGEST), **vote}, admitted, RING)
     cases = {
         "missing": ({}, "$.decision"),
+        "no vote named": ({"decision": decision_event("txn-1", DIGEST)}, "$.voteDigest"),
         "abort": ({"decision": decision_event("txn-1", DIGEST, "abort")}, "$.decision.body.decision"),
         "other txn": ({"decision": decision_event("txn-2", DIGEST)}, "$.decision.txnId"),
         "other plan": ({"decision": decision_event("txn-1", "sha256:" + "b" * 64)}, "$.decision.planDigest"),
