@@ -129,9 +129,10 @@ class TrustedCoordinators:
         assert self.keyring is not None  # check_auth refuses without one
         if method == "commit":
             check_decision(params, admitted, self.keyring)
-        check_binding(admitted, self.bindings.get(admitted.txn_id))
-        held = self.bindings.bind(Binding(admitted.txn_id, admitted.coordinator, admitted.plan_digest))
-        check_binding(admitted, held)  # another coordinator won a race for this txnId
+        held = self.bindings.get(admitted.txn_id)
+        if held is None:  # the first request here for this txnId binds it (one durable insert-if-absent)
+            held = self.bindings.bind(Binding(admitted.txn_id, admitted.coordinator, admitted.plan_digest))
+        check_binding(admitted, held)  # bound to another coordinator or plan, perhaps by a racing first request
         return admitted
 
 
