@@ -100,7 +100,7 @@ def add_method(
         try:
             req = parse(model, body, method)
             if trust is not None:
-                trust.admit(auth_method, body)
+                trust.admit(auth_method, body, bind=_names_its_plan(req))
             # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
             # answer is kept and a repeated request gets it (HATP-MCP-6).
             with anyio.CancelScope(shield=True):
@@ -111,6 +111,13 @@ def add_method(
         return result.wire()
 
     server.add_request_handler(method, AnyParams, handler)
+
+
+def _names_its_plan(req: WireModel) -> bool:
+    """A prepare whose planDigest and txnId are its plan's (else the receiver refuses it, and it binds nothing)."""
+    if isinstance(req, PrepareRequest):
+        return req.plan.txn_id == req.txn_id and req.plan.digest() == req.plan_digest
+    return True
 
 
 def _sync(fn: Callable[[M], WireModel]) -> Callable[[M], Awaitable[WireModel]]:

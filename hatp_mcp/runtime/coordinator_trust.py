@@ -116,10 +116,11 @@ class TrustedCoordinators:
         self.bindings: TxnBindings = bindings if bindings is not None else MemoryTxnBindings()
         self._where = where
 
-    def admit(self, method: str, params: Mapping[str, Any]) -> Admitted:
+    def admit(self, method: str, params: Mapping[str, Any], *, bind: bool = True) -> Admitted:
         """Prove `params` (as received) are a `method` request of a trusted coordinator, and bind its txnId.
 
-        Nothing is written unless every check passed. Raises HatpError HATP-TRUST-1..7, 9."""
+        `bind=False`: check only (a prepare whose plan is not the one its digest names, which the receiver then
+        refuses, binds nothing). Nothing is written unless every check passed. Raises HatpError HATP-TRUST-1..7, 9."""
         try:
             admitted = check_auth(method, params, self.keyring, self._clock.now())
         except HatpError as exc:
@@ -130,7 +131,7 @@ class TrustedCoordinators:
         if method == "commit":
             check_decision(params, admitted, self.keyring)
         held = self.bindings.get(admitted.txn_id)
-        if held is None:  # the first request here for this txnId binds it (one durable insert-if-absent)
+        if held is None and bind:  # the first request here for this txnId binds it (one durable insert-if-absent)
             held = self.bindings.bind(Binding(admitted.txn_id, admitted.coordinator, admitted.plan_digest))
         check_binding(admitted, held)  # bound to another coordinator or plan, perhaps by a racing first request
         return admitted

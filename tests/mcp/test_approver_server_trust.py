@@ -126,3 +126,26 @@ async def test_HATP_TRUST_8_nobody_but_the_coordinator_withdraws_or_tightens_an_
     assert (stale.rule, stale.code) == ("HATP-TRUST-3", "AUTH_MISMATCH")
     assert before is not None and after == before and after.state == "pending"
     assert withdrawn is not None and withdrawn.state == "withdrawn"
+
+
+async def test_HATP_TRUST_5_a_proven_prepare_whose_digest_is_not_its_plans_is_refused_and_binds_nothing(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    trust = TrustedCoordinators(trust_ring(), clock)
+    wrong = {**ask_params(plan()), "planDigest": "sha256:" + "0" * 64}
+    with anyio.fail_after(10):
+        async with Client(server_with(gw, trust)) as client:
+            err = await refusal(client, "hatp/txn/prepare", signer(clock)("prepare", wrong))
+            unbound = trust.bindings.get("txn-acme-0001")
+            asked = await call(
+                client,
+                "hatp/txn/prepare",
+                PrepareRequest.model_validate(ask_params(plan())),
+                VoteResult,
+                5,
+                signer(clock),
+            )
+    assert (err.rule, err.code) == ("HATP-MCP-9", "PLAN_MISMATCH")
+    assert unbound is None and gw.store.get(ASK) is not None
+    assert asked.vote["planDigest"] == plan().digest()
