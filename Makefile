@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench schemas vectors clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench soak schemas vectors clean
 
 install: $(STAMP)
 
@@ -36,6 +36,10 @@ demo-gated: install
 
 bench: install
 	$(BIN)/python -m bench.run
+
+# 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome
+soak: install
+	$(BIN)/python -m tests.soak.soak --n 10000
 
 schemas: install
 	$(BIN)/hatp schemas --write spec/schemas

@@ -69,6 +69,10 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.set(self._now + timedelta(seconds=seconds))
 
+    def next_deadline(self) -> datetime | None:
+        """The earliest time a waiter is sleeping until, or None (a driver that jumps time forward uses it)."""
+        return min((d for d, _ in self._sleepers), default=None)
+
     @property
     def sleepers(self) -> int:
         """How many tasks are waiting on this clock (tests use it to know a waiter is armed)."""

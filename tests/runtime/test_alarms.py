@@ -66,3 +66,19 @@ async def test_fake_clock_alarms_fire_when_the_clock_passes_them(clock: FakeCloc
     await settle()
     assert _keys(kids.ready()) == ["b"]
     await kids.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_fake_clock_names_its_earliest_sleeper_deadline_and_none_when_nobody_waits() -> None:
+    clock = FakeClock()
+    assert clock.next_deadline() is None
+    late, early = clock.now() + timedelta(seconds=30), clock.now() + timedelta(seconds=5)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(clock.sleep_until, late)
+        tg.start_soon(clock.sleep_until, early)
+        with anyio.fail_after(5):
+            while clock.sleepers < 2:
+                await anyio.lowlevel.checkpoint()
+        assert clock.next_deadline() == early
+        clock.set(late)
+    assert clock.next_deadline() is None
