@@ -30,7 +30,7 @@ REQUIRES = {
 }
 
 
-def build(db: str | Path, org: str | Path, clock: Clock) -> MCPServer:
+def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True) -> MCPServer:
     server = MCPServer("payments", log_level="WARNING")
     charges: list[str] = []
 
@@ -53,7 +53,8 @@ def build(db: str | Path, org: str | Path, clock: Clock) -> MCPServer:
     gate = create_approval_gate(
         SERVER_ID, gateways, humans=directory.cards(), agents=agents, replay_cache=str(db), clock=clock
     )
-    gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
+    if gated:  # `--ungated` (bench/gated.py's baseline): the same server and tool with no gate in front
+        gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
     return server
 
 
@@ -62,9 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--db", required=True, help="SQLite file of used approvals (kept across restarts)")
     ap.add_argument("--org", required=True, help="organisation dir with .well-known/human-card.json")
     ap.add_argument("--now", help="pin a fake clock at this RFC 3339 UTC time (tests)")
+    ap.add_argument("--ungated", action="store_true", help="serve charge_card without its gate (a bench baseline)")
     args = ap.parse_args(argv)
     clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
-    build(args.db, args.org, clock).run("stdio")
+    build(args.db, args.org, clock, gated=not args.ungated).run("stdio")
     return 0
 
 
