@@ -205,10 +205,10 @@ async def soak(n: int, *, seed: int = 1, concurrency: int = 16, crash_rate: floa
 
     async def one(i: int) -> None:
         txn_id = f"txn-soak-{seed}-{i}"
-        plan = trip_plan(clock.now(), txn_id)
-        if rng.random() < crash_rate:
-            log.die_after[txn_id] = rng.randint(1, 6)
         async with limiter:
+            plan = trip_plan(clock.now(), txn_id)  # fresh when it starts: the fake clock moves on meanwhile
+            if rng.random() < crash_rate:
+                log.die_after[txn_id] = rng.randint(1, 6)
             try:
                 result = await coordinator().run(plan)
             except CoordinatorDied:
