@@ -11,11 +11,11 @@ import argparse
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.humans.proof import HumanKeys
-from hatp_mcp.core.txn.record import verify_record
+from hatp_mcp.core.txn.record import Verified, check_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys
 
-HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure"
+HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure, and that it proves its outcome"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,10 +58,20 @@ def run(args: argparse.Namespace) -> int:
         humans = _humans(args.org) if args.org else None
     except InputError as exc:
         return fail(str(exc))
-    problems = verify_record(record, ring, require_closed=not args.open, humans=humans)
-    proofs = "checked" if humans is not None else "not-checked"
+    found = check_record(record, ring, require_closed=not args.open, humans=humans)
+    problems = found.problems
+    proofs = _proofs(found, humans is not None)
     if args.json:
-        print_json({"ok": not problems, "problems": [p.to_dict() for p in problems], "humanProofs": proofs})
+        print_json(
+            {
+                "ok": not problems,
+                "problems": [p.to_dict() for p in problems],
+                "outcome": found.outcome,
+                "grounds": list(found.grounds),
+                "humanDecisions": found.human_decisions,
+                "humanProofs": proofs,
+            }
+        )
     elif problems:
         for p in problems:
             where = "record" if p.index < 0 else f"event {p.index}"
@@ -69,8 +79,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         n = len(record.get("events", []))
         print(f"✓ record {record.get('txnId')} holds: {n} events, chain and signatures verified")
-        if humans is None:
-            print("  the humans' own proofs were not checked (pass --org DIR to check them against the cards)")
+        if found.outcome is None:
+            print("  the record is open: it has no outcome yet, so none was checked")
         else:
-            print("  every human decision carries its person's valid proof")
+            print(f"  outcome {found.outcome} is justified by the record: " + "; ".join(found.grounds))
+        print(f"  {_proofs_line(found, proofs)}")
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _proofs(found: Verified, checked: bool) -> str:
+    """HATP-REC-18: `none` when there is nothing to check; never `checked` for a check that checked nothing."""
+    if found.human_decisions == 0:
+        return "none"
+    return "checked" if checked else "not-checked"
+
+
+def _proofs_line(found: Verified, proofs: str) -> str:
+    if proofs == "none":
+        return "no human decisions in this record"
+    if proofs == "not-checked":
+        return (
+            f"{found.human_decisions} human decision(s): their own proofs were not checked "
+            "(pass --org DIR to check them against the cards)"
+        )
+    return f"{found.human_decisions} human decision(s), each carrying its person's valid proof"

@@ -57,6 +57,7 @@ from hatp_mcp.core.txn.events import (
     Withdraw,
 )
 from hatp_mcp.core.txn.machine import Config, Coordinator, Validator
+from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.participant_fit import check_participant_bounds
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.core.validate.validator import validate as validate_plan
@@ -68,7 +69,7 @@ from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.runtime.txn_writes import TxnWrites
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
-__all__ = ["BoundsAsker", "CoordinatorRuntime", "TxnResult", "default_validator"]
+__all__ = ["BoundsAsker", "CoordinatorRuntime", "TxnResult", "UnjustifiedOutcome", "default_validator"]
 
 R = TypeVar("R")
 EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
@@ -109,6 +110,22 @@ class TxnResult:
 
 class _CallTimeout(Exception):
     pass
+
+
+class UnjustifiedOutcome(Exception):
+    """HATP-REC-17: the machine finished with an outcome its own record does not justify (a bug, or a machine
+    that was tampered with). The record is not closed: a `close.refused` event names the problems, nothing more is
+    sent, and the transaction stays unfinished in the log for an operator to look at."""
+
+    def __init__(self, txn_id: str, outcome: Outcome, problems: list[dict[str, Any]]) -> None:
+        first = problems[0] if problems else {}
+        super().__init__(
+            f"{txn_id}: refused to close the record {outcome.value}: {len(problems)} problem(s), first "
+            f"{first.get('rule')}: {first.get('reason')}"
+        )
+        self.txn_id = txn_id
+        self.outcome = outcome
+        self.problems = problems
 
 
 class CoordinatorRuntime:
@@ -261,6 +278,7 @@ class CoordinatorRuntime:
         at = format_ts(self._clock.now())
         entries: list[LogEntry] = []
         outcome: Outcome | None = None
+        unjustified: UnjustifiedOutcome | None = None
         for cmd in commands:
             if self._keep_trace:
                 self.trace.append((txn_id, cmd))
@@ -271,9 +289,16 @@ class CoordinatorRuntime:
                 body = {"decision": cmd.decision, "reason": cmd.reason}
                 entries.append(LogEntry("event", chain.append("decision", at, body)))
             elif isinstance(cmd, Finish):
+                unjustified = self._unjustified(machine, chain, cmd.outcome)
+                if unjustified is not None:  # HATP-REC-17: never close a record that does not prove its outcome
+                    refused = {"outcome": cmd.outcome.value, "problems": unjustified.problems}
+                    entries.append(LogEntry("event", chain.append("close.refused", at, refused)))
+                    break
                 outcome = cmd.outcome
                 entries.append(LogEntry("event", chain.close(at, cmd.outcome.value)))
         await log.write(entries, commands)  # persist before send (HATP-TXN-4)
+        if unjustified is not None:
+            raise unjustified  # fail closed: nothing after the refused close is sent
         for cmd in commands:
             if isinstance(cmd, Arm):
                 alarms.arm(cmd.key, cmd.at)
@@ -291,6 +316,17 @@ class CoordinatorRuntime:
             elif isinstance(cmd, Escalate) and self._on_escalate is not None:
                 children.spawn(self._notify(self._on_escalate(txn_id, cmd.to, cmd.reason)))
         return outcome
+
+    def _unjustified(self, machine: Coordinator, chain: RecordChain, outcome: Outcome) -> UnjustifiedOutcome | None:
+        """HATP-REC-17: the record so far must justify `outcome` by the rules `hatp verify` applies
+        (hatp_mcp.core.txn.outcome); None when it does."""
+        found = justify(
+            machine.plan, machine.plan_digest, chain.events, outcome.value, self.keyring, self.config.humans
+        )
+        if not found.problems:
+            return None
+        problems = [p.to_dict() for p in found.problems[:20]]
+        return UnjustifiedOutcome(machine.plan.txn_id, outcome, problems)
 
     @staticmethod
     async def _notify(call: Coroutine[Any, Any, None]) -> None:

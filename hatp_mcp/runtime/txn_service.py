@@ -31,7 +31,7 @@ from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.core.txn.status import summarize
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, EscalateHook, TxnResult
+from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, EscalateHook, TxnResult, UnjustifiedOutcome
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, TxnLog
 
@@ -181,6 +181,8 @@ class TxnService:
                     run.result = await fn()
                 except HatpError as exc:  # begin refused the plan: nothing was written
                     run.refused = exc
+                except UnjustifiedOutcome as exc:  # HATP-REC-17: its record stays open, `close.refused` says why
+                    print(f"coordinator: {txn_id} left open: {exc}", file=sys.stderr, flush=True)
                 except Exception as exc:  # one broken transaction must not stop the others; its log stays open
                     print(f"coordinator: {txn_id} stopped: {exc!r}", file=sys.stderr, flush=True)
         finally:

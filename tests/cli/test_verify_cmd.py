@@ -31,7 +31,9 @@ def files(tmp_path: Path) -> tuple[str, str, dict[str, Any]]:
 def test_verify_exits_0_on_a_sound_record(files: Any, capsys: pytest.CaptureFixture[str]) -> None:
     rec, keys, _ = files
     assert main(["verify", rec, "--keys", keys]) == 0
-    assert "holds" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "holds" in out and "outcome COMMITTED is justified by the record: every branch voted yes" in out
+    assert "1 human decision(s): their own proofs were not checked" in out
 
 
 def test_verify_exits_1_and_lists_each_problem_as_json(tmp_path: Path, files: Any, capsys: Any) -> None:
@@ -107,4 +109,5 @@ def test_the_console_script_runs_as_a_real_process(files: Any) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"ok": True, "problems": [], "humanProofs": "not-checked"}
+    out = json.loads(done.stdout)
+    assert (out["ok"], out["problems"], out["outcome"], out["humanProofs"]) == (True, [], "COMMITTED", "not-checked")

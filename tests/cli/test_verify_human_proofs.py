@@ -44,6 +44,8 @@ async def _record_with_approval(
     chain.append("vote", at, {"branchId": "finance"}, answer.vote, author="gateway")
     approval = alter(answer.approval) if alter else answer.approval
     chain.append("approval", at, {"branchId": "finance"}, approval, author="gateway")
+    chain.append("abort.requested", at, {"reason": "plans changed", "by": p.requester.agent})  # HATP-REC-14
+    chain.append("decision", at, {"decision": "abort", "reason": "ABORT_REQUESTED: plans changed"})
     chain.close(at, "ABORTED")
     return chain.record(), ring
 
@@ -61,7 +63,9 @@ async def test_a_record_whose_approval_carries_the_peoples_proofs_verifies_with_
     assert verify_record(record, ring, humans=human_keys()) == []
     rec, keys = _write(tmp_path, "r.json", record), _write(tmp_path, "k.json", ring.to_jwks())
     assert main(["verify", rec, "--keys", keys, "--org", str(ORG_DIR), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"ok": True, "problems": [], "humanProofs": "checked"}
+    out = json.loads(capsys.readouterr().out)
+    assert (out["ok"], out["problems"], out["humanProofs"], out["humanDecisions"]) == (True, [], "checked", 2)
+    assert out["outcome"] == "ABORTED" and "asked to abort" in out["grounds"][0]
     assert main(["verify", rec, "--keys", keys]) == 0
     assert "proofs were not checked" in capsys.readouterr().out  # an absent check is never shown as a pass
 

@@ -92,10 +92,15 @@ class Agent:
 
 
 def record_keyring(data: Path) -> Keyring:
-    """Every key a trip's record is signed with: coordinator, participants (under `data/<name>`), gateway."""
-    ring = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+    """Every key a trip's record is signed with: coordinator, participants (under `data/<name>`), gateway, each
+    participant's and the gateway's bound to the party it speaks for (HATP-SIG-6): a record proves its outcome only
+    with evidence from the branch's own participant (HATP-REC-11), so the verifier must know whose key is whose."""
+    org = Keyring.from_jwks(json.loads(WELL_KNOWN.read_text()))
+    ring = Keyring(e.with_party(GATEWAY_ID) if "gateway" in e.roles else e for e in org.entries())
     for pub in data.rglob("public.jwk.json"):
-        ring.add(PublicKeyEntry.from_jwk(json.loads(pub.read_text())))
+        entry = PublicKeyEntry.from_jwk(json.loads(pub.read_text()))
+        name = pub.parent.name.split("-")[0]  # payments-slow is a payments server too
+        ring.add(entry.with_party(uri(name)) if name in PARTICIPANTS else entry)
     return ring
 
 

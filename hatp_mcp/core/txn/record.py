@@ -26,9 +26,11 @@ from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
 from hatp_mcp.core.model.wire import error_path
+from hatp_mcp.core.txn.outcome import justify
+from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
 
-__all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "verify_record"]
+__all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "Verified", "check_record", "verify_record"]
 
 BEGIN_EVENT = "txn.begin"
 _DIGEST = re.compile(DIGEST_PATTERN)
@@ -40,18 +42,6 @@ EVIDENCE_ROLES: dict[str, frozenset[str]] = {
 }
 # The member naming the party each kind of evidence speaks for (HATP-SIG-6: a bound key signs only as its party).
 _SPEAKS_FOR = {"hatp.vote": "voter", "hatp.receipt": "participant", "hatp.approval": "gateway"}
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with a record: the event index (-1 for the record itself), the rule and why."""
-
-    index: int
-    rule: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "rule": self.rule, "reason": self.reason}
 
 
 class RecordChain:
@@ -155,6 +145,19 @@ def _check_append(event: object, author: object, at: object, body: object, evide
             raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """What `check_record` found: every problem, and what was actually checked (so a summary never claims a
+    check that checked nothing). `outcome` is None for a record that is not closed (its outcome is not checked);
+    `grounds` are the sentences that justify the outcome (HATP-REC-10..16); `human_decisions` counts the human
+    decisions inside the record's approvals (their proofs are checked only with `humans`)."""
+
+    problems: tuple[Problem, ...]
+    outcome: str | None
+    grounds: tuple[str, ...]
+    human_decisions: int
+
+
 def verify_record(
     record: Mapping[str, Any],
     keyring: Keyring,
@@ -162,14 +165,33 @@ def verify_record(
     require_closed: bool = True,
     humans: HumanKeys | None = None,
 ) -> list[Problem]:
-    """Check a record offline; return every problem found (empty: it holds).
+    """Check a record offline; return every problem found (empty: it holds). See `check_record`."""
+    return list(check_record(record, keyring, require_closed=require_closed, humans=humans).problems)
+
+
+def check_record(
+    record: Mapping[str, Any],
+    keyring: Keyring,
+    *,
+    require_closed: bool = True,
+    humans: HumanKeys | None = None,
+) -> Verified:
+    """Check a record offline: every problem found, and what the checks covered.
 
     Checks the plan digest, each event's shape, sequence, chain link, transaction, plan digest, time order and
     coordinator signature, each piece of evidence's signature, role, digest and (for a key bound to a party) that it
-    names that party (HATP-SIG-6), and that the record is closed.
+    names that party (HATP-SIG-6), that the record is closed, and that the closed record's outcome is justified by
+    the evidence in it (HATP-REC-10..16, hatp_mcp.core.txn.outcome).
     With `humans` (the keys on the organisation's Directory-signed cards) it also checks that every human decision
     inside an approval carries that person's own valid proof (HATP-GW-19..27); without it those are not checked.
     """
+    problems, outcome, grounds, decisions = _check_record(record, keyring, require_closed, humans)
+    return Verified(tuple(problems), outcome, grounds, decisions)
+
+
+def _check_record(
+    record: Mapping[str, Any], keyring: Keyring, require_closed: bool, humans: HumanKeys | None
+) -> tuple[list[Problem], str | None, tuple[str, ...], int]:
     problems: list[Problem] = []
     if record.get("type") != "hatp.record":
         problems.append(Problem(-1, "HATP-OBJ-3", "type is not 'hatp.record'"))
@@ -177,23 +199,24 @@ def verify_record(
         plan = Plan.model_validate(record.get("plan"))
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
-        return [*problems, Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}")]
+        return [*problems, Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}")], None, (), 0
     txn_id = record.get("txnId")
     plan_digest = record.get("planDigest")
     try:
         actual = plan.digest()
     except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
-        return [*problems, Problem(-1, exc.rule, exc.reason)]
+        return [*problems, Problem(-1, exc.rule, exc.reason)], None, (), 0
     if plan_digest != actual:
         problems.append(Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}"))
     if txn_id != plan.txn_id:
         problems.append(Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}"))
     events = record.get("events")
     if not isinstance(events, list) or not events:
-        return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")]
+        return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")], None, (), 0
 
     prev: str | None = None
     last_at = None
+    human_decisions = 0
     for i, raw in enumerate(events):
         if not isinstance(raw, dict):
             problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
@@ -247,8 +270,11 @@ def verify_record(
             problems.append(Problem(i, exc.rule, exc.reason))
         if ev.evidence is not None:
             problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
-            if humans is not None and ev.evidence.get("type") == "hatp.approval":
-                problems.extend(_check_human_proofs(i, ev.evidence, humans))
+            if ev.evidence.get("type") == "hatp.approval":
+                decisions = ev.evidence.get("decisions")
+                human_decisions += len(decisions) if isinstance(decisions, list) else 0
+                if humans is not None:
+                    problems.extend(_check_human_proofs(i, ev.evidence, humans))
         if ev.event == CLOSE_EVENT:
             if i != len(events) - 1:
                 problems.append(Problem(i, "HATP-REC-6", f"{len(events) - 1 - i} event(s) follow record.closed"))
@@ -271,7 +297,11 @@ def verify_record(
                 "was cut, or the transaction is still open (verify with --open to accept that)",
             )
         )
-    return problems
+    if not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT and isinstance(last.get("body"), dict)):
+        return problems, None, (), human_decisions  # open: there is no outcome to justify yet
+    outcome = last["body"].get("outcome")
+    found = justify(plan, actual, events[:-1], outcome, keyring, humans, close_index=len(events) - 1)
+    return [*problems, *found.problems], str(outcome), found.grounds, human_decisions
 
 
 def _canonicalizable(raw: Mapping[str, Any]) -> bool:

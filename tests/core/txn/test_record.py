@@ -44,22 +44,22 @@ def test_swapping_two_events_is_reported_at_both_places(made: Any) -> None:
 
 def test_editing_an_event_breaks_its_signature_and_the_next_link_HATP_REC_3(made: Any) -> None:
     record, ring, _ = made
-    record["events"][3]["body"]["decision"] = "abort"
+    record["events"][11]["body"]["decision"] = "abort"
     found = rules(verify_record(record, ring))
-    assert (3, "HATP-SIG-4") in found and (4, "HATP-REC-2") in found
+    assert (11, "HATP-SIG-4") in found and (12, "HATP-REC-2") in found
     # HATP-REC-3: a coordinator event re-signed by a participant key is refused for its role
     record2, ring2, keys = signed_trip_record()
-    record2["events"][3] = sign_object(record2["events"][3], keys["participant"])
-    assert (3, "HATP-SIG-5") in rules(verify_record(record2, ring2))
+    record2["events"][11] = sign_object(record2["events"][11], keys["participant"])
+    assert (11, "HATP-SIG-5") in rules(verify_record(record2, ring2))
 
 
 def test_an_event_re_signed_with_a_foreign_key_is_refused(made: Any) -> None:
     record, ring, _ = made
     foreign = SigningKey.generate(["coordinator"], kid="mallory")
-    record["events"][3]["body"]["decision"] = "abort"
-    record["events"][3] = sign_object(record["events"][3], foreign)
+    record["events"][11]["body"]["decision"] = "abort"
+    record["events"][11] = sign_object(record["events"][11], foreign)
     problems = verify_record(record, ring)
-    assert (3, "HATP-SIG-2") in rules(problems)
+    assert (11, "HATP-SIG-2") in rules(problems)
     assert "mallory" in next(p.reason for p in problems if p.rule == "HATP-SIG-2")
 
 
@@ -75,7 +75,7 @@ def test_truncating_the_tail_is_detected_because_the_close_anchors_the_head_HATP
     record, ring, _ = made
     del record["events"][-2:]
     found = rules(verify_record(record, ring))
-    assert (3, "HATP-REC-6") in found
+    assert (len(record["events"]) - 1, "HATP-REC-6") in found
     assert verify_record(record, ring, require_closed=False) == []  # an open record is all anyone can say
 
 
@@ -84,7 +84,7 @@ def test_events_after_the_close_or_a_wrong_count_are_refused_HATP_REC_6(made: An
     close = copy.deepcopy(record["events"][-1])
     close["body"]["eventCount"] = 3
     record["events"][-1] = sign_object(close, keys["coordinator"])
-    assert (5, "HATP-REC-6") in rules(verify_record(record, ring))
+    assert (16, "HATP-REC-6") in rules(verify_record(record, ring))
 
 
 def test_the_first_event_must_be_the_begin_HATP_REC_7() -> None:
@@ -184,6 +184,8 @@ def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_
     ring.add_signer(key)
     chain = RecordChain(plan, key, "coordinator", plan_digest=plan.digest())
     chain.append("txn.begin", "2026-11-29T10:00:00Z", {"mode": "sync"})
+    chain.append("abort.requested", "2026-11-29T10:00:01Z", {"reason": "changed plans", "by": "agent://acme.com/b"})
+    chain.append("decision", "2026-11-29T10:00:01Z", {"decision": "abort", "reason": "ABORT_REQUESTED: changed plans"})
     chain.close("2026-11-29T10:00:01Z", "ABORTED")
     assert chain.record()["planDigest"] == plan.digest()
     assert verify_record(chain.record(), ring) == []
@@ -193,8 +195,7 @@ def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_
 
 def test_HATP_SIG_6_evidence_signed_by_one_partys_key_in_anothers_name_is_reported_offline(made: Any) -> None:
     record, ring, keys = made
-    hotel = SigningKey.generate(["participant"], kid="hotel-1")
-    ring.add_signer(hotel, "mcp://hotel.example/hatp")
+    hotel = keys["hotel"]  # bound to mcp://hotel.example/hatp
     ev = record["events"][1]  # the airline's vote, naming voter mcp://airline.example/hatp
     assert ev["evidence"]["voter"] == "mcp://airline.example/hatp"
     ev["evidence"] = sign_object(ev["evidence"], hotel)  # the hotel's own valid key, in the airline's name
@@ -208,8 +209,8 @@ def test_HATP_SIG_6_evidence_signed_by_one_partys_key_in_anothers_name_is_report
 
 def test_HATP_SIG_6_a_gateway_vote_naming_another_gateway_is_reported(made: Any) -> None:
     record, ring, keys = made
-    ev = record["events"][2]  # the gateway's vote
+    ev = record["events"][9]  # the gateway's vote
     ev["evidence"]["voter"] = "gateway://other.example"
     ev["evidence"] = sign_object(ev["evidence"], keys["gateway"])
-    record["events"][2] = sign_object(ev, keys["coordinator"])
-    assert (2, "HATP-SIG-6") in rules(verify_record(record, ring))
+    record["events"][9] = sign_object(ev, keys["coordinator"])
+    assert (9, "HATP-SIG-6") in rules(verify_record(record, ring))
