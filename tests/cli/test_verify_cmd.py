@@ -111,3 +111,28 @@ def test_the_console_script_runs_as_a_real_process(files: Any) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert (out["ok"], out["problems"], out["outcome"], out["humanProofs"]) == (True, [], "COMMITTED", "not-checked")
+
+
+def test_HATP_REC_18_with_no_human_decisions_verify_says_so_and_never_claims_they_are_proven(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.acme_org import ORG_DIR
+    from tests.records import rechain
+
+    record, ring, keys = signed_trip_record(outcome="ABORTED")
+    begin, close = record["events"][0], record["events"][-1]
+    asked = {**begin, "event": "abort.requested", "body": {"reason": "plans changed", "by": "agent://acme.com/b"}}
+    abort = {**begin, "event": "decision", "body": {"decision": "abort", "reason": "ABORT_REQUESTED: plans changed"}}
+    aborted = rechain(record, [begin, asked, abort, close], keys["coordinator"])
+    rec, ring_file = write(tmp_path, "aborted.json", aborted), write(tmp_path, "keys.json", ring.to_jwks())
+    assert main(["verify", rec, "--keys", ring_file, "--org", str(ORG_DIR)]) == 0
+    out = capsys.readouterr().out
+    assert "no human decisions in this record" in out and "valid proof" not in out
+    assert "outcome ABORTED is justified by the record: aborted because the agent agent://acme.com/b asked" in out
+    assert main(["verify", rec, "--keys", ring_file, "--org", str(ORG_DIR), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["humanProofs"], found["humanDecisions"], found["outcome"]) == ("none", 0, "ABORTED")
+    # an open record: no outcome to check, and the summary says so
+    opened = rechain(record, [begin], keys["coordinator"])
+    assert main(["verify", write(tmp_path, "open.json", opened), "--keys", ring_file, "--open"]) == 0
+    assert "it has no outcome yet, so none was checked" in capsys.readouterr().out

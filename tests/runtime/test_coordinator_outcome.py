@@ -1,0 +1,89 @@
+"""HATP-REC-17: the coordinator runtime refuses to close a record that does not justify its outcome. Each test
+plants a machine bug (a machine that decides without the votes) and asserts nothing unjustified gets closed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import anyio
+import pytest
+
+from demo.trip_world import build_world, trip_plan
+from hatp_mcp.core.txn.events import Command, Decide, Finish, Outcome, Record, TxnState
+from hatp_mcp.core.txn.machine import Coordinator
+from hatp_mcp.runtime import coordinator as runtime_coordinator
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.coordinator import UnjustifiedOutcome
+from hatp_mcp.runtime.txn_service import TxnService
+from tests.txn_helpers import drive
+
+pytestmark = pytest.mark.anyio
+
+
+class CommitsWithoutAsking(Coordinator):
+    """A broken machine: commits at start without asking any participant or the human."""
+
+    def _start(self, now: datetime) -> list[Command]:
+        self.state = TxnState.COMMITTED
+        return [
+            Record(event="txn.begin", body={"mode": self.mode}),
+            Decide(decision="commit", reason="trust me"),
+            Finish(outcome=Outcome.COMMITTED),
+        ]
+
+
+class AbortsForNoReason(Coordinator):
+    """A broken machine: aborts at start and says nothing about why."""
+
+    def _start(self, now: datetime) -> list[Command]:
+        self.state = TxnState.ABORTED
+        return [
+            Record(event="txn.begin", body={}),
+            Decide(decision="abort", reason="?"),
+            Finish(outcome=Outcome.ABORTED),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("machine", "rule"), [(CommitsWithoutAsking, "HATP-REC-11"), (AbortsForNoReason, "HATP-REC-14")]
+)
+async def test_HATP_REC_17_an_unjustified_outcome_is_never_closed(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, machine: type[Coordinator], rule: str
+) -> None:
+    monkeypatch.setattr(runtime_coordinator, "Coordinator", machine)
+    world = build_world(clock)
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now(), "txn-bug")))
+    refused = caught.value.exceptions[0]
+    assert isinstance(refused, UnjustifiedOutcome) and refused.txn_id == "txn-bug"
+    assert rule in {p["rule"] for p in refused.problems}
+    logged = await world.log.load("txn-bug")
+    assert logged is not None and not logged.closed  # left open for an operator, never closed
+    assert [e["event"] for e in logged.events][-1] == "close.refused"
+    assert logged.events[-1]["body"]["problems"] == refused.problems
+    assert await world.log.unfinished() == ["txn-bug"]
+    assert all(effects == [] for effects in world.effects().values())  # the broken machine sent nothing
+
+
+async def test_HATP_REC_17_a_service_leaves_the_unjustified_transaction_open_and_keeps_serving(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(runtime_coordinator, "Coordinator", CommitsWithoutAsking)
+    world = build_world(clock)
+    svc = TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=clock,
+    )
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-bug"))
+            status = await svc.wait("txn-bug")
+            pending = await svc.pending()
+    assert status.outcome is None and status.record is None and status.decision == "commit"
+    assert [t.txn_id for t in pending.txns] == ["txn-bug"]
+    err = capsys.readouterr().err
+    assert "txn-bug left open" in err and "HATP-REC-11" in err
