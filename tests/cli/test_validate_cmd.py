@@ -119,3 +119,19 @@ def test_a_now_that_leaves_the_calendar_once_in_utc_exits_2_with_one_line(
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "outside years 1..9999 once moved to UTC" in err
+
+
+def test_HATP_OBJ_4_validate_refuses_a_plan_file_whose_args_overflow_a_double(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.factories import trip_plan
+
+    text = json.dumps(trip_plan()).replace('"seat": "14C"', '"seat": 1e400')
+    assert "1e400" in text
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "HATP-OBJ-4" in err and "1e400 overflows a double" in err and err.count("\n") == 1
+    assert main(["digest", str(path)]) == 2  # every loader: no digest of a plan that means two things
+    assert "HATP-OBJ-4" in capsys.readouterr().err

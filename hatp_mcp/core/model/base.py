@@ -6,19 +6,24 @@ a library prints a datetime), identifiers, decimal strings and the ``signature``
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from hatp_mcp.core.evidence.canonical import canonical, digest
 
 __all__ = [
+    "NON_FINITE",
     "DecimalStr",
     "Ident",
+    "JsonObject",
     "Seconds",
     "Signature",
     "SignedModel",
@@ -82,7 +87,36 @@ def _check_ident(value: str) -> str:
 
 
 Timestamp = Annotated[str, AfterValidator(_check_ts)]
+NON_FINITE = "non_finite_number"  # the pydantic error type of HATP-OBJ-4 (hatp_mcp.core.model.wire maps it)
+_MAX_DOUBLE = sys.float_info.max
+
+
+def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
+    """HATP-OBJ-4: nothing inside a JSON value is NaN, an infinity or a number beyond a double. Without this,
+    serializing would turn each of them into null, and `{"x": 1e400}`, `{"x": NaN}` and `{"x": null}` would share
+    one digest. Raises PydanticCustomError naming the inner path."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        t = type(v)
+        if t is dict:
+            stack.extend((c, f"{path}.{k}" if _PLAIN.match(str(k)) else f"{path}[{k!r}]") for k, c in v.items())
+        elif t is list:
+            stack.extend((c, f"{path}[{i}]") for i, c in enumerate(v))
+        elif (t is float and not math.isfinite(v)) or (t is int and abs(v) > _MAX_DOUBLE):
+            shown = repr(v) if t is float else f"an integer of {len(str(abs(v)))} digits"
+            raise PydanticCustomError(
+                NON_FINITE,
+                "HATP-OBJ-4: {shown} at {where} is not a finite number a double holds",
+                {"where": path.lstrip(".") or "the value", "shown": shown},
+            )
+    return value
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 DecimalStr = Annotated[str, BeforeValidator(_check_decimal)]
+# A JSON object carried as it is (tool arguments, record bodies, evidence as received): its numbers must be finite.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_check_finite)]
 Ident = Annotated[str, AfterValidator(_check_ident)]
 Seconds = Annotated[int, Field(ge=0, le=10 * 365 * 24 * 3600)]
 

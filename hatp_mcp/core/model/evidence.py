@@ -7,13 +7,13 @@ votes, the gateway); approvals and routing records, the gateway; a HumanDecision
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.toolcall import ToolCall
 
@@ -118,7 +118,7 @@ class HumanDecisionProof(SignedModel):
     subject_digest: str = Field(pattern=DIGEST_PATTERN)
     human: str = Field(min_length=1, max_length=500)
     decision: Literal["approve", "reject", "decline", "answer"]
-    value: str | dict[str, Any] | None = None
+    value: str | JsonObject | None = None
     issued_at: Timestamp
     nonce: str = Field(min_length=16, max_length=128)
     # The terms the person approved under, when the ask has them (HATP-GW-32): the same object as the Ask's.

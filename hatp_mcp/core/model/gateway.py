@@ -7,13 +7,13 @@ contact details: phone numbers and chat ids live in the gateway store's contacts
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.core.model.toolcall import ToolCall
@@ -88,7 +88,7 @@ class Ask(SignedModel):
     requester: str | None = None
     question: AgentText | None = None
     options: list[Option] = Field(default_factory=list)
-    form_schema: dict[str, Any] | None = None
+    form_schema: JsonObject | None = None
     max_length: int | None = Field(default=None, ge=1, le=100_000)
     screen: Screen | None = None
     decide_by: Timestamp
@@ -111,7 +111,7 @@ class Answer(SignedModel):
     txn_id: Ident | None = None
     plan_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     answerer: str = Field(min_length=1, max_length=500)
-    value: str | dict[str, Any]
+    value: str | JsonObject
     answered_at: Timestamp
     gateway: str = Field(min_length=1, max_length=500)
     nonce: str = Field(min_length=16, max_length=128)
@@ -151,7 +151,7 @@ class AskRecord(WireModel):
     checked: Checked
     seats: list[Seat] = Field(default_factory=list)
     decisions: list[HumanDecision] = Field(default_factory=list)
-    answer_value: str | dict[str, Any] | None = None
+    answer_value: str | JsonObject | None = None
     answered_by: str | None = None
     answer_proof: HumanDecisionProof | None = None
     closed_at: Timestamp | None = None

@@ -11,12 +11,12 @@ excluded with rule and detail, never contact details.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import Ident, Timestamp, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, Timestamp, WireModel
 
 __all__ = [
     "ASK_STATES",
@@ -28,7 +28,7 @@ __all__ = [
     "VotedRequest",
 ]
 
-Evidence = dict[str, Any]
+Evidence = JsonObject
 # An ask's states (core/humans/gateway.py AskState) plus `refused`: the gateway would not route the requirement.
 ASK_STATES = ("pending", "approved", "rejected", "answered", "expired", "exhausted", "withdrawn", "refused")
 AskStateName = Literal["pending", "approved", "rejected", "answered", "expired", "exhausted", "withdrawn", "refused"]

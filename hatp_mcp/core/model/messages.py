@@ -7,11 +7,11 @@ coordinator verifies and records it exactly as received. Pure: no IO.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from hatp_mcp.core.model.base import Ident, Seconds, Timestamp, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, Seconds, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
@@ -32,7 +32,7 @@ __all__ = [
     "StatusResult",
 ]
 
-Evidence = dict[str, Any]
+Evidence = JsonObject
 
 
 class PrepareRequest(WireModel):

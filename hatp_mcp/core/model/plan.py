@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar, cast
 from pydantic import Field
 
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import DecimalStr, Ident, Seconds, Timestamp, WireModel
+from hatp_mcp.core.model.base import DecimalStr, Ident, JsonObject, Seconds, Timestamp, WireModel
 
 __all__ = [
     "ApprovalRequirement",
@@ -41,7 +41,7 @@ class Compensation(WireModel):
     """How a compensate-tier branch is undone: the operation and its arguments."""
 
     operation: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=dict)
 
 
 class Branch(WireModel):
@@ -60,7 +60,7 @@ class Branch(WireModel):
     participant: str = Field(min_length=1, max_length=500)
     operation: str = Field(min_length=1, max_length=200)
     tier: Tier
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=dict)
     amount: Amount | None = None
     tolerance_percent: DecimalStr | None = None
     lease_seconds: Seconds | None = None

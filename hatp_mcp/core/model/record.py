@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp
+from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 from hatp_mcp.core.model.plan import Plan
 
@@ -30,8 +30,8 @@ class RecordEvent(SignedModel):
     event: str = Field(min_length=1, max_length=64)
     author: str = Field(min_length=1, max_length=500)
     at: Timestamp
-    body: dict[str, Any] = Field(default_factory=dict)
-    evidence: dict[str, Any] | None = None
+    body: JsonObject = Field(default_factory=dict)
+    evidence: JsonObject | None = None
 
 
 class TransactionRecord(SignedModel):

@@ -7,11 +7,11 @@ the decision, the votes recorded so far, the outcome and, once closed, the whole
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from hatp_mcp.core.model.base import Ident, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 
 __all__ = ["TxnAbortRequest", "TxnList", "TxnQuery", "TxnStatus", "VoteSummary"]
@@ -70,7 +70,7 @@ class TxnStatus(WireModel):
     outcome: Literal["COMMITTED", "ABORTED", "NEEDS_RECOVERY"] | None = None
     votes: list[VoteSummary] = Field(default_factory=list)
     event_count: int = Field(ge=0)
-    record: dict[str, Any] | None = None
+    record: JsonObject | None = None
 
 
 class TxnList(WireModel):

@@ -1,6 +1,7 @@
 """Turning untrusted bytes into wire objects, with one-line errors that name the source and the JSON path.
 
-`load_json` bounds size and depth, refuses invalid UTF-8, duplicate keys and NaN/Infinity; `parse` validates
+`load_json` bounds size and depth, refuses invalid UTF-8, duplicate keys, NaN/Infinity and numbers that overflow a
+double (HATP-OBJ-4: `1e400` would otherwise become infinity, then null); `parse` validates
 a parsed value against a model and reports pydantic's errors as a WireError with a JSON path like
 ``branches[2].amount``. Pure: takes bytes, never opens files.
 """
@@ -8,12 +9,14 @@ a parsed value against a model and reports pydantic's errors as a WireError with
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.base import NON_FINITE, WireModel
 from hatp_mcp.errors import HatpError
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "error_path", "load_json", "parse"]
@@ -57,6 +60,26 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _Overflow(ValueError):
+    """A number that a double cannot hold (HATP-OBJ-4)."""
+
+
+_DOUBLE_DIGITS = len(str(int(sys.float_info.max)))  # 309: an integer with more digits overflows a double
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Overflow(f"the number {text[:40]} overflows a double")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _DOUBLE_DIGITS or abs(value := int(text)) > sys.float_info.max:
+        raise _Overflow(f"the integer of {len(text.lstrip('-'))} digits overflows a double")
+    return value
+
+
 def _depth(value: Any) -> int:
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -83,7 +106,17 @@ def load_json(data: bytes, source: str = "input", *, envelope: int = 0) -> Any:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
+    except _Overflow as exc:
+        raise WireError(
+            "HATP-OBJ-4", f"{source}: {exc}", path="$", fix="send a number a double holds, or a decimal string"
+        ) from exc
     except RecursionError as exc:
         raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$") from exc
     except json.JSONDecodeError as exc:
@@ -103,9 +136,21 @@ def parse(model: type[M], value: Any, source: str = "input") -> M:
         return model.model_validate(value)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-        first = errors[0]
+        first = next((e for e in errors if e["type"] == NON_FINITE), errors[0])
         path = error_path(tuple(first["loc"]))
         msg = first["msg"]
+        if first["type"] == NON_FINITE:  # HATP-OBJ-4: its own rule, and the path down to the number itself
+            ctx = first.get("ctx") or {}
+            inner = str(ctx.get("where", ""))
+            msg = f"{ctx.get('shown')} is not a finite number a double holds (NaN, infinities, overflow)"
+            if inner and inner != "the value":
+                path = (path if path != "$" else "") + ("" if inner.startswith("[") or path == "$" else ".") + inner
+            raise WireError(
+                "HATP-OBJ-4",
+                f"{source}: {path}: {msg}",
+                path=path,
+                fix="send finite numbers a double holds (amounts as decimal strings); never NaN or Infinity",
+            ) from exc
         if first["type"] == "extra_forbidden":
             msg = "unknown field; the protocol refuses members it does not define"
         elif first["type"] == "missing":
