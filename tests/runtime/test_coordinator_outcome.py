@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.txn.events import Command, Decide, Finish, Outcome, Record, TxnState
+from hatp_mcp.core.txn.events import Command, Decide, Event, Finish, Outcome, Record, TxnState
 from hatp_mcp.core.txn.machine import Coordinator
 from hatp_mcp.runtime import coordinator as runtime_coordinator
 from hatp_mcp.runtime.clock import FakeClock
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.anyio
 class CommitsWithoutAsking(Coordinator):
     """A broken machine: commits at start without asking any participant or the human."""
 
-    def _start(self, now: datetime) -> list[Command]:
-        self.state = TxnState.COMMITTED
+    def handle(self, event: Event, now: datetime) -> list[Command]:
+        self._d.state = TxnState.COMMITTED  # the planted bug: what the real machine would never do
         return [
             Record(event="txn.begin", body={"mode": self.mode}),
             Decide(decision="commit", reason="trust me"),
@@ -35,8 +35,8 @@ class CommitsWithoutAsking(Coordinator):
 class AbortsForNoReason(Coordinator):
     """A broken machine: aborts at start and says nothing about why."""
 
-    def _start(self, now: datetime) -> list[Command]:
-        self.state = TxnState.ABORTED
+    def handle(self, event: Event, now: datetime) -> list[Command]:
+        self._d.state = TxnState.ABORTED
         return [
             Record(event="txn.begin", body={}),
             Decide(decision="abort", reason="?"),
