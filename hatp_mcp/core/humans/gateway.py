@@ -201,7 +201,8 @@ def open_approval(
     """Route an approval requirement of `plan`, checking authority against the plan's own totals.
 
     Raises HatpError: HATP-GW-1 (requirement below the plan total), HATP-GW-2 (negative branch amount),
-    HATP-GW-3 (negative tolerance), HATP-ADDR-1..4 (address), HATP-GW-11 (unknown requirement).
+    HATP-GW-3 (negative tolerance), HATP-ADDR-1..4 (the address, or a chain link that is not a human's),
+    HATP-GW-11 (unknown requirement).
     """
     idx = next((i for i, r in enumerate(plan.approvals) if r.id == requirement_id), None)
     if idx is None:
@@ -225,6 +226,15 @@ def open_approval(
     decide_by = min(bounds) if bounds else now + default_window
     criteria = Criteria(action=req.action, up_to=money.up_to, requester=plan.requester.principal, decide_by=decide_by)
     seats, quorum = route_seats(directory, req.address, criteria, now, f"{path}.address")
+    for j, link in enumerate(req.chain):  # HATP-ADDR-4: the chain is never routed, but only humans stand in it
+        if not parse_address(link.address, f"{path}.chain[{j}].address").is_human:
+            raise HatpError(
+                "HATP-ADDR-4",
+                f"{link.address!r} is an agent; only humans approve or answer",
+                path=f"{path}.chain[{j}].address",
+                fix="escalate to a human://, role or pool",
+                code="BAD_ADDRESS",
+            )
     ask = Ask(
         ask_id=f"{plan.txn_id}/{req.id}",
         kind="approve",

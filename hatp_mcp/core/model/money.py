@@ -3,6 +3,8 @@
 A branch's most is amount x (1 + tolerance/100). A branch another branch `settles` is paid by that branch and is
 not counted on its own; the payer counts once, at the larger of its own amount and what it settles (fail closed:
 never the smaller, even when the validator's HATP-VAL-6 check that a payer covers what it settles was not run).
+A branch no counted payer reaches (branches that settle each other, a cycle the validator refuses) counts on its
+own (HATP-GW-50): settling never hides an amount.
 Currencies are never converted. Negative amounts are not refused here: callers refuse them with their own rule
 (HATP-VAL-5 in the validator, HATP-GW-2/3 at the gateway) before trusting a total.
 """
@@ -77,10 +79,12 @@ def _plan_money(plan: Plan) -> PlanMoney:
         return PlanMoney(totals=totals, up_to=up_to)
 
     done: dict[str, dict[str, tuple[Decimal, Decimal]]] = {}
+    reached: set[str] = set()
 
     def effective(bid: str, path: frozenset[str]) -> dict[str, tuple[Decimal, Decimal]]:
         # What a branch stands for: the larger of its own amount and the sum of what it settles, per currency.
         # `path` guards against settles cycles (the validator refuses them; here they just stop the walk).
+        reached.add(bid)
         if bid in done:
             return done[bid]
         settles = by_id[bid].settles
@@ -104,6 +108,10 @@ def _plan_money(plan: Plan) -> PlanMoney:
         if b.branch_id in settled:
             continue  # its payer counts it
         for c, (t, u) in effective(b.branch_id, frozenset({b.branch_id})).items():
+            totals[c] = totals.get(c, _ZERO) + t
+            up_to[c] = up_to.get(c, _ZERO) + u
+    for bid, (c, t, u) in own.items():  # HATP-GW-50: settled, but by no payer that was counted (a cycle)
+        if bid not in reached:
             totals[c] = totals.get(c, _ZERO) + t
             up_to[c] = up_to.get(c, _ZERO) + u
     return PlanMoney(totals=totals, up_to=up_to)

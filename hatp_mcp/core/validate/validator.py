@@ -234,6 +234,26 @@ def check_requester(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
+def check_approvers_are_humans(plan: Plan, now: datetime) -> list[Violation]:
+    """HATP-VAL-13: an approval requirement's address and every link of its chain is a human:// address."""
+    out: list[Violation] = []
+    for i, a in enumerate(plan.approvals):
+        places = [(f"approvals[{i}].address", a.address)]
+        places += [(f"approvals[{i}].chain[{j}].address", c.address) for j, c in enumerate(a.chain)]
+        for path, address in places:
+            if not address.startswith("human://"):
+                out.append(
+                    _v(
+                        "HATP-VAL-13",
+                        path,
+                        f'Approval "{a.id}" routes to {address}, which is not a human:// address: only humans '
+                        f"approve (an agent cannot approve, least of all its own plan). Route {path} to a person, "
+                        "role or pool (human://ORG/NAME, human://ORG/role/NAME, human://ORG/pool/NAME).",
+                    )
+                )
+    return out
+
+
 def _fit_advice(fit: ClockFit, mode: str) -> str:
     others = [m for m in fit.fits if m != mode]
     if others:
@@ -350,6 +370,7 @@ HATP_CHECKS: tuple[tuple[str, Check], ...] = (
     ("HATP-VAL-10", check_requester),
     ("HATP-VAL-11", check_clock_fit),
     ("HATP-VAL-12", check_undo_windows),
+    ("HATP-VAL-13", check_approvers_are_humans),
 )
 
 

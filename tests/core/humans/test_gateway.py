@@ -22,6 +22,7 @@ from hatp_mcp.core.humans.gateway import (
     withdraw,
 )
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 from tests.acme_org import GATEWAY_ID, directory, h, plan, resigned
 
@@ -210,3 +211,22 @@ def test_withdrawing_cancels_a_pending_ask_and_keeps_a_decided_one() -> None:
     assert state_of(withdraw(rec, NOW)) is AskState.WITHDRAWN
     done = decide(decide(rec, h("bob"), "approve", NOW), h("carol"), "approve", NOW)
     assert withdraw(done, NOW) == done
+
+
+def test_an_escalation_chain_link_to_an_agent_is_refused_by_the_gateway_under_HATP_ADDR_4() -> None:
+    data = plan(["500"]).wire()
+    data["approvals"][0]["chain"] = [{"address": "human://acme.com/alice"}, {"address": "agent://acme.com/travel-bot"}]
+    with pytest.raises(HatpError) as e:
+        open_approval(Plan.model_validate(data), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+    assert (e.value.rule, e.value.path) == ("HATP-ADDR-4", "approvals[0].chain[1].address")
+
+
+def test_HATP_GW_50_branches_that_settle_each_other_still_count_toward_the_total() -> None:
+    data = plan(["300", "200"]).wire()
+    data["branches"][0]["settles"] = ["pay1"]
+    data["branches"][1]["settles"] = ["pay0"]  # a cycle: each says the other pays
+    rec = open_approval(Plan.model_validate(data), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+    rr = routing_record(rec)
+    assert rr.checked.status == "checked"  # never `absent` for a plan that moves money
+    assert [(a.value, a.currency) for a in rr.up_to] == [("500", "USD")]
+    assert rec.ask.screen is not None and rec.ask.screen.totals == ["$500.00"]
