@@ -165,13 +165,31 @@ class PublicKeyEntry:
         return self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+_REMEMBERED = 4096  # verified (key, signature, message) triples a keyring keeps: a few hundred transactions' worth
+
+
 class Keyring:
     """kid -> public key and the roles it may sign for. Loaded from a JWKS: ``{"keys": [jwk, ...]}``."""
 
     def __init__(self, entries: Iterable[PublicKeyEntry] = ()) -> None:
         self._by_kid: dict[str, PublicKeyEntry] = {}
+        self._verified: dict[bytes, None] = {}  # digests of triples that verified, oldest first
         for e in entries:
             self.add(e)
+
+    def check_signature(self, entry: PublicKeyEntry, sig: bytes, message: bytes) -> None:
+        """Verify `sig` by `entry`'s key over `message`. Raises InvalidSignature.
+
+        A triple that verified before is not verified again: the coordinator checks each piece of evidence when
+        it arrives and once more, with the rest of the record, before it closes it (HATP-REC-17). The memo holds
+        the SHA-256 of the exact key, signature and message bytes, so only that same triple is ever skipped."""
+        memo = hashlib.sha256(entry.raw() + len(sig).to_bytes(4, "big") + sig + message).digest()
+        if memo in self._verified:
+            return
+        entry.key.verify(sig, message)
+        self._verified[memo] = None
+        if len(self._verified) > _REMEMBERED:
+            del self._verified[next(iter(self._verified))]
 
     def add(self, entry: PublicKeyEntry) -> None:
         """Raises ValueError when another key has this kid, or this key is already bound to another party."""
@@ -279,7 +297,7 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
         )
     try:
         raw_sig = b64u_decode(sig["sig"])
-        entry.key.verify(raw_sig, signing_bytes(obj))
+        keyring.check_signature(entry, raw_sig, signing_bytes(obj))
     except (ValueError, InvalidSignature) as exc:
         raise SignatureError(
             "HATP-SIG-4",

@@ -147,3 +147,25 @@ def test_HATP_SIG_6_a_bound_key_signs_only_as_its_party_and_an_unbound_one_only_
     with pytest.raises(SignatureError) as closed:
         check_party(unbound, AIRLINE, required=True)  # where whose key signed matters, fail closed
     assert closed.value.rule == "HATP-SIG-6"
+
+
+def test_a_signature_verified_once_is_remembered_only_for_its_exact_bytes_HATP_SIG_4() -> None:
+    """The coordinator verifies evidence on arrival and again before it closes the record (HATP-REC-17): the
+    second check may skip the arithmetic, never the comparison of the bytes."""
+    from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
+
+    key = SigningKey.generate(["participant"], kid="p-1")
+    ring = Keyring()
+    ring.add_signer(key)
+    signed = sign_object({"type": "hatp.vote", "decision": "yes"}, key)
+    assert verify_object(signed, ring) == "p-1"
+    assert verify_object(signed, ring) == "p-1"  # remembered
+    for altered in ({**signed, "decision": "no"}, {**signed, "extra": 1}):
+        with pytest.raises(SignatureError) as err:
+            verify_object(altered, ring)
+        assert err.value.rule == "HATP-SIG-4"
+    other = SigningKey.generate(["participant"], kid="p-1")  # the same kid, another key, in another keyring
+    ring2 = Keyring()
+    ring2.add_signer(other)
+    with pytest.raises(SignatureError):
+        verify_object(signed, ring2)
