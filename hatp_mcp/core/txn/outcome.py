@@ -22,9 +22,11 @@ from typing import Any
 
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.humans.terms import check_sent_terms
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.txn.evidence import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
@@ -253,6 +255,10 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
         if vote.decision != "yes" or approval is None:
             c.fail(d.i, "HATP-REC-11", f"commit was decided while the approver of {r.id!r} answered {vote.decision!r}")
             continue
+        terms = _terms_problem(c, r.id, d.i, approval)
+        if terms is not None:
+            c.fail(d.i, "HATP-REC-11", f"the approval of {r.id!r} does not meet it: HATP-MODE-8: {terms}")
+            continue
         people = sorted({x.approver for x in approval.decisions if x.decision == "approve"})
         c.grounds.append(
             f"approval {r.id} met: {len(people)} of {approval.quorum.required} required ({', '.join(people)})"
@@ -269,6 +275,27 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
             c.fail(d.i, "HATP-REC-12", f"commit was decided after the coordinator {why} at event {e.i}")
     if yes == len(plan.branches):
         c.grounds.insert(0, f"every branch voted yes: {yes} signed votes and prepare receipts before the decision")
+
+
+def _terms_problem(c: _Check, rid: str, before: int, approval: Any) -> str | None:
+    """HATP-MODE-8 as the record states it: an approving Approval carries exactly the terms the gateway accepted
+    (the last `approval.terms` event before the decision; none without one), in holds-first with the holds."""
+    accepted: ApprovalTerms | None = None
+    for e in c.said("approval.terms", hi=before):
+        if e.body.get("requirementId") == rid and isinstance(e.body.get("terms"), Mapping):
+            try:
+                accepted = ApprovalTerms.model_validate(dict(e.body["terms"]))
+            except ValueError:
+                return f"the approval.terms event at {e.i} is not approval terms"
+    try:
+        check_sent_terms(approval, accepted)
+    except HatpError as exc:
+        return exc.reason
+    begun = c.said("txn.begin")
+    holds_first = bool(begun) and begun[0].body.get("mode") == "holds-first"
+    if holds_first and (accepted is None or not accepted.holds) and any(b.tier == "hold" for b in c.plan.branches):
+        return "holds-first: the approval does not carry the holds' end times the person approved under"
+    return None
 
 
 def _all_committed(c: _Check, d: _Ev, where: int) -> None:

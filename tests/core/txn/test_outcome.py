@@ -209,3 +209,17 @@ def test_justify_is_the_same_check_without_the_close() -> None:
     events = record["events"][:-1]
     assert justify(plan, plan.digest(), events, "COMMITTED", ring).problems == ()
     assert {p.rule for p in justify(plan, plan.digest(), events, "ABORTED", ring).problems} == {"HATP-REC-10"}
+
+
+def test_HATP_REC_11_an_approval_without_the_terms_the_gateway_accepted_does_not_count_HATP_MODE_8() -> None:
+    record, ring, keys = signed_trip_record()
+    events = record["events"]
+    terms = {
+        **events[9],
+        "event": "approval.terms",
+        "body": {"requirementId": "finance", "terms": {"decideBy": "2026-11-29T10:30:00Z"}},
+    }
+    terms.pop("evidence")
+    bad = rechain(record, [*events[:9], terms, *events[9:]], keys["coordinator"])
+    problems = verify_record(bad, ring)
+    assert rules(problems) == {(12, "HATP-REC-11")} and "HATP-MODE-8" in problems[0].reason
