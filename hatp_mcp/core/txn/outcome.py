@@ -66,9 +66,10 @@ class _Ev:
         kind = self.evidence.get("type")
         return kind if isinstance(kind, str) else None
 
-    def about(self) -> Any:
+    def about(self) -> str | None:
         """The branch or requirement the signed evidence names (never the coordinator-written body)."""
-        return self.evidence.get("requirementId") if self.kind() == "hatp.approval" else self.evidence.get("branchId")
+        got = self.evidence.get("requirementId") if self.kind() == "hatp.approval" else self.evidence.get("branchId")
+        return got if isinstance(got, str) else None
 
 
 @dataclass
@@ -350,7 +351,7 @@ def _abort_grounds(c: _Check, d: _Ev, after: int) -> None:
 
 def _ground(c: _Check, e: _Ev, d: _Ev, branches: Mapping[str, Branch], requirements: set[str]) -> list[str]:
     """What one event says that justifies the abort decided at `d` (empty: nothing)."""
-    about = e.about()
+    about = e.about() or ""
     kind = e.kind()
     if kind == "hatp.vote" and e.evidence.get("decision") == "no":
         code = e.evidence.get("code")

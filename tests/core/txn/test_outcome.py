@@ -7,6 +7,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from demo.trip_world import World, build_world, trip_plan
 from hatp_mcp.core.evidence.keys import sign_object
@@ -223,3 +225,24 @@ def test_HATP_REC_11_an_approval_without_the_terms_the_gateway_accepted_does_not
     bad = rechain(record, [*events[:9], terms, *events[9:]], keys["coordinator"])
     problems = verify_record(bad, ring)
     assert rules(problems) == {(12, "HATP-REC-11")} and "HATP-MODE-8" in problems[0].reason
+
+
+_junk = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(i=st.integers(0, 15), where=st.sampled_from(["body", "evidence", "event", "at"]), junk=_junk)
+def test_justify_never_raises_on_a_mangled_event(i: int, where: str, junk: Any) -> None:
+    record, ring, _keys = signed_trip_record()
+    plan = Plan.model_validate(record["plan"])
+    events = copy.deepcopy(record["events"][:-1])
+    if where in ("body", "evidence") and isinstance(junk, dict):
+        events[i][where] = {**events[i].get(where, {}), **junk, "branchId": junk}
+    else:
+        events[i][where] = junk
+    found = justify(plan, plan.digest(), events, "COMMITTED", ring)
+    assert isinstance(found.problems, tuple)
