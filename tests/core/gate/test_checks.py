@@ -320,3 +320,16 @@ def test_HATP_GATE_21_a_decision_proven_with_another_persons_key_or_for_another_
 def test_HATP_GATE_21_a_gate_that_knows_no_cards_accepts_no_decision() -> None:
     e = refused(issue(), humans=HumanKeys())
     assert e.rule == "HATP-GATE-21" and "HATP-GW-20" in e.reason
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), 10**400])
+def test_HATP_OBJ_4_tool_arguments_that_are_not_finite_numbers_have_no_call_digest(bad: object) -> None:
+    """A gated call's arguments are digested as they are: NaN or 1e400 never becomes null (HATP-CANON-2)."""
+    from hatp_mcp.core.gate.checks import GateRequirement, expected_call
+    from hatp_mcp.errors import HatpError
+
+    req = GateRequirement(address="human://acme.com/role/finance-approver", action="payments.charge")
+    with pytest.raises(HatpError) as err:
+        expected_call("mcp://payments.example/hatp", "charge_card", {"memo": {"n": bad}}, req, None)
+    assert (err.value.rule, err.value.path) == ("HATP-CANON-2", "$.memo.n")
+    assert expected_call("mcp://payments.example/hatp", "charge_card", {"memo": {"n": None}}, req, None)
