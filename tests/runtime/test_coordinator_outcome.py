@@ -9,11 +9,14 @@ import anyio
 import pytest
 
 from demo.trip_world import build_world, trip_plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.txn.events import Command, Decide, Event, Finish, Outcome, Record, TxnState
 from hatp_mcp.core.txn.machine import Coordinator
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime import coordinator as runtime_coordinator
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator import UnjustifiedOutcome
+from hatp_mcp.runtime.scripted_approver import HumanScript
 from hatp_mcp.runtime.txn_service import TxnService
 from tests.txn_helpers import drive
 
@@ -87,3 +90,36 @@ async def test_HATP_REC_17_a_service_leaves_the_unjustified_transaction_open_and
     assert [t.txn_id for t in pending.txns] == ["txn-bug"]
     err = capsys.readouterr().err
     assert "txn-bug left open" in err and "HATP-REC-11" in err
+
+
+async def test_HATP_REC_17_a_holds_only_trip_whose_second_commit_is_refused_is_never_closed_as_aborted(
+    clock: FakeClock,
+) -> None:
+    """Found by the close-time check, not planted: without a final branch the holds commit one at a time; when
+    the room's commit is refused after the seat was booked, the machine decides abort and finishes ABORTED,
+    though the seat stays booked. The record must not say ABORTED: it is left open, saying why (HATP-REC-15),
+    unless the machine itself reports it honestly (NEEDS_RECOVERY)."""
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=60)})
+    data = trip_plan(clock.now(), "txn-holds").wire()
+    data["branches"] = [b for b in data["branches"] if b["tier"] == "hold"]
+    plan = Plan.model_validate(data)
+
+    def room_changes(step: int) -> None:  # after the prepares, before the approval: the commit will be refused
+        if step == 0:
+            world.room.version = 2
+
+    try:
+        result = await drive(clock, lambda: world.coordinator().run(plan), on_step=room_changes)
+    except BaseExceptionGroup as group:
+        assert isinstance(group.exceptions[0], UnjustifiedOutcome)
+        result = None
+    assert world.seat.effects == ["hold txn-holds", "book txn-holds"]  # the seat was booked
+    logged = await world.log.load("txn-holds")
+    assert logged is not None
+    if result is None:
+        assert not logged.closed and logged.events[-1]["event"] == "close.refused"
+        refused = logged.events[-1]["body"]
+        assert refused["outcome"] == "ABORTED"
+        assert [(p["rule"], "seat" in p["reason"]) for p in refused["problems"]] == [("HATP-REC-15", True)]
+    else:
+        assert result.outcome is not Outcome.ABORTED and verify_record(result.record, world.keyring) == []
