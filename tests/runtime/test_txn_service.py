@@ -70,6 +70,27 @@ async def test_HATP_MCP_20_an_invalid_plan_is_refused_with_every_violation_and_n
     assert world.effects() == {"seat": [], "room": [], "event": [], "pay": []}
 
 
+async def test_HATP_VAL_13_begin_refuses_a_plan_whose_approval_is_addressed_to_an_agent_and_writes_nothing(
+    clock: FakeClock,
+) -> None:
+    from hatp_mcp.core.model.plan import Plan
+
+    world = build_world(clock)
+    data = trip_plan(clock.now(), "txn-agent-approves").wire()
+    data["approvals"][0]["address"] = "agent://acme.com/travel-bot"
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            with pytest.raises(HatpError) as refused:
+                await svc.begin(Plan.model_validate(data))
+    assert (refused.value.rule, refused.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
+    assert refused.value.data is not None
+    assert {(v["rule"], v["path"]) for v in refused.value.data["violations"]} == {
+        ("HATP-VAL-13", "approvals[0].address")
+    }
+    assert await world.log.load("txn-agent-approves") is None and world.approver.calls == []
+
+
 async def test_HATP_MCP_21_the_same_plan_again_starts_nothing_twice_and_another_plan_is_refused(
     clock: FakeClock,
 ) -> None:
@@ -294,24 +315,3 @@ async def test_HATP_TXN_21_with_the_agent_cards_an_unproven_requester_is_refused
     assert (unsigned.value.rule, renamed.value.rule) == ("HATP-TXN-21", "HATP-TXN-21")
     assert await world.log.load("txn-unsigned") is None and await world.log.load("txn-as-bob") is None
     assert signed.txn_id == "txn-signed" and by_holder.txn_id == "txn-held"
-
-
-async def test_HATP_VAL_13_begin_refuses_a_plan_whose_approval_is_addressed_to_an_agent_and_writes_nothing(
-    clock: FakeClock,
-) -> None:
-    from hatp_mcp.core.model.plan import Plan
-
-    world = build_world(clock)
-    data = trip_plan(clock.now(), "txn-agent-approves").wire()
-    data["approvals"][0]["address"] = "agent://acme.com/travel-bot"
-    svc = service(world)
-    with anyio.fail_after(10):
-        async with svc.running():
-            with pytest.raises(HatpError) as refused:
-                await svc.begin(Plan.model_validate(data))
-    assert (refused.value.rule, refused.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
-    assert refused.value.data is not None
-    assert {(v["rule"], v["path"]) for v in refused.value.data["violations"]} == {
-        ("HATP-VAL-13", "approvals[0].address")
-    }
-    assert await world.log.load("txn-agent-approves") is None and world.approver.calls == []
