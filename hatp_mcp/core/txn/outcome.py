@@ -15,6 +15,7 @@ commit: aborting is always safe, committing needs the parties' signatures.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,11 +88,12 @@ class _Check:
 
     def signed(self, kind: str, about: str, lo: int = -1, hi: int | None = None) -> list[_Ev]:
         """The events carrying evidence of `kind` about branch or requirement `about`, strictly between lo and hi."""
-        top = len(self.evs) + 1_000_000 if hi is None else hi
+        top = sys.maxsize if hi is None else hi
         return [e for e in self.evs if lo < e.i < top and e.kind() == kind and e.about() == about]
 
     def said(self, name: str, lo: int = -1, hi: int | None = None) -> list[_Ev]:
-        top = len(self.evs) + 1_000_000 if hi is None else hi
+        """The events named `name`, strictly between lo and hi."""
+        top = sys.maxsize if hi is None else hi
         return [e for e in self.evs if lo < e.i < top and e.name == name]
 
     def receipt_ok(self, b: Branch, e: _Ev, phase: str) -> bool:
