@@ -89,3 +89,66 @@ async def test_an_approval_whose_decision_lost_its_proof_is_reported_HATP_GW_27(
     assert main(["verify", rec, "--keys", keys, "--org", str(ORG_DIR), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["problems"][0]["rule"] == "HATP-GW-27" and out["humanProofs"] == "checked"
+
+
+async def _committed(tmp_path: Path, clock: FakeClock, stand_in: str | None = None) -> tuple[dict[str, Any], Keyring]:
+    """A COMMITTED record of the one-payment acme plan, its approval from the real gateway (bob and carol).
+    `stand_in`: a holder of the gateway's key swaps carol's decision for that person's own valid proof."""
+    from tests.acme_org import GATEWAY_ID, signed_for
+
+    store = GatewayStore(tmp_path / f"gw-{stand_in}")
+    gw = GatewayApprover(directory=directory(), key=gateway_key(), store=store, clock=clock)
+    p = plan()
+    await gw.ask(p, "finance")
+    await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
+    answer = await gw.poll(p.txn_id, "finance")
+    approval = answer.approval
+    assert approval is not None
+    if stand_in is not None:
+        body = copy.deepcopy({k: v for k, v in approval.items() if k != "signature"})
+        them = signed_for(store, "txn-acme-0001/finance", stand_in, "approve", clock.now())
+        body["decisions"][1] = {**body["decisions"][1], "approver": them["human"], "proof": them}
+        approval = sign_object(body, gateway_key())
+    store.close()
+    coordinator = SigningKey.generate(["coordinator"], kid="coord")
+    payments = SigningKey.generate(["participant"], kid="payments-1")
+    org = keyring()
+    ring = Keyring(e.with_party(GATEWAY_ID) if "gateway" in e.roles else e for e in org.entries())
+    ring.add_signer(coordinator)
+    ring.add_signer(payments, "mcp://payments.example/hatp")
+    chain = RecordChain(p, coordinator, "coordinator://acme.com/c1")
+    at = "2026-11-29T10:00:00Z"
+    d = chain.plan_digest
+
+    def signed(kind: str, phase: str | None = None) -> dict[str, Any]:
+        party = {"voter" if kind == "hatp.vote" else "participant": "mcp://payments.example/hatp"}
+        more = {"decision": "yes"} if phase is None else {"phase": phase, "outcome": "ok"}
+        body = {"type": kind, "txnId": p.txn_id, "branchId": "pay0", "planDigest": d, **party, **more}
+        return sign_object({**body, "issuedAt": at}, payments)
+
+    chain.append("txn.begin", at)
+    chain.append("vote", at, {"branchId": "pay0"}, signed("hatp.vote"), author="mcp://payments.example/hatp")
+    chain.append("receipt", at, {"branchId": "pay0"}, signed("hatp.receipt", "prepare"))
+    chain.append("vote", at, {"branchId": "finance"}, answer.vote, author=GATEWAY_ID)
+    chain.append("approval", at, {"requirementId": "finance"}, approval, author=GATEWAY_ID)
+    chain.append("decision", at, {"decision": "commit"})
+    chain.append("commit", at, {"branchId": "pay0"}, signed("hatp.receipt", "commit"))
+    chain.close(at, "COMMITTED")
+    return chain.record(), ring
+
+
+async def test_HATP_REC_11_with_the_org_an_approver_without_authority_over_the_amount_proves_no_commit(
+    tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good, ring = await _committed(tmp_path, clock)
+    assert verify_record(good, ring, humans=human_keys()) == []
+    # alice really signed, but her card allows $10,000 and the plan moves $25,000: the gateway's key cannot fix that
+    bad, ring = await _committed(tmp_path, clock, stand_in="alice")
+    assert verify_record(bad, ring) == []  # without the cards the people are the gateway's word
+    problems = verify_record(bad, ring, humans=human_keys())
+    assert [(p.index, p.rule) for p in problems] == [(5, "HATP-REC-11")]
+    assert "HATP-TXN-20" in problems[0].reason and "alice" in problems[0].reason and "HATP-GW-45" in problems[0].reason
+    rec, keys = _write(tmp_path, "bad.json", bad), _write(tmp_path, "k.json", ring.to_jwks())
+    assert main(["verify", rec, "--keys", keys, "--org", str(ORG_DIR)]) == 1
+    assert "HATP-REC-11" in capsys.readouterr().out

@@ -17,7 +17,7 @@ from hatp_mcp.core.txn.events import Outcome
 from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.record import Problem, check_record, verify_record
 from hatp_mcp.runtime.clock import FakeClock
-from tests.factories import signed_trip_record
+from tests.factories import signed_trip_record, trip_approval
 from tests.records import about, index, keep, rechain
 from tests.txn_helpers import drive
 
@@ -246,3 +246,28 @@ def test_justify_never_raises_on_a_mangled_event(i: int, where: str, junk: Any) 
         events[i][where] = junk
     found = justify(plan, plan.digest(), events, "COMMITTED", ring)
     assert isinstance(found.problems, tuple)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"approver": "human://acme.com/dana"}, "HATP-TXN-20"),  # the requester approved her own agent's plan
+        ({"twice": True}, "distinct"),  # one person counted twice toward a quorum of two
+    ],
+)
+def test_HATP_REC_11_an_approval_that_does_not_meet_its_requirement_proves_no_commit(
+    change: dict[str, Any], needle: str
+) -> None:
+    record, ring, keys = signed_trip_record()
+    plan = Plan.model_validate(record["plan"])
+    approval = trip_approval(plan, plan.digest(), keys["gateway"], change.get("approver", "human://acme.com/alice"))
+    if change.get("twice"):
+        body = {k: v for k, v in approval.items() if k != "signature"}
+        body["decisions"] = [body["decisions"][0], body["decisions"][0]]
+        body["quorum"] = {"required": 2, "of": 3}
+        approval = sign_object(body, keys["gateway"])
+    ev = {**record["events"][10], "evidence": approval}
+    bad = rechain(record, [*record["events"][:10], ev, *record["events"][11:]], keys["coordinator"])
+    problems = verify_record(bad, ring)
+    assert rules(problems) == {(11, "HATP-REC-11")}
+    assert needle in problems[0].reason
