@@ -1,6 +1,8 @@
 """`hatp keys new --out FILE [--role R ...]`: write a private Ed25519 JWK (mode 0600), print the public JWK.
 
-`hatp keys ring FILE... ` prints a keyring (JWKS) of the public halves of key files.
+`hatp keys ring [PARTY=]FILE... ` prints a keyring (JWKS) of the public halves of key files, each bound to the
+PARTY it speaks for when given (HATP-SIG-6): `hatp verify` counts a participant's or the gateway's evidence toward
+an outcome only from a key bound to that party (HATP-REC-11).
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     new.add_argument("--role", action="append", default=[], choices=sorted(ROLES), help="a role it signs for")
     new.add_argument("--kid", help="key id (default: a thumbprint of the public key)")
     ring = sub.add_parser("ring", help="print a keyring (JWKS) of the public halves of key files")
-    ring.add_argument("files", nargs="+")
+    ring.add_argument(
+        "files",
+        nargs="+",
+        metavar="[PARTY=]FILE",
+        help="a private key file; PARTY= (a URI such as mcp://hotel.example/hatp) binds the key to that party",
+    )
 
 
 def write_private_key(path: str, key: SigningKey) -> None:
@@ -43,12 +50,15 @@ def run(args: argparse.Namespace) -> int:
         print_json(key.public_jwk())
         return EXIT_OK
     ring = Keyring()
-    for path in args.files:
+    for arg in args.files:
+        party, sep, path = arg.partition("=")
+        if not sep or "://" not in party:
+            party, path = "", arg
         try:
             doc = read_json(path)
             if not isinstance(doc, dict):
                 raise InputError(f"{path}: a key file is a JSON object")
-            ring.add_signer(SigningKey.from_jwk(doc))
+            ring.add_signer(SigningKey.from_jwk(doc), party or None)
         except (InputError, ValueError) as exc:
             return fail(f"{path}: {exc}" if isinstance(exc, ValueError) else str(exc))
     print_json(ring.to_jwks())

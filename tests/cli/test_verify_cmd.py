@@ -136,3 +136,14 @@ def test_HATP_REC_18_with_no_human_decisions_verify_says_so_and_never_claims_the
     opened = rechain(record, [begin], keys["coordinator"])
     assert main(["verify", write(tmp_path, "open.json", opened), "--keys", ring_file, "--open"]) == 0
     assert "it has no outcome yet, so none was checked" in capsys.readouterr().out
+
+
+def test_keys_ring_binds_a_key_to_the_party_it_speaks_for_HATP_SIG_6(tmp_path: Path, capsys: Any) -> None:
+    hotel = tmp_path / "hotel.jwk"
+    assert main(["keys", "new", "--out", str(hotel), "--role", "participant"]) == 0
+    capsys.readouterr()
+    assert main(["keys", "ring", f"mcp://hotel.example/hatp={hotel}"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["keys"]
+    assert entry["party"] == "mcp://hotel.example/hatp" and "d" not in entry
+    assert main(["keys", "ring", str(hotel)]) == 0
+    assert "party" not in json.loads(capsys.readouterr().out)["keys"][0]
