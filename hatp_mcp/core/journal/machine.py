@@ -226,10 +226,15 @@ class SagaMachine:
     @classmethod
     def replay(cls, saga_id: str, entries: Iterable[tuple[str, Mapping[str, Any]]]) -> SagaMachine:
         """Rebuild a saga from its entries `(event, body)`. Raises HatpError HATP-JRN-1 (an entry its state does not
-        allow: the journal was not written by this machine) or HATP-JRN-3/4/6 (a close its steps do not justify)."""
+        allow: the journal was not written by this machine) or HATP-JRN-3/4/6/9 (a close its steps do not justify, an
+        undo twice); its `data["index"]` is the entry's position."""
         m = cls(saga_id)
-        for event, body in entries:
-            m._apply(event, body)
+        for i, (event, body) in enumerate(entries):
+            try:
+                m._apply(event, body)
+            except HatpError as exc:
+                exc.data["index"] = i
+                raise
         return m
 
     # -- what it says ---------------------------------------------------------------------------------------
