@@ -300,7 +300,7 @@ async def test_wrapped_tools_run_as_steps_of_the_enclosing_saga(clock: FakeClock
     shop = Shop()
     j = journal(MemoryJournalStore(), shop, clock)
     tools = j.wrap(shop.tools())
-    with pytest.raises(RuntimeError, match="inside `async with journal.saga"):
+    with pytest.raises(RuntimeError, match=r"inside `async with journal\.saga"):
         await tools["refund"](item="882", usd="40.00")
     with pytest.raises(SagaRolledBack) as err:
         async with j.saga("return-882") as saga:
