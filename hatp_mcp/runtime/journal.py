@@ -54,7 +54,7 @@ from hatp_mcp.core.journal.record import JournalChain, verify_journal
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock, SystemClock
-from hatp_mcp.runtime.undoable import DidNotHappen, Happened, OutcomeUnknown, Undoable
+from hatp_mcp.runtime.undoable import DidNotHappen, Happened, OutcomeUnknown, Undoable, UndoRefused
 from hatp_mcp.store.journal_store import JournalStore
 
 __all__ = [
@@ -111,6 +111,7 @@ class _Answer:
     value: Any = None
     error: str | None = None
     unknown: bool = False
+    final: bool = False  # retrying cannot help
 
 
 class Saga:
@@ -155,22 +156,43 @@ class Saga:
         HatpError for a step the saga refuses (HATP-JRN-1: it is not in progress; HATP-CANON-2: arguments)."""
         t = self._journal.tool(tool) if isinstance(tool, str) else self._journal.register(tool)
         async with self._lock:
-            step_id = f"s{len(self._m.steps) + 1}"
-            cmds = await self._feed(
-                StartStep(
-                    step_id=step_id, tool=t.name, args=dict(args or {}), has_undo=t.undo is not None, pivot=t.pivot
-                )
-            )
-            call = next(c for c in cmds if isinstance(c, CallStep))
+            call = await self._start(t, dict(args or {}))
             answer = await self._journal._call(t.execute, call.args, call.key)
             if answer.unknown:
-                raise StepInDoubt(f"step {step_id} ({t.name}): {answer.error}")
+                raise StepInDoubt(f"step {call.step_id} ({t.name}): {answer.error}")
             if not answer.ok:
-                await self._feed(StepFailed(step_id=step_id, error=str(answer.error)))
+                await self._feed(StepFailed(step_id=call.step_id, error=str(answer.error)))
                 assert isinstance(answer.value, BaseException)
                 raise answer.value
-            await self._feed(StepCompleted(step_id=step_id, output=answer.value))
-            return self._m.step(step_id).output
+            await self._feed(StepCompleted(step_id=call.step_id, output=answer.value))
+            return self._m.step(call.step_id).output
+
+    async def add_step(self, tool: Undoable | str, args: Mapping[str, Any] | None = None) -> StepView:
+        """Register a step whose call someone else makes (an agent, through the journal's MCP server): durable
+        before it returns, so the caller makes the call only after. Report its result with `complete_step` or
+        `fail_step`. Raises HatpError like `run`."""
+        t = self._journal.tool(tool) if isinstance(tool, str) else self._journal.register(tool)
+        async with self._lock:
+            call = await self._start(t, dict(args or {}))
+            return self._m.step(call.step_id)
+
+    async def complete_step(self, step_id: str, output: Any = None) -> StepView:
+        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
+        async with self._lock:
+            await self._feed(StepCompleted(step_id=step_id, output=output))
+            return self._m.step(step_id)
+
+    async def fail_step(self, step_id: str, error: str) -> StepView:
+        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
+        async with self._lock:
+            await self._feed(StepFailed(step_id=step_id, error=error))
+            return self._m.step(step_id)
+
+    async def _start(self, t: Undoable, args: dict[str, Any]) -> CallStep:
+        step_id = f"s{len(self._m.steps) + 1}"
+        event = StartStep(step_id=step_id, tool=t.name, args=args, has_undo=t.undo is not None, pivot=t.pivot)
+        cmds = await self._feed(event)
+        return next(c for c in cmds if isinstance(c, CallStep))
 
     async def complete(self) -> None:
         """Close the saga COMPLETED. Raises HatpError HATP-JRN-6 while a step is pending or in doubt."""
@@ -418,6 +440,8 @@ class Journal:
                 result.append(_Answer(True, await fn(*args)))
             except OutcomeUnknown as exc:
                 result.append(_Answer(False, exc, f"{exc}", unknown=True))
+            except UndoRefused as exc:
+                result.append(_Answer(False, exc, f"refused: {exc}", final=True))
             except Exception as exc:  # the tool's failure is an answer; cancellation is not caught
                 result.append(_Answer(False, exc, f"{type(exc).__name__}: {exc}"))
             tg.cancel_scope.cancel()
@@ -439,7 +463,8 @@ class Journal:
             why = "is not registered" if t is None else "declares no undo"
             return UndoAnswered(step_id=c.step_id, ok=False, error=f"tool {c.tool!r} {why}", retryable=False)
         a = await self._call(t.undo, c.args, c.output, c.key)
-        return UndoAnswered(step_id=c.step_id, ok=a.ok, output=a.value if a.ok else None, error=a.error)
+        out = a.value if a.ok else None
+        return UndoAnswered(step_id=c.step_id, ok=a.ok, output=out, error=a.error, retryable=not a.final)
 
     async def _lookup(self, c: Lookup) -> LookupAnswered:
         t = self._tools.get(c.tool)

@@ -4,6 +4,7 @@ The tool author's contract (spec/journal.md):
 - `execute(args, key)` does the effect and returns its output (JSON data). Raising means it did not happen; raise
   `OutcomeUnknown` when you cannot tell (the step is then in doubt, HATP-JRN-6). The same `key` twice is one effect.
 - `undo(args, output, key)` undoes it; the same `key` on every retry, so an undo made twice with it is one undo.
+  Raising is a failed attempt (retried, bounded); raise `UndoRefused` when retrying cannot help.
 - `lookup(args, key)` answers whether the call with that key happened: `Happened(output)`, `DidNotHappen()`, or
   None when it cannot tell. Without a lookup, a step whose result was lost is left for a person (a dead letter).
 - `pivot=True`: the step cannot be undone, and rollback stops at it (HATP-JRN-5).
@@ -16,11 +17,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DidNotHappen", "Execute", "Happened", "LookupFn", "OutcomeUnknown", "Undo", "Undoable", "undoable"]
+__all__ = [
+    "DidNotHappen",
+    "Execute",
+    "Happened",
+    "LookupFn",
+    "OutcomeUnknown",
+    "Undo",
+    "UndoRefused",
+    "Undoable",
+    "undoable",
+]
 
 
 class OutcomeUnknown(Exception):
     """Raised by `execute` when it cannot tell whether its effect happened (a timeout to its own API, say)."""
+
+
+class UndoRefused(Exception):
+    """Raised by `undo` when retrying cannot help (the undo is not allowed, the target refuses it for good): the
+    step's rollback fails at once, a dead letter says why (HATP-JRN-8)."""
 
 
 @dataclass(frozen=True, slots=True)
