@@ -7,6 +7,7 @@ a shop opened on the same file knows what happened before (crash tests across pr
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ from hatp_mcp.runtime.undoable import DidNotHappen, Happened, Undoable, undoable
 
 
 class Shop:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, on_effect: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self.on_effect = on_effect  # called after each effect is durable (crash tests stop the process there)
         self.effects: list[tuple[str, str]] = []  # (kind, key): mark, unmark, refund, unrefund
         self.calls: list[str] = []  # every call made, repeats included
         self.undo_failures: dict[str, int] = {}  # tool -> how many undo calls fail before one succeeds
@@ -33,7 +35,18 @@ class Shop:
                 f.write(f"{kind} {key}\n")
                 f.flush()
                 os.fsync(f.fileno())
+        if self.on_effect is not None:
+            self.on_effect(f"{kind} {key}")
         return True
+
+    def _call(self, what: str) -> None:
+        """An undo call, repeats included; with a path, also written (durably) to `<path>.calls`."""
+        self.calls.append(what)
+        if self.path is not None:
+            with self.path.with_suffix(".calls").open("a") as f:
+                f.write(what + "\n")
+                f.flush()
+                os.fsync(f.fileno())
 
     def kinds(self) -> list[str]:
         return [k for k, _ in self.effects]
@@ -51,7 +64,7 @@ class Shop:
         return {"item": args["item"], "status": "returned"}
 
     async def unmark(self, args: dict[str, Any], output: Any, key: str) -> dict[str, Any]:
-        self.calls.append(f"unmark {key}")
+        self._call(f"unmark {key}")
         self._fail_undo("mark_returned")
         self._effect("unmark", key)
         return {"item": args["item"], "status": "sold"}
@@ -62,7 +75,7 @@ class Shop:
         return {"refundId": f"r-{key}", "usd": args["usd"]}
 
     async def unrefund(self, args: dict[str, Any], output: Any, key: str) -> dict[str, Any]:
-        self.calls.append(f"unrefund {key}")
+        self._call(f"unrefund {key}")
         self._fail_undo("refund")
         self._effect("unrefund", key)
         return {"reversed": output["refundId"]}
@@ -77,15 +90,19 @@ class Shop:
             Happened({"item": args["item"], "status": "returned"}) if ("mark", key) in self.effects else DidNotHappen()
         )
 
+    async def lookup_label(self, args: dict[str, Any], key: str) -> Happened | DidNotHappen:
+        return Happened({"label": "LBL-1"}) if ("label", key) in self.effects else DidNotHappen()
+
     async def label(self, args: dict[str, Any], key: str) -> dict[str, Any]:
         self.calls.append(f"label {key}")
         if self.label_fails:
             raise RuntimeError("label service down")
+        self._effect("label", key)
         return {"label": "LBL-1"}
 
     def tools(self) -> dict[str, Undoable]:
         return {
             "mark_returned": undoable("mark_returned", self.mark_returned, self.unmark, self.lookup_mark),
             "refund": undoable("refund", self.refund, self.unrefund, self.lookup_refund),
-            "label": undoable("label", self.label),
+            "label": undoable("label", self.label, lookup=self.lookup_label),
         }
