@@ -62,7 +62,7 @@ async def test_a_saga_that_runs_through_completes_and_its_record_verifies(clock:
         saga = await j.get("saga-882")
     assert saga.status is SagaStatus.COMPLETED
     assert [s.state for s in saga.steps] == [P.COMPLETED] * 3
-    assert shop.kinds() == ["mark", "refund"]
+    assert shop.kinds() == ["mark", "refund", "label"]
     record = await j.record("saga-882")
     assert verify_journal(record, RING) == []
     assert record["events"][-1]["body"]["status"] == "COMPLETED"
