@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench soak schemas vectors clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak schemas vectors clean
 
 install: $(STAMP)
 
@@ -33,6 +33,9 @@ demo-mcp: install
 
 demo-gated: install
 	$(BIN)/python -m demo.gated
+
+demo-undo: install
+	$(BIN)/python -m demo.undo
 
 bench: install
 	$(BIN)/python -m bench.run

@@ -106,6 +106,8 @@ def _step(v: StepView) -> dict[str, Any]:
         out["rollback"] = v.rollback
     if v.undo_attempts:
         out["undoAttempts"] = v.undo_attempts
+    if v.retry_at is not None:
+        out["retryAt"] = v.retry_at
     return out
 
 

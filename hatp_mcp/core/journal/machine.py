@@ -177,6 +177,7 @@ class StepView:
     has_undo: bool
     key: str
     undo_attempts: int
+    retry_at: str | None  # when its failed undo is tried again
     rollback: str | None  # undone | skipped-no-undo | kept-pivot | dead-letter | undo-failed | None
 
 
@@ -647,5 +648,6 @@ def _view(saga_id: str, s: _Step) -> StepView:
         has_undo=s.has_undo,
         key=step_key(saga_id, s.step_id, s.attempt),
         undo_attempts=s.undo_attempts,
+        retry_at=s.retry_at,
         rollback=rollback,
     )
