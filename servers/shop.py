@@ -3,7 +3,8 @@
 `python -m servers.shop --transport stdio|http [--port N] --data DIR [--label-fails] [--undo-fails N]`
 
 Tools: `mark_returned(item)`, `unmark_returned(item)`, `refund(item, usd)`, `reverse_refund(item)`,
-`create_label(item)` (fails with `--label-fails`: the carrier is down), `effects()` (what happened, in order).
+`create_label(item)` (fails with `--label-fails`: the carrier is down), `stock(item)` (a read), `effects()` (what
+happened, in order).
 Every effect is idempotent on the idempotency key a caller sends in the request's `_meta`
 (`io.hatp/idempotencyKey`): a second call with a key already seen changes nothing and answers as the first did.
 `--undo-fails N`: the first N `reverse_refund` calls fail (a payments API that is down for a while). State lives
@@ -93,11 +94,15 @@ def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0) -> MCPS
             raise RuntimeError("the carrier's label service is down")
         return shop.effect("label", item, _key(ctx), {"item": item, "label": f"LBL-{item}"})
 
+    async def stock(item: str) -> dict[str, Any]:
+        """How many of an item are in stock (a read: no effect)."""
+        return {"item": item, "inStock": 3}
+
     async def effects() -> dict[str, Any]:
         """Every effect this shop made, in order (for the demo and tests)."""
         return {"effects": shop.effects()}
 
-    for fn in (mark_returned, unmark_returned, refund, reverse_refund, create_label, effects):
+    for fn in (mark_returned, unmark_returned, refund, reverse_refund, create_label, stock, effects):
         server.add_tool(fn, name=fn.__name__, description=fn.__doc__)
     return server
 

@@ -1,12 +1,13 @@
 """`serve_journal(server, journal, links)`: the journal as an MCP server for agents, and its undos over MCP.
 
 Tools (the names agent-undo users know): `saga_begin`, `saga_add_step`, `saga_complete_step`, `saga_fail_step`,
-`saga_rollback`, `saga_status`, `saga_list_steps`. The agent makes each step's call itself; it registers the step
-first (durable before `saga_add_step` answers, with the idempotency key to send along) and reports the result
-after. The undo it registers is `{server, tool, arguments}` (HATP-JRN-13, hatp_mcp/core/journal/undo_spec.py):
-`server` is a name on the operator's allow-list, whose connection is a `Link`; on rollback the journal calls that
-tool with exactly those arguments and the undo's idempotency key in `_meta` (`io.hatp/idempotencyKey`). There is
-no way to register a command to run. Refusals leave through hatp_mcp.mcp.errors only.
+`saga_rollback`, `saga_status`, `saga_list_steps`, and `saga_complete` to end a saga whose steps all went
+through. The agent makes each step's call itself; it registers the step first (durable before `saga_add_step`
+answers, with the idempotency key to send along) and reports the result after. The undo it registers is
+`{server, tool, arguments}` (HATP-JRN-13, hatp_mcp/core/journal/undo_spec.py): `server` is a name on the
+operator's allow-list, whose connection is a `Link`; on rollback the journal calls that tool with exactly those
+arguments and the undo's idempotency key in `_meta` (`io.hatp/idempotencyKey`). There is no way to register a
+command to run. Refusals leave through hatp_mcp.mcp.errors only.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ JOURNAL_TOOLS = (
     "saga_rollback",
     "saga_status",
     "saga_list_steps",
+    "saga_complete",
 )
 
 
@@ -194,6 +196,16 @@ def serve_journal(server: MCPServer, journal: Journal, allowed: Mapping[str, Lin
 
         return await _answer(work)
 
+    async def saga_complete(saga_id: str) -> dict[str, Any]:
+        """End a saga whose steps all went through: nothing will be undone. Refused while a step is pending."""
+
+        async def work() -> dict[str, Any]:
+            saga = await journal.get(saga_id)
+            await saga.complete()
+            return _status(saga)
+
+        return await _answer(work)
+
     async def saga_status(saga_id: str, include_record: bool = False) -> dict[str, Any]:
         """A saga's status and steps; with include_record, its signed journal record (check it: hatp verify)."""
 
@@ -218,5 +230,6 @@ def serve_journal(server: MCPServer, journal: Journal, allowed: Mapping[str, Lin
         saga_rollback,
         saga_status,
         saga_list_steps,
+        saga_complete,
     ):
         server.add_tool(fn, name=fn.__name__, description=fn.__doc__)

@@ -15,7 +15,6 @@ entry and calls the alert hook. It decides nothing the machine decides.
 from __future__ import annotations
 
 import contextvars
-import copy
 import inspect
 import uuid
 from collections import deque
@@ -122,11 +121,17 @@ class Saga:
         self._m = machine
         self._chain = chain
         self._lock = anyio.Lock()
+        self._broken: BaseException | None = None  # an append failed: the saga lives on only in its store
         self.dead_letters: list[dict[str, Any]] = []
 
     @property
     def id(self) -> str:
         return self._m.saga_id
+
+    @property
+    def broken(self) -> bool:
+        """An entry could not be made durable: this object is done; `Journal.get` rebuilds the saga from its store."""
+        return self._broken is not None
 
     @property
     def name(self) -> str:
@@ -189,7 +194,7 @@ class Saga:
             return self._m.step(step_id)
 
     async def _start(self, t: Undoable, args: dict[str, Any]) -> CallStep:
-        step_id = f"s{len(self._m.steps) + 1}"
+        step_id = f"s{self._m.step_count + 1}"
         event = StartStep(step_id=step_id, tool=t.name, args=args, has_undo=t.undo is not None, pivot=t.pivot)
         cmds = await self._feed(event)
         return next(c for c in cmds if isinstance(c, CallStep))
@@ -213,23 +218,27 @@ class Saga:
     async def _feed(self, event: Event) -> list[Command]:
         """Hand the event to the machine and make its entries durable, in one append, before anything else."""
         j = self._journal
-        before = copy.deepcopy(self._m)
+        if self._broken is not None:
+            raise HatpError(
+                "HATP-JRN-2",
+                f"saga {self.id}: an entry could not be made durable ({self._broken!r}); nothing more is done with it "
+                "here: open the journal again to recover it from what its store holds",
+                code="JOURNAL_NOT_DURABLE",
+            )
         cmds = self._m.handle(event, j.clock.now())
         try:
             at = format_ts(j.clock.now())
             signed: list[dict[str, Any]] = []
-            chain = JournalChain(self._chain.saga_id, j.key, j.author, self._chain.events)
             for c in cmds:
                 if isinstance(c, Write):
-                    ev = chain.sign(c.event, at, c.body)
-                    chain.appended(ev)
-                    signed.append(ev)
+                    signed.append(self._chain.sign(c.event, at, c.body, signed))
             dead = [c.entry for c in cmds if isinstance(c, DeadLetter)]
             ids = await j.store.append(self.id, self._m.name, signed, dead) if signed or dead else []
-        except BaseException:  # not durable: the saga is as it was (the store kept nothing of the append)
-            self._m = before
+        except BaseException as exc:  # the machine moved on, the store did not: the store is the truth (HATP-JRN-2)
+            self._broken = exc
             raise
-        self._chain = chain
+        for ev in signed:
+            self._chain.appended(ev)
         for entry, dl_id in zip(dead, ids, strict=True):
             self.dead_letters.append(entry)
             await j._alert(entry, dl_id)
@@ -387,7 +396,7 @@ class Journal:
     async def get(self, saga_id: str) -> Saga:
         """The saga of this id, from memory or rebuilt from the store. Raises HatpError HATP-JRN-1 (unknown) or
         HATP-JRN-12 (its stored record does not verify: nothing is done with it)."""
-        if saga_id in self._open:
+        if saga_id in self._open and not self._open[saga_id].broken:
             return self._open[saga_id]
         stored = await self.store.load(saga_id)
         if stored is None:

@@ -132,3 +132,19 @@ async def test_an_undo_on_a_server_off_the_allow_list_is_refused_HATP_JRN_13(wor
         refused = await agent.refused("saga_add_step", {"saga_id": saga, "action": "refund", "undo": undo})
     assert (refused["rule"], refused["code"], refused["path"]) == ("HATP-JRN-13", "SERVER_NOT_ALLOWED", "undo.server")
     assert "allow-list" in refused["reason"]
+
+
+async def test_a_saga_whose_steps_went_through_completes_and_a_pending_one_cannot_HATP_JRN_6(
+    world: tuple[Agent, Path],
+) -> None:
+    agent, _ = world
+    with anyio.fail_after(30):
+        saga = (await agent.j("saga_begin", {"name": "ok"}))["sagaId"]
+        undo = {"server": "shop", "tool": "unmark_returned", "arguments": {"item": "900"}}
+        await agent.step(saga, "mark #900 returned", "mark_returned", {"item": "900"}, undo)
+        pending = await agent.j("saga_add_step", {"saga_id": saga, "action": "not reported yet"})
+        refused = await agent.refused("saga_complete", {"saga_id": saga})
+        await agent.j("saga_complete_step", {"saga_id": saga, "step_id": pending["stepId"]})
+        done = await agent.j("saga_complete", {"saga_id": saga})
+    assert (refused["rule"], refused["code"]) == ("HATP-JRN-6", "STEPS_OPEN")
+    assert done["status"] == "COMPLETED"

@@ -337,3 +337,38 @@ def test_a_pivot_declares_no_undo_and_the_journal_needs_a_journal_key() -> None:
         undoable("ship", run, undo, pivot=True)
     with pytest.raises(ValueError, match="'journal'"):
         Journal(MemoryJournalStore(), SigningKey.generate(["coordinator"]))
+
+
+class FailingStore(MemoryJournalStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_next = False
+
+    async def append(self, saga_id: str, name: str, events: Any, dead_letters: Any = ()) -> list[int]:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk full")
+        return await super().append(saga_id, name, events, dead_letters)
+
+
+@pytest.mark.anyio
+async def test_a_saga_whose_entry_was_not_made_durable_does_nothing_more_until_rebuilt_HATP_JRN_2(
+    clock: FakeClock,
+) -> None:
+    shop, store = Shop(), FailingStore()
+    t = shop.tools()
+    j = journal(store, shop, clock)
+    saga = await j.begin("return-882", "saga-1")
+    store.fail_next = True
+    with pytest.raises(OSError, match="disk full"):
+        await saga.run(t["refund"], {"item": "882", "usd": "40.00"})
+    assert shop.calls == []  # the call never went out: its step was not durable
+    with pytest.raises(HatpError) as err:
+        await saga.run(t["mark_returned"], {"item": "882"})
+    assert (err.value.rule, err.value.code) == ("HATP-JRN-2", "JOURNAL_NOT_DURABLE") and saga.broken
+    rebuilt = await j.get("saga-1")  # from the store: only what is durable
+    assert rebuilt is not saga and rebuilt.steps == [] and rebuilt.status is SagaStatus.IN_PROGRESS
+    await rebuilt.run(t["mark_returned"], {"item": "882"})
+    assert [s.step_id for s in rebuilt.steps] == ["s1"] and verify_journal(
+        rebuilt.record(), RING, require_closed=False
+    ) == []

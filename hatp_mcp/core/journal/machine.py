@@ -214,6 +214,7 @@ class SagaMachine:
     def __init__(self, saga_id: str) -> None:
         self.saga_id = saga_id
         self._d = _Data()
+        self._touched: dict[str, _Step | None] | None = None  # while handling: what to restore on an error
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod
@@ -261,6 +262,10 @@ class SagaMachine:
     def steps(self) -> list[StepView]:
         return [_view(self.saga_id, s) for s in self._d.steps.values()]
 
+    @property
+    def step_count(self) -> int:
+        return len(self._d.steps)
+
     def step(self, step_id: str) -> StepView:
         """Raises HatpError HATP-JRN-1 for a step this saga does not have."""
         return _view(self.saga_id, self._step(step_id))
@@ -278,14 +283,23 @@ class SagaMachine:
                 code="ILLEGAL_EVENT",
                 fix="see spec/journal.md section 2 for what each status accepts",
             )
-        saved = copy.deepcopy(self._d)
+        d = self._d
+        scalars = (d.status, d.name, d.retry, d.stopped_at, d.reason)
+        self._touched = {}  # step id -> its state before this event (None: added by it); O(steps touched)
         try:
             out = self._dispatch(event, now)
             if self.status not in allowed:  # pragma: no cover - the tables and the dispatch agree (tested)
                 raise HatpError("HATP-JRN-1", f"{event.kind!r} may not lead to {self.status.value}", code="ILLEGAL")
         except BaseException:
-            self._d = saved
+            d.status, d.name, d.retry, d.stopped_at, d.reason = scalars
+            for step_id, before in self._touched.items():
+                if before is None:
+                    d.steps.pop(step_id, None)
+                else:
+                    d.steps[step_id] = before
             raise
+        finally:
+            self._touched = None
         return out
 
     def _dispatch(self, event: Event, now: datetime) -> list[Command]:
@@ -470,6 +484,11 @@ class SagaMachine:
             raise HatpError("HATP-JRN-1", f"no step {step_id!r} in saga {self.saga_id}", code="NO_SUCH_STEP")
         return s
 
+    def _touch(self, s: _Step) -> None:
+        """Keep a copy of `s` as it was before this event first changes it (restored if the event fails)."""
+        if self._touched is not None and s.step_id not in self._touched:
+            self._touched[s.step_id] = copy.copy(s)  # shallow: args and outputs are replaced, never changed
+
     def _apply(self, event: str, body: Mapping[str, Any]) -> None:
         """Apply one entry. Raises HatpError (HATP-JRN-1: not legal here) before changing anything."""
         d = self._d
@@ -486,7 +505,9 @@ class SagaMachine:
                 d.status = self._closing(body.get("status"))
             elif event == "saga.recovered":
                 for s in d.steps.values():
-                    s.undo_lost = s.state is P.UNDOING and s.retry_at is None
+                    if s.state is P.UNDOING and s.retry_at is None:
+                        self._touch(s)
+                        s.undo_lost = True
             return
         if d.status is None or self.done:
             raise HatpError("HATP-JRN-1", f"entry {event!r} after the saga ended", code="ILLEGAL_ENTRY")
@@ -511,6 +532,8 @@ class SagaMachine:
                 raise HatpError(
                     "HATP-JRN-1", f"step.started for an existing or unnamed step {step_id!r}", code="ILLEGAL"
                 )
+            if self._touched is not None:
+                self._touched.setdefault(step_id, None)
             d.steps[step_id] = _Step(
                 step_id,
                 str(body.get("tool")),
@@ -540,6 +563,7 @@ class SagaMachine:
             )
         if event in ("undo.done", "undo.failed", "undo.gave-up") and s.retry_at is not None:
             raise HatpError("HATP-JRN-9", f"step {s.step_id}: {event} while no undo is out", code="UNDO_NOT_OUT")
+        self._touch(s)
         s.state = target
         if event in ("step.completed", "lookup.happened"):
             s.output = read_output(body)

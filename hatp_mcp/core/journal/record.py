@@ -60,30 +60,36 @@ class JournalChain:
     def closed(self) -> bool:
         return bool(self._events) and self._events[-1].get("event") == CLOSE
 
-    def sign(self, event: str, at: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """The next signed event, not yet appended (the driver makes it durable, then calls `appended`).
-        Raises ValueError after close or for an unknown entry; CanonicalError for a body that is not JSON."""
-        if self.closed:
+    def sign(
+        self, event: str, at: str, body: Mapping[str, Any], after: Sequence[Mapping[str, Any]] = ()
+    ) -> dict[str, Any]:
+        """The next signed event, not yet appended (the driver makes it durable, then calls `appended`); `after`:
+        events signed already and not yet appended, which this one follows. Raises ValueError after close or for
+        an unknown entry; CanonicalError for a body that is not JSON."""
+        count = len(self._events) + len(after)
+        last = after[-1] if after else (self._events[-1] if self._events else None)
+        if last is not None and last.get("event") == CLOSE:
             raise ValueError("the journal record is closed; nothing may follow saga.closed")
         if event not in ENTRIES:
             raise ValueError(f"{event!r} is not a journal entry")
-        if (not self._events) != (event == BEGIN):
+        if (count == 0) != (event == BEGIN):
             raise ValueError(f"the first event, and only the first, is {BEGIN!r}")
         parse_ts(at)
         payload = dict(body)
         if event == CLOSE:
-            payload["eventCount"] = len(self._events)
+            payload["eventCount"] = count
         raw: dict[str, Any] = {
             "type": EVENT_TYPE,
             "sagaId": self.saga_id,
-            "seq": len(self._events),
+            "seq": count,
             "event": event,
             "author": self._author,
             "at": at,
             "body": payload,
         }
-        if self._head is not None:
-            raw["prev"] = self._head
+        head = digest(after[-1]) if after else self._head
+        if head is not None:
+            raw["prev"] = head
         return sign_object(raw, self._key)
 
     def appended(self, signed: Mapping[str, Any]) -> None:
