@@ -61,14 +61,23 @@ class Undoable:
     undo: Undo | None = None
     lookup: LookupFn | None = None
     pivot: bool = False
+    description: str = ""  # for agent frameworks: what the tool does
+    schema: dict[str, Any] | None = None  # for agent frameworks: the JSON Schema of its arguments
 
 
 def undoable(
-    name: str, execute: Execute, undo: Undo | None = None, lookup: LookupFn | None = None, *, pivot: bool = False
+    name: str,
+    execute: Execute,
+    undo: Undo | None = None,
+    lookup: LookupFn | None = None,
+    *,
+    pivot: bool = False,
+    description: str = "",
+    schema: dict[str, Any] | None = None,
 ) -> Undoable:
     """Declare a tool. Raises ValueError for a pivot that declares an undo (a pivot is what cannot be undone)."""
     if not name:
         raise ValueError("a tool needs a name")
     if pivot and undo is not None:
         raise ValueError(f"tool {name!r}: a pivot cannot be undone, so it declares no undo")
-    return Undoable(name, execute, undo, lookup, pivot)
+    return Undoable(name, execute, undo, lookup, pivot, description, schema)
