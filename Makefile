@@ -11,7 +11,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip 2>/dev/null || true
-	$(BIN)/pip install -q -e '.[dev,pydantic-ai]'
+	$(BIN)/pip install -q -e '.[dev,pydantic-ai,openai-agents,langgraph]'
 	touch $(STAMP)
 
 lint: install
