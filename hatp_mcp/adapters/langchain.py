@@ -1,9 +1,9 @@
 """The journal for LangChain and LangGraph agents: `journaled_tools(journal, tools)` gives LangChain tools whose
 every call is a step of the enclosing saga (`pip install hatp-mcp[langgraph]`).
 
-    agent = create_react_agent(model, journaled_tools(journal, [mark_returned, refund, label]))
+    tools = journaled_tools(journal, [mark_returned, refund, label])   # for ToolNode(tools), model.bind_tools(tools)
     async with journal.saga("return-882"):
-        await agent.ainvoke({"messages": [("user", "Return item 882")]})   # a failing tool rolls the saga back
+        await graph.ainvoke({"messages": [("user", "Return item 882")]})   # a failing tool rolls the saga back
 
 A tool that raises ends the graph run with that error (LangGraph's ToolNode re-raises execution errors by
 default), which leaves the saga block: the journal undoes the completed steps, last first, and raises
