@@ -177,24 +177,21 @@ class Saga:
         before it returns, so the caller makes the call only after. Report its result with `complete_step` or
         `fail_step`. Raises HatpError like `run`."""
         t = self._journal.tool(tool) if isinstance(tool, str) else self._journal.register(tool)
-        async with self._lock:
-            call = await self._start(t, dict(args or {}))
-            return self._m.step(call.step_id)
+        call = await self._start(t, dict(args or {}))
+        return self._m.step(call.step_id)
 
     async def complete_step(self, step_id: str, output: Any = None) -> StepView:
         """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
-        async with self._lock:
-            await self._feed(StepCompleted(step_id=step_id, output=output))
-            return self._m.step(step_id)
+        await self._feed(StepCompleted(step_id=step_id, output=output))
+        return self._m.step(step_id)
 
     async def fail_step(self, step_id: str, error: str) -> StepView:
         """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
-        async with self._lock:
-            await self._feed(StepFailed(step_id=step_id, error=error))
-            return self._m.step(step_id)
+        await self._feed(StepFailed(step_id=step_id, error=error))
+        return self._m.step(step_id)
 
     async def _start(self, t: Undoable, args: dict[str, Any]) -> CallStep:
-        step_id = f"s{self._m.step_count + 1}"
+        step_id = f"s{self._m.step_count + 1}"  # (no await between here and the machine: the id is still free)
         event = StartStep(step_id=step_id, tool=t.name, args=args, has_undo=t.undo is not None, pivot=t.pivot)
         cmds = await self._feed(event)
         return next(c for c in cmds if isinstance(c, CallStep))
@@ -216,7 +213,11 @@ class Saga:
 
     # -- the driver -----------------------------------------------------------------------------------------
     async def _feed(self, event: Event) -> list[Command]:
-        """Hand the event to the machine and make its entries durable, in one append, before anything else."""
+        """Hand the event to the machine and make its entries durable, in one append, before anything else.
+
+        From the machine to the store's queue nothing awaits, so events of one saga are decided and queued in one
+        order, and several may wait for their writes at once (the store group-commits them, in that order). The
+        caller gets the commands only once its entries are durable (HATP-JRN-2)."""
         j = self._journal
         if self._broken is not None:
             raise HatpError(
@@ -233,12 +234,19 @@ class Saga:
                 if isinstance(c, Write):
                     signed.append(self._chain.sign(c.event, at, c.body, signed))
             dead = [c.entry for c in cmds if isinstance(c, DeadLetter)]
-            ids = await j.store.append(self.id, self._m.name, signed, dead) if signed or dead else []
-        except BaseException as exc:  # the machine moved on, the store did not: the store is the truth (HATP-JRN-2)
+            for ev in signed:  # the chain's head moves now: the next event queued follows these
+                self._chain.appended(ev)
+            written = j.store.submit(self.id, self._m.name, signed, dead) if signed or dead else None
+        except BaseException as exc:
             self._broken = exc
             raise
-        for ev in signed:
-            self._chain.appended(ev)
+        ids: list[int] = []
+        if written is not None:
+            try:
+                ids = await written
+            except BaseException as exc:  # the machine moved on, the store did not: the store is the truth
+                self._broken = exc
+                raise
         for entry, dl_id in zip(dead, ids, strict=True):
             self.dead_letters.append(entry)
             await j._alert(entry, dl_id)

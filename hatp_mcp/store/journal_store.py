@@ -1,9 +1,11 @@
 """The journal's durable store: each saga's signed record events, and the dead letters a person must finish.
 
 `JournalStore` is the small interface a PostgreSQL store can also serve. `SqliteJournalStore` is the embedded
-default (opened with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL): one `append` is one SQLite
-transaction, so a step's entry and the dead letter that goes with it are durable together or not at all, and an
-append returns only once it is durable (HATP-JRN-2). This module stores what the journal decided; it decides
+default (opened with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL): one `append` is written inside one
+SQLite transaction, so a step's entry and the dead letter that goes with it are durable together or not at all,
+and an append returns only once it is durable (HATP-JRN-2). Appends that arrive while a write is in flight are
+group-committed (one transaction, one fsync, in the order they were submitted); an append queued behind a failed
+one of its saga is refused, so a chain never has a gap. This module stores what the journal decided; it decides
 nothing and verifies nothing.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -53,6 +55,13 @@ class JournalStore(Protocol):
         before returning the dead letters' ids. The first append of a saga creates it under `name`."""
         ...
 
+    def submit(
+        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
+    ) -> Awaitable[list[int]]:
+        """`append`, queued now, in call order (so a caller may stop holding its lock before the write is done);
+        awaiting the result waits until it is durable and raises what the write raised."""
+        ...
+
     async def load(self, saga_id: str) -> StoredSaga | None: ...
 
     async def unfinished(self) -> list[str]:
@@ -85,6 +94,11 @@ class MemoryJournalStore:
         await anyio.lowlevel.checkpoint()
         return ids
 
+    def submit(
+        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
+    ) -> Awaitable[list[int]]:
+        return self.append(saga_id, name, list(events), list(dead_letters))
+
     async def load(self, saga_id: str) -> StoredSaga | None:
         saga = self._sagas.get(saga_id)
         return StoredSaga(saga.saga_id, saga.name, list(saga.events)) if saga else None
@@ -112,8 +126,21 @@ _SCHEMA = (
 )
 
 
+@dataclass
+class _Pending:
+    saga_id: str
+    name: str
+    events: list[dict[str, Any]]
+    dead_letters: list[dict[str, Any]]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    ids: list[int] = field(default_factory=list)
+    error: BaseException | None = None
+
+
 class SqliteJournalStore:
-    """SQLite journal store. `on_durable(n)` runs after each durable append (crash tests stop the process there)."""
+    """SQLite journal store with group commit: appends queued while a write is in flight are written together in
+    the next SQLite transaction, in the order they were queued, one fsync for all of them. `on_durable(n)` runs
+    after each durable batch (crash tests stop the process there)."""
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
@@ -121,7 +148,10 @@ class SqliteJournalStore:
             self._db.execute(stmt)
         self._mutex = threading.Lock()
         self._on_durable = on_durable
-        self.appends = 0
+        self._queue: list[_Pending] = []
+        self._writing = False
+        self._failed: dict[str, int] = {}  # saga -> the first seq of an append that failed
+        self.appends = 0  # durable batches written
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
         return await anyio.to_thread.run_sync(fn, *args)
@@ -129,41 +159,88 @@ class SqliteJournalStore:
     async def append(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
     ) -> list[int]:
-        """Raises whatever SQLite raised (a seq written twice: IntegrityError); nothing of a failed append is kept.
-        Shielded: an entry being written is written whole or not at all, even if the caller is cancelled."""
-        with anyio.CancelScope(shield=True):
-            ids = await self._run(self._append, saga_id, name, list(events), list(dead_letters))
-        if self._on_durable is not None:
-            self._on_durable(self.appends)
-        return ids
+        """Raises whatever SQLite raised (a seq written twice: IntegrityError); nothing of a failed batch is kept."""
+        return await self.submit(saga_id, name, events, dead_letters)
 
-    def _append(
-        self, saga_id: str, name: str, events: list[dict[str, Any]], dead_letters: list[dict[str, Any]]
-    ) -> list[int]:
+    def submit(
+        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
+    ) -> Awaitable[list[int]]:
+        mine = _Pending(saga_id, name, list(events), list(dead_letters))
+        self._queue.append(mine)  # queued now: the order of submit calls is the order of the writes
+        return self._wait(mine)
+
+    async def _wait(self, mine: _Pending) -> list[int]:
+        if not self._writing:
+            # The first waiter leads: it writes batches until the queue is empty. Shielded: an entry being
+            # written is written whole or not at all, even if the caller is cancelled.
+            self._writing = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    while self._queue:
+                        batch, self._queue = self._queue, []
+                        batch = self._refuse_after_failures(batch)
+                        error: BaseException | None = None
+                        try:
+                            await self._run(self._write, batch)
+                        except Exception as exc:  # handed to every waiter of the batch
+                            error = exc
+                        for p in batch:
+                            p.error = error
+                            if error is not None and p.events:
+                                self._failed.setdefault(p.saga_id, int(p.events[0]["seq"]))
+                            p.done.set()
+                        if error is None and self._on_durable is not None:
+                            self._on_durable(self.appends)
+            finally:
+                self._writing = False
+        await mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+        return mine.ids
+
+    def _refuse_after_failures(self, batch: list[_Pending]) -> list[_Pending]:
+        """An append queued behind one of its saga's appends that failed would leave a gap in the chain: refuse it.
+        A writer that starts again from what is durable (seq at or before the failed one) clears the refusal."""
+        out = []
+        for p in batch:
+            first = int(p.events[0]["seq"]) if p.events else None
+            failed = self._failed.get(p.saga_id)
+            if failed is not None and first is not None and first <= failed:
+                del self._failed[p.saga_id]
+            elif failed is not None:
+                p.error = RuntimeError(f"saga {p.saga_id}: an earlier append (seq {failed}) failed; not written")
+                p.done.set()
+                continue
+            out.append(p)
+        return out
+
+    def _write(self, batch: list[_Pending]) -> None:
         with self._mutex:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.execute("INSERT OR IGNORE INTO journal_saga (saga_id, name) VALUES (?, ?)", (saga_id, name))
-                for e in events:
-                    cur.execute(
-                        "INSERT INTO journal_event (saga_id, seq, event) VALUES (?, ?, ?)",
-                        (saga_id, e["seq"], json_text(e)),
-                    )
-                    if e.get("event") == "saga.closed":
-                        cur.execute("UPDATE journal_saga SET closed = 1 WHERE saga_id = ?", (saga_id,))
-                ids = []
-                for d in dead_letters:
-                    cur.execute(
-                        "INSERT INTO journal_dead_letter (saga_id, entry) VALUES (?, ?)", (saga_id, json_text(d))
-                    )
-                    ids.append(int(cur.lastrowid or 0))
+                for p in batch:
+                    p.ids = self._write_one(cur, p)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
             self.appends += 1
-            return ids
+
+    @staticmethod
+    def _write_one(cur: Any, p: _Pending) -> list[int]:
+        cur.execute("INSERT OR IGNORE INTO journal_saga (saga_id, name) VALUES (?, ?)", (p.saga_id, p.name))
+        for e in p.events:
+            cur.execute(
+                "INSERT INTO journal_event (saga_id, seq, event) VALUES (?, ?, ?)", (p.saga_id, e["seq"], json_text(e))
+            )
+            if e.get("event") == "saga.closed":
+                cur.execute("UPDATE journal_saga SET closed = 1 WHERE saga_id = ?", (p.saga_id,))
+        ids = []
+        for d in p.dead_letters:
+            cur.execute("INSERT INTO journal_dead_letter (saga_id, entry) VALUES (?, ?)", (p.saga_id, json_text(d)))
+            ids.append(int(cur.lastrowid or 0))
+        return ids
 
     def _load(self, saga_id: str) -> StoredSaga | None:
         with self._mutex:
