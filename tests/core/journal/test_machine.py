@@ -381,3 +381,24 @@ def test_arguments_must_be_canonical_json_and_outputs_are_never_dropped_HATP_JRN
 def test_a_retry_policy_without_bounds_is_refused() -> None:
     with pytest.raises(ValueError, match="not bounded"):
         RetryPolicy(max_attempts=0)
+
+
+def test_an_error_while_handling_restores_every_step_the_event_had_changed_HATP_JRN_1(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    r = Run()
+    r.step("s1")
+    r.step("notify", undo=False)
+    before_steps, before_status = r.m.steps, r.m.status
+
+    def boom(self: SagaMachine, s: Any) -> list[Command]:
+        raise RuntimeError("the driver's bug")
+
+    monkeypatch.setattr(SagaMachine, "_send_undo", boom)
+    with pytest.raises(RuntimeError, match="driver's bug"):
+        r.m.handle(Rollback(reason="boom"), NOW)  # saga.rollback and step.skipped were applied, then it failed
+    assert r.m.status is before_status is S.IN_PROGRESS and r.m.steps == before_steps
+    assert r.m.step("notify").rollback is None
+    monkeypatch.undo()
+    out = r.feed(Rollback(reason="boom"))  # and it still works as if nothing had happened
+    assert writes(out) == ["saga.rollback", "step.skipped", "undo.started"]
