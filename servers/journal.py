@@ -4,8 +4,9 @@
 [--retry-base-ms MS] [--call-timeout S]`
 
 `--allow FILE` is the operator's allow-list of the servers an undo may call: `{"servers": {"shop":
-"stdio:servers.shop:/var/shop", "payments": "http://127.0.0.1:9004/mcp"}}` (a name, then `http(s)://...` or
-`stdio:MODULE[:DATA]`, or `{"module", "data", "args"}`). An agent registers each undo as `{server, tool,
+"stdio:servers.shop:/var/shop", "payments": {"url": "http://127.0.0.1:9004/mcp", "tools": ["reverse_refund"]}}}`
+(a name, then `http(s)://...` or `stdio:MODULE[:DATA]`, or an object `{"url"}` / `{"module", "data", "args"}`,
+optionally with the only `tools` an undo may call there). An agent registers each undo as `{server, tool,
 arguments}` naming one of those servers; nothing else can be called and no command is ever run. State (SQLite)
 and the journal's signing key (role `journal`, `public.jwk.json` beside it for `hatp verify`) live under --data.
 On start it recovers every unfinished saga (policy `resume`: the agent drives its sagas; a step it registered
@@ -35,18 +36,24 @@ from servers._keys import load_or_create_key
 __all__ = ["main", "read_allow_list"]
 
 
-def read_allow_list(path: Path) -> dict[str, Target]:
-    """Raises ValueError (not an allow-list) or OSError."""
+def read_allow_list(path: Path) -> tuple[dict[str, Target], dict[str, frozenset[str] | None]]:
+    """The servers an undo may call, and for each the tools it may call there (None: any).
+    Raises ValueError (not an allow-list) or OSError."""
     doc = json.loads(path.read_text())
     servers = doc.get("servers") if isinstance(doc, dict) else None
     if not isinstance(servers, dict) or not servers:
         raise ValueError(f'{path}: an allow-list is {{"servers": {{"<name>": "<http(s)://... or stdio:MODULE>"}}}}')
-    out: dict[str, Target] = {}
+    targets: dict[str, Target] = {}
+    tools: dict[str, frozenset[str] | None] = {}
     for name, target in servers.items():
         if not isinstance(target, (str, Mapping)):
             raise ValueError(f"{path}: servers.{name}: a URL, stdio:MODULE[:DATA] or an object")
-        out[str(name)] = Target.parse(target)
-    return out
+        listed = target.get("tools") if isinstance(target, Mapping) else None
+        if listed is not None and not (isinstance(listed, list) and all(isinstance(t, str) for t in listed)):
+            raise ValueError(f"{path}: servers.{name}.tools: a list of the tool names an undo may call")
+        targets[str(name)] = Target.parse(target)
+        tools[str(name)] = frozenset(listed) if listed is not None else None
+    return targets, tools
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,13 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _run(args: argparse.Namespace, data: Path, allowed: dict[str, Target]) -> int:
+async def _run(
+    args: argparse.Namespace, data: Path, allowed: dict[str, Target], tools: dict[str, frozenset[str] | None]
+) -> int:
     key = load_or_create_key(data, ["journal"])
     store = SqliteJournalStore(data / "journal.db")
     retry = RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
     try:
         async with open_links(allowed, errlog_dir=data) as links:
-            undoer = McpUndo(links, timeout=args.call_timeout)
+            undoer = McpUndo(links, timeout=args.call_timeout, tools=tools)
             journal = Journal(
                 store,
                 key,
@@ -80,7 +89,7 @@ async def _run(args: argparse.Namespace, data: Path, allowed: dict[str, Target])
             for saga_id, status in recovered.items():
                 log(f"journal: recovered {saga_id}: {status.value}")
             server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
-            serve_journal(server, journal, links)
+            serve_journal(server, journal, undoer)
             await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     finally:
         store.close()
@@ -94,12 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("journal: --data DIR is required (the journal keeps its sagas and key there)")
         return 2
     try:
-        allowed = read_allow_list(Path(args.allow))
+        allowed, tools = read_allow_list(Path(args.allow))
         RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
     except (OSError, ValueError) as exc:
         log(f"journal: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, Path(args.data), allowed))
+    return anyio.run(functools.partial(_run, args, Path(args.data), allowed, tools))
 
 
 if __name__ == "__main__":

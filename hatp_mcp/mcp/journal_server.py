@@ -12,7 +12,7 @@ command to run. Refusals leave through hatp_mcp.mcp.errors only.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, cast
 
 from mcp import MCPError
@@ -48,14 +48,22 @@ JOURNAL_TOOLS = (
 class McpUndo:
     """Undoes an agent's step by the MCP tool call it registered, on a server of the allow-list."""
 
-    def __init__(self, links: Mapping[str, Link], *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        links: Mapping[str, Link],
+        *,
+        timeout: float = 30.0,
+        tools: Mapping[str, Collection[str] | None] | None = None,
+    ) -> None:
+        """`tools`: per server, the only tools an undo may call there (a server not named, or None: any)."""
         self.links = links
         self.timeout = timeout
+        self.allowed: dict[str, Collection[str] | None] = {name: (tools or {}).get(name) for name in links}
 
     async def undo(self, args: dict[str, Any], output: Any, key: str) -> Any:
         """Raises UndoRefused (not on the allow-list any more: never retried) or RuntimeError (a failed attempt)."""
         try:
-            spec = parse_undo(args.get("undo"), self.links, "args.undo")  # checked again: the list may have changed
+            spec = parse_undo(args.get("undo"), self.allowed, "args.undo")  # again: the list may have changed
         except HatpError as exc:
             raise UndoRefused(exc.one_line()) from exc
         link = self.links[spec.server]
@@ -136,8 +144,9 @@ async def _answer(work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
         raise to_mcp_error(exc) from exc
 
 
-def serve_journal(server: MCPServer, journal: Journal, allowed: Mapping[str, Link]) -> None:
-    """Register the saga tools on `server`. `allowed`: the operator's allow-list of undo servers."""
+def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
+    """Register the saga tools on `server`. `undoer`: the operator's allow-list of undo servers (and tools)."""
+    allowed = undoer.allowed
 
     async def saga_begin(name: str) -> dict[str, Any]:
         """Begin a saga: a named list of steps, each with its declared undo. Returns its sagaId. When a later step

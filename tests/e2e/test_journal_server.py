@@ -62,7 +62,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple
     shop_proc: HttpProcess
     async with launch_http("servers.shop", data / "shop", extra=["--label-fails", "--undo-fails", "1"]) as shop_proc:
         allow = data / "allow.json"
-        allow.write_text(json.dumps({"servers": {"shop": shop_proc.url}}))
+        undo_tools = ["unmark_returned", "reverse_refund"]  # the only tools an undo may call on the shop
+        allow.write_text(json.dumps({"servers": {"shop": {"url": shop_proc.url, "tools": undo_tools}}}))
         params = stdio_params("servers.journal", data / "journal", ["--allow", str(allow), "--retry-base-ms", "20"])
         async with Client(stdio_client(params)) as journal, Client(shop_proc.url) as shop:
             yield Agent(journal, shop), data
@@ -132,6 +133,10 @@ async def test_an_undo_on_a_server_off_the_allow_list_is_refused_HATP_JRN_13(wor
         refused = await agent.refused("saga_add_step", {"saga_id": saga, "action": "refund", "undo": undo})
     assert (refused["rule"], refused["code"], refused["path"]) == ("HATP-JRN-13", "SERVER_NOT_ALLOWED", "undo.server")
     assert "allow-list" in refused["reason"]
+    forward = {"server": "shop", "tool": "refund", "arguments": {"item": "1", "usd": "999.00"}}
+    with anyio.fail_after(30):
+        tool = await agent.refused("saga_add_step", {"saga_id": saga, "action": "x", "undo": forward})
+    assert (tool["code"], tool["path"]) == ("TOOL_NOT_ALLOWED", "undo.tool")  # an undo that is a forward action
 
 
 async def test_a_saga_whose_steps_went_through_completes_and_a_pending_one_cannot_HATP_JRN_6(

@@ -8,7 +8,7 @@ There is no way to register a shell command: a string, or an object with any oth
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +32,12 @@ class UndoSpec:
         return {"server": self.server, "tool": self.tool, "arguments": self.arguments}
 
 
-def parse_undo(value: object, allowed: Collection[str], path: str = "undo") -> UndoSpec:
-    """Check a registered undo against the allow-list. Raises HatpError HATP-JRN-13 (`SHELL_REFUSED`,
-    `SERVER_NOT_ALLOWED`, `BAD_UNDO`) naming the path and what to register instead, or HATP-CANON-2."""
+def parse_undo(
+    value: object, allowed: Collection[str] | Mapping[str, Collection[str] | None], path: str = "undo"
+) -> UndoSpec:
+    """Check a registered undo against the allow-list: the servers, and (a mapping) for each the tools an undo may
+    call there (None: any). Raises HatpError HATP-JRN-13 (`SHELL_REFUSED`, `SERVER_NOT_ALLOWED`,
+    `TOOL_NOT_ALLOWED`, `BAD_UNDO`) naming the path and what to register instead, or HATP-CANON-2."""
     fix = 'register {"server": <a server on the journal\'s allow-list>, "tool": <its tool>, "arguments": {...}}'
     if isinstance(value, str):
         raise HatpError(
@@ -72,6 +75,15 @@ def parse_undo(value: object, allowed: Collection[str], path: str = "undo") -> U
         )
     if not isinstance(tool, str) or not _TOOL.match(tool):
         raise HatpError(RULE, f"tool {tool!r} is not a tool name", path=f"{path}.tool", code="BAD_UNDO", fix=fix)
+    tools = allowed.get(server) if isinstance(allowed, Mapping) else None
+    if tools is not None and tool not in tools:
+        raise HatpError(
+            RULE,
+            f"tool {tool!r} of server {server!r} is not one the allow-list lets an undo call ({sorted(tools)})",
+            path=f"{path}.tool",
+            code="TOOL_NOT_ALLOWED",
+            fix="register one of the undo tools the operator listed for that server",
+        )
     if not isinstance(arguments, dict):
         raise HatpError(
             RULE, "the undo's arguments are a JSON object", path=f"{path}.arguments", code="BAD_UNDO", fix=fix

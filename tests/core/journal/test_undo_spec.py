@@ -43,3 +43,12 @@ def test_anything_but_an_allowed_mcp_call_is_refused_HATP_JRN_13(value: object, 
 
 def test_arguments_outside_canonical_json_are_refused() -> None:
     assert refused({"server": "shop", "tool": "t", "arguments": {"usd": 40.5}}).rule == "HATP-CANON-2"
+
+
+def test_an_undo_tool_the_allow_list_does_not_list_for_its_server_is_refused_HATP_JRN_13() -> None:
+    allowed = {"shop": frozenset({"reverse_refund"}), "calendar": None}
+    assert parse_undo({"server": "calendar", "tool": "anything"}, allowed).tool == "anything"
+    assert parse_undo({"server": "shop", "tool": "reverse_refund"}, allowed).server == "shop"
+    with pytest.raises(HatpError) as err:
+        parse_undo({"server": "shop", "tool": "refund", "arguments": {"usd": "999.00"}}, allowed)
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-JRN-13", "TOOL_NOT_ALLOWED", "undo.tool")
