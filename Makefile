@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo bench soak schemas vectors clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak schemas vectors clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip 2>/dev/null || true
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,pydantic-ai,openai-agents,langgraph]'
 	touch $(STAMP)
 
 lint: install
@@ -33,6 +33,9 @@ demo-mcp: install
 
 demo-gated: install
 	$(BIN)/python -m demo.gated
+
+demo-undo: install
+	$(BIN)/python -m demo.undo
 
 bench: install
 	$(BIN)/python -m bench.run

@@ -89,3 +89,11 @@ async def test_the_gate_example_refuses_a_call_without_an_approval(tmp_path: Pat
         with pytest.raises(MCPError) as err:
             await client.call_tool("charge_card", {"amount": {"value": "10", "currency": "USD"}, "payee": "acme"})
     assert err.value.code == -32050 and charged == []
+
+
+@pytest.mark.anyio
+async def test_the_journal_example_rolls_the_refund_back_when_the_label_fails(tmp_path: Path) -> None:
+    ns = example("## Undo what an agent did")
+    told = await ns["return_item"](str(tmp_path / "journal.db"))
+    assert told == "ROLLED_BACK: [('refund', 'ROLLED_BACK'), ('label', 'FAILED')]"
+    assert ns["refunds"] == {}  # the refund was reversed

@@ -1,4 +1,5 @@
-"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--json] [--open]`: check a Transaction Record offline.
+"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--json] [--open]`: check a Transaction Record offline,
+or a saga's journal record (`type: hatp.journal`, spec/journal.md HATP-JRN-12): chain, signatures, closure, replay.
 
 With `--org DIR` (an organisation dir: `.well-known/human-card.json` and `cards/*.json`) it also checks that every
 human decision in the record's approvals carries that person's own proof, against the Directory-signed cards.
@@ -7,10 +8,12 @@ human decision in the record's approvals carries that person's own proof, agains
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.journal.record import is_journal_record, verify_journal
 from hatp_mcp.core.txn.record import Verified, check_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys
@@ -54,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{args.keys}: {exc}")
     if not isinstance(record, dict):
         return fail(f"{args.record}: a record is a JSON object")
+    if is_journal_record(record):
+        return _journal(record, ring, args)
     try:
         humans = _humans(args.org) if args.org else None
     except InputError as exc:
@@ -103,3 +108,20 @@ def _proofs_line(found: Verified, proofs: str) -> str:
             "(pass --org DIR to check them against the cards)"
         )
     return f"{found.human_decisions} human decision(s), each carrying its person's valid proof"
+
+
+def _journal(record: dict[str, Any], ring: Keyring, args: argparse.Namespace) -> int:
+    problems = verify_journal(record, ring, require_closed=not args.open)
+    if args.json:
+        print_json({"ok": not problems, "problems": [p.to_dict() for p in problems]})
+    elif problems:
+        for p in problems:
+            where = "record" if p.index < 0 else f"event {p.index}"
+            print(f"✗ {p.rule}  {where}  {p.reason}")
+    else:
+        events = record.get("events", [])
+        last = events[-1]
+        status = last["body"]["status"] if last.get("event") == "saga.closed" else "still running"
+        print(f"✓ journal record {record.get('sagaId')} holds: {len(events)} events, {status}; chain, signatures and")
+        print("  replay through the saga machine verified")
+    return EXIT_PROBLEMS if problems else EXIT_OK

@@ -41,7 +41,7 @@ __all__ = [
 
 ALG = "EdDSA"
 # Who may sign what. A key lists the roles it is trusted for; a verifier names the role it expects.
-ROLES = frozenset({"coordinator", "participant", "gateway", "directory", "approver", "server", "agent"})
+ROLES = frozenset({"coordinator", "participant", "gateway", "directory", "approver", "server", "agent", "journal"})
 
 
 class SignatureError(HatpError):

@@ -1,0 +1,124 @@
+"""Kill the journal's process (SIGKILL) at every durable point of a saga and of its rollback: each journal append
+and each effect the shop made before the journal wrote its result. Restart, and check: no completed step left
+un-undone, no undo made twice, every undo call with its step's undo key, the record verifies (HATP-JRN-10,
+HATP-JRN-2, HATP-JRN-7, HATP-JRN-9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.journal.record import verify_journal
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).with_name("journal_child.py")
+
+
+class Child:
+    """A child process whose stdout is read line by line (select, then os.read: bounded, never a sleep)."""
+
+    def __init__(self, workdir: Path, mode: str, pause_at: int = 0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(workdir), mode, str(pause_at)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+        )
+        self.buffer = b""
+        self.lines: list[str] = []
+
+    def read_until(self, marker: str, timeout: float = 30.0) -> list[str]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                self.lines.append(line.decode())
+                if self.lines[-1].startswith(marker):
+                    return self.lines
+            ready, _, _ = select.select([fd], [], [], timeout)
+            assert ready, f"child said nothing for {timeout}s; so far {self.lines}"
+            chunk = os.read(fd, 65536)
+            assert chunk, f"child exited before {marker!r}: {self.lines}"
+            self.buffer += chunk
+
+
+def finish(child: Child) -> list[str]:
+    lines = child.read_until("STEPS")
+    assert child.proc.wait(timeout=30) == 0
+    return lines
+
+
+def check(workdir: Path) -> None:
+    """Everything that happened was undone once, by undo calls carrying the undo key, and the record holds."""
+    log = workdir / "effects.log"
+    effects = [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()] if log.exists() else []
+    calls_path = workdir / "effects.calls"
+    calls = calls_path.read_text().splitlines() if calls_path.exists() else []
+    assert len(effects) == len(set(effects)), f"an effect was made twice: {effects}"
+    done = {(k, key) for k, key in effects if k in ("mark", "refund")}
+    for kind, key in done:  # no completed step left un-undone (HATP-JRN-3)
+        assert (f"un{kind}", f"{key}:undo") in effects, f"{kind} {key} was never undone: {effects}"
+    undone = [(k, key) for k, key in effects if k.startswith("un")]
+    assert len(undone) == len(done), f"an undo without its step: {effects}"
+    order = [k for k, _ in effects]
+    if "unrefund" in order and "unmark" in order:
+        assert order.index("unrefund") < order.index("unmark")  # LIFO
+    per_key = Counter(c.split(" ", 1)[1] for c in calls)
+    assert all(key.endswith(":undo") for key in per_key), calls  # HATP-JRN-7
+    assert all(n <= 2 for n in per_key.values()), f"an undo was sent more than once after one crash: {calls}"
+    record = json.loads((workdir / "record.json").read_text())
+    ring = Keyring.from_jwks(json.loads((workdir / "keyring.json").read_text()))
+    assert verify_journal(record, ring) == []
+    assert record["events"][-1]["body"]["status"] == "ROLLED_BACK"
+
+
+@pytest.mark.e2e
+def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_once_HATP_JRN_10(
+    tmp_path: Path,
+) -> None:
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    lines = finish(Child(baseline, "run"))
+    assert "DONE ROLLED_BACK" in lines
+    said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
+    assert said[:3] == ["journal append 1", "journal append 2", "shop did mark saga-crash-882:s1:1"], said
+    assert "shop did unrefund saga-crash-882:s2:1:undo" in said and "shop did unmark saga-crash-882:s1:1:undo" in said
+    check(baseline)
+    calls = (baseline / "effects.calls").read_text().splitlines()
+    assert calls == ["unrefund saga-crash-882:s2:1:undo", "unmark saga-crash-882:s1:1:undo"]  # once each
+    steps = len(said)
+    recovered: set[str] = set()
+    seen: set[str] = set()  # what the recoveries had to do
+    for pause_at in range(1, steps + 1):
+        workdir = tmp_path / f"kill-{pause_at}"
+        workdir.mkdir()
+        child = Child(workdir, "run", pause_at)
+        child.read_until("PAUSED")
+        os.kill(child.proc.pid, signal.SIGKILL)  # dies with step pause_at on disk and nothing after it
+        assert child.proc.wait(timeout=30) == -signal.SIGKILL
+        lines = finish(Child(workdir, "recover"))
+        recovered.update(line.split()[1] for line in lines if line.startswith("DONE"))
+        check(workdir)
+        record = json.loads((workdir / "record.json").read_text())
+        names = [e["event"] for e in record["events"]]
+        if pause_at < steps:
+            assert "saga.recovered" in names, (pause_at, names)
+        seen.update(n for n in names if n in ("lookup.happened", "lookup.absent"))
+        calls_path = workdir / "effects.calls"
+        calls = calls_path.read_text().splitlines() if calls_path.exists() else []
+        if len(calls) != len(set(calls)):
+            seen.add("undo sent again with its key")
+    assert recovered == {"ROLLED_BACK"}
+    # the kill points cover a call out with no result (found, and not made) and an undo out with no answer
+    assert seen == {"lookup.happened", "lookup.absent", "undo sent again with its key"}
