@@ -147,3 +147,21 @@ def test_keys_ring_binds_a_key_to_the_party_it_speaks_for_HATP_SIG_6(tmp_path: P
     assert entry["party"] == "mcp://hotel.example/hatp" and "d" not in entry
     assert main(["keys", "ring", str(hotel)]) == 0
     assert "party" not in json.loads(capsys.readouterr().out)["keys"][0]
+
+
+@pytest.mark.parametrize("value", [1.5, 2**60, "\ud800"])
+@pytest.mark.parametrize("where", ["body", "evidence"])
+def test_a_value_without_a_canonical_form_in_an_event_is_a_problem_not_a_traceback_HATP_CANON_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object, where: str
+) -> None:
+    record, ring, _ = signed_trip_record()
+    event = next(e for e in record["events"] if e.get("evidence"))
+    (event["body"] if where == "body" else event["evidence"])["x"] = value
+    rec = tmp_path / "record.json"
+    rec.write_text(json.dumps(record))
+    keys = write(tmp_path, "keys.json", ring.to_jwks())
+    assert main(["verify", str(rec), "--keys", keys, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)  # --json prints its answer: never nothing
+    assert out["ok"] is False
+    # the event itself (a body) or the evidence it carries (a vote) is refused, naming the rule
+    assert any("HATP-CANON-2" in (p["rule"], *p["reason"].split(": ")) for p in out["problems"])

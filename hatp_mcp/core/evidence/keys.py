@@ -21,7 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.errors import HatpError
 
 __all__ = [
@@ -296,8 +296,14 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
             fix="add the signer's public key to the keyring if you trust it",
         )
     try:
+        signed = signing_bytes(obj)
+    except CanonicalError as exc:  # no canonical form, so nothing a signature could cover: refused, not a crash
+        raise SignatureError(
+            "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"
+        ) from exc
+    try:
         raw_sig = b64u_decode(sig["sig"])
-        keyring.check_signature(entry, raw_sig, signing_bytes(obj))
+        keyring.check_signature(entry, raw_sig, signed)
     except (ValueError, InvalidSignature) as exc:
         raise SignatureError(
             "HATP-SIG-4",

@@ -222,12 +222,16 @@ def _check_record(
             problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
             prev = None
             continue
+        if not _canonicalizable(raw):  # e.g. a float in a body: no digest to chain, no bytes a signature covers
+            problems.append(Problem(i, "HATP-CANON-2", _no_canonical_form(raw)))
+            prev = None
+            continue
         try:
             ev = RecordEvent.model_validate(raw)
         except ValidationError as exc:
             e = exc.errors(include_url=False)[0]
             problems.append(Problem(i, "HATP-OBJ-3", f"{error_path(tuple(e['loc']))}: {e['msg']}"))
-            prev = digest(raw) if _canonicalizable(raw) else None
+            prev = digest(raw)
             continue
         if ev.seq != i:
             problems.append(
@@ -302,6 +306,14 @@ def _check_record(
     outcome = last["body"].get("outcome")
     found = justify(plan, actual, events[:-1], outcome, keyring, humans, close_index=len(events) - 1)
     return [*problems, *found.problems], str(outcome), found.grounds, human_decisions
+
+
+def _no_canonical_form(raw: Mapping[str, Any]) -> str:
+    try:
+        digest(raw)
+    except CanonicalError as exc:
+        return f"the event has no canonical form ({exc.reason} at {exc.path}), so it cannot be chained or signed"
+    return "the event has a canonical form"  # pragma: no cover - only called when it has none
 
 
 def _canonicalizable(raw: Mapping[str, Any]) -> bool:
