@@ -1,0 +1,19 @@
+"""Which strategy feeds each kind of fuzz target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.fuzz.strategies import SAGA, TRIP, hostile_json, json_texts, jsonrpc_messages, plans, sagas
+from tests.fuzz.targets import RECORD
+
+INPUTS: dict[str, st.SearchStrategy[Any]] = {
+    "plan-bytes": json_texts(TRIP),
+    "saga-bytes": json_texts(SAGA),
+    "plan": plans | sagas,
+    "json": hostile_json,
+    "message": jsonrpc_messages(),
+    "record-bytes": json_texts(RECORD),
+}
