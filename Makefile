@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak schemas vectors clean
+.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
 
 install: $(STAMP)
 
@@ -43,6 +43,10 @@ bench: install
 # 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome
 soak: install
 	$(BIN)/python -m tests.soak.soak --n 10000
+
+# 100,000 hostile inputs per parser and boundary (about an hour here); prints inputs, refusals, accepted, crashes
+fuzz: install
+	$(BIN)/python -m tests.fuzz.run --examples 100000
 
 schemas: install
 	$(BIN)/hatp schemas --write spec/schemas
