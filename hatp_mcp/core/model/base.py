@@ -94,7 +94,10 @@ _MAX_DOUBLE = sys.float_info.max
 def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
     """HATP-OBJ-4: nothing inside a JSON value is NaN, an infinity or a number beyond a double. Without this,
     serializing would turn each of them into null, and `{"x": 1e400}`, `{"x": NaN}` and `{"x": null}` would share
-    one digest. Raises PydanticCustomError naming the inner path."""
+    one digest. Raises PydanticCustomError naming the inner path. A first walk only looks (no paths built): the
+    value is checked on every parse of a plan, a record event or evidence, and is almost always fine."""
+    if _all_finite(value):
+        return value
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         v, path = stack.pop()
@@ -111,6 +114,25 @@ def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
                 {"where": path.lstrip(".") or "the value", "shown": shown},
             )
     return value
+
+
+def _all_finite(value: Any) -> bool:
+    stack: list[Any] = [value]
+    pop = stack.pop
+    push = stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is dict:
+            push(v.values())
+        elif t is list:
+            push(v)
+        elif t is float:
+            if v - v != 0.0:  # NaN or an infinity
+                return False
+        elif t is int and not -_MAX_DOUBLE <= v <= _MAX_DOUBLE:
+            return False
+    return True
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
