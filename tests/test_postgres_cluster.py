@@ -1,0 +1,31 @@
+"""The throwaway cluster the store tests run on is a real PostgreSQL with fsync on, restartable mid-run."""
+
+from __future__ import annotations
+
+import psycopg
+
+from tests.postgres_cluster import Cluster
+
+
+def test_the_test_cluster_is_a_real_postgresql_with_fsync_on(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        version = conn.execute("SHOW server_version_num").fetchone()
+        fsync = conn.execute("SHOW fsync").fetchone()
+        sync_commit = conn.execute("SHOW synchronous_commit").fetchone()
+    assert version is not None and int(version[0]) >= 150000
+    assert fsync == ("on",) and sync_commit == ("on",)
+
+
+def test_a_fast_restart_keeps_what_was_committed_and_drops_every_connection(postgres: Cluster, pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (n integer)")
+        conn.execute("INSERT INTO kept VALUES (1)")
+        postgres.restart("fast")
+        try:
+            conn.execute("SELECT 1")
+            dropped = False
+        except psycopg.OperationalError:
+            dropped = True
+    assert dropped
+    with psycopg.connect(pg_url) as again:
+        assert again.execute("SELECT n FROM kept").fetchall() == [(1,)]
