@@ -39,7 +39,7 @@ from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -76,7 +76,7 @@ def build(
     key = choose_key(data, org, directory.keyring, key_file)
     if "gateway" not in key.roles:
         raise ValueError(f"key {key.kid} has roles {sorted(key.roles)}; the gateway signs with role 'gateway'")
-    store = GatewayStore(data)
+    store = SqliteGatewayStore(data)
     for human, book in contacts.items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)

@@ -26,7 +26,7 @@ from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, SqliteGatewayStore, StoredAsk
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         now = parse_ts(args.now) if args.now else datetime.now(UTC)
     except ValueError as exc:
         return fail(f"--now: {exc}")
-    store = GatewayStore(db)
+    store = SqliteGatewayStore(db)
     try:
         return _run(args, store, now)
     finally:

@@ -20,9 +20,10 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
+__all__ = ["SQLITE_SCHEMA", "LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
 
 R = TypeVar("R")
 
@@ -94,13 +95,18 @@ class _Pending:
     error: BaseException | None = None
 
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT, closed INTEGER"
-    " NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
-    " PRIMARY KEY (txn_id, seq))",
-    "CREATE TABLE IF NOT EXISTS txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
-    " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+SQLITE_SCHEMA = Schema(
+    "coordinator.log",
+    (
+        (
+            "CREATE TABLE IF NOT EXISTS txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT, closed INTEGER"
+            " NOT NULL DEFAULT 0)",
+            "CREATE TABLE IF NOT EXISTS txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
+            " PRIMARY KEY (txn_id, seq))",
+            "CREATE TABLE IF NOT EXISTS txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
+            " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+        ),
+    ),
 )
 
 
@@ -109,8 +115,7 @@ class SqliteTxnLog:
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
-        for stmt in _SCHEMA:
-            self._db.execute(stmt)
+        migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
         self._queue: list[_Pending] = []
         self._writing = False

@@ -12,7 +12,7 @@ from hatp_mcp.core.humans.asks import open_question
 from hatp_mcp.core.humans.gateway import open_approval
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
 from tests.acme_org import GATEWAY_ID, ORG_DIR, directory, gateway_key, h, plan
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -21,7 +21,7 @@ SCHEMA = {"type": "object", "properties": {"costCenter": {"type": "string"}}, "r
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
     store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
     form = open_question(
@@ -54,7 +54,7 @@ def gateway(data: Path) -> GatewayApprover:
     return GatewayApprover(
         directory=directory(),
         key=gateway_key(),
-        store=GatewayStore(data),
+        store=SqliteGatewayStore(data),
         clock=FakeClock(datetime(2026, 11, 29, 10, 6, tzinfo=UTC)),
     )
 
@@ -95,7 +95,7 @@ async def test_approve_and_reject_are_signed_left_in_the_store_and_count_once_th
 ) -> None:
     assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob")) == 0
     assert inbox(data, "reject", "txn-acme-0001/finance", *as_("frank")) == 0
-    store = GatewayStore(data)
+    store = SqliteGatewayStore(data)
     assert store.get("txn-acme-0001/finance").state == "pending"  # type: ignore[union-attr]
     assert [p.status for p in store.proofs("txn-acme-0001/finance")] == ["submitted", "submitted"]
     store.close()

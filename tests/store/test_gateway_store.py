@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.core.humans.gateway import open_approval
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
 from tests.acme_org import GATEWAY_ID, directory, plan
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -20,18 +20,18 @@ def stored() -> StoredAsk:
 
 
 def test_an_ask_written_is_read_back_after_reopening_the_database_under_HATP_GW_13(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+    s = SqliteGatewayStore(tmp_path)
     first = stored()
     s.create(first, "txn-acme-0001", "finance")
     s.close()
-    again = GatewayStore(tmp_path)
+    again = SqliteGatewayStore(tmp_path)
     got = again.get(first.ask_id)
     assert got == first
     assert [a.ask_id for a in again.asks("pending")] == [first.ask_id]
 
 
 def test_creating_the_same_ask_twice_keeps_the_first(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+    s = SqliteGatewayStore(tmp_path)
     first = stored()
     s.create(first)
     other = StoredAsk(first.ask_id, "pending", first.record, {"type": "hatp.vote", "decision": "no"}, None)
@@ -39,7 +39,7 @@ def test_creating_the_same_ask_twice_keeps_the_first(tmp_path: Path) -> None:
 
 
 def test_a_failing_update_leaves_the_stored_ask_unchanged(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+    s = SqliteGatewayStore(tmp_path)
     first = s.create(stored())
 
     def boom(_a: StoredAsk) -> StoredAsk:
@@ -53,7 +53,7 @@ def test_a_failing_update_leaves_the_stored_ask_unchanged(tmp_path: Path) -> Non
 
 
 def test_contacts_and_the_outbox_are_kept_apart(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+    s = SqliteGatewayStore(tmp_path)
     s.set_contact("human://acme.com/frank", "sms", "+49-555-0199-frank")
     s.record_sent("a/b", "vote", {"decision": "pending"}, recipient=None)
     assert s.contacts_for("human://acme.com/frank") == {"sms": "+49-555-0199-frank"}
@@ -61,7 +61,7 @@ def test_contacts_and_the_outbox_are_kept_apart(tmp_path: Path) -> None:
 
 
 def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tmp_path: Path) -> None:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
     store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
     seen: list[bool] = []
@@ -74,7 +74,7 @@ def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tm
         store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
     store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", lambda s, used: seen.append(used) or s)
     store.close()
-    reopened = GatewayStore(tmp_path)
+    reopened = SqliteGatewayStore(tmp_path)
     reopened.update_spending(rec.ask.ask_id, "nonce-bbbbbbbbbbbbbbbb", lambda s, used: seen.append(used) or s)
     with pytest.raises(ValueError):
         reopened.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
@@ -82,7 +82,7 @@ def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tm
 
 
 def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: Path) -> None:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     first = store.submit_proof("a/1", {"human": "x"})
     second = store.submit_proof("a/1", {"human": "y"})
     store.submit_proof("b/1", {"human": "z"})
@@ -95,7 +95,7 @@ def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: P
 def test_the_asks_with_submitted_proofs_are_listed_once_each_in_the_order_their_proofs_were_left(
     tmp_path: Path,
 ) -> None:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     first = store.submit_proof("b/1", {"human": "x"})
     store.submit_proof("a/1", {"human": "y"})
     store.submit_proof("b/1", {"human": "z"})
