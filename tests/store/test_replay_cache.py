@@ -5,34 +5,34 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from hatp_mcp.store.replay_cache import SqliteReplayCache
+from hatp_mcp.store.replay_cache import ReplayCache
+from hatp_mcp.store.url import open_replay_cache
+from tests.store.conftest import Backend
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 SERVER = "mcp://payments.example"
 
 
-def spend(cache: SqliteReplayCache, nonce: str = "nonce-0123456789abcdef", server: str = SERVER) -> bool:
+def spend(cache: ReplayCache, nonce: str = "nonce-0123456789abcdef", server: str = SERVER) -> bool:
     return cache.consume(server, nonce, approval_id="a1", expires_at="2026-11-29T10:15:00Z", now=NOW)
 
 
-def test_a_nonce_is_spent_once_and_a_replay_is_refused_after_a_restart_under_HATP_GATE_18(tmp_path: Path) -> None:
-    db = tmp_path / "gate.db"
-    cache = SqliteReplayCache(db)
+def test_a_nonce_is_spent_once_and_a_replay_is_refused_after_a_restart_under_HATP_GATE_18(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     assert not cache.seen(SERVER, "nonce-0123456789abcdef")
     assert spend(cache) is True
     assert spend(cache) is False
     cache.close()
-    reopened = SqliteReplayCache(db)
+    reopened = open_replay_cache(backend.url("gate"))
     assert reopened.seen(SERVER, "nonce-0123456789abcdef")
     assert spend(reopened) is False
     assert spend(reopened, server="mcp://other.example") is True  # nonces are per server
     reopened.close()
 
 
-def test_concurrent_spends_of_one_nonce_let_exactly_one_through(tmp_path: Path) -> None:
-    caches = [SqliteReplayCache(tmp_path / "gate.db") for _ in range(4)]
+def test_concurrent_spends_of_one_nonce_let_exactly_one_through(backend: Backend) -> None:
+    caches = [open_replay_cache(backend.url("gate")) for _ in range(4)]
     results: list[bool] = []
     threads = [threading.Thread(target=lambda c=c: results.append(spend(c))) for c in caches for _ in range(4)]
     for t in threads:
@@ -44,8 +44,8 @@ def test_concurrent_spends_of_one_nonce_let_exactly_one_through(tmp_path: Path) 
         c.close()
 
 
-def test_purging_forgets_only_nonces_of_long_expired_approvals(tmp_path: Path) -> None:
-    cache = SqliteReplayCache(tmp_path / "gate.db")
+def test_purging_forgets_only_nonces_of_long_expired_approvals(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     spend(cache, "nonce-expires-soon-000")
     cache.consume(SERVER, "nonce-expires-later-00", approval_id="a2", expires_at="2026-12-05T00:00:00Z", now=NOW)
     assert cache.purge(NOW + timedelta(days=2)) == 1
@@ -54,8 +54,8 @@ def test_purging_forgets_only_nonces_of_long_expired_approvals(tmp_path: Path) -
     cache.close()
 
 
-def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HATP_GATE_9(tmp_path: Path) -> None:
-    cache = SqliteReplayCache(tmp_path / "gate.db")
+def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HATP_GATE_9(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, NOW) == NOW
     later = NOW + timedelta(hours=1)
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, later) == NOW
@@ -63,6 +63,6 @@ def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HA
     back = later + timedelta(hours=1)
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, back) == back  # a flip back is new
     cache.close()
-    reopened = SqliteReplayCache(tmp_path / "gate.db")
+    reopened = open_replay_cache(backend.url("gate"))
     assert reopened.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, back + timedelta(hours=1)) == back
     reopened.close()

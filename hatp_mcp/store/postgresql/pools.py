@@ -1,0 +1,110 @@
+"""Connection pools to one PostgreSQL database, and the schema check run when a store opens (HATP-STORE-1).
+
+Pools check a connection before lending it (`check_connection`), so after the server restarted (`pg_ctl restart`:
+every connection dropped) a store reconnects on its next call instead of failing on a dead socket. A call that
+was in flight when the server went away fails with psycopg.OperationalError: what it wrote is committed or not
+at all, never reported durable when it was not. Migrations run under a transaction-scoped advisory lock, so
+several processes starting at once on one database migrate it once.
+"""
+
+from __future__ import annotations
+
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from hatp_mcp.store.schema import VERSION_TABLE, Schema
+
+__all__ = ["OPEN_TIMEOUT_SECONDS", "migrate", "migrate_async", "open_async_pool", "open_pool", "where"]
+
+OPEN_TIMEOUT_SECONDS = 30.0
+_MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
+_CREATE_VERSIONS = f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+_READ = f"SELECT version FROM {VERSION_TABLE} WHERE component = %s"
+_WRITE = (
+    f"INSERT INTO {VERSION_TABLE} (component, version) VALUES (%s, %s)"
+    " ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version"
+)
+
+
+def where(url: str) -> str:
+    """The database a URL names, for messages: never its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(url)
+    return f"postgresql://{parts.get('host', '')}:{parts.get('port', '')}/{parts.get('dbname', '')}"
+
+
+def migrate(conn: Connection[tuple[object, ...]], schema: Schema, at: str) -> int:
+    """Bring `schema` up to date in one transaction; returns the version found. Raises HatpError HATP-STORE-1
+    (SCHEMA_TOO_NEW) when the database's is newer than this code's, leaving it untouched."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(_CREATE_VERSIONS)
+        row = conn.execute(_READ, (schema.component,)).fetchone()
+        found = int(str(row[0])) if row else 0
+        for step in schema.pending(found, at):
+            for statement in step:
+                conn.execute(statement.encode())
+        if found != schema.version:
+            conn.execute(_WRITE, (schema.component, schema.version))
+    return found
+
+
+async def migrate_async(conn: AsyncConnection[tuple[object, ...]], schema: Schema, at: str) -> int:
+    """`migrate` on an async connection."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute(_CREATE_VERSIONS)
+        row = await (await conn.execute(_READ, (schema.component,))).fetchone()
+        found = int(str(row[0])) if row else 0
+        for step in schema.pending(found, at):
+            for statement in step:
+                await conn.execute(statement.encode())
+        if found != schema.version:
+            await conn.execute(_WRITE, (schema.component, schema.version))
+    return found
+
+
+def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[Connection[tuple[object, ...]]]:
+    """An open pool on `url` with `schema` migrated. Raises psycopg.OperationalError / psycopg_pool.PoolTimeout
+    (cannot connect within OPEN_TIMEOUT_SECONDS) or HatpError HATP-STORE-1; the pool is closed on any failure."""
+    pool: ConnectionPool[Connection[tuple[object, ...]]] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        check=ConnectionPool.check_connection,
+        kwargs={"autocommit": True},
+        name=f"hatp-{schema.component}",
+    )
+    try:
+        pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
+        with pool.connection() as conn:
+            migrate(conn, schema, where(url))
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
+async def open_async_pool(
+    url: str, schema: Schema, *, max_size: int = 4
+) -> AsyncConnectionPool[AsyncConnection[tuple[object, ...]]]:
+    """`open_pool` for asyncio."""
+    pool: AsyncConnectionPool[AsyncConnection[tuple[object, ...]]] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        kwargs={"autocommit": True},
+        name=f"hatp-{schema.component}",
+    )
+    try:
+        await pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
+        async with pool.connection() as conn:
+            await migrate_async(conn, schema, where(url))
+    except BaseException:
+        await pool.close()
+        raise
+    return pool

@@ -1,0 +1,121 @@
+"""The coordinator's decision log on PostgreSQL: the `TxnLog` of hatp_mcp.store.txn_log, shared by coordinators.
+
+Appends are group-committed as on SQLite (hatp_mcp.store.txn_log.GroupCommit): those arriving while a write is in
+flight go together in the next database transaction, one commit (one WAL flush) for all. An append returns only
+once its transaction committed (synchronous_commit on: durable), so HATP-TXN-4's forced writes really are on disk
+before the sends that follow them. This module stores what the coordinator decided; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg_pool import AsyncConnectionPool
+
+from hatp_mcp.store.postgresql.pools import open_async_pool
+from hatp_mcp.store.schema import Schema
+from hatp_mcp.store.sqlite import json_text
+from hatp_mcp.store.txn_log import GroupCommit, LogEntry, LoggedTxn, Pending
+
+__all__ = ["SCHEMA", "PostgresTxnLog"]
+
+SCHEMA = Schema(
+    "coordinator.log",
+    (
+        (
+            "CREATE TABLE txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT,"
+            " closed BOOLEAN NOT NULL DEFAULT FALSE, begun BIGINT GENERATED ALWAYS AS IDENTITY)",
+            "CREATE INDEX txn_unfinished ON txn (begun) WHERE NOT closed",
+            "CREATE TABLE txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
+            " PRIMARY KEY (txn_id, seq))",
+            "CREATE TABLE txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
+            " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+        ),
+    ),
+)
+
+Row = tuple[object, ...]
+
+
+class PostgresTxnLog:
+    """Open with `await PostgresTxnLog.open(url)`; `await aclose()` it."""
+
+    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Row]]) -> None:
+        self._pool = pool
+        self._group = GroupCommit(self._write)
+        self.batches = 0  # durable transactions written (group commit makes it < appends)
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresTxnLog:
+        """Raises psycopg.OperationalError / psycopg_pool.PoolTimeout (unreachable) or HatpError HATP-STORE-1."""
+        return cls(await open_async_pool(url, SCHEMA))
+
+    async def aclose(self) -> None:
+        await self._pool.close()
+
+    @property
+    def appends(self) -> int:
+        return self._group.appends
+
+    @property
+    def idle(self) -> bool:
+        return not self._group.writing and not self._group.queue
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        """Raises what psycopg raised (e.g. OperationalError when the server went away mid-write, IntegrityError
+        for an event seq written twice); nothing of the failed batch is kept."""
+        await self._group.append(txn_id, entries)
+
+    async def _write(self, batch: Sequence[Pending]) -> None:
+        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            for p in batch:
+                for e in p.entries:
+                    await self._write_entry(cur, p.txn_id, e)
+        self.batches += 1
+
+    @staticmethod
+    async def _write_entry(cur: AsyncCursor[Row], txn_id: str, e: LogEntry) -> None:
+        p = e.payload
+        if e.kind == "plan":
+            await cur.execute(
+                "INSERT INTO txn (txn_id, plan) VALUES (%s, %s) ON CONFLICT (txn_id) DO NOTHING",
+                (txn_id, json_text(p)),
+            )
+        elif e.kind == "event":
+            await cur.execute(
+                "INSERT INTO txn_event (txn_id, seq, event) VALUES (%s, %s, %s)", (txn_id, p["seq"], json_text(p))
+            )
+            if p.get("event") == "record.closed":
+                await cur.execute("UPDATE txn SET closed = TRUE WHERE txn_id = %s", (txn_id,))
+        elif e.kind == "decision":
+            await cur.execute(
+                "INSERT INTO txn_decision (txn_id, n, decision, reason, at) VALUES (%s,"
+                " (SELECT COUNT(*) FROM txn_decision WHERE txn_id = %s), %s, %s, %s)",
+                (txn_id, txn_id, p["decision"], p.get("reason"), p.get("at")),
+            )
+            await cur.execute("UPDATE txn SET decision = %s WHERE txn_id = %s", (p["decision"], txn_id))
+        else:
+            raise ValueError(f"unknown log entry kind {e.kind!r}")
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        async with self._pool.connection() as conn, conn.transaction():  # one snapshot: the plan with its events
+            row = await (await conn.execute("SELECT plan, decision FROM txn WHERE txn_id = %s", (txn_id,))).fetchone()
+            if row is None:
+                return None
+            events = await (
+                await conn.execute("SELECT event FROM txn_event WHERE txn_id = %s ORDER BY seq", (txn_id,))
+            ).fetchall()
+        decision = row[1]
+        return LoggedTxn(
+            txn_id,
+            json.loads(str(row[0])),
+            [json.loads(str(e[0])) for e in events],
+            str(decision) if decision is not None else None,
+        )
+
+    async def unfinished(self) -> list[str]:
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
+        return [str(r[0]) for r in rows]
