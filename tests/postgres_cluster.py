@@ -46,8 +46,9 @@ def _free_port() -> int:
 class Cluster:
     """One initdb'd cluster under a temporary folder. `url(db)` is a libpq URL for database `db`."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, settings: str = "") -> None:
         self.bindir = bindir
+        self.settings = settings  # extra server options, e.g. "-c fsync=off" for a test that must be refused
         self.root = Path(tempfile.mkdtemp(prefix="hatp-pg-"))
         self.data = self.root / "data"
         self.port = 0
@@ -70,7 +71,7 @@ class Cluster:
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", USER, "-E", "UTF8", "--no-instructions")
 
     def _ctl(self, action: str, *extra: str) -> None:
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200 {self.settings}"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", *extra, action)
 
     def start(self) -> None:
@@ -110,12 +111,12 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster() -> Iterator[Cluster]:
+def running_cluster(settings: str = "") -> Iterator[Cluster]:
     """Raises RuntimeError with `MISSING` when the binaries are not installed (never a silent skip)."""
     bindir = find_bindir()
     if bindir is None:
         raise RuntimeError(MISSING)
-    cluster = Cluster(bindir)
+    cluster = Cluster(bindir, settings=settings)
     try:
         cluster.init()
         cluster.start()

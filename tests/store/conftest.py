@@ -4,14 +4,18 @@ real PostgreSQL (a fresh database on the session's throwaway cluster, tests/post
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
 
 from hatp_mcp.store.url import StoreUrl
 from tests.postgres_cluster import Cluster
+
+C = TypeVar("C")
 
 
 @dataclass
@@ -22,6 +26,12 @@ class Backend:
     tmp: Path
     database: str | None = None
     cluster: Cluster | None = None
+    opened: list[Any] = field(default_factory=list)
+
+    def closing(self, store: C) -> C:
+        """`store`, closed when the test ends."""
+        self.opened.append(store)
+        return store
 
     def url(self, component: str) -> StoreUrl:
         if self.database is not None:
@@ -34,8 +44,12 @@ class Backend:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
-        return Backend("sqlite", tmp_path)
-    cluster: Cluster = request.getfixturevalue("postgres")
-    return Backend("postgresql", tmp_path, cluster.new_database(), cluster)
+        made = Backend("sqlite", tmp_path)
+    else:
+        cluster: Cluster = request.getfixturevalue("postgres")
+        made = Backend("postgresql", tmp_path, cluster.new_database(), cluster)
+    yield made
+    for store in reversed(made.opened):
+        store.close()

@@ -5,6 +5,9 @@ every connection dropped) a store reconnects on its next call instead of failing
 was in flight when the server went away fails with psycopg.OperationalError: what it wrote is committed or not
 at all, never reported durable when it was not. Migrations run under a transaction-scoped advisory lock, so
 several processes starting at once on one database migrate it once.
+
+A store refuses a server that acknowledges commits before they are on disk (`fsync` or `synchronous_commit` off,
+HATP-STORE-3): HATP-TXN-4's forced writes would then be forced in name only.
 """
 
 from __future__ import annotations
@@ -12,9 +15,18 @@ from __future__ import annotations
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.schema import VERSION_TABLE, Schema
 
-__all__ = ["OPEN_TIMEOUT_SECONDS", "migrate", "migrate_async", "open_async_pool", "open_pool", "where"]
+__all__ = [
+    "OPEN_TIMEOUT_SECONDS",
+    "durability_refusal",
+    "migrate",
+    "migrate_async",
+    "open_async_pool",
+    "open_pool",
+    "where",
+]
 
 OPEN_TIMEOUT_SECONDS = 30.0
 _MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
@@ -32,6 +44,31 @@ def where(url: str) -> str:
 
     parts = conninfo_to_dict(url)
     return f"postgresql://{parts.get('host', '')}:{parts.get('port', '')}/{parts.get('dbname', '')}"
+
+
+_DURABILITY = "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
+
+
+def durability_refusal(fsync: str, synchronous_commit: str, at: str) -> HatpError | None:
+    """HATP-STORE-3: None when a commit is on disk before it is acknowledged, else the refusal."""
+    off = [name for name, value in (("fsync", fsync), ("synchronous_commit", synchronous_commit)) if value == "off"]
+    if not off:
+        return None
+    return HatpError(
+        "HATP-STORE-3",
+        f"{at} acknowledges commits before they are durable ({' and '.join(off)} off): a decision could be lost"
+        " after its messages were sent",
+        path=off[0],
+        code="STORE_NOT_DURABLE",
+        fix="turn fsync and synchronous_commit on for this server, database and role",
+    )
+
+
+def _check_durable(row: tuple[object, ...] | None, at: str) -> None:
+    fsync, sync = (str(v) for v in row) if row else ("off", "off")
+    refusal = durability_refusal(fsync, sync, at)
+    if refusal is not None:
+        raise refusal
 
 
 def migrate(conn: Connection[tuple[object, ...]], schema: Schema, at: str) -> int:
@@ -67,7 +104,8 @@ async def migrate_async(conn: AsyncConnection[tuple[object, ...]], schema: Schem
 
 def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[Connection[tuple[object, ...]]]:
     """An open pool on `url` with `schema` migrated. Raises psycopg.OperationalError / psycopg_pool.PoolTimeout
-    (cannot connect within OPEN_TIMEOUT_SECONDS) or HatpError HATP-STORE-1; the pool is closed on any failure."""
+    (cannot connect within OPEN_TIMEOUT_SECONDS), HatpError HATP-STORE-1 (a newer schema) or HATP-STORE-3 (commits
+    not durable); the pool is closed on any failure."""
     pool: ConnectionPool[Connection[tuple[object, ...]]] = ConnectionPool(
         url,
         min_size=1,
@@ -80,6 +118,7 @@ def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[
     try:
         pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
         with pool.connection() as conn:
+            _check_durable(conn.execute(_DURABILITY).fetchone(), where(url))
             migrate(conn, schema, where(url))
     except BaseException:
         pool.close()
@@ -103,6 +142,7 @@ async def open_async_pool(
     try:
         await pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
         async with pool.connection() as conn:
+            _check_durable(await (await conn.execute(_DURABILITY)).fetchone(), where(url))
             await migrate_async(conn, schema, where(url))
     except BaseException:
         await pool.close()

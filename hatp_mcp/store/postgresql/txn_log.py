@@ -46,6 +46,7 @@ class PostgresTxnLog:
         self._pool = pool
         self._group = GroupCommit(self._write)
         self.batches = 0  # durable transactions written (group commit makes it < appends)
+        self._reads = 0  # loads in flight (tests on a fake clock wait for them, as for writes)
 
     @classmethod
     async def open(cls, url: str) -> PostgresTxnLog:
@@ -61,7 +62,8 @@ class PostgresTxnLog:
 
     @property
     def idle(self) -> bool:
-        return not self._group.writing and not self._group.queue
+        """No write or read is in flight (tests on a fake clock wait for this before moving the clock)."""
+        return not self._group.writing and not self._group.queue and self._reads == 0
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
         """Raises what psycopg raised (e.g. OperationalError when the server went away mid-write, IntegrityError
@@ -100,6 +102,13 @@ class PostgresTxnLog:
             raise ValueError(f"unknown log entry kind {e.kind!r}")
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
+        self._reads += 1
+        try:
+            return await self._load(txn_id)
+        finally:
+            self._reads -= 1
+
+    async def _load(self, txn_id: str) -> LoggedTxn | None:
         async with self._pool.connection() as conn, conn.transaction():  # one snapshot: the plan with its events
             row = await (await conn.execute("SELECT plan, decision FROM txn WHERE txn_id = %s", (txn_id,))).fetchone()
             if row is None:
@@ -116,6 +125,10 @@ class PostgresTxnLog:
         )
 
     async def unfinished(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            rows = await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
+        self._reads += 1
+        try:
+            async with self._pool.connection() as conn:
+                rows = await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
+        finally:
+            self._reads -= 1
         return [str(r[0]) for r in rows]

@@ -1,0 +1,188 @@
+"""PostgreSQL stores refuse a server that would lose acknowledged commits (HATP-STORE-3), and reconnect after the
+server restarts under them without losing anything they reported committed (`pg_ctl restart -m fast` mid-run)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import anyio
+import anyio.to_thread
+import psycopg
+import psycopg_pool
+import pytest
+
+from hatp_mcp.errors import HatpError
+from hatp_mcp.store.gateway_store import StoredAsk
+from hatp_mcp.store.participant_state import BranchRow
+from hatp_mcp.store.postgresql.pools import where
+from hatp_mcp.store.txn_log import LogEntry
+from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_participant_store, open_replay_cache, open_txn_log
+from tests.postgres_cluster import Cluster, running_cluster
+
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+def _open_log(url: StoreUrl) -> None:
+    async def run() -> None:
+        async with open_txn_log(url):
+            pass
+
+    anyio.run(run)
+
+
+OPENERS: dict[str, Callable[[StoreUrl], None]] = {
+    "coordinator.log": _open_log,
+    "participant.state": lambda url: open_participant_store(url).close(),
+    "gateway": lambda url: open_gateway_store(url).close(),
+    "replay": lambda url: open_replay_cache(url).close(),
+}
+
+
+def _tables(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()]
+
+
+@pytest.mark.parametrize("component", sorted(OPENERS))
+def test_a_database_with_synchronous_commit_off_is_refused_under_HATP_STORE_3(pg_url: str, component: str) -> None:
+    name = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+    with pytest.raises(HatpError) as refused:
+        OPENERS[component](StoreUrl("postgresql", pg_url))
+    e = refused.value
+    assert (e.rule, e.code, e.path) == ("HATP-STORE-3", "STORE_NOT_DURABLE", "synchronous_commit")
+    assert "synchronous_commit off" in e.reason and "fsync and synchronous_commit on" in e.fix
+    assert _tables(pg_url) == []  # refused before anything was created
+
+
+def test_a_server_running_with_fsync_off_is_refused_under_HATP_STORE_3() -> None:
+    with running_cluster(settings="-c fsync=off") as careless:
+        url = careless.new_database()
+        with pytest.raises(HatpError) as refused:
+            open_participant_store(StoreUrl("postgresql", url))
+        assert (refused.value.rule, refused.value.path) == ("HATP-STORE-3", "fsync")
+        assert "(fsync off)" in refused.value.reason
+        assert _tables(url) == []
+
+
+def test_messages_name_the_database_never_its_password() -> None:
+    assert where("postgresql://hatp:s3cret@db.internal:5433/hatp") == "postgresql://db.internal:5433/hatp"
+    assert str(StoreUrl.parse("postgresql://hatp:s3cret@db.internal/hatp")) == "postgresql://db.internal:/hatp"
+
+
+@pytest.mark.anyio
+async def test_the_log_reconnects_after_a_fast_restart_mid_run_and_loses_nothing_it_acknowledged(
+    postgres: Cluster, pg_url: str
+) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    acknowledged: dict[str, int] = {}  # txn -> how many events its appends returned for
+    failed: list[str] = []
+    restarted = anyio.Event()
+    done_at_restart: list[int] = []
+    per_txn = 30
+
+    async with open_txn_log(url) as log:
+
+        async def committed(txn: str) -> int:
+            loaded = await log.load(txn)
+            return len(loaded.events) if loaded else 0
+
+        async def one(txn: str) -> None:
+            acknowledged[txn] = 0
+            while acknowledged[txn] < per_txn:
+                seq = acknowledged[txn]
+                first = [LogEntry("plan", {"txnId": txn})] if seq == 0 else []
+                try:
+                    await log.append(txn, [*first, LogEntry("event", {"seq": seq, "event": "vote"})])
+                except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+                    failed.append(type(exc).__name__)
+                    # in flight when the server went away: committed whole or not at all; ask which
+                    while True:
+                        try:
+                            if await committed(txn) == seq + 1:
+                                acknowledged[txn] = seq + 1
+                            break
+                        except (psycopg.OperationalError, psycopg_pool.PoolTimeout):
+                            failed.append("read")
+                    continue
+                acknowledged[txn] = seq + 1
+                if sum(acknowledged.values()) >= 60 and not restarted.is_set():
+                    restarted.set()
+
+        async def restart() -> None:
+            await restarted.wait()
+            await anyio.to_thread.run_sync(postgres.restart, "fast")
+            done_at_restart.append(sum(acknowledged.values()))
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(restart)
+                for i in range(8):
+                    tg.start_soon(one, f"t{i}")
+        # the server restarted mid-run, and after it the same log kept going: every transaction reached its count
+        assert len(done_at_restart) == 1 and done_at_restart[0] < 8 * per_txn, (done_at_restart, failed)
+        assert acknowledged == {f"t{i}": per_txn for i in range(8)}
+    async with open_txn_log(url) as again:  # and a fresh reader finds everything, in order, once
+        for i in range(8):
+            loaded = await again.load(f"t{i}")
+            assert loaded is not None and [e["seq"] for e in loaded.events] == list(range(per_txn))
+
+
+def test_the_synchronous_stores_reconnect_after_a_fast_restart(postgres: Cluster, pg_url: str) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    participants, gateway, replay = open_participant_store(url), open_gateway_store(url), open_replay_cache(url)
+    try:
+        participants.put(BranchRow("t", "seat", "sha256:" + "0" * 64))
+        gateway.create(StoredAsk("t/finance", "refused", None, {"decision": "no"}, None))
+        assert replay.consume("s", "n1", approval_id="a", expires_at="2026-11-30T00:00:00Z", now=NOW)
+        postgres.restart("fast")  # every pooled connection is dead now
+        assert participants.get("t", "seat") == BranchRow("t", "seat", "sha256:" + "0" * 64)
+        assert gateway.get("t/finance") == StoredAsk("t/finance", "refused", None, {"decision": "no"}, None)
+        assert not replay.consume("s", "n1", approval_id="a", expires_at="2026-11-30T00:00:00Z", now=NOW)
+        participants.put(BranchRow("t", "room", "sha256:" + "1" * 64))
+        assert participants.get("t", "room") is not None
+    finally:
+        for store in (participants, gateway, replay):
+            store.close()
+
+
+@pytest.mark.anyio
+async def test_an_append_in_flight_when_the_server_restarts_fails_whole_and_the_next_one_reconnects(
+    postgres: Cluster, pg_url: str
+) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    async with open_txn_log(url) as log:
+        await log.append("t", [LogEntry("plan", {"txnId": "t"}), LogEntry("event", {"seq": 0, "event": "txn.begin"})])
+        blocker = psycopg.connect(pg_url)  # holds the events table, so the next append is in flight at the restart
+        blocker.execute("LOCK TABLE txn_event IN ACCESS EXCLUSIVE MODE")
+        outcome: list[BaseException | None] = []
+
+        async def append() -> None:
+            try:
+                await log.append("t", [LogEntry("event", {"seq": 1, "event": "vote"})])
+                outcome.append(None)
+            except psycopg.OperationalError as exc:
+                outcome.append(exc)
+
+        def waiting() -> bool:
+            with psycopg.connect(pg_url) as watch:
+                row = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT%'"
+                ).fetchone()
+            return row is not None and row[0] == 1
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(append)
+                while not await anyio.to_thread.run_sync(waiting):
+                    pass
+                await anyio.to_thread.run_sync(postgres.restart, "fast")
+        blocker.close()
+        assert len(outcome) == 1 and isinstance(outcome[0], psycopg.OperationalError)  # told, not "durable"
+        loaded = await log.load("t")  # the same log, reconnected: the failed append kept nothing
+        assert loaded is not None and [e["seq"] for e in loaded.events] == [0]
+        await log.append("t", [LogEntry("event", {"seq": 1, "event": "vote"})])
+        loaded = await log.load("t")
+        assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1]
