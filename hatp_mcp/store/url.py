@@ -75,8 +75,9 @@ def _psycopg() -> None:
 
 @asynccontextmanager
 async def open_txn_log(url: StoreUrl) -> AsyncIterator[SqliteTxnLog | PostgresTxnLog]:
-    """The coordinator's decision log, closed on exit. Raises ValueError, OSError / sqlite3.Error,
-    psycopg.OperationalError or HatpError HATP-STORE-1 (a newer schema)."""
+    """The coordinator's decision log, closed on exit. Raises ValueError (no psycopg), OSError / sqlite3.Error
+    (SQLite), StoreUnreachable (an OSError: PostgreSQL did not answer), HatpError HATP-STORE-1 (a newer schema)
+    or HATP-STORE-3 (a server that acknowledges commits before they are durable)."""
     if url.backend == "sqlite":
         log = SqliteTxnLog(url.target)
         try:

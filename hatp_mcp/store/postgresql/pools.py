@@ -12,14 +12,15 @@ HATP-STORE-3): HATP-TXN-4's forced writes would then be forced in name only.
 
 from __future__ import annotations
 
-from psycopg import AsyncConnection, Connection
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg import AsyncConnection, Connection, OperationalError
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hatp_mcp.errors import HatpError
+from hatp_mcp.store.errors import StoreUnreachable
 from hatp_mcp.store.schema import VERSION_TABLE, Schema
 
 __all__ = [
-    "OPEN_TIMEOUT_SECONDS",
+    "CONNECT_TIMEOUT_SECONDS",
     "durability_refusal",
     "migrate",
     "migrate_async",
@@ -28,7 +29,7 @@ __all__ = [
     "where",
 ]
 
-OPEN_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10
 _MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
 _CREATE_VERSIONS = f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
 _READ = f"SELECT version FROM {VERSION_TABLE} WHERE component = %s"
@@ -102,10 +103,22 @@ async def migrate_async(conn: AsyncConnection[tuple[object, ...]], schema: Schem
     return found
 
 
+def _unreachable(url: str, exc: Exception) -> StoreUnreachable:
+    return StoreUnreachable(
+        f"{where(url)}: no connection within {CONNECT_TIMEOUT_SECONDS} s ({exc}): is the server running"
+        " and does the URL name it, its database and a role that may connect?"
+    )
+
+
 def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[Connection[tuple[object, ...]]]:
-    """An open pool on `url` with `schema` migrated. Raises psycopg.OperationalError / psycopg_pool.PoolTimeout
-    (cannot connect within OPEN_TIMEOUT_SECONDS), HatpError HATP-STORE-1 (a newer schema) or HATP-STORE-3 (commits
-    not durable); the pool is closed on any failure."""
+    """An open pool on `url` with `schema` migrated. Raises StoreUnreachable (no connection within
+    CONNECT_TIMEOUT_SECONDS), HatpError HATP-STORE-1 (a newer schema) or HATP-STORE-3 (commits not durable)."""
+    try:
+        with Connection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            _check_durable(conn.execute(_DURABILITY).fetchone(), where(url))
+            migrate(conn, schema, where(url))
+    except OperationalError as exc:
+        raise _unreachable(url, exc) from exc
     pool: ConnectionPool[Connection[tuple[object, ...]]] = ConnectionPool(
         url,
         min_size=1,
@@ -116,13 +129,10 @@ def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[
         name=f"hatp-{schema.component}",
     )
     try:
-        pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
-        with pool.connection() as conn:
-            _check_durable(conn.execute(_DURABILITY).fetchone(), where(url))
-            migrate(conn, schema, where(url))
-    except BaseException:
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+    except PoolTimeout as exc:
         pool.close()
-        raise
+        raise _unreachable(url, exc) from exc
     return pool
 
 
@@ -130,6 +140,12 @@ async def open_async_pool(
     url: str, schema: Schema, *, max_size: int = 4
 ) -> AsyncConnectionPool[AsyncConnection[tuple[object, ...]]]:
     """`open_pool` for asyncio."""
+    try:
+        async with await AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+            _check_durable(await (await conn.execute(_DURABILITY)).fetchone(), where(url))
+            await migrate_async(conn, schema, where(url))
+    except OperationalError as exc:
+        raise _unreachable(url, exc) from exc
     pool: AsyncConnectionPool[AsyncConnection[tuple[object, ...]]] = AsyncConnectionPool(
         url,
         min_size=1,
@@ -140,11 +156,8 @@ async def open_async_pool(
         name=f"hatp-{schema.component}",
     )
     try:
-        await pool.open(wait=True, timeout=OPEN_TIMEOUT_SECONDS)
-        async with pool.connection() as conn:
-            _check_durable(await (await conn.execute(_DURABILITY)).fetchone(), where(url))
-            await migrate_async(conn, schema, where(url))
-    except BaseException:
+        await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+    except PoolTimeout as exc:
         await pool.close()
-        raise
+        raise _unreachable(url, exc) from exc
     return pool
