@@ -13,6 +13,7 @@ from hatp_mcp.core.humans.gateway import open_approval
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
+from hatp_mcp.store.url import StoreUrl, open_gateway_store
 from tests.acme_org import GATEWAY_ID, ORG_DIR, directory, gateway_key, h, plan
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -141,3 +142,29 @@ def test_deciding_needs_a_readable_key(data: Path, tmp_path: Path, capsys: pytes
 
 def test_an_unknown_ask_exits_2(data: Path) -> None:
     assert inbox(data, "show", "nope") == 2
+
+
+@pytest.mark.anyio
+async def test_the_inbox_on_a_postgresql_store_leaves_a_decision_the_gateway_on_that_store_counts(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    store = open_gateway_store(url)
+    rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+    store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
+    store.close()
+    at = ["--now", "2026-11-29T10:05:00Z"]
+    assert main(["inbox", "--store", pg_url, *at, "list", "--as", h("bob")]) == 0
+    assert "txn-acme-0001/finance" in capsys.readouterr().out
+    assert main(["inbox", "--store", pg_url, *at, "approve", "txn-acme-0001/finance", *as_("bob")]) == 0
+    gw = GatewayApprover(
+        directory=directory(),
+        key=gateway_key(),
+        store=open_gateway_store(url),
+        clock=FakeClock(datetime(2026, 11, 29, 10, 6, tzinfo=UTC)),
+    )
+    await gw.current("txn-acme-0001/finance")
+    assert [p.status for p in gw.store.proofs("txn-acme-0001/finance")] == ["accepted"]
+    gw.store.close()
+    assert main(["inbox", "--store", "postgresql://hatp@127.0.0.1:9/none", "list"]) == 2
+    assert "no connection within" in capsys.readouterr().err
