@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import psycopg
+import pytest
 
+from tests import postgres_cluster
 from tests.postgres_cluster import Cluster
 
 
@@ -29,3 +31,11 @@ def test_a_fast_restart_keeps_what_was_committed_and_drops_every_connection(post
     assert dropped
     with psycopg.connect(pg_url) as again:
         assert again.execute("SELECT n FROM kept").fetchall() == [(1,)]
+
+
+def test_without_postgresql_installed_the_cluster_fails_saying_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres_cluster, "find_bindir", lambda: None)
+    with pytest.raises(RuntimeError) as missing, postgres_cluster.running_cluster():
+        pass  # pragma: no cover - never reached
+    assert str(missing.value) == postgres_cluster.MISSING
+    assert "make test" in postgres_cluster.MISSING and "apt-get install -y postgresql" in postgres_cluster.MISSING

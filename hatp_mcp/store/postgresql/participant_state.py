@@ -17,7 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.store.participant_state import BranchRow
-from hatp_mcp.store.postgresql.pools import open_pool
+from hatp_mcp.store.postgresql.pools import open_pool, run
 from hatp_mcp.store.schema import Schema
 
 __all__ = ["SCHEMA", "PostgresParticipantStore"]
@@ -46,23 +46,33 @@ class PostgresParticipantStore:
         self._pool.close()
 
     def get(self, txn_id: str, branch_id: str) -> BranchRow | None:
-        with self._pool.connection() as conn:
-            found = conn.execute(
+        found = run(
+            self._pool,
+            lambda conn: conn.execute(
                 "SELECT row FROM branch_state WHERE txn_id = %s AND branch_id = %s", (txn_id, branch_id)
-            ).fetchone()
+            ).fetchone(),
+            write=False,
+        )
         return BranchRow.from_json(txn_id, branch_id, str(found[0])) if found else None
 
     def put(self, row: BranchRow) -> None:
-        with self._pool.connection() as conn:
-            conn.execute(
+        text = row.to_json()
+        run(
+            self._pool,
+            lambda conn: conn.execute(
                 "INSERT INTO branch_state (txn_id, branch_id, row) VALUES (%s, %s, %s)"
                 " ON CONFLICT (txn_id, branch_id) DO UPDATE SET row = EXCLUDED.row",
-                (row.txn_id, row.branch_id, row.to_json()),
-            )
+                (row.txn_id, row.branch_id, text),
+            ),
+            write=True,
+        )
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
-        with self._pool.connection() as conn:
-            found = conn.execute("SELECT state FROM lock_state WHERE resource = %s", (resource,)).fetchone()
+        found = run(
+            self._pool,
+            lambda conn: conn.execute("SELECT state FROM lock_state WHERE resource = %s", (resource,)).fetchone(),
+            write=False,
+        )
         if found is None:
             return None
         d = json.loads(str(found[0]))
@@ -71,9 +81,12 @@ class PostgresParticipantStore:
     def put_lock(self, resource: str, state: dict[str, object]) -> None:
         expires = state["expiresAt"]
         text = json.dumps({**state, "expiresAt": format_ts(expires) if isinstance(expires, datetime) else expires})
-        with self._pool.connection() as conn:
-            conn.execute(
+        run(
+            self._pool,
+            lambda conn: conn.execute(
                 "INSERT INTO lock_state (resource, state) VALUES (%s, %s)"
                 " ON CONFLICT (resource) DO UPDATE SET state = EXCLUDED.state",
                 (resource, text),
-            )
+            ),
+            write=True,
+        )

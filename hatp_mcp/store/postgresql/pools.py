@@ -1,16 +1,22 @@
 """Connection pools to one PostgreSQL database, and the schema check run when a store opens (HATP-STORE-1).
 
 Pools check a connection before lending it (`check_connection`), so after the server restarted (`pg_ctl restart`:
-every connection dropped) a store reconnects on its next call instead of failing on a dead socket. A call that
-was in flight when the server went away fails with psycopg.OperationalError: what it wrote is committed or not
-at all, never reported durable when it was not. Migrations run under a transaction-scoped advisory lock, so
-several processes starting at once on one database migrate it once.
+every connection dropped) a store reconnects on its next call instead of failing on a dead socket. Every call runs
+through `run` / `run_async`: a write is one transaction, and a connection lost before its commit was sent kept
+nothing, so the work runs again whole on a fresh connection (ATTEMPTS in all); a read is simply asked again. A
+connection lost during the commit itself leaves the outcome unknown: that raises psycopg.OperationalError, and
+what was written is committed whole or not at all, never reported durable when it was not (HATP-STORE-2).
+Migrations run under a transaction-scoped advisory lock, so several processes starting at once on one database
+migrate it once.
 
 A store refuses a server that acknowledges commits before they are on disk (`fsync` or `synchronous_commit` off,
 HATP-STORE-3): HATP-TXN-4's forced writes would then be forced in name only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from psycopg import AsyncConnection, Connection, OperationalError
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -20,14 +26,21 @@ from hatp_mcp.store.errors import StoreUnreachable
 from hatp_mcp.store.schema import VERSION_TABLE, Schema
 
 __all__ = [
+    "ATTEMPTS",
     "CONNECT_TIMEOUT_SECONDS",
     "durability_refusal",
     "migrate",
     "migrate_async",
     "open_async_pool",
     "open_pool",
+    "run",
+    "run_async",
     "where",
 ]
+
+T = TypeVar("T")
+Row = tuple[object, ...]
+ATTEMPTS = 3  # tries of one call whose connection was lost before its commit was sent
 
 CONNECT_TIMEOUT_SECONDS = 10
 _MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
@@ -161,3 +174,47 @@ async def open_async_pool(
         await pool.close()
         raise _unreachable(url, exc) from exc
     return pool
+
+
+def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]], T], *, write: bool) -> T:
+    """`work` on a pooled connection, inside one transaction when `write`. Raises psycopg.OperationalError when
+    the connection was lost during the commit (outcome unknown) or ATTEMPTS times before it, psycopg_pool.PoolTimeout
+    when no connection comes back in time, and whatever `work` raises (then nothing of it is kept). `work` may run
+    more than once: it must only read and write through the connection it is given."""
+    for attempt in range(1, ATTEMPTS + 1):
+        committing = False
+        try:
+            with pool.connection() as conn:
+                if not write:
+                    return work(conn)
+                with conn.transaction():
+                    result = work(conn)
+                    committing = True  # from here on a lost connection may have committed
+                return result
+        except OperationalError:
+            if committing or attempt == ATTEMPTS:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def run_async(
+    pool: AsyncConnectionPool[AsyncConnection[Row]],
+    work: Callable[[AsyncConnection[Row]], Awaitable[T]],
+    *,
+    write: bool,
+) -> T:
+    """`run` for asyncio."""
+    for attempt in range(1, ATTEMPTS + 1):
+        committing = False
+        try:
+            async with pool.connection() as conn:
+                if not write:
+                    return await work(conn)
+                async with conn.transaction():
+                    result = await work(conn)
+                    committing = True
+                return result
+        except OperationalError:
+            if committing or attempt == ATTEMPTS:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -13,7 +13,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.store.postgresql.pools import open_pool
+from hatp_mcp.store.postgresql.pools import open_pool, run
 from hatp_mcp.store.schema import Schema
 
 __all__ = ["SCHEMA", "PostgresReplayCache"]
@@ -44,40 +44,58 @@ class PostgresReplayCache:
         self._pool.close()
 
     def seen(self, server: str, nonce: str) -> bool:
-        with self._pool.connection() as conn:
-            row = conn.execute("SELECT 1 FROM used_nonce WHERE server = %s AND nonce = %s", (server, nonce)).fetchone()
+        row = run(
+            self._pool,
+            lambda conn: conn.execute(
+                "SELECT 1 FROM used_nonce WHERE server = %s AND nonce = %s", (server, nonce)
+            ).fetchone(),
+            write=False,
+        )
         return row is not None
 
     def consume(self, server: str, nonce: str, *, approval_id: str, expires_at: str, now: datetime) -> bool:
-        with self._pool.connection() as conn:
-            cur = conn.execute(
-                "INSERT INTO used_nonce (server, nonce, approval_id, expires_at, used_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (server, nonce) DO NOTHING",
-                (server, nonce, approval_id, parse_ts(expires_at), now),
-            )
-            return cur.rowcount == 1
+        expires = parse_ts(expires_at)
+        return run(
+            self._pool,
+            lambda conn: (
+                conn.execute(
+                    "INSERT INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
+                    " VALUES (%s, %s, %s, %s, %s)"
+                    " ON CONFLICT (server, nonce) DO NOTHING",
+                    (server, nonce, approval_id, expires, now),
+                ).rowcount
+                == 1
+            ),
+            write=True,
+        )
 
     def purge(self, now: datetime, *, margin: timedelta = timedelta(days=1)) -> int:
-        with self._pool.connection() as conn:
-            cur = conn.execute("DELETE FROM used_nonce WHERE expires_at < %s", (now - margin,))
-            return cur.rowcount
+        cutoff = now - margin
+        return run(
+            self._pool,
+            lambda conn: conn.execute("DELETE FROM used_nonce WHERE expires_at < %s", (cutoff,)).rowcount,
+            write=True,
+        )
 
     def note_definition(self, server: str, tool: str, digest: str, now: datetime) -> datetime:
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "INSERT INTO tool_definition (server, tool, digest, since) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (server, tool) DO NOTHING",
-                (server, tool, digest, format_ts(now)),
-            )
-            row = conn.execute(
-                "SELECT digest, since FROM tool_definition WHERE server = %s AND tool = %s FOR UPDATE", (server, tool)
-            ).fetchone()
-            if row is None:  # inserted above or already there: rows are never deleted
-                raise RuntimeError(f"tool_definition lost its row for {server} {tool}")
-            if row[0] == digest:
-                return parse_ts(str(row[1]))
-            conn.execute(
-                "UPDATE tool_definition SET digest = %s, since = %s WHERE server = %s AND tool = %s",
-                (digest, format_ts(now), server, tool),
-            )
+        return run(self._pool, lambda conn: self._note(conn, server, tool, digest, now), write=True)
+
+    @staticmethod
+    def _note(conn: Connection[Row], server: str, tool: str, digest: str, now: datetime) -> datetime:
+        conn.execute(
+            "INSERT INTO tool_definition (server, tool, digest, since) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (server, tool) DO NOTHING",
+            (server, tool, digest, format_ts(now)),
+        )
+        row = conn.execute(
+            "SELECT digest, since FROM tool_definition WHERE server = %s AND tool = %s FOR UPDATE", (server, tool)
+        ).fetchone()
+        if row is None:  # inserted above or already there: rows are never deleted
+            raise RuntimeError(f"tool_definition lost its row for {server} {tool}")
+        if row[0] == digest:
+            return parse_ts(str(row[1]))
+        conn.execute(
+            "UPDATE tool_definition SET digest = %s, since = %s WHERE server = %s AND tool = %s",
+            (digest, format_ts(now), server, tool),
+        )
         return parse_ts(format_ts(now))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
-from hatp_mcp.store.postgresql.pools import open_async_pool
+from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
 from hatp_mcp.store.txn_log import GroupCommit, LogEntry, LoggedTxn, Pending
@@ -66,15 +66,18 @@ class PostgresTxnLog:
         return not self._group.writing and not self._group.queue and self._reads == 0
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        """Raises what psycopg raised (e.g. OperationalError when the server went away mid-write, IntegrityError
-        for an event seq written twice); nothing of the failed batch is kept."""
+        """Raises what psycopg raised (OperationalError when the connection was lost during the commit or on every
+        try, IntegrityError for an event seq written twice); nothing of a failed batch is kept."""
         await self._group.append(txn_id, entries)
 
     async def _write(self, batch: Sequence[Pending]) -> None:
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            for p in batch:
-                for e in p.entries:
-                    await self._write_entry(cur, p.txn_id, e)
+        async def write(conn: AsyncConnection[Row]) -> None:
+            async with conn.cursor() as cur:
+                for p in batch:
+                    for e in p.entries:
+                        await self._write_entry(cur, p.txn_id, e)
+
+        await run_async(self._pool, write, write=True)  # one transaction: the whole batch or none of it
         self.batches += 1
 
     @staticmethod
@@ -109,13 +112,16 @@ class PostgresTxnLog:
             self._reads -= 1
 
     async def _load(self, txn_id: str) -> LoggedTxn | None:
-        async with self._pool.connection() as conn, conn.transaction():  # one snapshot: the plan with its events
+        async def read(conn: AsyncConnection[Row]) -> tuple[Row | None, list[Row]]:
             row = await (await conn.execute("SELECT plan, decision FROM txn WHERE txn_id = %s", (txn_id,))).fetchone()
             if row is None:
-                return None
-            events = await (
-                await conn.execute("SELECT event FROM txn_event WHERE txn_id = %s ORDER BY seq", (txn_id,))
-            ).fetchall()
+                return None, []
+            found = await conn.execute("SELECT event FROM txn_event WHERE txn_id = %s ORDER BY seq", (txn_id,))
+            return row, await found.fetchall()
+
+        row, events = await run_async(self._pool, read, write=True)  # one transaction: one snapshot of both
+        if row is None:
+            return None
         decision = row[1]
         return LoggedTxn(
             txn_id,
@@ -126,9 +132,12 @@ class PostgresTxnLog:
 
     async def unfinished(self) -> list[str]:
         self._reads += 1
+
+        async def read(conn: AsyncConnection[Row]) -> list[Row]:
+            return await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
+
         try:
-            async with self._pool.connection() as conn:
-                rows = await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
+            rows = await run_async(self._pool, read, write=False)
         finally:
             self._reads -= 1
         return [str(r[0]) for r in rows]

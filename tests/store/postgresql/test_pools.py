@@ -3,7 +3,8 @@ server restarts under them without losing anything they reported committed (`pg_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import anyio
@@ -15,7 +16,7 @@ import pytest
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import StoredAsk
 from hatp_mcp.store.participant_state import BranchRow
-from hatp_mcp.store.postgresql.pools import where
+from hatp_mcp.store.postgresql.pools import ATTEMPTS, run, where
 from hatp_mcp.store.txn_log import LogEntry
 from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_participant_store, open_replay_cache, open_txn_log
 from tests.postgres_cluster import Cluster, running_cluster
@@ -149,7 +150,7 @@ def test_the_synchronous_stores_reconnect_after_a_fast_restart(postgres: Cluster
 
 
 @pytest.mark.anyio
-async def test_an_append_in_flight_when_the_server_restarts_fails_whole_and_the_next_one_reconnects(
+async def test_an_append_in_flight_when_the_server_restarts_is_written_again_on_a_new_connection_once(
     postgres: Cluster, pg_url: str
 ) -> None:
     url = StoreUrl("postgresql", pg_url)
@@ -178,11 +179,70 @@ async def test_an_append_in_flight_when_the_server_restarts_fails_whole_and_the_
                 tg.start_soon(append)
                 while not await anyio.to_thread.run_sync(waiting):
                     pass
-                await anyio.to_thread.run_sync(postgres.restart, "fast")
+                await anyio.to_thread.run_sync(postgres.restart, "fast")  # the blocked INSERT's backend is gone
         blocker.close()
-        assert len(outcome) == 1 and isinstance(outcome[0], psycopg.OperationalError)  # told, not "durable"
-        loaded = await log.load("t")  # the same log, reconnected: the failed append kept nothing
-        assert loaded is not None and [e["seq"] for e in loaded.events] == [0]
-        await log.append("t", [LogEntry("event", {"seq": 1, "event": "vote"})])
-        loaded = await log.load("t")
-        assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1]
+        assert outcome == [None]  # lost before its commit: nothing kept, so written again after the reconnect
+        batches = log.batches
+    async with open_txn_log(url) as again:
+        loaded = await again.load("t")
+    assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1]  # once
+    assert batches == 2
+
+
+class _Lost(psycopg.OperationalError):
+    pass
+
+
+class _Conn:
+    """A connection whose commit can be made to fail, for `run`'s decision alone (the real loss is above)."""
+
+    def __init__(self, commit_fails: bool) -> None:
+        self.commit_fails = commit_fails
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        yield
+        if self.commit_fails:
+            raise _Lost("server closed the connection during COMMIT")
+
+
+class _Pool:
+    def __init__(self, commit_fails: bool = False) -> None:
+        self.lent = 0
+        self.commit_fails = commit_fails
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[_Conn]:
+        self.lent += 1
+        yield _Conn(self.commit_fails)
+
+
+def test_a_connection_lost_during_the_commit_raises_at_once_and_is_never_tried_again() -> None:
+    pool = _Pool(commit_fails=True)
+    calls: list[int] = []
+    with pytest.raises(_Lost):
+        run(pool, lambda conn: calls.append(1), write=True)  # type: ignore[arg-type]
+    assert calls == [1] and pool.lent == 1  # the outcome is unknown: said so, not written twice
+
+
+def test_a_connection_lost_before_the_commit_is_tried_again_up_to_the_bound() -> None:
+    pool = _Pool()
+    tries: list[int] = []
+
+    def flaky(conn: object) -> str:
+        tries.append(1)
+        if len(tries) < ATTEMPTS:
+            raise _Lost("terminating connection due to administrator command")
+        return "written"
+
+    assert run(pool, flaky, write=True) == "written"  # type: ignore[arg-type]
+    assert len(tries) == ATTEMPTS
+    tries.clear()
+
+    def gone(conn: object) -> str:
+        tries.append(1)
+        raise _Lost("the database system is shutting down")
+
+    with pytest.raises(_Lost):
+        run(pool, gone, write=False)  # type: ignore[arg-type]
+    assert len(tries) == ATTEMPTS  # bounded: then the caller is told
