@@ -43,7 +43,7 @@ demo-mcp: install
 demo-gated: install
 	$(BIN)/python -m demo.gated
 
-bench: install
+bench: install postgresql
 	$(BIN)/python -m bench.run
 
 # 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome

@@ -13,7 +13,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import psycopg
 import pytest
 
@@ -123,18 +122,17 @@ async def test_what_is_forced_is_committed_before_the_send_that_depends_on_it_un
 
 
 class AcknowledgesBeforeWriting:
-    """A planted violation of HATP-STORE-2: append returns at once and the write happens later."""
+    """A planted violation of HATP-STORE-2: append returns at once, and its entries are written only by the next
+    append (always one write behind)."""
 
-    def __init__(self, inner: Any, tg: anyio.abc.TaskGroup) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.tg = tg
-        self.idle = True
+        self.behind: tuple[str, Sequence[LogEntry]] | None = None
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        async def later() -> None:
-            await self.inner.append(txn_id, entries)
-
-        self.tg.start_soon(later)
+        if self.behind is not None:
+            await self.inner.append(*self.behind)
+        self.behind = (txn_id, entries)
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
         return await self.inner.load(txn_id)
@@ -147,9 +145,13 @@ class AcknowledgesBeforeWriting:
 async def test_a_log_that_acknowledges_before_it_writes_is_caught_sending_too_early(
     backend: Backend, clock: Any
 ) -> None:
-    async with open_txn_log(backend.url("txn")) as real, anyio.create_task_group() as tg:
-        log = AcknowledgesBeforeWriting(real, tg)
+    async with open_txn_log(backend.url("txn")) as real:
+        log = AcknowledgesBeforeWriting(real)
         world = _world(clock, log, backend)  # type: ignore[arg-type]
         watcher = Watcher(world, backend.url("txn"), BranchRows(backend))
         await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now(), TXN)), busy=lambda: not real.idle)
-    assert watcher.too_early[0] == "prepare seat before txn.begin was durable"  # the first message sent too early
+    # every message sent too early is named: the prepares before the begin, a commit before the decision
+    assert watcher.too_early[:4] == [
+        f"prepare {b} before txn.begin was durable" for b in ("seat", "room", "event", "pay")
+    ]
+    assert "commit event before the commit decision was durable" in watcher.too_early

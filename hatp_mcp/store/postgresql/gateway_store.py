@@ -68,10 +68,10 @@ class PostgresGatewayStore:
         self._pool.close()
 
     def _write(self, work: Callable[[Connection[Row]], T]) -> T:
-        return run(self._pool, work, write=True)
+        return run(self._pool, work, idempotent=False)
 
     def _read(self, work: Callable[[Connection[Row]], T]) -> T:
-        return run(self._pool, work, write=False)
+        return run(self._pool, work, idempotent=True)
 
     @staticmethod
     def _get(conn: Connection[Row], ask_id: str, *, lock: bool = False) -> StoredAsk | None:

@@ -51,7 +51,7 @@ class PostgresParticipantStore:
             lambda conn: conn.execute(
                 "SELECT row FROM branch_state WHERE txn_id = %s AND branch_id = %s", (txn_id, branch_id)
             ).fetchone(),
-            write=False,
+            idempotent=True,
         )
         return BranchRow.from_json(txn_id, branch_id, str(found[0])) if found else None
 
@@ -64,14 +64,14 @@ class PostgresParticipantStore:
                 " ON CONFLICT (txn_id, branch_id) DO UPDATE SET row = EXCLUDED.row",
                 (row.txn_id, row.branch_id, text),
             ),
-            write=True,
+            idempotent=True,  # the whole row: a second run writes the same (one round trip, no BEGIN/COMMIT)
         )
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
         found = run(
             self._pool,
             lambda conn: conn.execute("SELECT state FROM lock_state WHERE resource = %s", (resource,)).fetchone(),
-            write=False,
+            idempotent=True,
         )
         if found is None:
             return None
@@ -88,5 +88,5 @@ class PostgresParticipantStore:
                 " ON CONFLICT (resource) DO UPDATE SET state = EXCLUDED.state",
                 (resource, text),
             ),
-            write=True,
+            idempotent=True,
         )

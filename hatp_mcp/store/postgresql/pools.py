@@ -2,10 +2,12 @@
 
 Pools check a connection before lending it (`check_connection`), so after the server restarted (`pg_ctl restart`:
 every connection dropped) a store reconnects on its next call instead of failing on a dead socket. Every call runs
-through `run` / `run_async`: a write is one transaction, and a connection lost before its commit was sent kept
-nothing, so the work runs again whole on a fresh connection (ATTEMPTS in all); a read is simply asked again. A
-connection lost during the commit itself leaves the outcome unknown: that raises psycopg.OperationalError, and
-what was written is committed whole or not at all, never reported durable when it was not (HATP-STORE-2).
+through `run` / `run_async`, tried at most ATTEMPTS times on a fresh connection when the connection is lost: work
+that is one statement whose second run changes nothing (a read, an upsert of a whole row) runs on its own and is
+simply run again; any other work is one transaction, run again only when the connection was lost before its commit
+was sent (it kept nothing). A connection lost during the commit leaves the outcome unknown: that raises
+psycopg.OperationalError, and what was written is committed whole or not at all, never reported durable when it
+was not (HATP-STORE-2).
 Migrations run under a transaction-scoped advisory lock, so several processes starting at once on one database
 migrate it once.
 
@@ -176,16 +178,17 @@ async def open_async_pool(
     return pool
 
 
-def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]], T], *, write: bool) -> T:
-    """`work` on a pooled connection, inside one transaction when `write`. Raises psycopg.OperationalError when
-    the connection was lost during the commit (outcome unknown) or ATTEMPTS times before it, psycopg_pool.PoolTimeout
-    when no connection comes back in time, and whatever `work` raises (then nothing of it is kept). `work` may run
-    more than once: it must only read and write through the connection it is given."""
+def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]], T], *, idempotent: bool) -> T:
+    """`work` on a pooled connection: on its own when `idempotent` (one statement that may run twice harmlessly),
+    else inside one transaction. Raises psycopg.OperationalError when the connection was lost during the commit
+    (outcome unknown) or on every try, psycopg_pool.PoolTimeout when no connection comes back in time, and whatever
+    `work` raises (then nothing of it is kept). `work` may run more than once: it must only read and write through
+    the connection it is given."""
     for attempt in range(1, ATTEMPTS + 1):
         committing = False
         try:
             with pool.connection() as conn:
-                if not write:
+                if idempotent:
                     return work(conn)
                 with conn.transaction():
                     result = work(conn)
@@ -201,14 +204,14 @@ async def run_async(
     pool: AsyncConnectionPool[AsyncConnection[Row]],
     work: Callable[[AsyncConnection[Row]], Awaitable[T]],
     *,
-    write: bool,
+    idempotent: bool,
 ) -> T:
     """`run` for asyncio."""
     for attempt in range(1, ATTEMPTS + 1):
         committing = False
         try:
             async with pool.connection() as conn:
-                if not write:
+                if idempotent:
                     return await work(conn)
                 async with conn.transaction():
                     result = await work(conn)

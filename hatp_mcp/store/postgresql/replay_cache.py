@@ -49,7 +49,7 @@ class PostgresReplayCache:
             lambda conn: conn.execute(
                 "SELECT 1 FROM used_nonce WHERE server = %s AND nonce = %s", (server, nonce)
             ).fetchone(),
-            write=False,
+            idempotent=True,
         )
         return row is not None
 
@@ -66,7 +66,7 @@ class PostgresReplayCache:
                 ).rowcount
                 == 1
             ),
-            write=True,
+            idempotent=False,
         )
 
     def purge(self, now: datetime, *, margin: timedelta = timedelta(days=1)) -> int:
@@ -74,11 +74,11 @@ class PostgresReplayCache:
         return run(
             self._pool,
             lambda conn: conn.execute("DELETE FROM used_nonce WHERE expires_at < %s", (cutoff,)).rowcount,
-            write=True,
+            idempotent=False,
         )
 
     def note_definition(self, server: str, tool: str, digest: str, now: datetime) -> datetime:
-        return run(self._pool, lambda conn: self._note(conn, server, tool, digest, now), write=True)
+        return run(self._pool, lambda conn: self._note(conn, server, tool, digest, now), idempotent=False)
 
     @staticmethod
     def _note(conn: Connection[Row], server: str, tool: str, digest: str, now: datetime) -> datetime:

@@ -77,7 +77,7 @@ class PostgresTxnLog:
                     for e in p.entries:
                         await self._write_entry(cur, p.txn_id, e)
 
-        await run_async(self._pool, write, write=True)  # one transaction: the whole batch or none of it
+        await run_async(self._pool, write, idempotent=False)  # one transaction: the whole batch or none of it
         self.batches += 1
 
     @staticmethod
@@ -112,21 +112,24 @@ class PostgresTxnLog:
             self._reads -= 1
 
     async def _load(self, txn_id: str) -> LoggedTxn | None:
-        async def read(conn: AsyncConnection[Row]) -> tuple[Row | None, list[Row]]:
-            row = await (await conn.execute("SELECT plan, decision FROM txn WHERE txn_id = %s", (txn_id,))).fetchone()
-            if row is None:
-                return None, []
-            found = await conn.execute("SELECT event FROM txn_event WHERE txn_id = %s ORDER BY seq", (txn_id,))
-            return row, await found.fetchall()
+        async def read(conn: AsyncConnection[Row]) -> Row | None:
+            found = await conn.execute(  # one statement: one snapshot of the plan, the decision and the events
+                "SELECT plan, decision, ARRAY(SELECT event FROM txn_event e WHERE e.txn_id = t.txn_id ORDER BY seq)"
+                " FROM txn t WHERE txn_id = %s",
+                (txn_id,),
+            )
+            return await found.fetchone()
 
-        row, events = await run_async(self._pool, read, write=True)  # one transaction: one snapshot of both
+        row = await run_async(self._pool, read, idempotent=True)
         if row is None:
             return None
-        decision = row[1]
+        plan, decision, events = row
+        if not isinstance(events, list):  # ARRAY(...) is always a list, empty when there are no events
+            raise TypeError(f"txn_event of {txn_id}: expected an array, got {type(events).__name__}")
         return LoggedTxn(
             txn_id,
-            json.loads(str(row[0])),
-            [json.loads(str(e[0])) for e in events],
+            json.loads(str(plan)),
+            [json.loads(str(e)) for e in events],
             str(decision) if decision is not None else None,
         )
 
@@ -137,7 +140,7 @@ class PostgresTxnLog:
             return await (await conn.execute("SELECT txn_id FROM txn WHERE NOT closed ORDER BY begun")).fetchall()
 
         try:
-            rows = await run_async(self._pool, read, write=False)
+            rows = await run_async(self._pool, read, idempotent=True)
         finally:
             self._reads -= 1
         return [str(r[0]) for r in rows]

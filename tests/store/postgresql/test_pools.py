@@ -181,7 +181,7 @@ async def test_an_append_in_flight_when_the_server_restarts_is_written_again_on_
                     pass
                 await anyio.to_thread.run_sync(postgres.restart, "fast")  # the blocked INSERT's backend is gone
         blocker.close()
-        assert outcome == [None]  # lost before its commit: nothing kept, so written again after the reconnect
+        assert outcome == [None], outcome  # lost before its commit: nothing kept, so written again after reconnecting
         batches = log.batches
     async with open_txn_log(url) as again:
         loaded = await again.load("t")
@@ -221,7 +221,7 @@ def test_a_connection_lost_during_the_commit_raises_at_once_and_is_never_tried_a
     pool = _Pool(commit_fails=True)
     calls: list[int] = []
     with pytest.raises(_Lost):
-        run(pool, lambda conn: calls.append(1), write=True)  # type: ignore[arg-type]
+        run(pool, lambda conn: calls.append(1), idempotent=False)  # type: ignore[arg-type]
     assert calls == [1] and pool.lent == 1  # the outcome is unknown: said so, not written twice
 
 
@@ -235,7 +235,7 @@ def test_a_connection_lost_before_the_commit_is_tried_again_up_to_the_bound() ->
             raise _Lost("terminating connection due to administrator command")
         return "written"
 
-    assert run(pool, flaky, write=True) == "written"  # type: ignore[arg-type]
+    assert run(pool, flaky, idempotent=False) == "written"  # type: ignore[arg-type]
     assert len(tries) == ATTEMPTS
     tries.clear()
 
@@ -244,5 +244,5 @@ def test_a_connection_lost_before_the_commit_is_tried_again_up_to_the_bound() ->
         raise _Lost("the database system is shutting down")
 
     with pytest.raises(_Lost):
-        run(pool, gone, write=False)  # type: ignore[arg-type]
+        run(pool, gone, idempotent=True)  # type: ignore[arg-type]
     assert len(tries) == ATTEMPTS  # bounded: then the caller is told
