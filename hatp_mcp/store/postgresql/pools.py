@@ -42,7 +42,10 @@ __all__ = [
 
 T = TypeVar("T")
 Row = tuple[object, ...]
-ATTEMPTS = 3  # tries of one call whose connection was lost before its commit was sent
+# Tries of one call whose connection was lost (before its commit was sent). While the server is down a try waits
+# in the pool for a connection (psycopg_pool reconnects with backoff, up to its timeout), so tries do not spin; a
+# server shutting down may still lend connections it is about to end, and several tries can meet one of those.
+ATTEMPTS = 10
 
 CONNECT_TIMEOUT_SECONDS = 10
 _MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
@@ -197,6 +200,7 @@ def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]],
         except OperationalError:
             if committing or attempt == ATTEMPTS:
                 raise
+            pool.check()  # drop every idle connection the server already ended before the next try
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -220,4 +224,5 @@ async def run_async(
         except OperationalError:
             if committing or attempt == ATTEMPTS:
                 raise
+            await pool.check()
     raise AssertionError("unreachable: the last attempt returns or raises")

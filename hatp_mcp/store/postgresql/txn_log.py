@@ -72,7 +72,8 @@ class PostgresTxnLog:
 
     async def _write(self, batch: Sequence[Pending]) -> None:
         async def write(conn: AsyncConnection[Row]) -> None:
-            async with conn.cursor() as cur:
+            # pipelined: the batch's statements go out together, one round trip before the commit's
+            async with conn.pipeline(), conn.cursor() as cur:
                 for p in batch:
                     for e in p.entries:
                         await self._write_entry(cur, p.txn_id, e)
