@@ -52,6 +52,13 @@ class ReplayCache(Protocol):
         """Spend `nonce` durably and atomically: True for the one call that spent it, False for every replay."""
         ...
 
+    def seen_any(self, server: str, keys: list[str]) -> bool: ...
+
+    def consume_all(self, server: str, keys: list[str], *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        """Spend every one of `keys` durably, all or none: True when this call spent them all, False (nothing
+        spent) when any was already spent."""
+        ...
+
     def purge(self, now: datetime, *, margin: timedelta = ...) -> int: ...
 
     def note_definition(self, server: str, tool: str, digest: str, now: datetime) -> datetime:

@@ -66,3 +66,31 @@ def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HA
     reopened = open_replay_cache(backend.url("gate"))
     assert reopened.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, back + timedelta(hours=1)) == back
     reopened.close()
+
+
+def test_several_keys_are_spent_all_or_none_under_HATP_GATE_18(backend: Backend) -> None:
+    cache = backend.closing(open_replay_cache(backend.url("gate")))
+    args = {"approval_id": "a1", "expires_at": "2026-11-29T10:15:00Z", "now": NOW}
+    assert not cache.seen_any(SERVER, ["approval-1", "proof-bob"])
+    assert cache.consume_all(SERVER, ["approval-1", "proof-bob", "proof-bob"], **args) is True  # a key named twice
+    assert cache.seen_any(SERVER, ["nobody", "proof-bob"])
+    # one key spent before: nothing of this call is spent
+    assert cache.consume_all(SERVER, ["approval-2", "proof-bob"], **args) is False
+    assert not cache.seen_any(SERVER, ["approval-2"])
+    assert cache.consume_all("mcp://other.example", ["approval-1"], **args) is True  # per server
+
+
+def test_concurrent_spends_of_overlapping_keys_let_exactly_one_through(backend: Backend) -> None:
+    caches = [backend.closing(open_replay_cache(backend.url("gate"))) for _ in range(4)]
+    results: list[bool] = []
+    args = {"approval_id": "a1", "expires_at": "2026-11-29T10:15:00Z", "now": NOW}
+
+    def spend_all(c: ReplayCache, i: int) -> None:
+        results.append(c.consume_all(SERVER, [f"approval-{i}", "proof-shared"], **args))  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=spend_all, args=(c, i)) for i, c in enumerate(caches) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == [False] * 7 + [True]

@@ -1,7 +1,8 @@
 """A gated tool server's replay cache on PostgreSQL: the `ReplayCache` of hatp_mcp.store.replay_cache.
 
 Spending a nonce is one committed ``INSERT ... ON CONFLICT DO NOTHING``: of two servers sharing the database that
-spend the same approval at once, exactly one is told it spent it (HATP-GATE-18). A definition change is recorded
+spend the same approval at once, exactly one is told it spent it (HATP-GATE-18); `consume_all` spends several
+keys (the approval's and its people's proof nonces) in one transaction, all or none. A definition change is recorded
 under a row lock per (server, tool), so concurrent notes agree on when the current definition took effect.
 """
 
@@ -32,6 +33,10 @@ SCHEMA = Schema(
 )
 
 Row = tuple[object, ...]
+
+
+class _Replayed(Exception):
+    """A key of `consume_all` was spent before: the transaction is rolled back."""
 
 
 class PostgresReplayCache:
@@ -68,6 +73,35 @@ class PostgresReplayCache:
             ),
             idempotent=False,
         )
+
+    def seen_any(self, server: str, keys: list[str]) -> bool:
+        row = run(
+            self._pool,
+            lambda conn: conn.execute(
+                "SELECT 1 FROM used_nonce WHERE server = %s AND nonce = ANY(%s) LIMIT 1", (server, list(keys))
+            ).fetchone(),
+            idempotent=True,
+        )
+        return row is not None
+
+    def consume_all(self, server: str, keys: list[str], *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        unique = list(dict.fromkeys(keys))
+        expires = parse_ts(expires_at)
+
+        def spend(conn: Connection[Row]) -> bool:
+            spent = conn.execute(
+                "INSERT INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
+                " SELECT %s, k, %s, %s, %s FROM unnest(%s::text[]) AS k ON CONFLICT (server, nonce) DO NOTHING",
+                (server, approval_id, expires, now, unique),
+            ).rowcount
+            if spent != len(unique):  # one was spent before: a replay; spend none of them
+                raise _Replayed
+            return True
+
+        try:
+            return run(self._pool, spend, idempotent=False)
+        except _Replayed:  # raised inside the transaction: rolled back, nothing spent
+            return False
 
     def purge(self, now: datetime, *, margin: timedelta = timedelta(days=1)) -> int:
         cutoff = now - margin

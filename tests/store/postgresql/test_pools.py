@@ -254,3 +254,13 @@ def test_a_connection_lost_before_the_commit_is_tried_again_up_to_the_bound() ->
     with pytest.raises(_Lost):
         run(pool, gone, idempotent=True)  # type: ignore[arg-type]
     assert len(tries) == ATTEMPTS  # bounded: then the caller is told
+
+
+@pytest.mark.anyio
+async def test_what_was_acknowledged_survives_postgresql_crashing(postgres: Cluster, pg_url: str) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    async with open_txn_log(url) as log:
+        await log.append("t", [LogEntry("plan", {"txnId": "t"}), LogEntry("decision", {"decision": "commit"})])
+        await anyio.to_thread.run_sync(postgres.restart, "immediate")  # no shutdown checkpoint: recovery from WAL
+        loaded = await log.load("t")  # the same log, reconnected after the crash
+    assert loaded is not None and loaded.decision == "commit"
