@@ -25,7 +25,7 @@ from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
-from hatp_mcp.store.url import StoreUrl, open_participant_store
+from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
 from servers._operations import FinalOp, KeyFn, _InventoryOp
@@ -80,7 +80,9 @@ def build(
         )
     key = load_or_create_key(data, ["participant"])
     clock = SystemClock()
-    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    # HATP-TRUST-10; the txnId bindings live with the state (DATA/coordinators.db beside a SQLite one)
+    bindings = open_txn_bindings(url) if url.backend != "sqlite" else None
+    trust = open_trust(data, trusted_coordinators, clock, bindings)
     if trust.keyring is None:
         log(f"{spec.name}: WARNING no trusted coordinator; every state-changing request is refused (HATP-TRUST-6)")
     store = open_participant_store(url)

@@ -41,7 +41,7 @@ from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.gateway_store import DB_NAME
-from hatp_mcp.store.url import StoreUrl, open_gateway_store
+from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -91,7 +91,8 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
-    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    bindings = open_txn_bindings(store_url) if store_url is not None and store_url.backend != "sqlite" else None
+    trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
         log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
     server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")

@@ -16,15 +16,24 @@ from typing import TYPE_CHECKING
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.replay_cache import SqliteReplayCache
+from hatp_mcp.store.txn_bindings import SqliteTxnBindings
 from hatp_mcp.store.txn_log import SqliteTxnLog
 
 if TYPE_CHECKING:
     from hatp_mcp.store.postgresql.gateway_store import PostgresGatewayStore
     from hatp_mcp.store.postgresql.participant_state import PostgresParticipantStore
     from hatp_mcp.store.postgresql.replay_cache import PostgresReplayCache
+    from hatp_mcp.store.postgresql.txn_bindings import PostgresTxnBindings
     from hatp_mcp.store.postgresql.txn_log import PostgresTxnLog
 
-__all__ = ["StoreUrl", "open_gateway_store", "open_participant_store", "open_replay_cache", "open_txn_log"]
+__all__ = [
+    "StoreUrl",
+    "open_gateway_store",
+    "open_participant_store",
+    "open_replay_cache",
+    "open_txn_bindings",
+    "open_txn_log",
+]
 
 _POSTGRES = ("postgresql://", "postgres://")
 _NEEDS_PSYCOPG = "a postgresql:// store needs psycopg: pip install 'hatp-mcp[postgresql]'"
@@ -123,3 +132,13 @@ def open_replay_cache(url: StoreUrl) -> SqliteReplayCache | PostgresReplayCache:
     from hatp_mcp.store.postgresql.replay_cache import PostgresReplayCache
 
     return PostgresReplayCache(url.target)
+
+
+def open_txn_bindings(url: StoreUrl) -> SqliteTxnBindings | PostgresTxnBindings:
+    """A receiver's txnId -> coordinator bindings (HATP-TRUST-5; `close()` it). Raises as `open_txn_log`."""
+    if url.backend == "sqlite":
+        return SqliteTxnBindings(url.target)
+    _psycopg()
+    from hatp_mcp.store.postgresql.txn_bindings import PostgresTxnBindings
+
+    return PostgresTxnBindings(url.target)

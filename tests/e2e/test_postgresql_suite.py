@@ -26,6 +26,7 @@ from hatp_mcp.core.humans.proof import sign_decision
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from servers.coordinator import main as coordinator_main
 from tests.acme_org import ORG_DIR
+from tests.coordinators import trust_coordinator_dirs
 from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, problems, trip, uri
 from tests.postgres_cluster import Cluster
 
@@ -41,6 +42,8 @@ class PgSuite:
         self.stores: dict[str, str] = {}
 
     async def start(self, name: str, module: str, extra: list[str]) -> HttpProcess:
+        if name != "coordinator":  # each receiver acts for the suite's coordinator only (HATP-TRUST-10)
+            trust_coordinator_dirs([self.data / name], [self.data / "coordinator"])
         self.stores[name] = self.cluster.new_database()  # one database per server
         self.procs[name] = await self.stack.enter_async_context(
             launch_http(module, self.data / name, extra=[*extra, "--store", self.stores[name]], ready_timeout=60)
@@ -109,7 +112,10 @@ async def test_a_trip_commits_with_every_store_on_postgresql_and_survives_a_rest
     assert (seat["state"], seat["holder"]) == ("taken", "txn-pg-2")
     with psycopg.connect(suite.stores["airline"]) as conn:  # the airline's answers are in its own database
         rows = conn.execute("SELECT txn_id FROM branch_state ORDER BY txn_id").fetchall()
+        bound = conn.execute("SELECT txn_id, coordinator FROM txn_bindings ORDER BY txn_id").fetchall()
     assert rows == [("txn-pg-1",), ("txn-pg-2",)]
+    assert bound == [("txn-pg-1", "coordinator://localhost"), ("txn-pg-2", "coordinator://localhost")]  # and there
+    assert not (suite.data / "airline" / "coordinators.db").exists()
 
 
 def test_a_coordinator_whose_store_cannot_be_reached_exits_2_with_one_line(

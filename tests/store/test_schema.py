@@ -13,15 +13,23 @@ import psycopg
 import pytest
 
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store import gateway_store, participant_state, replay_cache, txn_log
+from hatp_mcp.store import gateway_store, participant_state, replay_cache, txn_bindings, txn_log
 from hatp_mcp.store.postgresql import gateway_store as pg_gateway
 from hatp_mcp.store.postgresql import participant_state as pg_participant
 from hatp_mcp.store.postgresql import replay_cache as pg_replay
+from hatp_mcp.store.postgresql import txn_bindings as pg_bindings
 from hatp_mcp.store.postgresql import txn_log as pg_txn_log
 from hatp_mcp.store.postgresql.pools import open_pool
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
-from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_participant_store, open_replay_cache, open_txn_log
+from hatp_mcp.store.url import (
+    StoreUrl,
+    open_gateway_store,
+    open_participant_store,
+    open_replay_cache,
+    open_txn_bindings,
+    open_txn_log,
+)
 from tests.store.conftest import Backend
 
 
@@ -43,6 +51,7 @@ STORES: dict[str, tuple[Callable[[StoreUrl], None], Schema, Schema]] = {
     "participant.state": (_closing(open_participant_store), participant_state.SQLITE_SCHEMA, pg_participant.SCHEMA),
     "gateway": (_closing(open_gateway_store), gateway_store.SQLITE_SCHEMA, pg_gateway.SCHEMA),
     "replay": (_closing(open_replay_cache), replay_cache.SQLITE_SCHEMA, pg_replay.SCHEMA),
+    "coordinator.bindings": (_closing(open_txn_bindings), txn_bindings.SQLITE_SCHEMA, pg_bindings.SCHEMA),
 }
 
 

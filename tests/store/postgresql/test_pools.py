@@ -18,7 +18,14 @@ from hatp_mcp.store.gateway_store import StoredAsk
 from hatp_mcp.store.participant_state import BranchRow
 from hatp_mcp.store.postgresql.pools import ATTEMPTS, run, where
 from hatp_mcp.store.txn_log import LogEntry
-from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_participant_store, open_replay_cache, open_txn_log
+from hatp_mcp.store.url import (
+    StoreUrl,
+    open_gateway_store,
+    open_participant_store,
+    open_replay_cache,
+    open_txn_bindings,
+    open_txn_log,
+)
 from tests.postgres_cluster import Cluster, running_cluster
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -37,6 +44,7 @@ OPENERS: dict[str, Callable[[StoreUrl], None]] = {
     "participant.state": lambda url: open_participant_store(url).close(),
     "gateway": lambda url: open_gateway_store(url).close(),
     "replay": lambda url: open_replay_cache(url).close(),
+    "coordinator.bindings": lambda url: open_txn_bindings(url).close(),
 }
 
 
