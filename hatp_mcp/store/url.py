@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hatp_mcp.store.dsn import shown
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.replay_cache import SqliteReplayCache
@@ -67,11 +68,7 @@ class StoreUrl:
 
     def __str__(self) -> str:
         """For logs: a postgresql URL without its password."""
-        if self.backend == "sqlite":
-            return f"sqlite:{self.target}"
-        from hatp_mcp.store.postgresql.pools import where
-
-        return where(self.target)
+        return f"sqlite:{self.target}" if self.backend == "sqlite" else shown(self.target)
 
 
 def _psycopg() -> None:

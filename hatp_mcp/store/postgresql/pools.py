@@ -24,6 +24,7 @@ from psycopg import AsyncConnection, Connection, OperationalError
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hatp_mcp.errors import HatpError
+from hatp_mcp.store.dsn import shown
 from hatp_mcp.store.errors import StoreUnreachable
 from hatp_mcp.store.schema import VERSION_TABLE, Schema
 
@@ -59,10 +60,7 @@ _WRITE = (
 
 def where(url: str) -> str:
     """The database a URL names, for messages: never its password."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    parts = conninfo_to_dict(url)
-    return f"postgresql://{parts.get('host', '')}:{parts.get('port', '')}/{parts.get('dbname', '')}"
+    return shown(url)
 
 
 _DURABILITY = "SELECT current_setting('fsync'), current_setting('synchronous_commit')"

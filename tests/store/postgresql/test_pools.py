@@ -4,6 +4,7 @@ server restarts under them without losing anything they reported committed (`pg_
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -78,7 +79,17 @@ def test_a_server_running_with_fsync_off_is_refused_under_HATP_STORE_3() -> None
 
 def test_messages_name_the_database_never_its_password() -> None:
     assert where("postgresql://hatp:s3cret@db.internal:5433/hatp") == "postgresql://db.internal:5433/hatp"
-    assert str(StoreUrl.parse("postgresql://hatp:s3cret@db.internal/hatp")) == "postgresql://db.internal:/hatp"
+    assert str(StoreUrl.parse("postgresql://hatp:s3cret@db.internal/hatp")) == "postgresql://db.internal/hatp"
+
+
+def test_without_psycopg_a_postgresql_store_is_refused_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as on an install without the [postgresql] extra
+    url = StoreUrl.parse("postgresql://hatp:s3cret@db.internal:5432/hatp")
+    with pytest.raises(ValueError, match=r"pip install 'hatp-mcp\[postgresql\]'"):
+        open_participant_store(url)
+    assert str(url) == "postgresql://db.internal:5432/hatp"  # the message about it needs no psycopg
 
 
 @pytest.mark.anyio
