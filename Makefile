@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
+.PHONY: install postgresql test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
 
 install: $(STAMP)
 
@@ -22,8 +22,17 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# The store tests start a throwaway PostgreSQL of their own (tests/postgres_cluster.py): its server binaries must be
+# here. Debian's package puts them in /usr/lib/postgresql/N/bin and starts no cluster; CI runs as root.
+PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb 2>/dev/null))
+postgresql:
+ifeq ($(PG_INITDB),)
+	@if [ "$$(id -u)" != 0 ]; then echo "PostgreSQL's initdb is missing: run 'sudo apt-get install -y postgresql'" >&2; exit 1; fi
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
+endif
+
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install
+pytest: install postgresql
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
@@ -37,7 +46,7 @@ demo-gated: install
 demo-undo: install
 	$(BIN)/python -m demo.undo
 
-bench: install
+bench: install postgresql
 	$(BIN)/python -m bench.run
 
 # 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome

@@ -1,4 +1,5 @@
-"""The body every tool server shares: arguments, --data (key, SQLite), the participant wrapper, tools, serving.
+"""The body every tool server shares: arguments, --data (key, SQLite), --store (the participant state on SQLite or
+PostgreSQL), the participant wrapper, tools, serving.
 
 A tool server is an `MCPServer` with ordinary tools (look up, book directly, and outside changes for demos and
 tests) plus HATP via `serve_hatp` on hatp_mcp.runtime.participant.ParticipantRuntime. Each server module only
@@ -16,6 +17,7 @@ from pathlib import Path
 import anyio
 from mcp.server import MCPServer
 
+from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
@@ -23,6 +25,7 @@ from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
+from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
 from servers._operations import FinalOp, KeyFn, _InventoryOp
@@ -53,27 +56,38 @@ class ToolServer:
 
 
 def build(
-    spec: ToolServer, data: Path, *, effects_apart: bool = False, trusted_coordinators: str | None = None
+    spec: ToolServer,
+    data: Path,
+    *,
+    effects_apart: bool = False,
+    trusted_coordinators: str | None = None,
+    store_url: StoreUrl | None = None,
 ) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
     """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
 
     The inventory lives in the participant store's database (state.db), so each hold and commit is kept with its
     answer by one transaction (HATP-PART-13); `effects_apart` keeps it in inventory.db instead, as an outside
-    system's would be (commits then write their intent first, HATP-PART-10/11). `trusted_coordinators`: the
+    system's would be (commits then write their intent first, HATP-PART-10/11). With the state elsewhere
+    (`store_url`, e.g. PostgreSQL) the inventory is always apart, in inventory.db. `trusted_coordinators`: the
     `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every state-changing
-    request is refused, HATP-TRUST-6)."""
-    if not effects_apart and (data / "inventory.db").exists():  # fail closed: never two inventories
+    request is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-STORE-1/3)."""
+    url = store_url or StoreUrl.sqlite(data / "state.db")
+    apart = effects_apart or url.backend != "sqlite"
+    if not apart and (data / "inventory.db").exists():  # fail closed: never two inventories
         raise ValueError(
             f"{data / 'inventory.db'} holds an inventory apart from state.db (an older layout, or --effects-apart):"
             " start with --effects-apart, or move it away"
         )
     key = load_or_create_key(data, ["participant"])
     clock = SystemClock()
-    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    # HATP-TRUST-10; the txnId bindings live with the state (DATA/coordinators.db beside a SQLite one)
+    bindings = open_txn_bindings(url) if url.backend != "sqlite" else None
+    trust = open_trust(data, trusted_coordinators, clock, bindings)
     if trust.keyring is None:
         log(f"{spec.name}: WARNING no trusted coordinator; every state-changing request is refused (HATP-TRUST-6)")
-    store = SqliteParticipantStore(data / "state.db")
-    inventory = Inventory(data / "inventory.db" if effects_apart else store.database)
+    store = open_participant_store(url)
+    shared = store.database if isinstance(store, SqliteParticipantStore) and not apart else None
+    inventory = Inventory(data / "inventory.db" if shared is None else shared)
     operations: dict[str, Operation] = {o.name: o.op(inventory, o.key) for o in spec.ops}
     runtime = ParticipantRuntime(
         spec.uri,
@@ -145,6 +159,11 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         help="TEST-ONLY: keep the inventory in a database of its own, as an outside system's (HATP-PART-10/11)",
     )
     add_trust_argument(parser)
+    parser.add_argument(
+        "--store",
+        help="the participant state: sqlite:PATH (default: sqlite:DATA/state.db, holding the inventory too) or"
+        " postgresql://USER@HOST:PORT/DB (one database per server; the inventory stays in DATA/inventory.db)",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
@@ -155,10 +174,11 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
             data,
             effects_apart=args.effects_apart or args.commit_delay > 0,
             trusted_coordinators=args.trusted_coordinators,
+            store_url=StoreUrl.parse(args.store) if args.store else None,
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, HatpError) as exc:  # HatpError: HATP-STORE-1/3
         log(f"{spec.name}: cannot start: {exc}")
         return 2
     anyio.run(functools.partial(serve, server, args.transport, args.port, parent_watch=args.parent_watch))

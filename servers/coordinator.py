@@ -12,8 +12,9 @@ at start (HATP-MCP-28) unless `--trust-advertised-keys` allows trust on first us
 Every state-changing request it sends carries its signed auth (HATP-TRUST-11): each participant and the gateway
 must list its public key (`DATA/public.jwk.json`) bound to `--id` in their trust list (HATP-TRUST-10).
 
-Under --data: the signing key (key.jwk.json, role coordinator), the durable decision log (coordinator.db) and the
-stderr of stdio children (and, with --trust-advertised-keys, under trusted-keys/ the keys each participant first
+Under --data: the signing key (key.jwk.json, role coordinator), the durable decision log (coordinator.db, unless
+`--store postgresql://USER@HOST:PORT/DB` keeps it in PostgreSQL; `--store sqlite:PATH` puts the file elsewhere) and
+the stderr of stdio children (and, with --trust-advertised-keys, under trusted-keys/ the keys each participant first
 advertised). On start it reaches every participant (an advertised key outside its pinned ones is refused,
 HATP-MCP-27), then
 finishes every transaction its log holds open (HATP-MCP-24), then serves agents (hatp_mcp.mcp.coordinator_server).
@@ -27,6 +28,7 @@ agent its card names, for the person the card names.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -53,7 +55,8 @@ from hatp_mcp.runtime.interfaces import Approver
 from hatp_mcp.runtime.org import load_agents, load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
-from hatp_mcp.store.txn_log import SqliteTxnLog
+from hatp_mcp.store.txn_log import TxnLog
+from hatp_mcp.store.url import StoreUrl, open_txn_log
 from servers._keys import load_or_create_key
 
 __all__ = ["GATEWAY", "Setup", "main", "read_setup"]
@@ -167,10 +170,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
     p.add_argument("--retry-seconds", type=int, default=30, help="retry an in-doubt commit this often")
     p.add_argument("--poll-seconds", type=int, default=30, help="poll a pending approval this often")
+    p.add_argument(
+        "--store",
+        help="the decision log: sqlite:PATH (default: sqlite:DATA/coordinator.db) or postgresql://USER@HOST:PORT/DB",
+    )
     return p
 
 
-async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: SigningKey | None = None) -> int:
+async def _run(
+    args: argparse.Namespace, data: Path, setup: Setup, store: StoreUrl, agent_key: SigningKey | None = None
+) -> int:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            txn_log = await stack.enter_async_context(open_txn_log(store))
+        except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
+            log(f"coordinator: cannot start: {store}: {exc}")
+            return 2
+        return await _serve(args, data, setup, txn_log, agent_key)
+
+
+async def _serve(
+    args: argparse.Namespace, data: Path, setup: Setup, txn_log: TxnLog, agent_key: SigningKey | None
+) -> int:
     key = load_or_create_key(data, ["coordinator"])
     clock = SystemClock()
     signer = RequestSigner(key, args.id, clock).sign  # every state-changing request carries its auth (HATP-TRUST-11)
@@ -211,7 +232,7 @@ async def _run(args: argparse.Namespace, data: Path, setup: Setup, agent_key: Si
             keyring=keyring,
             participants=participants,
             approver=approver,
-            log=SqliteTxnLog(data / "coordinator.db"),
+            log=txn_log,
             bounds=bounds_over_links(participants),  # HATP-MODE-9: each participant's stated bounds, at begin
             clock=clock,
             config=Config(
@@ -266,12 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "coordinator"
     try:
         setup = read_setup(args)
+        store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(data / "coordinator.db")
         data.mkdir(parents=True, exist_ok=True)
         agent_key = SigningKey.from_jwk(json.loads(Path(args.agent_key).read_text())) if args.agent_key else None
     except (HatpError, OSError, ValueError) as exc:
         log(f"coordinator: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, data, setup, agent_key))
+    return anyio.run(functools.partial(_run, args, data, setup, store, agent_key))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@
   and tests: coordinators trust the well-known's keys, so the gateway must sign with a published one); else a new
   key created in DIR, whose public half (`DIR/public.jwk.json`) the organisation must publish. A key the
   well-known does not publish as a gateway key is logged as a warning at start: its votes will not verify.
-- State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL).
-  A decision made there is picked up on the next poll or tick.
+- State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL), or
+  in PostgreSQL with `--store postgresql://...` (`hatp inbox --store` the same URL). A decision made there is
+  picked up on the next poll or tick. One gateway process per store: timers are not shared between processes.
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -39,7 +40,8 @@ from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import DB_NAME
+from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -64,11 +66,16 @@ def choose_key(data: Path, org: Path, published: Keyring, key_file: str | None) 
 
 
 def build(
-    data: Path, org: Path, clock: Clock, key_file: str | None = None, trusted_coordinators: str | None = None
+    data: Path,
+    org: Path,
+    clock: Clock,
+    key_file: str | None = None,
+    trusted_coordinators: str | None = None,
+    store_url: StoreUrl | None = None,
 ) -> tuple[MCPServer, GatewayApprover]:
-    """Load the organisation, key and store and build the server. `trusted_coordinators`: the
-    `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every prepare, abort
-    and tighten is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError."""
+    """Load the organisation, key and store (`store_url`, default DATA/gateway.db) and build the server.
+    `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json;
+    none: every prepare, abort and tighten is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError."""
     directory, ignored, contacts = load_org(org)
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
@@ -76,7 +83,7 @@ def build(
     key = choose_key(data, org, directory.keyring, key_file)
     if "gateway" not in key.roles:
         raise ValueError(f"key {key.kid} has roles {sorted(key.roles)}; the gateway signs with role 'gateway'")
-    store = GatewayStore(data)
+    store = open_gateway_store(store_url or StoreUrl.sqlite(data / DB_NAME))
     for human, book in contacts.items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)
@@ -84,7 +91,8 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
-    trust = open_trust(data, trusted_coordinators, clock)  # HATP-TRUST-10
+    bindings = open_txn_bindings(store_url) if store_url is not None and store_url.backend != "sqlite" else None
+    trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
         log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
     server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
@@ -107,12 +115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--key", default=None, help="the gateway's private JWK (role gateway)")
     parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
     add_trust_argument(parser)
+    parser.add_argument(
+        "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
     try:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
-        server, gateway = build(data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators)
+        store = StoreUrl.parse(args.store) if args.store else None
+        server, gateway = build(data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store)
     except (OSError, ValueError, HatpError) as exc:  # HatpError: an unusable well-known document
         log(f"gateway: cannot start: {exc}")
         return 2

@@ -27,6 +27,7 @@ from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
+from hatp_mcp.store.url import StoreUrl, open_gateway_store
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -34,7 +35,9 @@ HELP = "the terminal inbox: list pending asks, show a screen, approve, reject, d
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="the gateway's data dir (holding gateway.db)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data", help="the gateway's data dir (holding gateway.db)")
+    where.add_argument("--store", help="the gateway's store URL instead: postgresql://USER@HOST:PORT/DB")
     p.add_argument("--now", help="decide as of this RFC 3339 UTC time (default: the system clock)")
     sub = p.add_subparsers(dest="inbox_command", required=True)
     ls = sub.add_parser("list", help="list pending asks")
@@ -89,14 +92,17 @@ def _preview(store: GatewayStore, rec: AskRecord, proof: HumanDecisionProof, now
 
 
 def run(args: argparse.Namespace) -> int:
-    db = Path(args.data) / DB_NAME
-    if not db.exists():
+    db = Path(args.data or ".") / DB_NAME
+    if args.store is None and not db.exists():
         return fail(f"{args.data}: no gateway data here (missing {DB_NAME})")
     try:
         now = parse_ts(args.now) if args.now else datetime.now(UTC)
     except ValueError as exc:
         return fail(f"--now: {exc}")
-    store = GatewayStore(db)
+    try:
+        store = open_gateway_store(StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(db))
+    except (HatpError, OSError, ValueError) as exc:
+        return fail(f"{args.store or db}: {exc}")
     try:
         return _run(args, store, now)
     finally:

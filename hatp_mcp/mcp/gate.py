@@ -42,7 +42,7 @@ from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
-from hatp_mcp.store.replay_cache import ReplayCache
+from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
 
 __all__ = ["APPROVAL_META_KEY", "ApprovalGate", "GatedTool", "QuoteFn", "create_approval_gate", "gate_tools"]
 
@@ -178,7 +178,7 @@ def create_approval_gate(
     (its routing record), which a compromised gateway key can rename. Raises ValueError for a bad keyring."""
     trusted = trusted_gateways if isinstance(trusted_gateways, Keyring) else Keyring.from_jwks(trusted_gateways)
     people = humans if isinstance(humans, HumanKeys) else HumanKeys.from_cards(humans)
-    cache = replay_cache if isinstance(replay_cache, ReplayCache) else ReplayCache(replay_cache)
+    cache = SqliteReplayCache(replay_cache) if isinstance(replay_cache, str | Path) else replay_cache
     return ApprovalGate(
         server_id=server_id,
         trusted=trusted,

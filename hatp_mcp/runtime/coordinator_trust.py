@@ -159,12 +159,13 @@ class RequestSigner:
         return authorize(method, params, self.key, self.coordinator, self._clock.now())
 
 
-def open_trust(data: Path, flag: str | None, clock: Clock) -> TrustedCoordinators:
+def open_trust(data: Path, flag: str | None, clock: Clock, bindings: TxnBindings | None = None) -> TrustedCoordinators:
     """A server's trust list (HATP-TRUST-10): `flag` (`--trusted-coordinators [ID=]FILE`; `ID=` binds the file's
-    keys to that coordinator id), else `DATA/trusted-coordinators.json` when present, else none: the server
-    starts and refuses every state-changing request (HATP-TRUST-6). Bindings are kept in `DATA/coordinators.db`.
+        keys to that coordinator id), else `DATA/trusted-coordinators.json` when present, else none: the server
+        starts and refuses every state-changing request (HATP-TRUST-6). Bindings are kept in `bindings`, by default
+    `DATA/coordinators.db`.
 
-    Raises ValueError (a bad trust list) or OSError."""
+        Raises ValueError (a bad trust list) or OSError."""
     where = str(data / TRUST_FILE)
     keyring: Keyring | None = None
     if flag is not None:
@@ -173,4 +174,5 @@ def open_trust(data: Path, flag: str | None, clock: Clock) -> TrustedCoordinator
     elif (data / TRUST_FILE).exists():
         keyring = load_trust_list(data / TRUST_FILE)
     data.mkdir(parents=True, exist_ok=True)
-    return TrustedCoordinators(keyring, clock, SqliteTxnBindings(data / "coordinators.db"), where=where)
+    kept = bindings if bindings is not None else SqliteTxnBindings(data / "coordinators.db")
+    return TrustedCoordinators(keyring, clock, kept, where=where)

@@ -1,10 +1,12 @@
-"""The Human Gateway's durable state in SQLite: asks (their record and the signed evidence last sent), the
+"""The Human Gateway's durable state: asks (their record and the signed evidence last sent), the
 contacts table, the outbox of every message that left the gateway, the people's signed decision proofs left by
 `hatp inbox` (submitted, then accepted or refused by the gateway) and the nonces of every proof that counted.
 
-Several processes share one data dir (the gateway and `hatp inbox`), so every change is a read-modify-write
-inside ``BEGIN IMMEDIATE``. Contact details live only in the `contacts` table: nothing here copies them into
-an ask, a vote or the outbox. This module knows nothing of the protocol beyond storing AskRecords.
+`GatewayStore` is the interface; `SqliteGatewayStore` the embedded default (``DIR/gateway.db``),
+hatp_mcp.store.postgresql.gateway_store the shared one. Several processes share one store (the gateway and
+`hatp inbox`), so every change is an atomic read-modify-write (SQLite: inside ``BEGIN IMMEDIATE``). Contact
+details live only in the `contacts` table: nothing here copies them into an ask, a vote or the outbox. This
+module knows nothing of the protocol beyond storing AskRecords.
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["DB_NAME", "GatewayStore", "StoredAsk", "StoredProof"]
+__all__ = ["DB_NAME", "SQLITE_SCHEMA", "GatewayStore", "SqliteGatewayStore", "StoredAsk", "StoredProof"]
 
 DB_NAME = "gateway.db"
 
-_SCHEMA = """
+_SQLITE_V1 = """
 CREATE TABLE IF NOT EXISTS asks (
     ask_id TEXT PRIMARY KEY,
     txn_id TEXT,
@@ -63,6 +66,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     message TEXT NOT NULL
 );
 """
+SQLITE_SCHEMA = Schema("gateway", (tuple(s.strip() for s in _SQLITE_V1.split(";") if s.strip()),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +96,48 @@ class StoredProof:
     reason: str | None = None
 
 
-class GatewayStore:
+class GatewayStore(Protocol):
+    """What the gateway runtime and `hatp inbox` need. Every call is durable before it returns (HATP-GW-13: an ask
+    is kept before its vote is answered) and every change is atomic, also between processes sharing the store."""
+
+    def close(self) -> None: ...
+
+    def get(self, ask_id: str) -> StoredAsk | None: ...
+
+    def create(self, stored: StoredAsk, txn_id: str | None = None, requirement_id: str | None = None) -> StoredAsk:
+        """Insert an ask unless one with that id exists; return what is stored (idempotent)."""
+        ...
+
+    def update(self, ask_id: str, change: Callable[[StoredAsk], StoredAsk]) -> StoredAsk:
+        """Apply `change` to the stored ask atomically and return the result. Raises KeyError when there is no
+        such ask; whatever `change` raises leaves the stored ask as it was."""
+        ...
+
+    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
+        """`update` for a decision proof: `change` gets the ask and whether `nonce` was spent before; the nonce is
+        spent in the same transaction. Whatever `change` raises spends nothing. Raises KeyError (no such ask)."""
+        ...
+
+    def submit_proof(self, ask_id: str, proof: dict[str, Any]) -> int: ...
+
+    def proofs(self, ask_id: str | None = None, status: str | None = None) -> list[StoredProof]: ...
+
+    def asks_with_proofs(self, status: str) -> list[str]: ...
+
+    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None: ...
+
+    def asks(self, state: str | None = None) -> list[StoredAsk]: ...
+
+    def set_contact(self, human: str, channel: str, address: str) -> None: ...
+
+    def contacts_for(self, human: str) -> dict[str, str]: ...
+
+    def record_sent(self, ask_id: str, kind: str, message: dict[str, Any], recipient: str | None = None) -> None: ...
+
+    def sent(self) -> list[tuple[str, str, str | None, dict[str, Any]]]: ...
+
+
+class SqliteGatewayStore:
     """Durable asks, contacts and outbox in ``DIR/gateway.db``. Calls are short and thread-safe."""
 
     def __init__(self, path: str | Path) -> None:
@@ -102,7 +147,8 @@ class GatewayStore:
         self.path = p
         self._conn = open_db(p)
         self._lock = threading.Lock()
-        self._conn.executescript(_SCHEMA)
+        with self._lock:
+            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(p))
 
     def close(self) -> None:
         with self._lock:

@@ -24,9 +24,17 @@ from typing import Any, Protocol
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.participant.branch import BranchMachine, BranchState, Lease
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["BranchRow", "MemoryParticipantStore", "ParticipantStore", "SqliteParticipantStore", "StateDb"]
+__all__ = [
+    "SQLITE_SCHEMA",
+    "BranchRow",
+    "MemoryParticipantStore",
+    "ParticipantStore",
+    "SqliteParticipantStore",
+    "StateDb",
+]
 
 
 @dataclass
@@ -125,6 +133,18 @@ class MemoryParticipantStore:
         self._locks[resource] = dict(state)
 
 
+SQLITE_SCHEMA = Schema(
+    "participant.state",
+    (
+        (
+            "CREATE TABLE IF NOT EXISTS branch_state (txn_id TEXT, branch_id TEXT, row TEXT NOT NULL,"
+            " PRIMARY KEY (txn_id, branch_id))",
+            "CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)",
+        ),
+    ),
+)
+
+
 class StateDb:
     """One SQLite database (WAL, synchronous=FULL) shared by a participant store and the tool data living in it.
 
@@ -135,6 +155,7 @@ class StateDb:
     """
 
     def __init__(self, path: str | Path) -> None:
+        self.where = str(path)
         self.conn = open_db(path)
         self.lock = threading.RLock()
         self._depth = 0  # > 0 while a transaction is open (only ever changed under `lock`)
@@ -177,13 +198,8 @@ class SqliteParticipantStore:
 
     def __init__(self, path: str | Path | StateDb) -> None:
         self.database = path if isinstance(path, StateDb) else StateDb(path)
-        db = self.database.conn
         with self.database.lock:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS branch_state (txn_id TEXT, branch_id TEXT, row TEXT NOT NULL,"
-                " PRIMARY KEY (txn_id, branch_id))"
-            )
-            db.execute("CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)")
+            migrate_sqlite(self.database.conn, SQLITE_SCHEMA, self.database.where)
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """Everything written inside (puts, and writes of tool data on `database`) is one durable transaction."""

@@ -1,9 +1,10 @@
-"""The durable state of a tool server's approval gate, in SQLite: the nonces of approvals already used (each
+"""The durable state of a tool server's approval gate: the nonces of approvals already used (each
 approval works once, across restarts, HATP-GATE-18) and when each tool definition took effect (HATP-GATE-9).
 
 Spending a nonce is one atomic INSERT committed with synchronous=FULL before the tool runs, so two concurrent
 calls with the same approval cannot both run and a crash after the insert never lets it run twice. This module
-decides nothing: the rules are hatp_mcp/core/gate/checks.py's; it must not import the MCP SDK.
+decides nothing: the rules are hatp_mcp/core/gate/checks.py's; it must not import the MCP SDK. `ReplayCache` is
+the interface, `SqliteReplayCache` the embedded default, hatp_mcp.store.postgresql.replay_cache the shared one.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import sqlite3
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["ReplayCache"]
+__all__ = ["SQLITE_SCHEMA", "ReplayCache", "SqliteReplayCache"]
 
-_SCHEMA = """
+_SQLITE_V1 = """
 CREATE TABLE IF NOT EXISTS used_nonce (
     server TEXT NOT NULL,
     nonce TEXT NOT NULL,
@@ -35,16 +38,42 @@ CREATE TABLE IF NOT EXISTS tool_definition (
     PRIMARY KEY (server, tool, digest)
 );
 """
+SQLITE_SCHEMA = Schema("replay", (tuple(s.strip() for s in _SQLITE_V1.split(";") if s.strip()),))
 
 
-class ReplayCache:
+class ReplayCache(Protocol):
+    """Used approval nonces and tool definition epochs. Every write is durable before it returns."""
+
+    def close(self) -> None: ...
+
+    def seen(self, server: str, nonce: str) -> bool: ...
+
+    def consume(self, server: str, nonce: str, *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        """Spend `nonce` durably and atomically: True for the one call that spent it, False for every replay."""
+        ...
+
+    def seen_any(self, server: str, keys: list[str]) -> bool: ...
+
+    def consume_all(self, server: str, keys: list[str], *, approval_id: str, expires_at: str, now: datetime) -> bool:
+        """Spend every one of `keys` durably, all or none: True when this call spent them all, False (nothing
+        spent) when any was already spent."""
+        ...
+
+    def purge(self, now: datetime, *, margin: timedelta = ...) -> int: ...
+
+    def note_definition(self, server: str, tool: str, digest: str, now: datetime) -> datetime:
+        """Record `tool`'s current definition digest; return when the current definition took effect."""
+        ...
+
+
+class SqliteReplayCache:
     """Used approval nonces and tool definition epochs of one or more gated servers. Thread-safe; `close()` it."""
 
     def __init__(self, path: str | Path) -> None:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection = open_db(path)
         with self._lock:
-            self._db.executescript(_SCHEMA)
+            migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
 
     def close(self) -> None:
         with self._lock:

@@ -3,8 +3,8 @@
 One row per txnId, written once by the first request a trusted coordinator proved, never changed or removed:
 `bind` inserts only when the txnId is new and answers the binding that holds, in one step, so two coordinators
 racing for one txnId cannot both win. `SqliteTxnBindings` keeps them in `DIR/coordinators.db` (a receiver's
---data); `MemoryTxnBindings` for in-memory servers and tests. No protocol logic: the checks are
-hatp_mcp/core/participant/coordinator_auth.py's.
+--data), hatp_mcp.store.postgresql.txn_bindings in PostgreSQL; `MemoryTxnBindings` for in-memory servers and
+tests. No protocol logic: the checks are hatp_mcp/core/participant/coordinator_auth.py's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,20 @@ from pathlib import Path
 from typing import Protocol
 
 from hatp_mcp.core.participant.coordinator_auth import Binding
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings"]
+__all__ = ["SQLITE_SCHEMA", "MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings"]
+
+SQLITE_SCHEMA = Schema(
+    "coordinator.bindings",
+    (
+        (
+            "CREATE TABLE IF NOT EXISTS txn_bindings ("
+            "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",
+        ),
+    ),
+)
 
 
 class TxnBindings(Protocol):
@@ -45,10 +56,7 @@ class SqliteTxnBindings:
         self._conn = open_db(path)
         self._lock = threading.Lock()
         with self._lock:
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS txn_bindings ("
-                "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)"
-            )
+            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(path))
 
     def get(self, txn_id: str) -> Binding | None:
         with self._lock:

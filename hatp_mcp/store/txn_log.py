@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,10 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["LogEntry", "LoggedTxn", "MemoryTxnLog", "SqliteTxnLog", "TxnLog"]
+__all__ = ["SQLITE_SCHEMA", "GroupCommit", "LogEntry", "LoggedTxn", "MemoryTxnLog", "Pending", "SqliteTxnLog", "TxnLog"]
 
 R = TypeVar("R")
 
@@ -87,20 +88,65 @@ def _apply(txns: dict[str, LoggedTxn], txn_id: str, e: LogEntry) -> None:
 
 
 @dataclass
-class _Pending:
+class Pending:
+    """One append waiting in a group commit."""
+
     txn_id: str
     entries: Sequence[LogEntry]
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
 
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT, closed INTEGER"
-    " NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
-    " PRIMARY KEY (txn_id, seq))",
-    "CREATE TABLE IF NOT EXISTS txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
-    " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+class GroupCommit:
+    """Appends that arrive while a write is in flight are written together by the next one (one durable commit
+    for all of them); each append returns once its batch is durable, or raises what the batch's write raised
+    (nothing of a failed batch is kept: `write` is one database transaction)."""
+
+    def __init__(self, write: Callable[[Sequence[Pending]], Awaitable[None]]) -> None:
+        self._write = write
+        self.queue: list[Pending] = []
+        self.writing = False
+        self.appends = 0
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        mine = Pending(txn_id, entries)
+        self.queue.append(mine)
+        self.appends += 1
+        if not self.writing:
+            # The first appender leads: it writes batches until the queue is empty. Shielded: a decision
+            # that is being written must be written (or fail) whole, even if the caller is cancelled.
+            self.writing = True
+            try:
+                with anyio.CancelScope(shield=True):
+                    while self.queue:
+                        batch, self.queue = self.queue, []
+                        error: BaseException | None = None
+                        try:
+                            await self._write(batch)
+                        except Exception as exc:  # handed to every waiter of the batch
+                            error = exc
+                        for p in batch:
+                            p.error = error
+                            p.done.set()
+            finally:
+                self.writing = False
+        await mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+
+
+SQLITE_SCHEMA = Schema(
+    "coordinator.log",
+    (
+        (
+            "CREATE TABLE IF NOT EXISTS txn (txn_id TEXT PRIMARY KEY, plan TEXT NOT NULL, decision TEXT, closed INTEGER"
+            " NOT NULL DEFAULT 0)",
+            "CREATE TABLE IF NOT EXISTS txn_event (txn_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
+            " PRIMARY KEY (txn_id, seq))",
+            "CREATE TABLE IF NOT EXISTS txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
+            " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
+        ),
+    ),
 )
 
 
@@ -109,21 +155,22 @@ class SqliteTxnLog:
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
-        for stmt in _SCHEMA:
-            self._db.execute(stmt)
+        migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
-        self._queue: list[_Pending] = []
-        self._writing = False
+        self._group = GroupCommit(lambda batch: self._in_thread(self._write, batch))
         self._on_durable = on_durable
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
-        self.appends = 0
         self._threads = 0
         self._executor: ThreadPoolExecutor | None = None
 
     @property
     def idle(self) -> bool:
         """No write or read is in flight (tests on a fake clock wait for this before moving the clock)."""
-        return not self._writing and not self._queue and self._threads == 0
+        return not self._group.writing and not self._group.queue and self._threads == 0
+
+    @property
+    def appends(self) -> int:
+        return self._group.appends
 
     async def _in_thread(self, fn: Callable[..., R], *args: Any) -> R:
         """Run `fn` on the log's own thread (one: SQLite work is serialized by the mutex anyway). An asyncio
@@ -138,32 +185,9 @@ class SqliteTxnLog:
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
         """Raises whatever SQLite raised; nothing of the failed batch is kept."""
-        mine = _Pending(txn_id, entries)
-        self._queue.append(mine)
-        self.appends += 1
-        if not self._writing:
-            # The first appender leads: it writes batches until the queue is empty. Shielded: a decision
-            # that is being written must be written (or fail) whole, even if the caller is cancelled.
-            self._writing = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    while self._queue:
-                        batch, self._queue = self._queue, []
-                        error: BaseException | None = None
-                        try:
-                            await self._in_thread(self._write, batch)
-                        except Exception as exc:  # handed to every waiter of the batch
-                            error = exc
-                        for p in batch:
-                            p.error = error
-                            p.done.set()
-            finally:
-                self._writing = False
-        await mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
+        await self._group.append(txn_id, entries)
 
-    def _write(self, batch: Sequence[_Pending]) -> None:
+    def _write(self, batch: Sequence[Pending]) -> None:
         with self._mutex:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")

@@ -12,7 +12,8 @@ from hatp_mcp.core.humans.asks import open_question
 from hatp_mcp.core.humans.gateway import open_approval
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
+from hatp_mcp.store.url import StoreUrl, open_gateway_store
 from tests.acme_org import GATEWAY_ID, ORG_DIR, directory, gateway_key, h, plan
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -21,7 +22,7 @@ SCHEMA = {"type": "object", "properties": {"costCenter": {"type": "string"}}, "r
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
     store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
     form = open_question(
@@ -54,7 +55,7 @@ def gateway(data: Path) -> GatewayApprover:
     return GatewayApprover(
         directory=directory(),
         key=gateway_key(),
-        store=GatewayStore(data),
+        store=SqliteGatewayStore(data),
         clock=FakeClock(datetime(2026, 11, 29, 10, 6, tzinfo=UTC)),
     )
 
@@ -95,7 +96,7 @@ async def test_approve_and_reject_are_signed_left_in_the_store_and_count_once_th
 ) -> None:
     assert inbox(data, "approve", "txn-acme-0001/finance", *as_("bob")) == 0
     assert inbox(data, "reject", "txn-acme-0001/finance", *as_("frank")) == 0
-    store = GatewayStore(data)
+    store = SqliteGatewayStore(data)
     assert store.get("txn-acme-0001/finance").state == "pending"  # type: ignore[union-attr]
     assert [p.status for p in store.proofs("txn-acme-0001/finance")] == ["submitted", "submitted"]
     store.close()
@@ -141,3 +142,29 @@ def test_deciding_needs_a_readable_key(data: Path, tmp_path: Path, capsys: pytes
 
 def test_an_unknown_ask_exits_2(data: Path) -> None:
     assert inbox(data, "show", "nope") == 2
+
+
+@pytest.mark.anyio
+async def test_the_inbox_on_a_postgresql_store_leaves_a_decision_the_gateway_on_that_store_counts(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = StoreUrl("postgresql", pg_url)
+    store = open_gateway_store(url)
+    rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+    store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
+    store.close()
+    at = ["--now", "2026-11-29T10:05:00Z"]
+    assert main(["inbox", "--store", pg_url, *at, "list", "--as", h("bob")]) == 0
+    assert "txn-acme-0001/finance" in capsys.readouterr().out
+    assert main(["inbox", "--store", pg_url, *at, "approve", "txn-acme-0001/finance", *as_("bob")]) == 0
+    gw = GatewayApprover(
+        directory=directory(),
+        key=gateway_key(),
+        store=open_gateway_store(url),
+        clock=FakeClock(datetime(2026, 11, 29, 10, 6, tzinfo=UTC)),
+    )
+    await gw.current("txn-acme-0001/finance")
+    assert [p.status for p in gw.store.proofs("txn-acme-0001/finance")] == ["accepted"]
+    gw.store.close()
+    assert main(["inbox", "--store", "postgresql://hatp@127.0.0.1:9/none", "list"]) == 2
+    assert "no connection within" in capsys.readouterr().err

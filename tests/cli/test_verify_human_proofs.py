@@ -15,7 +15,7 @@ from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain, verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from tests.acme_org import ORG_DIR, decide_as, directory, gateway_key, human_keys, keyring, plan
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +26,7 @@ async def _record_with_approval(
 ) -> tuple[dict[str, Any], Keyring]:
     """A closed record whose approval came from the real gateway: bob and carol decided with their own keys.
     `alter` may change the signed approval before it is chained (a planted violation)."""
-    store = GatewayStore(tmp_path / "gw")
+    store = SqliteGatewayStore(tmp_path / "gw")
     gw = GatewayApprover(directory=directory(), key=gateway_key(), store=store, clock=clock)
     p = plan()
     await gw.ask(p, "finance")
@@ -96,7 +96,7 @@ async def _committed(tmp_path: Path, clock: FakeClock, stand_in: str | None = No
     `stand_in`: a holder of the gateway's key swaps carol's decision for that person's own valid proof."""
     from tests.acme_org import GATEWAY_ID, signed_for
 
-    store = GatewayStore(tmp_path / f"gw-{stand_in}")
+    store = SqliteGatewayStore(tmp_path / f"gw-{stand_in}")
     gw = GatewayApprover(directory=directory(), key=gateway_key(), store=store, clock=clock)
     p = plan()
     await gw.ask(p, "finance")

@@ -11,7 +11,7 @@ from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.runtime.clock import Clock, FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from tests.acme_org import agent_keys, contacts, directory, gateway_key
 from tests.coordinators import trusted
 
@@ -19,7 +19,7 @@ __all__ = ["make_gateway", "voter_server"]
 
 
 def make_gateway(data: Path, clock: FakeClock, key: SigningKey | None = None) -> GatewayApprover:
-    store = GatewayStore(data)
+    store = SqliteGatewayStore(data)
     for human, book in contacts().items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)

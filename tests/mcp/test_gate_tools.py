@@ -27,7 +27,7 @@ from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.store.replay_cache import ReplayCache
+from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
 from tests.acme_org import GATEWAY_ID, agent_keys, agent_request, approve_as, directory, gateway_key, h, keyring, proof
 
 pytestmark = pytest.mark.anyio
@@ -288,7 +288,7 @@ async def test_every_planted_violation_is_refused_with_its_rule_and_the_tool_doe
 ) -> None:
     rule, plant = PLANTED[case]
     pay = Payments()
-    cache = ReplayCache(":memory:")
+    cache = SqliteReplayCache(":memory:")
     with anyio.fail_after(10):
         async with Client(payments_server(pay, clock, cache)) as client:
             tool_call = (await asked(client))["toolCall"]
@@ -319,7 +319,7 @@ async def test_HATP_GATE_18_the_same_human_proofs_re_signed_under_a_new_nonce_ch
 
 async def test_HATP_GATE_23_a_negative_charge_is_refused_before_anyone_is_asked(clock: FakeClock) -> None:
     pay = Payments()
-    cache = ReplayCache(":memory:")
+    cache = SqliteReplayCache(":memory:")
     negative = {**ARGS, "amount": {"value": "-2500.00", "currency": "USD"}}
     with anyio.fail_after(10):
         async with Client(payments_server(pay, clock, cache)) as client:

@@ -20,7 +20,7 @@ from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
 from tests.acme_org import (
     GATEWAY_ID,
     agent_keys,
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def gw(tmp_path: Path, clock: FakeClock) -> AsyncIterator[GatewayApprover]:
-    store = GatewayStore(tmp_path)
+    store = SqliteGatewayStore(tmp_path)
     for human, book in contacts().items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)
@@ -232,7 +232,10 @@ async def test_the_gateway_refuses_to_sign_with_a_key_without_the_gateway_role_u
 ) -> None:
     with pytest.raises(ValueError, match="gateway"):
         GatewayApprover(
-            directory=directory(), key=SigningKey.generate(["participant"]), store=GatewayStore(tmp_path), clock=clock
+            directory=directory(),
+            key=SigningKey.generate(["participant"]),
+            store=SqliteGatewayStore(tmp_path),
+            clock=clock,
         )
 
 
@@ -271,7 +274,9 @@ async def test_a_spent_nonce_stays_spent_when_the_gateway_restarts_under_HATP_GW
     await gw.ask(plan(), "finance")
     raw = signed_for(gw.store, "txn-acme-0001/finance", "bob", "approve", clock.now())
     await gw.decide("txn-acme-0001/finance", raw)
-    again = GatewayApprover(directory=directory(), key=gateway_key(), store=GatewayStore(gw.store.path), clock=clock)
+    again = GatewayApprover(
+        directory=directory(), key=gateway_key(), store=SqliteGatewayStore(gw.store.path), clock=clock
+    )
     with pytest.raises(HatpError) as e:
         await again.decide("txn-acme-0001/finance", raw)
     assert e.value.rule == "HATP-GW-26"

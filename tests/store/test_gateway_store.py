@@ -1,15 +1,17 @@
-"""The gateway store: asks survive reopening, updates are atomic, contacts stay in their own table."""
+"""The gateway store on both backends: asks survive reopening, updates are atomic, contacts stay in their own
+table."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from hatp_mcp.core.humans.gateway import open_approval
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import StoredAsk
+from hatp_mcp.store.url import open_gateway_store
 from tests.acme_org import GATEWAY_ID, directory, plan
+from tests.store.conftest import Backend
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -19,27 +21,27 @@ def stored() -> StoredAsk:
     return StoredAsk(rec.ask.ask_id, rec.state, rec, {"type": "hatp.vote", "decision": "pending"}, None)
 
 
-def test_an_ask_written_is_read_back_after_reopening_the_database_under_HATP_GW_13(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+def test_an_ask_written_is_read_back_after_reopening_the_database_under_HATP_GW_13(backend: Backend) -> None:
+    s = open_gateway_store(backend.url("gateway"))
     first = stored()
     s.create(first, "txn-acme-0001", "finance")
     s.close()
-    again = GatewayStore(tmp_path)
+    again = open_gateway_store(backend.url("gateway"))
     got = again.get(first.ask_id)
     assert got == first
     assert [a.ask_id for a in again.asks("pending")] == [first.ask_id]
 
 
-def test_creating_the_same_ask_twice_keeps_the_first(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+def test_creating_the_same_ask_twice_keeps_the_first(backend: Backend) -> None:
+    s = open_gateway_store(backend.url("gateway"))
     first = stored()
     s.create(first)
     other = StoredAsk(first.ask_id, "pending", first.record, {"type": "hatp.vote", "decision": "no"}, None)
     assert s.create(other) == first
 
 
-def test_a_failing_update_leaves_the_stored_ask_unchanged(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+def test_a_failing_update_leaves_the_stored_ask_unchanged(backend: Backend) -> None:
+    s = open_gateway_store(backend.url("gateway"))
     first = s.create(stored())
 
     def boom(_a: StoredAsk) -> StoredAsk:
@@ -52,16 +54,16 @@ def test_a_failing_update_leaves_the_stored_ask_unchanged(tmp_path: Path) -> Non
         s.update("no/such", lambda a: a)
 
 
-def test_contacts_and_the_outbox_are_kept_apart(tmp_path: Path) -> None:
-    s = GatewayStore(tmp_path)
+def test_contacts_and_the_outbox_are_kept_apart(backend: Backend) -> None:
+    s = open_gateway_store(backend.url("gateway"))
     s.set_contact("human://acme.com/frank", "sms", "+49-555-0199-frank")
     s.record_sent("a/b", "vote", {"decision": "pending"}, recipient=None)
     assert s.contacts_for("human://acme.com/frank") == {"sms": "+49-555-0199-frank"}
     assert s.sent() == [("a/b", "vote", None, {"decision": "pending"})]
 
 
-def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tmp_path: Path) -> None:
-    store = GatewayStore(tmp_path)
+def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(backend: Backend) -> None:
+    store = open_gateway_store(backend.url("gateway"))
     rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=NOW)
     store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
     seen: list[bool] = []
@@ -74,15 +76,15 @@ def test_a_nonce_is_spent_with_the_change_and_a_refused_change_spends_nothing(tm
         store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
     store.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", lambda s, used: seen.append(used) or s)
     store.close()
-    reopened = GatewayStore(tmp_path)
+    reopened = open_gateway_store(backend.url("gateway"))
     reopened.update_spending(rec.ask.ask_id, "nonce-bbbbbbbbbbbbbbbb", lambda s, used: seen.append(used) or s)
     with pytest.raises(ValueError):
         reopened.update_spending(rec.ask.ask_id, "nonce-aaaaaaaaaaaaaaaa", refuse)
     assert seen == [False, False, False, True]  # spent once, and still spent after reopening
 
 
-def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: Path) -> None:
-    store = GatewayStore(tmp_path)
+def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(backend: Backend) -> None:
+    store = open_gateway_store(backend.url("gateway"))
     first = store.submit_proof("a/1", {"human": "x"})
     second = store.submit_proof("a/1", {"human": "y"})
     store.submit_proof("b/1", {"human": "z"})
@@ -93,9 +95,9 @@ def test_proofs_left_in_the_store_are_kept_in_order_and_settled_once(tmp_path: P
 
 
 def test_the_asks_with_submitted_proofs_are_listed_once_each_in_the_order_their_proofs_were_left(
-    tmp_path: Path,
+    backend: Backend,
 ) -> None:
-    store = GatewayStore(tmp_path)
+    store = open_gateway_store(backend.url("gateway"))
     first = store.submit_proof("b/1", {"human": "x"})
     store.submit_proof("a/1", {"human": "y"})
     store.submit_proof("b/1", {"human": "z"})

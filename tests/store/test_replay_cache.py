@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from hatp_mcp.store.replay_cache import ReplayCache
+from hatp_mcp.store.url import open_replay_cache
+from tests.store.conftest import Backend
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 SERVER = "mcp://payments.example"
@@ -17,22 +18,21 @@ def spend(cache: ReplayCache, nonce: str = "nonce-0123456789abcdef", server: str
     return cache.consume(server, nonce, approval_id="a1", expires_at="2026-11-29T10:15:00Z", now=NOW)
 
 
-def test_a_nonce_is_spent_once_and_a_replay_is_refused_after_a_restart_under_HATP_GATE_18(tmp_path: Path) -> None:
-    db = tmp_path / "gate.db"
-    cache = ReplayCache(db)
+def test_a_nonce_is_spent_once_and_a_replay_is_refused_after_a_restart_under_HATP_GATE_18(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     assert not cache.seen(SERVER, "nonce-0123456789abcdef")
     assert spend(cache) is True
     assert spend(cache) is False
     cache.close()
-    reopened = ReplayCache(db)
+    reopened = open_replay_cache(backend.url("gate"))
     assert reopened.seen(SERVER, "nonce-0123456789abcdef")
     assert spend(reopened) is False
     assert spend(reopened, server="mcp://other.example") is True  # nonces are per server
     reopened.close()
 
 
-def test_concurrent_spends_of_one_nonce_let_exactly_one_through(tmp_path: Path) -> None:
-    caches = [ReplayCache(tmp_path / "gate.db") for _ in range(4)]
+def test_concurrent_spends_of_one_nonce_let_exactly_one_through(backend: Backend) -> None:
+    caches = [open_replay_cache(backend.url("gate")) for _ in range(4)]
     results: list[bool] = []
     threads = [threading.Thread(target=lambda c=c: results.append(spend(c))) for c in caches for _ in range(4)]
     for t in threads:
@@ -44,8 +44,8 @@ def test_concurrent_spends_of_one_nonce_let_exactly_one_through(tmp_path: Path) 
         c.close()
 
 
-def test_purging_forgets_only_nonces_of_long_expired_approvals(tmp_path: Path) -> None:
-    cache = ReplayCache(tmp_path / "gate.db")
+def test_purging_forgets_only_nonces_of_long_expired_approvals(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     spend(cache, "nonce-expires-soon-000")
     cache.consume(SERVER, "nonce-expires-later-00", approval_id="a2", expires_at="2026-12-05T00:00:00Z", now=NOW)
     assert cache.purge(NOW + timedelta(days=2)) == 1
@@ -54,8 +54,8 @@ def test_purging_forgets_only_nonces_of_long_expired_approvals(tmp_path: Path) -
     cache.close()
 
 
-def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HATP_GATE_9(tmp_path: Path) -> None:
-    cache = ReplayCache(tmp_path / "gate.db")
+def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HATP_GATE_9(backend: Backend) -> None:
+    cache = open_replay_cache(backend.url("gate"))
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, NOW) == NOW
     later = NOW + timedelta(hours=1)
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, later) == NOW
@@ -63,6 +63,34 @@ def test_a_tool_definition_epoch_moves_only_when_the_definition_changes_under_HA
     back = later + timedelta(hours=1)
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, back) == back  # a flip back is new
     cache.close()
-    reopened = ReplayCache(tmp_path / "gate.db")
+    reopened = open_replay_cache(backend.url("gate"))
     assert reopened.note_definition(SERVER, "charge_card", "sha256:" + "a" * 64, back + timedelta(hours=1)) == back
     reopened.close()
+
+
+def test_several_keys_are_spent_all_or_none_under_HATP_GATE_18(backend: Backend) -> None:
+    cache = backend.closing(open_replay_cache(backend.url("gate")))
+    args = {"approval_id": "a1", "expires_at": "2026-11-29T10:15:00Z", "now": NOW}
+    assert not cache.seen_any(SERVER, ["approval-1", "proof-bob"])
+    assert cache.consume_all(SERVER, ["approval-1", "proof-bob", "proof-bob"], **args) is True  # a key named twice
+    assert cache.seen_any(SERVER, ["nobody", "proof-bob"])
+    # one key spent before: nothing of this call is spent
+    assert cache.consume_all(SERVER, ["approval-2", "proof-bob"], **args) is False
+    assert not cache.seen_any(SERVER, ["approval-2"])
+    assert cache.consume_all("mcp://other.example", ["approval-1"], **args) is True  # per server
+
+
+def test_concurrent_spends_of_overlapping_keys_let_exactly_one_through(backend: Backend) -> None:
+    caches = [backend.closing(open_replay_cache(backend.url("gate"))) for _ in range(4)]
+    results: list[bool] = []
+    args = {"approval_id": "a1", "expires_at": "2026-11-29T10:15:00Z", "now": NOW}
+
+    def spend_all(c: ReplayCache, i: int) -> None:
+        results.append(c.consume_all(SERVER, [f"approval-{i}", "proof-shared"], **args))  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=spend_all, args=(c, i)) for i, c in enumerate(caches) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == [False] * 7 + [True]

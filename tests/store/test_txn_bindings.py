@@ -1,31 +1,50 @@
-"""The txnId -> coordinator bindings a receiver keeps (spec/mcp-binding.md HATP-TRUST-5): written once, the first
-binding holds, it survives a restart, and two stores on one file agree on one winner."""
+"""The txnId -> coordinator bindings a receiver keeps (spec/mcp-binding.md HATP-TRUST-5), on both backends:
+written once, the first binding holds, it survives a restart, and two stores on one database agree on one winner,
+also when they race."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import threading
 
 from hatp_mcp.core.participant.coordinator_auth import Binding
-from hatp_mcp.store.txn_bindings import MemoryTxnBindings, SqliteTxnBindings
+from hatp_mcp.store.txn_bindings import MemoryTxnBindings, TxnBindings
+from hatp_mcp.store.url import open_txn_bindings
+from tests.store.conftest import Backend
 
 A = Binding("txn-1", "coordinator://a", "sha256:" + "a" * 64)
 B = Binding("txn-1", "coordinator://b", "sha256:" + "b" * 64)
 
 
-def test_HATP_TRUST_5_the_first_binding_holds_and_a_second_never_replaces_it(tmp_path: Path) -> None:
-    for store in (MemoryTxnBindings(), SqliteTxnBindings(tmp_path / "coordinators.db")):
+def test_HATP_TRUST_5_the_first_binding_holds_and_a_second_never_replaces_it(backend: Backend) -> None:
+    stores: list[TxnBindings] = [MemoryTxnBindings(), backend.closing(open_txn_bindings(backend.url("coordinators")))]
+    for store in stores:
         assert store.get("txn-1") is None
         assert store.bind(A) == A
         assert store.bind(B) == A  # the caller sees who holds it, and refuses
         assert store.get("txn-1") == A
 
 
-def test_a_binding_survives_a_restart_and_two_processes_on_one_file_see_one_winner(tmp_path: Path) -> None:
-    first, second = SqliteTxnBindings(tmp_path / "c.db"), SqliteTxnBindings(tmp_path / "c.db")
+def test_a_binding_survives_a_restart_and_two_processes_on_one_store_see_one_winner(backend: Backend) -> None:
+    first = open_txn_bindings(backend.url("coordinators"))
+    second = open_txn_bindings(backend.url("coordinators"))
     assert first.bind(A) == A
     assert second.bind(B) == A
     first.close()
     second.close()
-    again = SqliteTxnBindings(tmp_path / "c.db")
+    again = backend.closing(open_txn_bindings(backend.url("coordinators")))
     assert again.get("txn-1") == A
-    again.close()
+
+
+def test_racing_binders_of_one_txn_id_all_read_the_one_that_won(backend: Backend) -> None:
+    stores = [backend.closing(open_txn_bindings(backend.url("coordinators"))) for _ in range(4)]
+    seen: list[Binding] = []
+    claims = [Binding("txn-race", f"coordinator://{i}", "sha256:" + str(i) * 64) for i in range(8)]
+    threads = [
+        threading.Thread(target=lambda s=s, c=c: seen.append(s.bind(c)))
+        for s, c in zip(stores * 2, claims, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(seen) == 8 and len(set(seen)) == 1 and seen[0] in claims

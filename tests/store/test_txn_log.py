@@ -1,4 +1,5 @@
-"""The coordinator's SQLite log: durable, WAL + synchronous=FULL, group commit across transactions."""
+"""The coordinator's decision log on both backends: durable, group-committed across transactions, read back as
+written; on SQLite in WAL mode with synchronous=FULL."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hatp_mcp.store.sqlite import open_db
 from hatp_mcp.store.txn_log import LogEntry, SqliteTxnLog
+from hatp_mcp.store.url import open_txn_log
+from tests.store.conftest import Backend
 
 
 def ev(seq: int, event: str = "vote") -> LogEntry:
@@ -16,60 +20,62 @@ def ev(seq: int, event: str = "vote") -> LogEntry:
 
 
 @pytest.mark.anyio
-async def test_appends_from_concurrent_transactions_are_group_committed(tmp_path: Path) -> None:
-    log = SqliteTxnLog(tmp_path / "txn.db")
+async def test_appends_from_concurrent_transactions_are_group_committed(backend: Backend) -> None:
+    async with open_txn_log(backend.url("txn")) as log:
 
-    async def one(i: int) -> None:
-        await log.append(f"t{i}", [LogEntry("plan", {"txnId": f"t{i}"}), ev(0, "txn.begin")])
-        await log.append(f"t{i}", [LogEntry("decision", {"decision": "commit"}), ev(1, "decision")])
+        async def one(i: int) -> None:
+            await log.append(f"t{i}", [LogEntry("plan", {"txnId": f"t{i}"}), ev(0, "txn.begin")])
+            await log.append(f"t{i}", [LogEntry("decision", {"decision": "commit"}), ev(1, "decision")])
 
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            for i in range(40):
-                tg.start_soon(one, i)
-    assert log.appends == 80
-    assert log.batches < log.appends  # HATP-TXN-15: one fsync served several transactions
-    loaded = await log.load("t7")
-    assert loaded is not None and loaded.decision == "commit" and [e["seq"] for e in loaded.events] == [0, 1]
-    log.close()
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for i in range(40):
+                    tg.start_soon(one, i)
+        assert log.appends == 80
+        assert log.batches < log.appends  # HATP-TXN-15: one durable commit served several transactions
+        loaded = await log.load("t7")
+        assert loaded is not None and loaded.decision == "commit" and [e["seq"] for e in loaded.events] == [0, 1]
 
 
 @pytest.mark.anyio
-async def test_the_log_survives_reopening_and_lists_what_is_unfinished(tmp_path: Path) -> None:
-    path = tmp_path / "txn.db"
-    log = SqliteTxnLog(path)
-    await log.append("open", [LogEntry("plan", {"p": 1}), ev(0, "txn.begin")])
-    await log.append("done", [LogEntry("plan", {"p": 2}), ev(0, "txn.begin"), ev(1, "record.closed")])
-    await log.append("open", [LogEntry("decision", {"decision": "commit", "reason": "yes"})])
-    await log.append("open", [LogEntry("decision", {"decision": "abort", "reason": "refused"})])
-    log.close()
-    again = SqliteTxnLog(path)
-    assert await again.unfinished() == ["open"]
-    loaded = await again.load("open")
-    assert loaded is not None and loaded.decision == "abort" and loaded.plan == {"p": 1}  # the latest decision
-    assert await again.load("missing") is None
-    again.close()
+async def test_the_log_survives_reopening_and_lists_what_is_unfinished(backend: Backend) -> None:
+    async with open_txn_log(backend.url("txn")) as log:
+        await log.append("open", [LogEntry("plan", {"p": 1}), ev(0, "txn.begin")])
+        await log.append("done", [LogEntry("plan", {"p": 2}), ev(0, "txn.begin"), ev(1, "record.closed")])
+        await log.append("later", [LogEntry("plan", {"p": 3}), ev(0, "txn.begin")])
+        await log.append("open", [LogEntry("decision", {"decision": "commit", "reason": "yes"})])
+        await log.append("open", [LogEntry("decision", {"decision": "abort", "reason": "refused"})])
+    async with open_txn_log(backend.url("txn")) as again:
+        assert await again.unfinished() == ["open", "later"]  # in the order they began
+        loaded = await again.load("open")
+        assert loaded is not None and loaded.decision == "abort" and loaded.plan == {"p": 1}  # the latest decision
+        assert await again.load("missing") is None
 
 
-def test_the_log_is_opened_in_wal_mode_with_synchronous_full(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_failed_batch_keeps_nothing_and_tells_the_caller(backend: Backend) -> None:
+    async with open_txn_log(backend.url("txn")) as log:
+        await log.append("t", [LogEntry("plan", {}), ev(0)])
+        with pytest.raises(backend.integrity_error):
+            await log.append("t", [ev(1), ev(1)])
+        loaded = await log.load("t")
+        assert loaded is not None and len(loaded.events) == 1
+
+
+@pytest.mark.anyio
+async def test_an_event_holding_an_integer_beyond_64_bits_reads_back_exactly(backend: Backend) -> None:
+    async with open_txn_log(backend.url("txn")) as log:
+        await log.append("t", [LogEntry("plan", {"n": 2**70}), LogEntry("event", {"seq": 0, "x": "é", "n": -(2**65)})])
+        loaded = await log.load("t")
+    assert loaded is not None and loaded.plan == {"n": 2**70} and loaded.events == [{"seq": 0, "x": "é", "n": -(2**65)}]
+
+
+def test_the_sqlite_log_is_opened_in_wal_mode_with_synchronous_full(tmp_path: Path) -> None:
     log = SqliteTxnLog(tmp_path / "txn.db")
     log.close()
     db = sqlite3.connect(tmp_path / "txn.db")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # HATP-TXN-15
     db.close()
-    from hatp_mcp.store.sqlite import open_db
-
     conn = open_db(tmp_path / "txn.db")
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     conn.close()
-
-
-@pytest.mark.anyio
-async def test_a_failed_batch_keeps_nothing_and_tells_the_caller(tmp_path: Path) -> None:
-    log = SqliteTxnLog(tmp_path / "txn.db")
-    await log.append("t", [LogEntry("plan", {}), ev(0)])
-    with pytest.raises(sqlite3.IntegrityError):
-        await log.append("t", [ev(1), ev(1)])
-    loaded = await log.load("t")
-    assert loaded is not None and len(loaded.events) == 1
-    log.close()
