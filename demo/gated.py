@@ -63,7 +63,7 @@ async def refused(payments: Client, args: dict[str, Any], approval: dict[str, An
     try:
         text = await charge(payments, args, approval)
     except MCPError as err:
-        say("payments server", f"refused: JSON-RPC {err.code} {err.message}")
+        say("payments server", f"refused: JSON-RPC {err.code} {err.message.split(':', 1)[0]}")
         data: dict[str, Any] = err.data if isinstance(err.data, dict) else {}
         say("", f"{data.get('rule')}: {data.get('reason')}")
         return data

@@ -19,7 +19,7 @@ from mcp import Client
 from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.humans.proof import sign_decision
 
-__all__ = ["ORG", "decide_as", "human_key", "inbox_key_args", "key_file"]
+__all__ = ["ORG", "GatewayRefused", "decide_as", "human_key", "inbox_key_args", "key_file"]
 
 ORG = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
 
@@ -44,9 +44,18 @@ def inbox_key_args(human: str, org: Path = ORG) -> list[str]:
     return ["--as", address, "--key", str(key_file(human, org))]
 
 
+class GatewayRefused(RuntimeError):
+    """The gateway's tool refused (a tool result with isError): `refusal` is its {rule, code, reason, ...}."""
+
+    def __init__(self, text: str, refusal: dict[str, Any]) -> None:
+        super().__init__(f"the gateway refused: {text}")
+        self.refusal = refusal
+
+
 def _json(result: Any) -> Any:
     if result.is_error:
-        raise RuntimeError(f"the gateway refused: {result.content[0].text}")
+        refusal = (result.structured_content or {}).get("refusal", {})
+        raise GatewayRefused(result.content[0].text, refusal if isinstance(refusal, dict) else {})
     return json.loads(result.content[0].text)
 
 
@@ -64,7 +73,7 @@ async def decide_as(
     its `subjectDigest` with their own key (dated `now`, default the system clock: pass the gateway's pinned time
     when it runs on a fake clock), and call `decide` with the proof. Returns the tool's result (the ask's view).
 
-    Raises mcp.MCPError with the gateway's refusal (its data names the rule) or RuntimeError."""
+    Raises GatewayRefused with the gateway's refusal (it names the rule)."""
     shown = _json(await gateway.call_tool("show_ask", {"ask_id": ask_id}))
     address = human if "://" in human else f"human://acme.com/{human}"
     proof = sign_decision(

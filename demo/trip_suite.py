@@ -78,6 +78,8 @@ class Seven:
     async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
         async with Client(self.procs[server].url) as client:
             result = await client.call_tool(name, args)
+        if result.is_error:  # a refusal (HATP-MCP-25): its text says what was refused and what to do
+            raise RuntimeError(f"{server}.{name} refused: {result.content[0].text}")  # type: ignore[union-attr]
         if result.structured_content is None:
             raise RuntimeError(f"{server}.{name} answered no structured content: {result}")
         return dict(result.structured_content)

@@ -3,7 +3,9 @@
 It registers the coordinator's methods, hatp/txn/begin (params: a Plan), hatp/txn/status (TxnQuery) and
 hatp/txn/abort (TxnAbortRequest), each answering a TxnStatus, and the same operations as ordinary MCP tools
 (`begin_transaction`, `transaction_status`, `abort_transaction`, `list_pending`) so a client such as Claude
-Desktop can drive it. Params are validated as their wire models; refusals leave through hatp_mcp.mcp.errors only.
+Desktop can drive it. Params are validated as their wire models; refusals leave through hatp_mcp.mcp.errors only:
+a method's as a JSON-RPC error (HATP-MCP-3), a tool's as a tool result with `isError` that the model reads
+(HATP-MCP-25).
 Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.txn_service's; this module only
 binds it to MCP.
 """
@@ -21,7 +23,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnQuery
 from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
 from hatp_mcp.runtime.txn_service import TxnService
@@ -86,33 +88,35 @@ def serve_coordinator(
     method("hatp/txn/status", TxnQuery, status)
     method("hatp/txn/abort", TxnAbortRequest, abort)
 
+    @agent_tool
     async def begin_transaction(plan: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
         """Begin an all-or-nothing transaction from a HATP plan (the whole plan object, as `hatp validate` checks
         it). `request`: the agent's signed hatp.agent-request about the plan's digest, when the agent signs itself
         (otherwise a coordinator holding the agent's key signs for it). Returns as soon as the transaction is
         durably begun; it then runs in the background: prepares every branch, asks the humans the plan names, and
         commits or aborts. Poll `transaction_status` for the outcome."""
-        parsed = _parsed(Plan, plan, "plan")
-        return await _answer(lambda: begin(parsed, request))
+        return (await begin(parse(Plan, plan, "plan"), request)).wire()
 
+    @agent_tool
     async def transaction_status(txn_id: str, wait_seconds: int = 0, after_events: int | None = None) -> dict[str, Any]:
         """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record
         once it is closed. `wait_seconds` (at most 300) waits for the transaction to end first or, with
         `after_events`, only until its record holds more events than that."""
         body = {"txnId": txn_id, "waitSeconds": wait_seconds}
-        query = _parsed(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
-        return await _answer(lambda: status(query))
+        query = parse(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
+        return (await status(query)).wire()
 
+    @agent_tool
     async def abort_transaction(txn_id: str, reason: str | None = None) -> dict[str, Any]:
         """Abort a transaction that has no commit decision yet: every hold is released and every done step undone.
         Refused once commit is decided."""
         body = {"txnId": txn_id} | ({"reason": reason} if reason is not None else {})
-        req = _parsed(TxnAbortRequest, body, "abort_transaction")
-        return await _answer(lambda: abort(req))
+        return (await abort(parse(TxnAbortRequest, body, "abort_transaction"))).wire()
 
+    @agent_tool
     async def list_pending() -> dict[str, Any]:
         """The transactions this coordinator has not finished yet, with their states and votes."""
-        return await _answer(service.pending)
+        return (await service.pending()).wire()
 
     for fn in (begin_transaction, transaction_status, abort_transaction, list_pending):
         server.add_tool(fn, name=fn.__name__, description=fn.__doc__)

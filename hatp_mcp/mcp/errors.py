@@ -1,18 +1,23 @@
 """The single boundary between core refusals (HatpError) and JSON-RPC errors on the MCP wire, both ways.
 
 Server side, `to_mcp_error` turns a HatpError into `MCPError(code, message, data)` with a stable numeric code
-from CODES and the refusal's rule, path, reason and fix as `data`. Client side, `from_mcp_error` turns a received
-MCPError back into a HatpError, and a transport failure (timeout, connection closed, unreachable server) into
-`TransportFailed`, which means "no answer": for a commit that is in doubt, never a refusal. No other module maps
-errors; this one must not do IO.
+from CODES, the refusal's text as `message` (clients show the message, seldom `data`) and its rule, path, reason
+and fix as `data`; `tool_refusal` turns it into the tool result an agent-facing tool answers with (`isError`, the
+same text, the same data structured: HATP-MCP-25), and `tool_result` a success into its tool result. Client side,
+`from_mcp_error` turns a received MCPError back into a HatpError, and a transport failure (timeout, connection
+closed, unreachable server) into `TransportFailed`, which means "no answer": for a commit that is in doubt, never
+a refusal. No other module maps errors; this one must not do IO.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ParamSpec
 
 from mcp import MCPError
+from mcp.types import CallToolResult, TextContent
 
 from hatp_mcp.errors import HatpError
 
@@ -22,9 +27,13 @@ __all__ = [
     "INVALID_PARAMS",
     "REQUEST_TIMEOUT",
     "TransportFailed",
+    "agent_tool",
     "code_for",
     "from_mcp_error",
+    "refusal_text",
     "to_mcp_error",
+    "tool_refusal",
+    "tool_result",
 ]
 
 INVALID_PARAMS = -32602
@@ -60,6 +69,8 @@ CODES: dict[str, int] = {
     "VOTE_MISMATCH": -32086,
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
+P = ParamSpec("P")
+LISTED = 64  # violations or schema errors written out in a refusal's text; every one stays in its data
 
 
 class TransportFailed(HatpError):
@@ -79,10 +90,77 @@ def code_for(exc: HatpError) -> int:
     return CODES.get(exc.code, DEFAULT_CODE)
 
 
+def _items(exc: HatpError) -> list[str]:
+    """Each violation (a plan refused, HATP-TXN-1) or schema error (HATP-OBJ-3) of the refusal, one line each:
+    rule, path, and its message, which says what is wrong and what to do instead."""
+    out: list[str] = []
+    for key in ("violations", "errors"):
+        items = exc.data.get(key)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Mapping):
+                rule = _str(item.get("rule"), exc.rule)
+                path = _str(item.get("path"), "$")
+                text = _str(item.get("message")) or _str(item.get("reason"))
+                out.append(f"- {rule} at {path}: {text}")
+    return out
+
+
+def refusal_text(exc: HatpError) -> str:
+    """What a model (or a person) reads of a refusal, needing nothing else: the machine name, the rule and the
+    JSON path, the reason, what to do, and every violation with its rule, path and fix."""
+    where = f" at {exc.path}" if exc.path else ""
+    lines = [f"{exc.code}: refused under {exc.rule}{where}: {exc.reason}"]
+    if exc.fix:
+        lines.append(f"What to do: {exc.fix}")
+    items = _items(exc)
+    if items:
+        lines.append(f"Every problem ({len(items)}), each with its rule, JSON path and fix:")
+        lines.extend(items[:LISTED])
+        if len(items) > LISTED:
+            lines.append(f"... and {len(items) - LISTED} more (in the structured content)")
+    return "\n".join(lines)
+
+
 def to_mcp_error(exc: HatpError) -> MCPError:
-    """HATP-MCP-3: a refusal on the wire, with its code name as message and the whole refusal as data."""
+    """HATP-MCP-3: a refusal on the wire: its stable code, its text as message (beginning with the machine name),
+    the whole refusal as data."""
     data: dict[str, Any] = dict(exc.to_dict())
-    return MCPError(code=code_for(exc), message=exc.code, data=data)
+    return MCPError(code=code_for(exc), message=refusal_text(exc), data=data)
+
+
+def tool_refusal(exc: HatpError) -> CallToolResult:
+    """HATP-MCP-25: an agent-facing tool's refusal as its result: `isError`, the refusal's text (what the model
+    reads) and the refusal itself as structured content `{"refusal": {rule, code, reason, path?, fix?, data?}}`."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=refusal_text(exc))],
+        structured_content={"refusal": exc.to_dict()},
+        is_error=True,
+    )
+
+
+def tool_result(result: dict[str, Any]) -> CallToolResult:
+    """An agent-facing tool's answer: the wire object as structured content and as JSON text."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(result, indent=2, ensure_ascii=False))],
+        structured_content=result,
+    )
+
+
+def agent_tool(fn: Callable[P, Awaitable[dict[str, Any]]]) -> Callable[P, Awaitable[CallToolResult]]:
+    """An agent-facing tool: its answer becomes `tool_result`, a HatpError it raises `tool_refusal` (HATP-MCP-25).
+
+    The wrapper keeps `fn`'s signature (the SDK reads parameters and the output schema through `__wrapped__`)."""
+
+    @functools.wraps(fn)
+    async def tool(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return tool_result(await fn(*args, **kwargs))
+        except HatpError as exc:
+            return tool_refusal(exc)
+
+    return tool
 
 
 def _str(value: object, default: str = "") -> str:
@@ -114,7 +192,7 @@ def from_mcp_error(err: MCPError, method: str) -> HatpError:
             _str(data.get("reason"), err.message),
             path=_str(data.get("path")),
             fix=_str(data.get("fix")),
-            code=_str(data.get("code"), err.message),
+            code=_str(data.get("code"), err.message.split(":", 1)[0]),
             data=dict(extra) if isinstance(extra, Mapping) else None,
         )
     return HatpError(

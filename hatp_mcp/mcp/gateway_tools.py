@@ -8,7 +8,8 @@ tool-call approval path of spec/gated-tools.md: `request_approval` (route one ex
 (poll it; the signed Approval once decided).
 
 Nothing here decides: the rules are the core's, the state the gateway store's. Refusals leave through
-hatp_mcp.mcp.errors. No result carries contact details: seats show who and why, never where they are reached.
+hatp_mcp.mcp.errors as tool results with `isError` whose text says what was refused, why and what to do
+(HATP-MCP-25). No result carries contact details: seats show who and why, never where they are reached.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hatp_mcp.core.gate.checks import GateRequirement
 from hatp_mcp.core.humans.proof import subject_digest
 from hatp_mcp.core.humans.screen import render_ask_text
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.errors import agent_tool
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
@@ -74,7 +75,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         try:
             return await gateway.current(ask_id)
         except KeyError:
-            raise to_mcp_error(_no_such_ask(ask_id)) from None
+            raise _no_such_ask(ask_id) from None
 
     async def list_asks(human: str | None = None) -> dict[str, Any]:
         """Pending asks, oldest first; with `human`, only those waiting for that person."""
@@ -91,9 +92,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         try:
             after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
-            raise to_mcp_error(_no_such_ask(ask_id)) from None
-        except HatpError as exc:
-            raise to_mcp_error(exc) from None
+            raise _no_such_ask(ask_id) from None
         return ask_view(after)
 
     async def request_approval(
@@ -111,30 +110,24 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         signed with the key on its Directory-signed agent card: the requester is the person that card names
         (`requester`, if given, must be that person). Idempotent per call; poll with approval_status."""
         try:
-            try:
-                requirement = GateRequirement.from_config(requires)
-            except ValueError as exc:
-                raise HatpError("HATP-MCP-13", str(exc), path="$.requires", code="BAD_REQUEST") from None
-            stored = await gateway.ask_tool_call(
-                server=server_id,
-                tool=tool,
-                arguments=arguments,
-                requirement=requirement,
-                request=request,
-                requester=requester,
-                tool_digest=tool_digest,
-                call_digest_seen=call_digest,
-            )
-        except HatpError as exc:
-            raise to_mcp_error(exc) from None
+            requirement = GateRequirement.from_config(requires)
+        except ValueError as exc:
+            raise HatpError("HATP-MCP-13", str(exc), path="$.requires", code="BAD_REQUEST") from None
+        stored = await gateway.ask_tool_call(
+            server=server_id,
+            tool=tool,
+            arguments=arguments,
+            requirement=requirement,
+            request=request,
+            requester=requester,
+            tool_digest=tool_digest,
+            call_digest_seen=call_digest,
+        )
         return ask_view(stored, full=True)
 
     async def approval_status(ask_id: str) -> dict[str, Any]:
         """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
         return ask_view(await current(ask_id))
 
-    server.add_tool(list_asks)
-    server.add_tool(show_ask)
-    server.add_tool(decide)
-    server.add_tool(request_approval)
-    server.add_tool(approval_status)
+    for fn in (list_asks, show_ask, decide, request_approval, approval_status):
+        server.add_tool(agent_tool(fn), name=fn.__name__, description=fn.__doc__)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 
-from demo.people import decide_as, inbox_key_args, key_file
+from demo.people import GatewayRefused, decide_as, inbox_key_args, key_file
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import h, human_key
@@ -31,14 +31,14 @@ async def test_scripted_people_decide_with_their_own_keys_and_the_approval_carri
             await ask_plan(client, clock)
             await decide_as(client, "txn-acme-0001/finance", "bob", "approve", now=clock.now())
             done = await decide_as(client, "txn-acme-0001/finance", h("carol"), "approve", now=clock.now())
-            with pytest.raises(MCPError) as err:
+            with pytest.raises(GatewayRefused) as err:
                 await decide_as(client, "txn-acme-0001/finance", "frank", "reject", now=clock.now(), org=fake_org)
     approval = Approval.model_validate(done["approval"])
     assert [d.proof.signature.kid for d in approval.decisions if d.proof and d.proof.signature] == [
         human_key("bob").kid,
         human_key("carol").kid,
     ]
-    assert isinstance(err.value.error.data, dict) and err.value.error.data["rule"] == "HATP-GW-20"
+    assert err.value.refusal["rule"] == "HATP-GW-20" and "HATP-GW-20" in str(err.value)
 
 
 def test_inbox_key_args_name_the_person_and_their_key_file() -> None:

@@ -83,8 +83,7 @@ async def test_the_gated_path_refuses_the_issue_12_attacks_over_real_processes(t
                 "request": agent_request(need["callDigest"], parse_ts(NOW)),
                 "tool_digest": tc.get("toolDigest"),
             }
-            with pytest.raises(MCPError) as gw_negative:
-                await gateway.call_tool("request_approval", {**request, "arguments": negative})
+            gw_negative = await gateway.call_tool("request_approval", {**request, "arguments": negative})
             asks_after_negative = json.loads((await gateway.call_tool("list_asks", {})).content[0].text)["asks"]
             asked = json.loads(
                 (
@@ -132,7 +131,8 @@ async def test_the_gated_path_refuses_the_issue_12_attacks_over_real_processes(t
             reused = await charge(payments, ARGS, resigned(approval, nonce=secrets.token_hex(16)))
             charges = json.loads((await payments.call_tool("charges", {})).content[0].text)
     assert (refused_negative["rule"], refused_negative["path"]) == ("HATP-GATE-23", "arguments/amount")
-    assert isinstance(gw_negative.value.data, dict) and gw_negative.value.data["rule"] == "HATP-GATE-23"
+    assert gw_negative.is_error and gw_negative.structured_content is not None  # a tool refusal (HATP-MCP-25)
+    assert gw_negative.structured_content["refusal"]["rule"] == "HATP-GATE-23"
     assert asks_after_negative == []  # nobody was asked
     assert before == {case: rule for case, (rule, _doc) in attacks.items()}
     assert ran.content[0].text == "charged 2500.00 USD on tok_visa_4242 to acme"  # type: ignore[union-attr]

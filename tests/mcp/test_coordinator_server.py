@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -13,6 +16,7 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import HatpRequest, call_raw
@@ -123,14 +127,77 @@ async def test_HATP_MCP_25_the_agent_tools_answer_the_same_wire_objects_and_refu
             pending = await client.call_tool("list_pending", {})
             status = await client.call_tool("transaction_status", {"txn_id": "txn-t1"})
             aborted = await client.call_tool("abort_transaction", {"txn_id": "txn-t1", "reason": "test"})
-            with pytest.raises(MCPError) as refused:
-                await client.call_tool("begin_transaction", {"plan": invalid_plan(clock, "txn-t2")})
-            with pytest.raises(MCPError) as unknown:
-                await client.call_tool("transaction_status", {"txn_id": "txn-none"})
+            refused = await client.call_tool("begin_transaction", {"plan": invalid_plan(clock, "txn-t2")})
+            unknown = await client.call_tool("transaction_status", {"txn_id": "txn-none"})
     assert begun.structured_content is not None and begun.structured_content["type"] == "hatp.txn-status"
     assert pending.structured_content is not None
     assert [t["txnId"] for t in pending.structured_content["txns"]] == ["txn-t1"]
     assert status.structured_content is not None and status.structured_content["state"] == "approving"
     assert aborted.structured_content is not None and aborted.structured_content["decision"] == "abort"
-    assert refused.value.error.data["rule"] == "HATP-TXN-1"
-    assert (unknown.value.code, unknown.value.error.data["code"]) == (-32062, "UNKNOWN_TXN")
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["refusal"]["rule"] == "HATP-TXN-1"
+    assert unknown.is_error and unknown.structured_content == {
+        "refusal": {
+            "rule": "HATP-MCP-22",
+            "code": "UNKNOWN_TXN",
+            "reason": unknown.structured_content["refusal"]["reason"],
+            **{k: v for k, v in unknown.structured_content["refusal"].items() if k in ("path", "fix")},
+        }
+    }
+    assert text_of(unknown).startswith("UNKNOWN_TXN: refused under HATP-MCP-22")
+    assert "txn-none" in text_of(unknown)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """What a model reads of a tool result: its text, never `data` or structured content."""
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+_PROBLEM = re.compile(r"^- (HATP-[A-Z]+-\d+|schema) at (\S+): (.+)$")
+
+
+def follow(text: str, plan: dict[str, Any], shift: timedelta) -> dict[str, Any]:
+    """A model that fixes a plan from the refusal's text alone: each time a HATP-VAL-9 line names (a deadline in
+    the past, an expired mandate), at the path the line names, moved forward by `shift`."""
+    fixed = copy.deepcopy(plan)
+    for line in text.splitlines():
+        m = _PROBLEM.match(line)
+        if m is None or m.group(1) != "HATP-VAL-9":
+            continue
+        *parents, leaf = re.findall(r"[A-Za-z]+|\d+", m.group(2))
+        node: Any = fixed
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[leaf] = format_ts(parse_ts(node[leaf]) + shift)
+    return fixed
+
+
+async def test_HATP_MCP_25_a_model_reading_only_the_tool_result_text_fixes_an_invalid_plan(clock: FakeClock) -> None:
+    world = build_world(clock)
+    stale = trip_plan(clock.now() - timedelta(days=3), "txn-fix").wire()  # as demo/plans/trip.json went stale
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            refused = await client.call_tool("begin_transaction", {"plan": stale})
+            again = await client.call_tool(
+                "begin_transaction", {"plan": follow(text_of(refused), stale, timedelta(days=3))}
+            )
+    assert refused.is_error and refused.structured_content is not None
+    violations = refused.structured_content["refusal"]["data"]["violations"]
+    assert {v["rule"] for v in violations} == {"HATP-VAL-9"} and len(violations) == 4
+    for v in violations:  # each one's rule, path and fix, in the text the model reads
+        assert f"- {v['rule']} at {v['path']}: {v['message']}" in text_of(refused).splitlines()
+    assert not again.is_error, text_of(again)
+    assert again.structured_content is not None and again.structured_content["txnId"] == "txn-fix"
+
+
+async def test_HATP_MCP_25_a_plan_that_is_not_a_plan_lists_every_schema_error_with_its_fix(clock: FakeClock) -> None:
+    plan = trip_plan(clock.now(), "txn-bad").wire()
+    del plan["requester"]
+    plan["branches"][0]["tier"] = "maybe"
+    with anyio.fail_after(10):
+        async with coordinator(build_world(clock)) as client:
+            refused = await client.call_tool("begin_transaction", {"plan": plan})
+    lines = text_of(refused).splitlines()
+    assert refused.is_error and lines[0].startswith("HATP-OBJ-3: refused under HATP-OBJ-3 at ")
+    assert "- HATP-OBJ-3 at requester: requester is required and missing. Add requester." in lines
+    assert any(x.startswith("- HATP-OBJ-3 at branches[0].tier: ") and "Make branches[0].tier match" in x for x in lines)

@@ -6,7 +6,16 @@ from mcp import MCPError
 
 from hatp_mcp.core.model.wire import WireError
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import CODES, DEFAULT_CODE, TransportFailed, from_mcp_error, to_mcp_error
+from hatp_mcp.mcp.errors import (
+    CODES,
+    DEFAULT_CODE,
+    LISTED,
+    TransportFailed,
+    from_mcp_error,
+    refusal_text,
+    to_mcp_error,
+    tool_refusal,
+)
 
 
 def test_HATP_MCP_3_a_refusal_becomes_its_stable_code_with_the_whole_refusal_as_data() -> None:
@@ -14,7 +23,10 @@ def test_HATP_MCP_3_a_refusal_becomes_its_stable_code_with_the_whole_refusal_as_
         "HATP-MCP-3", "seat version moved", path="$.preconditions", fix="re-prepare", code="PRECONDITION_CHANGED"
     )
     err = to_mcp_error(exc)
-    assert (err.code, err.message) == (-32051, "PRECONDITION_CHANGED")
+    assert err.code == -32051
+    assert err.message == (
+        "PRECONDITION_CHANGED: refused under HATP-MCP-3 at $.preconditions: seat version moved\nWhat to do: re-prepare"
+    )
     assert err.data == {
         "rule": "HATP-MCP-3",
         "code": "PRECONDITION_CHANGED",
@@ -66,3 +78,63 @@ def test_HATP_MCP_6_a_timeout_or_closed_connection_is_no_answer_not_a_refusal() 
     assert isinstance(timeout, TransportFailed) and timeout.code == "TIMEOUT"
     assert isinstance(closed, TransportFailed) and closed.code == "CONNECTION_CLOSED"
     assert timeout.rule == closed.rule == "HATP-MCP-6"
+
+
+def _plan_refusal(n: int) -> HatpError:
+    violations = [
+        {"rule": "HATP-VAL-9", "path": f"approvals[{i}].decideBy", "message": f"already past. Set deadline {i} later."}
+        for i in range(n)
+    ]
+    return HatpError(
+        "HATP-TXN-1",
+        f"the plan is invalid: {n} violation(s)",
+        path="approvals[0].decideBy",
+        code="PLAN_INVALID",
+        fix="fix the violations and begin again",
+        data={"violations": violations},
+    )
+
+
+def test_HATP_MCP_3_the_message_says_what_was_refused_why_and_every_violation_with_its_fix() -> None:
+    err = to_mcp_error(_plan_refusal(2))
+    assert err.message.split("\n") == [
+        "PLAN_INVALID: refused under HATP-TXN-1 at approvals[0].decideBy: the plan is invalid: 2 violation(s)",
+        "What to do: fix the violations and begin again",
+        "Every problem (2), each with its rule, JSON path and fix:",
+        "- HATP-VAL-9 at approvals[0].decideBy: already past. Set deadline 0 later.",
+        "- HATP-VAL-9 at approvals[1].decideBy: already past. Set deadline 1 later.",
+    ]
+    assert from_mcp_error(err, "hatp/txn/begin").code == "PLAN_INVALID"
+
+
+def test_HATP_MCP_3_a_schema_refusal_lists_each_error_with_its_path() -> None:
+    text = refusal_text(
+        WireError(
+            "HATP-OBJ-3",
+            "plan: bad",
+            path="txnId",
+            data={
+                "errors": [
+                    {"path": "txnId", "message": "txnId is required and missing. Add txnId."},
+                    {"path": "branches[0].tier", "message": "branches[0].tier: Input should be 'hold'. Make it match."},
+                ]
+            },
+        )
+    )
+    assert "- HATP-OBJ-3 at txnId: txnId is required and missing. Add txnId." in text
+    assert "- HATP-OBJ-3 at branches[0].tier: branches[0].tier: Input should be 'hold'. Make it match." in text
+
+
+def test_HATP_MCP_3_a_long_list_is_cut_in_the_text_and_kept_whole_in_the_data() -> None:
+    exc = _plan_refusal(LISTED + 3)
+    text = refusal_text(exc)
+    assert text.count("\n- HATP-VAL-9") == LISTED and text.endswith("... and 3 more (in the structured content)")
+    assert len(to_mcp_error(exc).data["data"]["violations"]) == LISTED + 3
+
+
+def test_HATP_MCP_25_a_tool_refusal_is_an_error_result_with_the_text_and_the_refusal_structured() -> None:
+    exc = _plan_refusal(1)
+    result = tool_refusal(exc)
+    assert result.is_error is True
+    assert [c.text for c in result.content] == [refusal_text(exc)]  # type: ignore[union-attr]
+    assert result.structured_content == {"refusal": exc.to_dict()}

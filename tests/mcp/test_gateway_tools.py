@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import SigningKey
@@ -54,9 +54,12 @@ async def tool(client: Client, name: str, args: dict[str, Any]) -> Any:
 
 
 async def refused(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    with pytest.raises(MCPError) as err:
-        await client.call_tool(name, args)
-    data = err.value.error.data
+    """A refusal is a tool result with isError whose text names the rule, with the refusal structured (HATP-MCP-25)."""
+    result = await client.call_tool(name, args)
+    assert result.is_error and result.structured_content is not None, result.content
+    data = result.structured_content["refusal"]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"{data['code']}: refused under {data['rule']}") and data["reason"] in text
     assert isinstance(data, dict)
     return data
 

@@ -88,7 +88,7 @@ async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_ru
             }
             answer = await send(client, "hatp/txn/commit", toy.signer("commit", commit))
     assert info.value.code == -32055
-    assert info.value.message == "STALE_TOKEN"
+    assert info.value.message.startswith("STALE_TOKEN: refused under HATP-LOCK-")
     assert info.value.data["rule"].startswith("HATP-LOCK-")
     # a commit of an unprepared branch is a signed refusal receipt, not an error
     assert answer["receipt"]["outcome"] == "refused"

@@ -14,12 +14,12 @@ import re
 import sys
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from hatp_mcp.core.model.base import NON_FINITE, WireModel
 from hatp_mcp.errors import HatpError
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "error_path", "load_json", "parse"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "error_path", "explain", "load_json", "parse"]
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
@@ -45,6 +45,21 @@ def error_path(loc: tuple[int | str, ...]) -> str:
         else:
             out += f"[{json.dumps(str(part))}]"
     return out or "$"
+
+
+def explain(err: Any, model: type[BaseModel]) -> str:
+    """One pydantic error as a sentence that says what is wrong at its JSON path and what to do instead."""
+    path = error_path(tuple(err["loc"]))
+    if err["type"] == "extra_forbidden":
+        msg = f"{path} is not a member this format defines (unknown fields are refused, never ignored)"
+        fix = "remove it, or check its spelling"
+    elif err["type"] == "missing":
+        msg = f"{path} is required and missing"
+        fix = f"add {path}"
+    else:
+        msg = f"{path}: {err['msg']}"
+        fix = f"make {path} match the {model.__name__} schema"
+    return f"{msg}. {fix[0].upper()}{fix[1:]}."
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -161,5 +176,5 @@ def parse(model: type[M], value: Any, source: str = "input") -> M:
             f"{source}: {path}: {msg}{more}",
             path=path,
             fix=f"make {path} match the {model.__name__} schema in spec/schemas/",
-            data={"errors": [{"path": error_path(tuple(e["loc"])), "message": e["msg"]} for e in errors[:20]]},
+            data={"errors": [{"path": error_path(tuple(e["loc"])), "message": explain(e, model)} for e in errors[:64]]},
         ) from exc

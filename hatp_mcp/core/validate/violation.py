@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from hatp_mcp.core.model.wire import error_path
+from hatp_mcp.core.model.wire import error_path, explain
 
 __all__ = ["Check", "Violation", "schema_violations"]
 
@@ -42,15 +42,5 @@ def schema_violations(model: type[BaseModel], value: Any) -> tuple[BaseModel | N
     except ValidationError as exc:
         out: list[Violation] = []
         for err in exc.errors(include_url=False):
-            path = error_path(tuple(err["loc"]))
-            if err["type"] == "extra_forbidden":
-                msg = f"{path} is not a member this format defines (unknown fields are refused, never ignored)"
-                fix = "remove it, or check its spelling"
-            elif err["type"] == "missing":
-                msg = f"{path} is required and missing"
-                fix = f"add {path}"
-            else:
-                msg = f"{path}: {err['msg']}"
-                fix = f"make {path} match the {model.__name__} schema"
-            out.append(Violation(rule="schema", path=path, message=f"{msg}. {fix[0].upper()}{fix[1:]}."))
+            out.append(Violation(rule="schema", path=error_path(tuple(err["loc"])), message=explain(err, model)))
         return None, out
