@@ -9,17 +9,18 @@ import json
 import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
-from hatp_mcp.core.model import Plan
+from hatp_mcp.core.model.example_plan import trip_plan
 from hatp_mcp.core.txn.record import RecordChain, verify_record
 
-PLAN = Path(__file__).resolve().parent / "plans" / "trip.json"
+T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)  # the plan and every event below are dated from here
 
 
 def main() -> int:
-    plan = Plan.model_validate(json.loads(PLAN.read_text()))
+    plan = trip_plan(T0)
     keys = {
         "coordinator": SigningKey.generate(["coordinator"], kid="coordinator"),
         "airline": SigningKey.generate(["participant"], kid="airline"),

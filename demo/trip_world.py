@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 import anyio
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
+from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.errors import HatpError
@@ -41,10 +40,6 @@ __all__ = [
     "trip_plan",
 ]
 
-AIRLINE = "mcp://airline.example/hatp"
-HOTEL = "mcp://hotel.example/hatp"
-CALENDAR = "mcp://calendar.example/hatp"
-PAYMENTS = "mcp://payments.example/hatp"
 # The participant each named key speaks for (bound in the coordinator's keyring, HATP-SIG-6).
 PARTIES = {
     "airline": AIRLINE,
@@ -53,87 +48,6 @@ PARTIES = {
     "payments": PAYMENTS,
     "gateway": SCRIPTED_GATEWAY,
 }
-
-
-def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) -> Plan:
-    """The trip plan, its times relative to `now`. `overrides` replace top-level plan members (wire names)."""
-
-    def at(seconds: int) -> str:
-        return format_ts(now + timedelta(seconds=seconds))
-
-    usd = "USD"
-    plan: dict[str, Any] = {
-        "hatp": "1",
-        "txnId": txn_id,
-        "createdAt": at(0),
-        "requester": {"principal": "human://acme.com/dana", "agent": "agent://acme.com/travel-bot"},
-        "summary": "Book Dana's trip to Berlin for the Q4 offsite (agent-written)",
-        "mode": "auto",
-        "deadlines": {"decideBy": at(7200), "commitBy": at(9000)},
-        "mandate": {"maxSpend": [{"value": "2000.00", "currency": usd}], "expiresAt": at(86400)},
-        "approvals": [
-            {
-                "id": "finance",
-                "address": "human://acme.com/role/finance-approver",
-                "action": "travel.spend",
-                "maxAmount": {"value": "1020.00", "currency": usd},
-                "decideBy": at(3600),
-                "chain": [
-                    {"address": "human://acme.com/alice", "decideSeconds": 3600},
-                    {"address": "human://acme.com/frank", "decideSeconds": 7200},
-                ],
-            }
-        ],
-        "escalation": {"leadSeconds": 900, "to": "human://acme.com/role/ops-oncall"},
-        "recovery": {"offSessionReauth": {"consented": False}},
-        "branches": [
-            {
-                "branchId": "seat",
-                "participant": AIRLINE,
-                "operation": "seat.hold",
-                "tier": "hold",
-                "args": {"flight": "LH123", "seat": "14C", "passenger": "Dana Smith"},
-                "amount": {"value": "600.00", "currency": usd},
-                "leaseSeconds": 900,
-                "holdHorizonSeconds": 14400,
-                "maxDurationSeconds": 5,
-            },
-            {
-                "branchId": "room",
-                "participant": HOTEL,
-                "operation": "room.hold",
-                "tier": "hold",
-                "args": {"hotel": "Adlon", "nights": 2, "guest": "Dana Smith"},
-                "amount": {"value": "400.00", "currency": usd},
-                "leaseSeconds": 900,
-                "holdHorizonSeconds": 14400,
-                "maxDurationSeconds": 5,
-            },
-            {
-                "branchId": "event",
-                "participant": CALENDAR,
-                "operation": "event.create",
-                "tier": "compensate",
-                "args": {"calendar": "dana", "title": "Berlin offsite"},
-                "maxDurationSeconds": 5,
-                "undoWindowSeconds": 86400,
-                "compensation": {"operation": "event.delete", "args": {"calendar": "dana"}},
-            },
-            {
-                "branchId": "pay",
-                "participant": PAYMENTS,
-                "operation": "card.capture",
-                "tier": "final",
-                "args": {"card": "tok_visa_4242", "payee": "acme-travel"},
-                "amount": {"value": "1000.00", "currency": usd},
-                "tolerancePercent": "2",
-                "maxDurationSeconds": 10,
-                "settles": ["seat", "room"],
-            },
-        ],
-    }
-    plan.update(overrides)
-    return Plan.model_validate(plan)
 
 
 class InventoryHold(Operation):

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from hatp_mcp.cli import (
     digest_cmd,
+    example_plan_cmd,
     inbox_cmd,
     keys_cmd,
     mcp_config_cmd,
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),
     "vectors": (vectors_cmd.HELP, vectors_cmd.add_arguments, vectors_cmd.run),
     "validate": (validate_cmd.HELP, validate_cmd.add_arguments, validate_cmd.run),
+    "example-plan": (example_plan_cmd.HELP, example_plan_cmd.add_arguments, example_plan_cmd.run),
     "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
     "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
 }

@@ -13,26 +13,71 @@ binds it to MCP.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server import MCPServer
+from pydantic import Field, WithJsonSchema
 
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnQuery
 from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, add_agent_guide, describe, plan_schema
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
-from hatp_mcp.runtime.txn_service import TxnService
+from hatp_mcp.runtime.txn_service import MAX_WAIT_SECONDS, TxnService
 
 __all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "serve_coordinator"]
 
 COORDINATOR_METHODS = ("hatp/txn/begin", "hatp/txn/status", "hatp/txn/abort")
 COORDINATOR_TOOLS = ("begin_transaction", "transaction_status", "abort_transaction", "list_pending")
 M = TypeVar("M", bound=WireModel)
+# A wait that fits a client's default 60 s request timeout, with room for the answer to travel.
+SAFE_WAIT_SECONDS = 50
+
+# The tools' parameters, described and bounded for the client (and the model) filling them in.
+PlanArg = Annotated[
+    dict[str, Any],
+    WithJsonSchema(plan_schema()),
+    Field(
+        description=f"The whole HATP plan object (the Plan schema; start from the resource {EXAMPLE_PLAN_URI}). "
+        "Its times must be in the future."
+    ),
+]
+RequestArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        default=None,
+        description="The agent's own signed hatp.agent-request about the plan's digest, when the agent signs "
+        "itself; leave it out when the coordinator holds the agent's key and signs for it.",
+    ),
+]
+TxnIdArg = Annotated[str, Field(min_length=1, max_length=128, description="The plan's txnId.")]
+WaitArg = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description=f"Seconds to wait for the transaction to end (0 answers at once, at most {MAX_WAIT_SECONDS}). "
+        f"At most {SAFE_WAIT_SECONDS} unless your client keeps waiting on progress notifications: most clients "
+        "give up on a request after 60 s.",
+    ),
+]
+AfterArg = Annotated[
+    int | None,
+    Field(
+        default=None,
+        ge=0,
+        description="With wait_seconds: answer as soon as the record holds more events than this (the eventCount "
+        "of your last answer), to follow progress.",
+    ),
+]
+ReasonArg = Annotated[
+    str | None, Field(default=None, max_length=2000, description="Why, for the record (shown to people).")
+]
 
 
 async def _answer(work: Callable[[], Awaitable[WireModel]]) -> dict[str, Any]:
@@ -89,25 +134,27 @@ def serve_coordinator(
     method("hatp/txn/abort", TxnAbortRequest, abort)
 
     @agent_tool
-    async def begin_transaction(plan: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def begin_transaction(plan: PlanArg, request: RequestArg = None) -> dict[str, Any]:
         """Begin an all-or-nothing transaction from a HATP plan (the whole plan object, as `hatp validate` checks
-        it). `request`: the agent's signed hatp.agent-request about the plan's digest, when the agent signs itself
-        (otherwise a coordinator holding the agent's key signs for it). Returns as soon as the transaction is
-        durably begun; it then runs in the background: prepares every branch, asks the humans the plan names, and
-        commits or aborts. Poll `transaction_status` for the outcome."""
+        it; the prompt plan_a_transaction says how to write one). Returns as soon as the transaction is durably
+        begun; it then runs in the background: prepares every branch, asks the humans the plan names, and commits
+        or aborts. Follow it with transaction_status. A refused plan lists every problem with its rule, JSON path
+        and fix."""
         return (await begin(parse(Plan, plan, "plan"), request)).wire()
 
     @agent_tool
-    async def transaction_status(txn_id: str, wait_seconds: int = 0, after_events: int | None = None) -> dict[str, Any]:
+    async def transaction_status(
+        txn_id: TxnIdArg, wait_seconds: WaitArg = 0, after_events: AfterArg = None
+    ) -> dict[str, Any]:
         """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record
-        once it is closed. `wait_seconds` (at most 300) waits for the transaction to end first or, with
-        `after_events`, only until its record holds more events than that."""
+        once it is closed. wait_seconds waits for the transaction to end first or, with after_events, only until
+        its record holds more events than that; call again with the same arguments to keep waiting."""
         body = {"txnId": txn_id, "waitSeconds": wait_seconds}
         query = parse(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
         return (await status(query)).wire()
 
     @agent_tool
-    async def abort_transaction(txn_id: str, reason: str | None = None) -> dict[str, Any]:
+    async def abort_transaction(txn_id: TxnIdArg, reason: ReasonArg = None) -> dict[str, Any]:
         """Abort a transaction that has no commit decision yet: every hold is released and every done step undone.
         Refused once commit is decided."""
         body = {"txnId": txn_id} | ({"reason": reason} if reason is not None else {})
@@ -119,4 +166,5 @@ def serve_coordinator(
         return (await service.pending()).wire()
 
     for fn in (begin_transaction, transaction_status, abort_transaction, list_pending):
-        server.add_tool(fn, name=fn.__name__, description=fn.__doc__)
+        server.add_tool(fn, name=fn.__name__, description=describe(fn))
+    add_agent_guide(server, service.clock)

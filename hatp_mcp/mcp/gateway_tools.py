@@ -14,14 +14,16 @@ hatp_mcp.mcp.errors as tool results with `isError` whose text says what was refu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
+from pydantic import Field
 
 from hatp_mcp.core.gate.checks import GateRequirement
 from hatp_mcp.core.humans.proof import subject_digest
 from hatp_mcp.core.humans.screen import render_ask_text
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
@@ -29,6 +31,48 @@ from hatp_mcp.store.gateway_store import StoredAsk
 __all__ = ["GATEWAY_TOOLS", "add_gateway_tools", "ask_view"]
 
 GATEWAY_TOOLS = ("list_asks", "show_ask", "decide", "request_approval", "approval_status")
+
+# The tools' parameters, described and bounded for the client (and the model) filling them in.
+AskId = Annotated[
+    str, Field(min_length=1, max_length=300, description="The ask's id (askId), e.g. txn-trip-0001/finance.")
+]
+Human = Annotated[
+    str | None,
+    Field(default=None, max_length=500, description="Only asks waiting for this person, e.g. human://acme.com/bob."),
+]
+Proof = Annotated[
+    dict[str, Any],
+    Field(description="The person's signed hatp.human-decision over the ask's subjectDigest (from show_ask)."),
+]
+ServerId = Annotated[
+    str, Field(min_length=1, max_length=500, description="The tool server's id, as its APPROVAL_REQUIRED named it.")
+]
+ToolName = Annotated[str, Field(min_length=1, max_length=200, description="The gated tool's name.")]
+Arguments = Annotated[dict[str, Any], Field(description="The exact arguments of the call to approve.")]
+Requires = Annotated[
+    dict[str, Any],
+    Field(description="{address, requirement} exactly as the tool server's APPROVAL_REQUIRED refusal gave them."),
+]
+AgentRequest = Annotated[
+    dict[str, Any] | None,
+    Field(
+        default=None,
+        description="The agent's hatp.agent-request over the call digest, signed with the key on its agent card.",
+    ),
+]
+Requester = Annotated[
+    str | None,
+    Field(
+        default=None,
+        max_length=500,
+        description="Optional: whom the call is for (e.g. human://acme.com/dana); must be the person the agent's "
+        "card names.",
+    ),
+]
+Digest = Annotated[
+    str | None,
+    Field(default=None, max_length=80, description="The digest the refusal named (sha256:...), to check it."),
+]
 
 
 def _no_such_ask(ask_id: str) -> HatpError:
@@ -77,16 +121,16 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         except KeyError:
             raise _no_such_ask(ask_id) from None
 
-    async def list_asks(human: str | None = None) -> dict[str, Any]:
+    async def list_asks(human: Human = None) -> dict[str, Any]:
         """Pending asks, oldest first; with `human`, only those waiting for that person."""
         rows = [s for s in gateway.store.asks("pending") if s.record is not None]
         return {"asks": [ask_view(s) for s in rows if human is None or human in _waiting_for(s)]}
 
-    async def show_ask(ask_id: str) -> dict[str, Any]:
+    async def show_ask(ask_id: AskId) -> dict[str, Any]:
         """An ask's approval screen (agent-written text labelled so), who was asked, excluded and why."""
         return ask_view(await current(ask_id), full=True)
 
-    async def decide(ask_id: str, proof: dict[str, Any]) -> dict[str, Any]:
+    async def decide(ask_id: AskId, proof: Proof) -> dict[str, Any]:
         """Approve, reject, decline or answer an ask with `proof`: the person's signed hatp.human-decision (askId,
         subjectDigest from show_ask, human, decision, value?, issuedAt, nonce, signature by their card's key)."""
         try:
@@ -96,14 +140,14 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         return ask_view(after)
 
     async def request_approval(
-        server_id: str,
-        tool: str,
-        arguments: dict[str, Any],
-        requires: dict[str, Any],
-        request: dict[str, Any] | None = None,
-        requester: str | None = None,
-        call_digest: str | None = None,
-        tool_digest: str | None = None,
+        server_id: ServerId,
+        tool: ToolName,
+        arguments: Arguments,
+        requires: Requires,
+        request: AgentRequest = None,
+        requester: Requester = None,
+        call_digest: Digest = None,
+        tool_digest: Digest = None,
     ) -> dict[str, Any]:
         """Ask the humans at `requires.address` to approve exactly this tool call (as the tool server described
         it in its APPROVAL_REQUIRED refusal). `request` is the agent's hatp.agent-request over the call digest,
@@ -125,9 +169,9 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         )
         return ask_view(stored, full=True)
 
-    async def approval_status(ask_id: str) -> dict[str, Any]:
+    async def approval_status(ask_id: AskId) -> dict[str, Any]:
         """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
         return ask_view(await current(ask_id))
 
     for fn in (list_asks, show_ask, decide, request_approval, approval_status):
-        server.add_tool(agent_tool(fn), name=fn.__name__, description=fn.__doc__)
+        server.add_tool(agent_tool(fn), name=fn.__name__, description=describe(fn))

@@ -131,6 +131,7 @@ class TxnService:
         self._clock = clock
         self._key = key
         self._approver = approver
+        self.clock = clock  # the coordinator's time: deadlines, and the example plan it serves (agent_guide)
         self._log = _SignallingLog(log)
         self.config = config or Config()
         self.runtime = CoordinatorRuntime(

@@ -12,7 +12,7 @@ from hatp_mcp.core.model.base import DecimalStr, WireModel
 
 __all__ = ["Amount", "Currency", "display_money", "totals", "with_tolerance"]
 
-Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
+Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. USD.")]
 
 
 class Amount(WireModel):

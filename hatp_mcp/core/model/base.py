@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -86,7 +86,19 @@ def _check_ident(value: str) -> str:
     return value
 
 
-Timestamp = Annotated[str, AfterValidator(_check_ts)]
+# The schemas say what the validators check, so a client (or a model) filling one in sees the formats.
+Timestamp = Annotated[
+    str,
+    AfterValidator(_check_ts),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date-time",
+            "pattern": _TS.pattern,
+            "description": "An RFC 3339 time in UTC with Z, e.g. 2026-12-01T09:00:00Z.",
+        }
+    ),
+]
 NON_FINITE = "non_finite_number"  # the pydantic error type of HATP-OBJ-4 (hatp_mcp.core.model.wire maps it)
 _MAX_DOUBLE = sys.float_info.max
 
@@ -136,10 +148,26 @@ def _all_finite(value: Any) -> bool:
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-DecimalStr = Annotated[str, BeforeValidator(_check_decimal)]
+DecimalStr = Annotated[
+    str,
+    BeforeValidator(_check_decimal),
+    WithJsonSchema(
+        {"type": "string", "pattern": _DEC.pattern, "description": 'An exact decimal as a string, e.g. "12.50".'}
+    ),
+]
 # A JSON object carried as it is (tool arguments, record bodies, evidence as received): its numbers must be finite.
 JsonObject = Annotated[dict[str, Any], AfterValidator(_check_finite)]
-Ident = Annotated[str, AfterValidator(_check_ident)]
+Ident = Annotated[
+    str,
+    AfterValidator(_check_ident),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": _IDENT.pattern,
+            "description": "An identifier: letters, digits and ._:@/+- , at most 128 characters.",
+        }
+    ),
+]
 Seconds = Annotated[int, Field(ge=0, le=10 * 365 * 24 * 3600)]
 
 

@@ -40,8 +40,8 @@ Mode = Literal["auto", "parallel", "approval-first", "holds-first"]
 class Compensation(WireModel):
     """How a compensate-tier branch is undone: the operation and its arguments."""
 
-    operation: str = Field(min_length=1, max_length=200)
-    args: JsonObject = Field(default_factory=dict)
+    operation: str = Field(min_length=1, max_length=200, description="The participant's undo operation.")
+    args: JsonObject = Field(default_factory=dict, description="Its arguments (the undo token is added).")
 
 
 class Branch(WireModel):
@@ -56,27 +56,46 @@ class Branch(WireModel):
     `settles` names branches whose cost this branch pays (so totals count it once).
     """
 
-    branch_id: Ident
-    participant: str = Field(min_length=1, max_length=500)
-    operation: str = Field(min_length=1, max_length=200)
-    tier: Tier
-    args: JsonObject = Field(default_factory=dict)
-    amount: Amount | None = None
-    tolerance_percent: DecimalStr | None = None
-    lease_seconds: Seconds | None = None
-    hold_horizon_seconds: Seconds | None = None
-    max_duration_seconds: Seconds | None = None
-    undo_window_seconds: Seconds | None = None
-    compensation: Compensation | None = None
-    settles: list[Ident] = Field(default_factory=list)
-    preconditions: dict[str, str] | None = None
+    branch_id: Ident = Field(description='Unique within the plan, e.g. "seat".')
+    participant: str = Field(
+        min_length=1, max_length=500, description="The participant's HATP id, e.g. mcp://airline.example/hatp."
+    )
+    operation: str = Field(
+        min_length=1, max_length=200, description="An operation the participant advertises, e.g. seat.hold."
+    )
+    tier: Tier = Field(
+        description="hold (reserved now, released on abort), compensate (done at commit, undone after), or "
+        "final (irreversible; at most one per plan, committed last)."
+    )
+    args: JsonObject = Field(default_factory=dict, description="The operation's arguments. No floats.")
+    amount: Amount | None = Field(default=None, description="What this branch costs, when it costs money.")
+    tolerance_percent: DecimalStr | None = Field(
+        default=None, description='How far above `amount` the real cost may be, in percent, e.g. "2".'
+    )
+    lease_seconds: Seconds | None = Field(default=None, description="hold only (required): how long a hold lasts.")
+    hold_horizon_seconds: Seconds | None = Field(
+        default=None, description="hold only: the longest the hold may be renewed to, at least leaseSeconds."
+    )
+    max_duration_seconds: Seconds | None = Field(
+        default=None, description="The longest one call (prepare or commit) may take; absent means unbounded."
+    )
+    undo_window_seconds: Seconds | None = Field(
+        default=None, description="compensate only (required): how long after commit the effect can be undone."
+    )
+    compensation: Compensation | None = Field(default=None, description="compensate only (required): the undo.")
+    settles: list[Ident] = Field(
+        default_factory=list, description="branchIds whose cost this branch pays, so totals count it once."
+    )
+    preconditions: dict[str, str] | None = Field(
+        default=None, description="Versions the participant must still see at commit; usually left out."
+    )
 
 
 class ChainLink(WireModel):
     """One person (or group) in an approver's escalation chain, with the SLA it decides within."""
 
-    address: str = Field(min_length=1, max_length=500)
-    decide_seconds: Seconds | None = None
+    address: str = Field(min_length=1, max_length=500, description="A human:// address, e.g. human://acme.com/frank.")
+    decide_seconds: Seconds | None = Field(default=None, description="How long this link has to decide.")
 
 
 class ApprovalRequirement(WireModel):
@@ -86,66 +105,87 @@ class ApprovalRequirement(WireModel):
     and refuses a requirement below them. `chain` is the worst-case escalation path, in order.
     """
 
-    id: Ident
-    address: str = Field(min_length=1, max_length=500)
-    action: str = Field(min_length=1, max_length=200)
-    max_amount: Amount | None = None
-    decide_by: Timestamp | None = None
-    chain: list[ChainLink] = Field(default_factory=list)
+    id: Ident = Field(description='Unique within the plan, e.g. "finance".')
+    address: str = Field(
+        min_length=1,
+        max_length=500,
+        description="Who decides: a human:// address such as human://acme.com/role/finance-approver (never the "
+        "requester's principal).",
+    )
+    action: str = Field(min_length=1, max_length=200, description="The authority asked for, e.g. travel.spend.")
+    max_amount: Amount | None = Field(
+        default=None, description="What the approver authorizes: at least the plan's total in that currency."
+    )
+    decide_by: Timestamp | None = Field(default=None, description="When the humans must have decided (future).")
+    chain: list[ChainLink] = Field(default_factory=list, description="The escalation path, in order.")
 
 
 class Requester(WireModel):
     """Whom the agent acts for (never an approver of this plan) and which agent wrote it."""
 
-    principal: str = Field(min_length=1, max_length=500)
-    agent: str = Field(min_length=1, max_length=500)
+    principal: str = Field(
+        min_length=1, max_length=500, description="The person the agent acts for, e.g. human://acme.com/dana."
+    )
+    agent: str = Field(min_length=1, max_length=500, description="The agent, e.g. agent://acme.com/travel-bot.")
 
 
 class Deadlines(WireModel):
-    decide_by: Timestamp | None = None
-    commit_by: Timestamp | None = None
+    """When the transaction must be decided and committed; both in the future, decideBy first."""
+
+    decide_by: Timestamp | None = Field(default=None, description="Every vote (human and participant) by then.")
+    commit_by: Timestamp | None = Field(default=None, description="Committed by then, else it aborts.")
 
 
 class Mandate(WireModel):
     """What the principal allowed the agent: spend caps per currency and an expiry."""
 
-    max_spend: list[Amount] = Field(default_factory=list)
-    expires_at: Timestamp | None = None
+    max_spend: list[Amount] = Field(default_factory=list, description="At most this much, per currency.")
+    expires_at: Timestamp | None = Field(default=None, description="The mandate's end, after deadlines.commitBy.")
 
 
 class Escalation(WireModel):
     """Who is told, and how long before the first hold's horizon, when a transaction is in doubt."""
 
-    lead_seconds: Seconds
-    to: str = Field(min_length=1, max_length=500)
+    lead_seconds: Seconds = Field(description="How long before the first hold's horizon to tell them.")
+    to: str = Field(min_length=1, max_length=500, description="A human:// address, e.g. human://acme.com/role/ops.")
 
 
 class OffSessionReauth(WireModel):
-    consented: bool
-    max_amount: Amount | None = None
+    """Whether the payer agreed to be charged again without being present, and up to how much."""
+
+    consented: bool = Field(description="True only if the payer agreed in advance.")
+    max_amount: Amount | None = Field(default=None, description="Up to how much.")
 
 
 class Recovery(WireModel):
     """What the payer consented to in advance for recovery after an in-doubt final step."""
 
-    off_session_reauth: OffSessionReauth
+    off_session_reauth: OffSessionReauth = Field(description="Charging the payer again while they are away.")
 
 
 class Plan(WireModel):
     """A transaction plan. `summary` is agent-written text and is always shown labelled as such."""
 
-    hatp: Literal["1"] = "1"
-    txn_id: Ident
-    created_at: Timestamp
+    hatp: Literal["1"] = Field(default="1", description='The protocol version: "1".')
+    txn_id: Ident = Field(description="A new id for each transaction; the same id again must be the same plan.")
+    created_at: Timestamp = Field(description="When the plan was written (now).")
     requester: Requester
-    summary: str | None = Field(default=None, max_length=2000)
-    mode: Mode = "auto"
+    summary: str | None = Field(
+        default=None, max_length=2000, description="What the transaction does, in a sentence people read."
+    )
+    mode: Mode = Field(
+        default="auto", description="How to run it; auto lets the coordinator choose from the plan's times."
+    )
     deadlines: Deadlines = Field(default_factory=Deadlines)
-    mandate: Mandate | None = None
-    approvals: list[ApprovalRequirement] = Field(default_factory=list)
-    escalation: Escalation | None = None
-    recovery: Recovery | None = None
-    branches: list[Branch] = Field(min_length=1, max_length=64)
+    mandate: Mandate | None = Field(default=None, description="What the principal allowed the agent to spend.")
+    approvals: list[ApprovalRequirement] = Field(
+        default_factory=list, description="The human votes the transaction needs."
+    )
+    escalation: Escalation | None = Field(default=None, description="Who is told when it is in doubt.")
+    recovery: Recovery | None = Field(default=None, description="What the payer consented to for recovery.")
+    branches: list[Branch] = Field(
+        min_length=1, max_length=64, description="The operations, all or none. At most one final branch."
+    )
 
     def digest(self) -> str:
         """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""

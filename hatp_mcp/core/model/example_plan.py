@@ -1,0 +1,111 @@
+"""The example plan: Dana's trip to Berlin in the acme.com test organisation, its times made from `now`. Pure.
+
+Four branches on the demo's tool servers (airline seat hold, hotel room hold, calendar event to compensate, the
+card capture as the one final step) and a finance approval. Every time in it (createdAt, deadlines, the mandate's
+expiry, the approval's decideBy, the travel dates) is relative to the `now` it is given, so a plan made now is
+valid now: a plan written out once goes stale within a day (HATP-VAL-9). `hatp example-plan` prints one; the
+coordinator serves one made at read time (hatp_mcp.mcp.agent_guide); the in-process demo and tests build on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.plan import Plan
+
+__all__ = ["AIRLINE", "CALENDAR", "HOTEL", "PAYMENTS", "example_txn_id", "trip_plan"]
+
+AIRLINE = "mcp://airline.example/hatp"
+HOTEL = "mcp://hotel.example/hatp"
+CALENDAR = "mcp://calendar.example/hatp"
+PAYMENTS = "mcp://payments.example/hatp"
+
+
+def example_txn_id(now: datetime) -> str:
+    """A txnId of its own for each second: beginning another fresh example never reuses one (HATP-MCP-21)."""
+    return f"txn-trip-{now:%Y%m%dT%H%M%SZ}"
+
+
+def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) -> Plan:
+    """The trip plan, its times relative to `now` (an aware datetime). `overrides` replace top-level plan members
+    (wire names). Raises ValueError for a naive `now`, pydantic.ValidationError for overrides that are no plan."""
+
+    def at(seconds: int) -> str:
+        return format_ts(now + timedelta(seconds=seconds))
+
+    travel = (now + timedelta(days=14)).date().isoformat()  # the flight and check-in, two weeks out
+    usd = "USD"
+    plan: dict[str, Any] = {
+        "hatp": "1",
+        "txnId": txn_id,
+        "createdAt": at(0),
+        "requester": {"principal": "human://acme.com/dana", "agent": "agent://acme.com/travel-bot"},
+        "summary": "Book Dana's trip to Berlin for the Q4 offsite (agent-written)",
+        "mode": "auto",
+        "deadlines": {"decideBy": at(7200), "commitBy": at(9000)},
+        "mandate": {"maxSpend": [{"value": "2000.00", "currency": usd}], "expiresAt": at(86400)},
+        "approvals": [
+            {
+                "id": "finance",
+                "address": "human://acme.com/role/finance-approver",
+                "action": "travel.spend",
+                "maxAmount": {"value": "1020.00", "currency": usd},
+                "decideBy": at(3600),
+                "chain": [
+                    {"address": "human://acme.com/alice", "decideSeconds": 3600},
+                    {"address": "human://acme.com/frank", "decideSeconds": 7200},
+                ],
+            }
+        ],
+        "escalation": {"leadSeconds": 900, "to": "human://acme.com/role/ops-oncall"},
+        "recovery": {"offSessionReauth": {"consented": False}},
+        "branches": [
+            {
+                "branchId": "seat",
+                "participant": AIRLINE,
+                "operation": "seat.hold",
+                "tier": "hold",
+                "args": {"flight": "LH123", "date": travel, "seat": "14C", "passenger": "Dana Smith"},
+                "amount": {"value": "600.00", "currency": usd},
+                "leaseSeconds": 900,
+                "holdHorizonSeconds": 14400,
+                "maxDurationSeconds": 5,
+            },
+            {
+                "branchId": "room",
+                "participant": HOTEL,
+                "operation": "room.hold",
+                "tier": "hold",
+                "args": {"hotel": "Adlon", "checkIn": travel, "nights": 2, "guest": "Dana Smith"},
+                "amount": {"value": "400.00", "currency": usd},
+                "leaseSeconds": 900,
+                "holdHorizonSeconds": 14400,
+                "maxDurationSeconds": 5,
+            },
+            {
+                "branchId": "event",
+                "participant": CALENDAR,
+                "operation": "event.create",
+                "tier": "compensate",
+                "args": {"calendar": "dana", "title": "Berlin offsite", "start": f"{travel}T09:00:00Z"},
+                "maxDurationSeconds": 5,
+                "undoWindowSeconds": 86400,
+                "compensation": {"operation": "event.delete", "args": {"calendar": "dana"}},
+            },
+            {
+                "branchId": "pay",
+                "participant": PAYMENTS,
+                "operation": "card.capture",
+                "tier": "final",
+                "args": {"card": "tok_visa_4242", "payee": "acme-travel"},
+                "amount": {"value": "1000.00", "currency": usd},
+                "tolerancePercent": "2",
+                "maxDurationSeconds": 10,
+                "settles": ["seat", "room"],
+            },
+        ],
+    }
+    plan.update(overrides)
+    return Plan.model_validate(plan)

@@ -1,0 +1,40 @@
+"""`hatp example-plan`: a plan made from now (or --now) that the validator accepts then, with a txnId of its own."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hatp_mcp.cli import main
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.validate.validator import validate
+
+
+def test_HATP_MCP_30_the_example_plan_is_valid_at_its_now_and_stale_days_later(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["example-plan", "--now", "2027-03-01T08:30:00Z"]) == 0
+    plan = Plan.model_validate(json.loads(capsys.readouterr().out))
+    now = datetime(2027, 3, 1, 8, 30, tzinfo=UTC)
+    assert (plan.txn_id, plan.created_at) == ("txn-trip-20270301T083000Z", "2027-03-01T08:30:00Z")
+    assert validate(plan, now) == []
+    assert {v.rule for v in validate(plan, now + timedelta(days=2))} == {"HATP-VAL-9"}
+    assert [b.tier for b in plan.branches].count("final") == 1
+
+
+def test_the_example_plan_without_now_is_valid_on_the_real_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    before = datetime.now(UTC)
+    assert main(["example-plan", "--txn-id", "txn-mine"]) == 0
+    plan = Plan.model_validate(json.loads(capsys.readouterr().out))
+    assert plan.txn_id == "txn-mine" and validate(plan, before) == []
+
+
+@pytest.mark.parametrize(("args", "said"), [(["--now", "soon"], "--now 'soon'"), (["--txn-id", "a b"], "'a b'")])
+def test_a_bad_now_or_txn_id_exits_2_with_one_line(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["example-plan", *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and said in out.err
