@@ -224,7 +224,7 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
             if i >= 3:
                 timeline.end("HATP")
             c1 = cpu_direct.measure()
-            await clients["airline"].call_tool("seat_book", {"resource": f"LH123/x{i}", "holder": "bench"})
+            await clients["airline"].call_tool("seat_book", {"resource": f"LH123/bench/x{i}", "holder": "bench"})
             await clients["hotel"].call_tool("room_book", {"resource": f"Adlon/x{i}", "holder": "bench"})
             await clients["calendar"].call_tool("event_book", {"resource": f"dana/x{i}", "holder": "bench"})
             await clients["payments"].call_tool("card_book", {"resource": f"tok/x{i}", "holder": "bench"})

@@ -99,7 +99,8 @@ async def open_suite(
     clients: dict[str, Client] = {}
     for name in SERVERS:  # entered in order, so the exit stack stops them in reverse (bounded by the caller)
         errlog = stack.enter_context((data / f"{name}.stderr").open("w"))
-        transport = stdio_client(stdio_params(f"servers.{name}", data / name), errlog=errlog)
+        # --demo-tools: bench/mcp_trip.py books the same four tools directly (<noun>_book) to compare
+        transport = stdio_client(stdio_params(f"servers.{name}", data / name, ["--demo-tools"]), errlog=errlog)
         clients[name] = await stack.enter_async_context(Client(transport))
     participants: dict[str, Participant] = {}
     for name, uri in SERVERS.items():

@@ -126,7 +126,7 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     await start("directory", ["--org", str(ORG)])
     await start("gateway", ["--org", str(ORG)])
     for name in PARTICIPANTS:
-        await start(name, [])
+        await start(name, ["--demo-tools"])  # the demo sells the room on another channel (room_change)
     links = [f"--participant={uri}={procs[name].url}" for name, uri in PARTICIPANTS.items()]
     links += [f"--participant-keys={uri}={data / name / 'public.jwk.json'}" for name, uri in PARTICIPANTS.items()]
     gateway = ["--gateway", procs["gateway"].url, "--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID]

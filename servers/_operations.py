@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,18 +25,34 @@ from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.runtime.participant import DryRun, Performed, StoreOperation
 from servers._inventory import Inventory
 
-__all__ = ["CompensateOp", "FinalOp", "HoldOp", "resource_key"]
+__all__ = ["CompensateOp", "FinalOp", "HoldOp", "ResourceKey", "resource_key"]
 
 KeyFn = Callable[[dict[str, Any]], str]
 
 
-def resource_key(*fields: str) -> KeyFn:
+@dataclass(frozen=True)
+class ResourceKey:
+    """The inventory key of a branch: its args' `fields` joined by '/' (a seat is flight/date/seat)."""
+
+    fields: tuple[str, ...]
+
+    def __call__(self, args: dict[str, Any]) -> str:
+        return "/".join(str(args.get(f, "")) for f in self.fields)
+
+    @property
+    def format(self) -> str:
+        """How a resource is named, e.g. <flight>/<date>/<seat>."""
+        return "/".join(f"<{f}>" for f in self.fields)
+
+    def fits(self, resource: str) -> bool:
+        """`resource` has one non-empty part per field, none with surrounding blanks."""
+        parts = resource.split("/")
+        return len(parts) == len(self.fields) and all(p and p == p.strip() for p in parts)
+
+
+def resource_key(*fields: str) -> ResourceKey:
     """The inventory key of a branch: its args' `fields` joined by '/'."""
-
-    def key(args: dict[str, Any]) -> str:
-        return "/".join(str(args.get(f, "")) for f in fields)
-
-    return key
+    return ResourceKey(fields)
 
 
 class _InventoryOp(StoreOperation):

@@ -1,9 +1,12 @@
 """The body every tool server shares: arguments, --data (key, SQLite), --store (the participant state on SQLite or
 PostgreSQL), the participant wrapper, tools, serving.
 
-A tool server is an `MCPServer` with ordinary tools (look up, book directly, and outside changes for demos and
-tests) plus HATP via `serve_hatp` on hatp_mcp.runtime.participant.ParticipantRuntime. Each server module only
-says which operations it offers; this module holds no HATP rules.
+A tool server is an `MCPServer` with HATP via `serve_hatp` on hatp_mcp.runtime.participant.ParticipantRuntime
+and one ordinary tool, `<noun>_status` (look a resource up). An agent meets only the protocol: the tools that act
+outside any transaction (`<noun>_book`) or change test state (`<noun>_change`) are offered only to a server
+started with `--demo-tools`, as the demos, benches and tests that need them do (spec/mcp-binding.md HATP-MCP-31).
+A resource argument is checked against the server's resource format before anything is read or written. Each
+server module only says which operations it offers; this module holds no HATP rules.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import anyio
 from mcp.server import MCPServer
+from pydantic import Field
 
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import agent_tool_sync
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
@@ -28,7 +34,7 @@ from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
-from servers._operations import FinalOp, KeyFn, _InventoryOp
+from servers._operations import FinalOp, KeyFn, ResourceKey, _InventoryOp
 
 __all__ = ["MAX_HOLD_SECONDS", "MAX_LEASE_SECONDS", "OpSpec", "ToolServer", "build", "main"]
 
@@ -38,13 +44,22 @@ MAX_HOLD_SECONDS = 24 * 3600
 # hatp/txn/estimate so a coordinator can check the plan's timing against it (HATP-MODE-9).
 MAX_CALL_SECONDS = 5
 
+Resource = Annotated[
+    str, Field(min_length=1, max_length=300, description="The resource, named as the server's format says.")
+]
+Holder = Annotated[str, Field(min_length=1, max_length=200, description="Who books it.")]
+State = Annotated[
+    Literal["free", "held", "taken", "gone"],
+    Field(description="Its new state: free, held, taken, or gone (e.g. a blocked card)."),
+]
+
 
 @dataclass(frozen=True)
 class OpSpec:
     name: str  # e.g. seat.hold
     tier: str  # hold | compensate | final
     op: Callable[[Inventory, KeyFn], Operation]
-    key: KeyFn
+    key: ResourceKey
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,7 @@ def build(
     effects_apart: bool = False,
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
+    demo_tools: bool = False,
 ) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
     """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
 
@@ -70,7 +86,8 @@ def build(
     system's would be (commits then write their intent first, HATP-PART-10/11). With the state elsewhere
     (`store_url`, e.g. PostgreSQL) the inventory is always apart, in inventory.db. `trusted_coordinators`: the
     `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every state-changing
-    request is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-STORE-1/3)."""
+    request is refused, HATP-TRUST-6). `demo_tools` offers the `<noun>_book` and `<noun>_change` tools too
+    (HATP-MCP-31). Raises OSError, ValueError or HatpError (HATP-STORE-1/3)."""
     url = store_url or StoreUrl.sqlite(data / "state.db")
     apart = effects_apart or url.backend != "sqlite"
     if not apart and (data / "inventory.db").exists():  # fail closed: never two inventories
@@ -100,26 +117,43 @@ def build(
     )
     server = MCPServer(f"hatp-{spec.name}", version="0.1.0", log_level="WARNING")
     noun = spec.noun
+    formats = " or ".join(dict.fromkeys(o.key.format for o in spec.ops))
 
-    def status(resource: str) -> dict[str, object]:
-        item = inventory.get(resource)
+    def checked(resource: str) -> str:
+        """HATP-MCP-31: a resource named in this server's format, or a refusal saying which format that is."""
+        if any(o.key.fits(resource) for o in spec.ops):
+            return resource
+        raise HatpError(
+            "HATP-MCP-31",
+            f"{resource!r} is not a {noun} of the {spec.name}: a {noun} is named {formats}",
+            path="$.resource",
+            fix=f"name the {noun} as {formats}, the values of the plan's args joined by '/'",
+            code="BAD_RESOURCE",
+        )
+
+    def status(resource: Resource) -> dict[str, object]:
+        item = inventory.get(checked(resource))
         return {"resource": resource, "version": item.version, "state": item.state, "holder": item.holder}
 
-    def book(resource: str, holder: str) -> dict[str, object]:
-        item = inventory.get(resource)
+    def book(resource: Resource, holder: Holder) -> dict[str, object]:
+        item = inventory.get(checked(resource))
         if item.state != "free":
             return {"booked": False, "reason": f"{resource} is {item.state}"}
         inventory.outside_change(resource, "taken", holder)
         return {"booked": True, "resource": resource}
 
-    def change(resource: str, state: str = "free") -> dict[str, object]:
+    def change(resource: Resource, state: State = "free") -> dict[str, object]:
         """A change made outside any transaction (another sale, a new price): the version moves."""
-        item = inventory.outside_change(resource, state if state != "free" else None)
+        item = inventory.outside_change(checked(resource), state if state != "free" else None)
         return {"resource": resource, "version": item.version, "state": item.state}
 
-    server.add_tool(status, name=f"{noun}_status", description=f"Look up a {noun}: state and version.")
-    server.add_tool(book, name=f"{noun}_book", description=f"Book a {noun} directly, without a transaction.")
-    server.add_tool(change, name=f"{noun}_change", description=f"Change a {noun} outside any transaction.")
+    def add(fn: Callable[..., dict[str, object]], name: str, description: str) -> None:
+        server.add_tool(agent_tool_sync(fn), name=name, description=description)
+
+    add(status, f"{noun}_status", f"Look up a {noun} ({formats}): its state and version.")
+    if demo_tools:  # an agent meets only the protocol unless the operator asks for these (HATP-MCP-31)
+        add(book, f"{noun}_book", f"DEMO-ONLY: book a {noun} ({formats}) directly, without a transaction.")
+        add(change, f"{noun}_change", f"TEST-ONLY: change a {noun} ({formats}) outside any transaction.")
     settings = HatpSettings(
         roles=["participant"],
         operations={
@@ -164,6 +198,11 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         help="the participant state: sqlite:PATH (default: sqlite:DATA/state.db, holding the inventory too) or"
         " postgresql://USER@HOST:PORT/DB (one database per server; the inventory stays in DATA/inventory.db)",
     )
+    parser.add_argument(
+        "--demo-tools",
+        action="store_true",
+        help="DEMO/TEST-ONLY: also offer <noun>_book (outside any transaction) and <noun>_change (test state)",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
@@ -175,6 +214,7 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
             effects_apart=args.effects_apart or args.commit_delay > 0,
             trusted_coordinators=args.trusted_coordinators,
             store_url=StoreUrl.parse(args.store) if args.store else None,
+            demo_tools=args.demo_tools,
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect

@@ -28,6 +28,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "TransportFailed",
     "agent_tool",
+    "agent_tool_sync",
     "code_for",
     "from_mcp_error",
     "refusal_text",
@@ -157,6 +158,19 @@ def agent_tool(fn: Callable[P, Awaitable[dict[str, Any]]]) -> Callable[P, Awaita
     async def tool(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
             return tool_result(await fn(*args, **kwargs))
+        except HatpError as exc:
+            return tool_refusal(exc)
+
+    return tool
+
+
+def agent_tool_sync(fn: Callable[P, dict[str, Any]]) -> Callable[P, CallToolResult]:
+    """`agent_tool` for a tool that does blocking work (the SDK runs it on a worker thread)."""
+
+    @functools.wraps(fn)
+    def tool(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return tool_result(fn(*args, **kwargs))
         except HatpError as exc:
             return tool_refusal(exc)
 

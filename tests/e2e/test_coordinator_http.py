@@ -91,7 +91,7 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite
     async with AsyncExitStack() as stack:
         s = Suite(data, stack)
         for name in PARTICIPANTS:
-            await s.start(name, f"servers.{name}", [])
+            await s.start(name, f"servers.{name}", ["--demo-tools"])  # room_change, card_change: outside changes
         await s.start("payments-slow", "servers.payments", ["--commit-delay", "3"])
         await s.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
         yield s

@@ -32,7 +32,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def airline(data: Path) -> AsyncIterator[HttpProcess]:
-    async with launch_http("servers.airline", trusting(data / "airline")) as proc:
+    async with launch_http("servers.airline", trusting(data / "airline"), extra=["--demo-tools"]) as proc:
         yield proc
 
 
