@@ -12,11 +12,14 @@ binds it to MCP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import Field, WithJsonSchema
 
 from hatp_mcp.core.model.base import WireModel
@@ -30,13 +33,17 @@ from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
 from hatp_mcp.runtime.txn_service import MAX_WAIT_SECONDS, TxnService
 
-__all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "serve_coordinator"]
+__all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "PROGRESS_SECONDS", "RECORD_URI", "serve_coordinator"]
 
 COORDINATOR_METHODS = ("hatp/txn/begin", "hatp/txn/status", "hatp/txn/abort")
 COORDINATOR_TOOLS = ("begin_transaction", "transaction_status", "abort_transaction", "list_pending")
 M = TypeVar("M", bound=WireModel)
 # A wait that fits a client's default 60 s request timeout, with room for the answer to travel.
 SAFE_WAIT_SECONDS = 50
+# While a status waits, a progress notification this often (to a client that gave a progress token) keeps a
+# client that resets its timeout on progress waiting (HATP-MCP-32).
+PROGRESS_SECONDS = 10
+RECORD_URI = "hatp://txn/{txn_id}/record"
 
 # The tools' parameters, described and bounded for the client (and the model) filling them in.
 PlanArg = Annotated[
@@ -73,6 +80,13 @@ AfterArg = Annotated[
         ge=0,
         description="With wait_seconds: answer as soon as the record holds more events than this (the eventCount "
         "of your last answer), to follow progress.",
+    ),
+]
+RecordArg = Annotated[
+    bool,
+    Field(
+        description="Also return the whole signed Transaction Record once closed (tens of KB; it is also the "
+        "resource hatp://txn/{txnId}/record). Without it a closed transaction answers a short summary."
     ),
 ]
 ReasonArg = Annotated[
@@ -142,16 +156,46 @@ def serve_coordinator(
         and fix."""
         return (await begin(parse(Plan, plan, "plan"), request)).wire()
 
+    async def with_progress(ctx: Context, wait: int, work: Callable[[], Awaitable[WireModel]]) -> WireModel:
+        """Run `work`; meanwhile, every PROGRESS_SECONDS of the coordinator's clock, a progress notification (a
+        no-op unless the client gave a progress token)."""
+        if wait <= 0:
+            return await work()
+        clock = service.clock
+
+        async def beat() -> None:
+            beats = 0
+            while True:
+                await clock.sleep_until(clock.now() + timedelta(seconds=PROGRESS_SECONDS))
+                beats += 1
+                await ctx.report_progress(beats * PROGRESS_SECONDS, wait, "waiting for the transaction to end")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beat)
+            result = await work()
+            tg.cancel_scope.cancel()
+        return result
+
     @agent_tool
     async def transaction_status(
-        txn_id: TxnIdArg, wait_seconds: WaitArg = 0, after_events: AfterArg = None
+        ctx: Context,
+        txn_id: TxnIdArg,
+        wait_seconds: WaitArg = 0,
+        after_events: AfterArg = None,
+        include_record: RecordArg = False,
     ) -> dict[str, Any]:
-        """The state of a transaction: state, votes so far, decision, outcome, and the signed Transaction Record
-        once it is closed. wait_seconds waits for the transaction to end first or, with after_events, only until
-        its record holds more events than that; call again with the same arguments to keep waiting."""
+        """The state of a transaction: state, votes so far, decision, outcome and, once it is closed, what became
+        of each branch, the first refusal with its reason, and the digest of the signed Transaction Record.
+        wait_seconds waits for the transaction to end first or, with after_events, only until its record holds
+        more events than that; call again to keep waiting. While it waits it sends progress notifications every
+        10 s to a client that asked for progress."""
         body = {"txnId": txn_id, "waitSeconds": wait_seconds}
         query = parse(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
-        return (await status(query)).wire()
+        answer = (await with_progress(ctx, wait_seconds, lambda: status(query))).wire()
+        if "record" in answer and not include_record:
+            del answer["record"]
+            answer["recordUri"] = RECORD_URI.format(txn_id=txn_id)
+        return answer
 
     @agent_tool
     async def abort_transaction(txn_id: TxnIdArg, reason: ReasonArg = None) -> dict[str, Any]:
@@ -167,4 +211,26 @@ def serve_coordinator(
 
     for fn in (begin_transaction, transaction_status, abort_transaction, list_pending):
         server.add_tool(fn, name=fn.__name__, description=describe(fn))
+
+    @server.resource(
+        RECORD_URI,
+        name="transaction-record",
+        description="The whole signed Transaction Record of a closed transaction, as `hatp verify` checks it.",
+        mime_type="application/json",
+    )
+    async def record(txn_id: str) -> str:
+        try:
+            closed = (await service.status(txn_id)).record
+            if closed is None:
+                raise HatpError(
+                    "HATP-MCP-32",
+                    f"transaction {txn_id!r} is not closed yet: its record is still growing",
+                    path="$.txnId",
+                    code="NOT_CLOSED",
+                    fix="wait with transaction_status until it has an outcome, then read the record",
+                )
+        except HatpError as exc:
+            raise to_mcp_error(exc) from exc
+        return json.dumps(closed, indent=2, ensure_ascii=False)
+
     add_agent_guide(server, service.clock)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,11 +17,12 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import HatpRequest, call_raw
-from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS, serve_coordinator
+from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS, PROGRESS_SECONDS, RECORD_URI, serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings, read_advertisement
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.scripted_approver import HumanScript
@@ -201,3 +203,80 @@ async def test_HATP_MCP_25_a_plan_that_is_not_a_plan_lists_every_schema_error_wi
     assert refused.is_error and lines[0].startswith("HATP-OBJ-3: refused under HATP-OBJ-3 at ")
     assert "- HATP-OBJ-3 at requester: requester is required and missing. Add requester." in lines
     assert any(x.startswith("- HATP-OBJ-3 at branches[0].tier: ") and "Make branches[0].tier match" in x for x in lines)
+
+
+async def test_HATP_MCP_32_a_long_status_wait_sends_progress_while_it_waits(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=600)})
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append((value, total, message))
+
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            await client.call_tool("begin_transaction", {"plan": trip_plan(clock.now(), "txn-p1").wire()})
+            done: list[types.CallToolResult] = []
+
+            async def wait() -> None:
+                args = {"txn_id": "txn-p1", "wait_seconds": 300}
+                done.append(await client.call_tool("transaction_status", args, progress_callback=progress))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                for _ in range(2):  # two beats of the coordinator's clock while the finance approver thinks
+                    clock.advance(PROGRESS_SECONDS)
+                    await anyio.wait_all_tasks_blocked()
+                assert [v for v, _t, _m in seen] == [PROGRESS_SECONDS, 2 * PROGRESS_SECONDS] and not done
+                clock.advance(600)  # the approver decides; the trip commits and the wait answers
+    (result,) = done
+    assert result.structured_content is not None and result.structured_content["outcome"] == "COMMITTED"
+    assert all(total == 300 and message for _v, total, message in seen)
+
+
+async def test_HATP_MCP_32_a_closed_status_is_a_short_summary_and_the_record_is_a_resource(clock: FakeClock) -> None:
+    world = build_world(clock)
+    world.room.sold_out = True
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            await client.call_tool("begin_transaction", {"plan": trip_plan(clock.now(), "txn-s1").wire()})
+            short = await client.call_tool("transaction_status", {"txn_id": "txn-s1", "wait_seconds": 5})
+            whole = await client.call_tool("transaction_status", {"txn_id": "txn-s1", "include_record": True})
+            read = await client.read_resource("hatp://txn/txn-s1/record", cache_mode="bypass")
+            templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+    summary = short.structured_content
+    assert summary is not None and "record" not in summary and summary["recordUri"] == "hatp://txn/txn-s1/record"
+    assert summary["outcome"] == "ABORTED" and summary["decisionReason"] == "SOLD_OUT: room voted no"
+    assert summary["firstRefusal"] == {
+        "branchId": "room",
+        "event": "vote",
+        "code": "SOLD_OUT",
+        "reason": "no room left",
+    }
+    assert {r["branchId"]: r["result"] for r in summary["results"]} == {
+        "seat": "released",
+        "room": "refused",
+        "event": "not-committed",
+        "pay": "not-committed",
+        "finance": "approved",
+    }
+    assert len(text_of(short)) < 4000 < len(text_of(whole))
+    (item,) = read.contents
+    assert isinstance(item, types.TextResourceContents)
+    record = json.loads(item.text)
+    assert whole.structured_content is not None and whole.structured_content["record"] == record
+    assert summary["recordDigest"] == digest(record) and verify_record(record, world.keyring) == []
+    assert RECORD_URI in templates
+
+
+async def test_HATP_MCP_32_the_record_of_an_open_or_unknown_transaction_is_refused(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=3600)})
+    with anyio.fail_after(10):
+        async with coordinator(world) as client:
+            await client.call_tool("begin_transaction", {"plan": trip_plan(clock.now(), "txn-s2").wire()})
+            with pytest.raises(MCPError) as open_one:
+                await client.read_resource("hatp://txn/txn-s2/record", cache_mode="bypass")
+            with pytest.raises(MCPError) as unknown:
+                await client.read_resource("hatp://txn/txn-none/record", cache_mode="bypass")
+    assert open_one.value.message.startswith("NOT_CLOSED: refused under HATP-MCP-32")
+    assert unknown.value.message.startswith("UNKNOWN_TXN: refused under HATP-MCP-22")

@@ -14,7 +14,7 @@ from pydantic import Field
 from hatp_mcp.core.model.base import Ident, JsonObject, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 
-__all__ = ["TxnAbortRequest", "TxnList", "TxnQuery", "TxnStatus", "VoteSummary"]
+__all__ = ["BranchOutcome", "FirstRefusal", "TxnAbortRequest", "TxnList", "TxnQuery", "TxnStatus", "VoteSummary"]
 
 TxnStateName = Literal[
     "new",
@@ -59,8 +59,30 @@ class VoteSummary(WireModel):
     decision: str = Field(max_length=40)
 
 
+class BranchOutcome(WireModel):
+    """What became of one branch (or approval requirement) of a closed transaction, read from its record.
+
+    `result` is one of committed, released (a hold let go), undone (compensated), not-committed (aborted before
+    its effect), refused (a no vote or a refused receipt), in-doubt, approved, rejected, or no-answer."""
+
+    branch_id: Ident
+    result: str = Field(max_length=40)
+    code: str | None = Field(default=None, max_length=64)
+
+
+class FirstRefusal(WireModel):
+    """The first no in a record: which branch or approver refused, its code and its own reason."""
+
+    branch_id: Ident
+    event: str = Field(max_length=64)
+    code: str | None = Field(default=None, max_length=64)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
 class TxnStatus(WireModel):
-    """A coordinator's answer about one transaction. `record` is present once the record is closed."""
+    """A coordinator's answer about one transaction. `record` is present once the record is closed; so are
+    `results` (per branch), `firstRefusal` (when something refused), `decisionReason` and `recordDigest` (sha256 of
+    the record's canonical form), the short account an agent reads without the whole record."""
 
     type: Literal["hatp.txn-status"] = "hatp.txn-status"
     txn_id: Ident
@@ -70,6 +92,10 @@ class TxnStatus(WireModel):
     outcome: Literal["COMMITTED", "ABORTED", "NEEDS_RECOVERY"] | None = None
     votes: list[VoteSummary] = Field(default_factory=list)
     event_count: int = Field(ge=0)
+    results: list[BranchOutcome] = Field(default_factory=list)
+    first_refusal: FirstRefusal | None = None
+    decision_reason: str | None = Field(default=None, max_length=2000)
+    record_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     record: JsonObject | None = None
 
 

@@ -3,7 +3,9 @@
 The state is derived from the record events and the latest decision, never from a connection or a running task,
 so a restarted coordinator answers the same as the one that began the transaction: closed records give their
 outcome, a commit decision is `committing` (or `in-doubt` while a commit has no answer), an abort decision is
-`aborting`, and an undecided transaction is `quoting`, `preparing` or `approving`. Pure: no IO, no clock.
+`aborting`, and an undecided transaction is `quoting`, `preparing` or `approving`. A closed transaction's status
+also says, from its record alone, what became of each branch, the first refusal and the decision's reason, and
+the digest of the whole record (so an agent needs the record itself only to verify it). Pure: no IO, no clock.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT
-from hatp_mcp.core.model.txn_api import TxnStatus, VoteSummary
+from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary
 
-__all__ = ["derive_state", "summarize"]
+__all__ = ["derive_state", "first_refusal", "results", "summarize"]
 
 _ENDS = {"COMMITTED": "committed", "ABORTED": "aborted", "NEEDS_RECOVERY": "needs-recovery"}
 
@@ -43,6 +46,78 @@ def _in_doubt(events: Sequence[Mapping[str, Any]]) -> bool:
         elif ev.get("event") == "commit":
             doubtful.discard(str(branch))
     return bool(doubtful)
+
+
+def _branch_of(ev: Mapping[str, Any]) -> str | None:
+    body = ev.get("body") or {}
+    evidence = ev.get("evidence") or {}
+    found = body.get("branchId") or body.get("requirementId") or evidence.get("branchId")
+    return str(found) if found else None
+
+
+def first_refusal(events: Sequence[Mapping[str, Any]]) -> FirstRefusal | None:
+    """The first no vote or refused receipt in the record, with its code and its own reason."""
+    for ev in events:
+        evidence = ev.get("evidence")
+        branch = _branch_of(ev)
+        if not isinstance(evidence, Mapping) or branch is None:
+            continue
+        if evidence.get("decision") == "no" or evidence.get("outcome") == "refused":
+            code, reason = evidence.get("code"), evidence.get("reason")
+            return FirstRefusal(
+                branch_id=branch,
+                event=str(ev.get("event")),
+                code=str(code)[:64] if code is not None else None,
+                reason=str(reason)[:2000] if reason is not None else None,
+            )
+    return None
+
+
+_PHASE2 = {"commit": "committed", "compensate": "undone", "commit.in-doubt": "in-doubt"}
+
+
+def results(plan: Plan, events: Sequence[Mapping[str, Any]]) -> list[BranchOutcome]:
+    """What became of each branch and approval requirement, in plan order, from the record's events: the last
+    phase-2 answer (commit, abort, compensate), else its vote."""
+    tiers = {b.branch_id: b.tier for b in plan.branches}
+    last: dict[str, tuple[str, str | None]] = {}
+    for ev in events:
+        name, evidence, branch = str(ev.get("event")), ev.get("evidence"), _branch_of(ev)
+        if branch is None:
+            continue
+        evidence = evidence if isinstance(evidence, Mapping) else {}
+        code = evidence.get("code")
+        code = str(code)[:64] if code is not None else None
+        if name == "approval":
+            last[branch] = ("approved" if evidence.get("decision") == "approve" else "rejected", code)
+        elif name == "vote" and (branch not in last or last[branch][0] in ("voted", "refused")):
+            decision = evidence.get("decision")
+            last[branch] = ("refused" if decision == "no" else "voted", code)
+        elif name == "receipt" and evidence.get("outcome") == "refused":
+            last[branch] = ("refused", code)
+        elif name in _PHASE2 or name == "abort":
+            if evidence.get("outcome") == "refused":
+                last[branch] = ("refused", code)
+            elif name == "abort":
+                last[branch] = ("released" if tiers.get(branch) == "hold" else "not-committed", code)
+            else:
+                last[branch] = (_PHASE2[name], code)
+    ids = [*(b.branch_id for b in plan.branches), *(a.id for a in plan.approvals)]
+    out = []
+    for branch_id in ids:
+        result, code = last.get(branch_id, ("no-answer", None))
+        if result == "voted":  # a yes vote with no phase-2 answer after it
+            result = "no-answer"
+        out.append(BranchOutcome(branch_id=branch_id, result=result, code=code))
+    return out
+
+
+def _decision_reason(events: Sequence[Mapping[str, Any]]) -> str | None:
+    for ev in reversed(events):
+        if ev.get("event") == "decision":
+            reason = (ev.get("body") or {}).get("reason")
+            return str(reason)[:2000] if reason is not None else None
+    return None
 
 
 def derive_state(
@@ -88,5 +163,9 @@ def summarize(
         outcome=outcome if outcome in _ENDS else None,  # type: ignore[arg-type]
         votes=list(votes.values()),
         event_count=len(events),
+        results=results(plan, events) if closed else [],
+        first_refusal=first_refusal(events) if closed else None,
+        decision_reason=_decision_reason(events) if closed else None,
+        record_digest=digest(dict(record)) if closed and record is not None else None,
         record=dict(record) if closed and record is not None else None,
     )
