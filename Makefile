@@ -4,9 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install postgresql test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
+TS_CLIENT := tests/e2e/ts
+TS_STAMP := $(TS_CLIENT)/node_modules/.installed
+
+.PHONY: install postgresql ts-client test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
 
 install: $(STAMP)
+
+# The official TypeScript MCP SDK, pinned by its lockfile, for tests/e2e/test_typescript_client.py. Node comes
+# from the system; where it is missing, Debian's (apt-get, as root on a fresh CI machine).
+ts-client: $(TS_STAMP)
+
+$(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	command -v npm >/dev/null || { echo "make ts-client: installing node and npm (apt-get install -y nodejs npm)" >&2; \
+		apt-get update -q && apt-get install -y -q nodejs npm; }
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,7 +45,7 @@ ifeq ($(PG_INITDB),)
 endif
 
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql
+pytest: install postgresql ts-client
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
@@ -64,4 +77,4 @@ vectors: install
 	$(BIN)/hatp vectors --write spec/vectors
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules
