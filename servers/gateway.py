@@ -35,6 +35,7 @@ from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
+from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
@@ -98,6 +99,7 @@ def build(
     server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
     serve_approver(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
+    serve_questions(server, gateway)
     return server, gateway
 
 

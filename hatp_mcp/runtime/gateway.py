@@ -36,6 +36,7 @@ from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.question import QuestionRequest, question_digest
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
@@ -103,6 +104,21 @@ def apply_human_input(
         kept, error = late.stored, late.error
         store.update(ask_id, lambda _s: kept)
         raise error from None
+
+
+def _same_question(ask: Ask, question: QuestionRequest, requester: str) -> bool:
+    """`ask` is the question asked again: same kind, address, text, options, schema, bound, person, deadline."""
+    return (
+        ask.kind == question.kind
+        and ask.address == question.address
+        and ask.question is not None
+        and ask.question.text == question.question
+        and list(ask.options) == list(question.options)
+        and ask.form_schema == question.form_schema
+        and ask.max_length == question.max_length
+        and ask.requester == requester
+        and (question.decide_by is None or ask.decide_by == question.decide_by)
+    )
 
 
 def verified_request(raw: object) -> AgentRequest:
@@ -290,10 +306,12 @@ class GatewayApprover:
                 await self._notify_new(before.record, after.record)
 
     async def open_question(self, *, ask_id: str, kind: str, address: str, question: str, **kw: Any) -> StoredAsk:
-        """Route a choose / form / text ask (see core.asks.open_question). Raises HatpError."""
+        """Route a choose / form / text ask (see core.asks.open_question; `agent_request`: the verified request
+        that proved the requester, kept with the ask). Raises HatpError."""
         existing = self.store.get(ask_id)
         if existing is not None:
             return await self._sync(ask_id)
+        agent_request = kw.pop("agent_request", None)
         options = [o if isinstance(o, Option) else Option.model_validate(o) for o in kw.pop("options", None) or []]
         rec = core_asks.open_question(
             ask_id=ask_id,
@@ -307,10 +325,56 @@ class GatewayApprover:
             default_window=self.default_window,
             **kw,
         )
+        if agent_request is not None:
+            rec = rec.model_copy(update={"agent_request": agent_request})
         created = self.store.create(StoredAsk(ask_id, rec.state, rec, None, None), rec.ask.txn_id, None)
         await self._notify_new(None, created.record or rec)
         self._changed.set()
         return await self._sync(ask_id)
+
+    async def ask_question(self, question: QuestionRequest) -> StoredAsk:
+        """An agent's question over MCP (HATP-MCP-33): the requester is the person the agent's Directory-signed
+        card names, proven by its signed request about exactly this question (subject `question`, HATP-GW-47/48),
+        and the question is routed as an approval would be (the requester is never asked, HATP-GW-5). The same
+        askId and question again answers the same ask; another question under a known askId is refused.
+
+        Raises HatpError HATP-GW-47/48 (the request), HATP-MCP-33 (ASK_MISMATCH, a past decideBy), HATP-ASK-1,
+        HATP-ADDR-1..4, before anything is stored."""
+        now = self.clock.now()
+        proven = verify_request(
+            question.request, self.agents, subject="question", subject_digest=question_digest(question), now=now
+        )
+        existing = self.store.get(question.ask_id)
+        if existing is not None:
+            if existing.record is None or not _same_question(existing.record.ask, question, proven):
+                raise HatpError(
+                    "HATP-MCP-33",
+                    f"ask {question.ask_id!r} is another question (or someone else's)",
+                    path="$.askId",
+                    code="ASK_MISMATCH",
+                    fix="use a new askId for a new question",
+                )
+            return await self._sync(question.ask_id)
+        deadline = parse_ts(question.decide_by) if question.decide_by is not None else None
+        if deadline is not None and deadline <= now:
+            raise HatpError(
+                "HATP-MCP-33",
+                f"decideBy {question.decide_by} is already past (it is {format_ts(now)})",
+                path="$.decideBy",
+                fix="give the people time: a decideBy in the future, or none (the gateway's default window)",
+            )
+        return await self.open_question(
+            ask_id=question.ask_id,
+            kind=question.kind,
+            address=question.address,
+            question=question.question,
+            options=list(question.options),
+            form_schema=question.form_schema,
+            max_length=question.max_length,
+            decide_by=deadline,
+            requester=proven,
+            agent_request=verified_request(question.request),
+        )
 
     async def ask_tool_call(
         self,

@@ -30,6 +30,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
+from hatp_mcp.core.model.question import QuestionQuery, QuestionRequest
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnList, TxnQuery, TxnStatus
@@ -108,4 +109,6 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "bounds-request": BoundsRequest,
     "operation-bounds": OperationBounds,
     "txn-auth": TxnAuth,
+    "question-request": QuestionRequest,
+    "question-query": QuestionQuery,
 }

@@ -33,12 +33,13 @@ class AgentCard(SignedModel):
 
 class AgentRequest(SignedModel):
     """The agent's signed "I ask for approval of this, for the person I act for": `subject` is what it asks about
-    (a tool call, by its call digest, or a plan, by its plan digest), signed with a key on its AgentCard."""
+    (a tool call, by its call digest, a plan, by its plan digest, or a question it asks people, by its question
+    digest), signed with a key on its AgentCard."""
 
     type: Literal["hatp.agent-request"] = "hatp.agent-request"
     agent: str = Field(min_length=1, max_length=500)
     acts_for: str = Field(min_length=1, max_length=500)
-    subject: Literal["tool-call", "plan"]
+    subject: Literal["tool-call", "plan", "question"]
     subject_digest: str = Field(pattern=DIGEST_PATTERN)
     issued_at: Timestamp
     nonce: str = Field(min_length=16, max_length=128)
