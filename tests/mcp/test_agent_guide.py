@@ -19,6 +19,7 @@ from hatp_mcp.core.validate.validator import validate
 from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, PROMPT_NAME, describe, plan_schema
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS
 from hatp_mcp.mcp.gateway_tools import GATEWAY_TOOLS, add_gateway_tools
+from hatp_mcp.mcp.question_server import QUESTION_TOOLS, serve_questions
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.txn_service import MAX_WAIT_SECONDS
 from tests.mcp.gateway_fixture import make_gateway
@@ -75,12 +76,14 @@ async def test_HATP_MCP_30_every_tool_parameter_is_described_and_bounded_and_des
     clock: FakeClock, tmp_path: Path
 ) -> None:
     gateway = MCPServer("gw")
-    add_gateway_tools(gateway, make_gateway(tmp_path, clock))
+    approver = make_gateway(tmp_path, clock)
+    add_gateway_tools(gateway, approver)
+    serve_questions(gateway, approver)
     with anyio.fail_after(10):
         async with coordinator(build_world(clock)) as client, Client(gateway) as gw:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             tools |= {t.name: t for t in (await gw.list_tools()).tools}
-    assert set(COORDINATOR_TOOLS) | set(GATEWAY_TOOLS) <= set(tools)
+    assert set(COORDINATOR_TOOLS) | set(GATEWAY_TOOLS) | set(QUESTION_TOOLS) <= set(tools)
     plan = tools["begin_transaction"].input_schema["properties"]["plan"]
     assert {k: v for k, v in plan.items() if k != "description"} == {
         k: v for k, v in plan_schema().items() if k != "description"
