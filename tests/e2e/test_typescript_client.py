@@ -17,7 +17,6 @@ import anyio
 import pytest
 
 from demo.trip_suite import ORG, open_seven
-from hatp_mcp.cli.mcp_config_cmd import config
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +79,11 @@ async def test_the_typescript_sdk_drives_a_trip_to_committed_over_stdio_as_mcp_c
     tmp_path: Path,
 ) -> None:
     node()
-    servers = config(tmp_path, sys.executable)["mcpServers"]
+    with anyio.fail_after(60):  # exactly what a user pastes into Claude Desktop
+        printed = await anyio.run_process(
+            [str(Path(sys.executable).parent / "hatp"), "mcp-config", "--data", str(tmp_path)], stderr=subprocess.PIPE
+        )
+    servers = json.loads(printed.stdout.decode())["mcpServers"]
     seen = await drive(
         {
             "transport": "stdio",
