@@ -52,7 +52,7 @@ async def refused(client: Client, method: str, params: dict[str, Any]) -> dict[s
     with pytest.raises(MCPError) as err:
         await send(client, method, params)
     data: dict[str, Any] = err.value.error.data
-    assert err.value.message == data["code"]
+    assert err.value.message.startswith(f"{data['code']}: refused under {data['rule']}")  # HATP-MCP-3
     return data
 
 
