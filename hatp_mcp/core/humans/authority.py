@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.amount import Amount, fits_wire, with_tolerance
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.money import PlanMoney, show_money
 from hatp_mcp.core.model.money import plan_money as _plan_money
@@ -43,6 +43,17 @@ def plan_money(plan: Plan) -> PlanMoney:
                 fix="give a tolerance of 0 or more",
                 code="NEGATIVE_TOLERANCE",
             )
+        if b.amount is not None and b.tolerance_percent is not None:
+            ceiling = with_tolerance(b.amount, b.tolerance_percent)
+            if not fits_wire(ceiling):
+                raise HatpError(
+                    "HATP-GW-3",
+                    f"branch {b.branch_id!r} may cost up to {format(ceiling, 'f')} {b.amount.currency}, more than 18 "
+                    "digits on a side of the point: no approval screen can state that ceiling",
+                    path=f"branches[{i}].tolerancePercent",
+                    fix="give a tolerance with fewer decimals (hatp validate reports it as HATP-VAL-5)",
+                    code="UNSTATABLE_CEILING",
+                )
     return _plan_money(plan)
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.base import DecimalStr, WireModel
 
-__all__ = ["Amount", "Currency", "display_money", "totals", "with_tolerance"]
+__all__ = ["Amount", "Currency", "display_money", "fits_wire", "totals", "with_tolerance"]
 
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. USD.")]
 
@@ -52,6 +52,16 @@ def totals(amounts: Iterable[Amount]) -> dict[str, Decimal]:
     for a in amounts:
         out[a.currency] = out.get(a.currency, Decimal(0)) + a.decimal
     return out
+
+
+def fits_wire(value: Decimal) -> bool:
+    """Whether `Amount.of(value, ...)` can carry this exact decimal: at most 18 digits on each side of the point.
+    A branch's ceiling (amount with tolerance) that does not fit cannot be shown to or signed by an approver."""
+    try:
+        Amount.of(value, "XXX")
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return False
+    return True
 
 
 def with_tolerance(amount: Amount, tolerance_percent: str | None) -> Decimal:

@@ -14,6 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from hatp_mcp.core.model.amount import display_money as _show
+from hatp_mcp.core.model.amount import fits_wire, with_tolerance
 from hatp_mcp.core.model.money import branch_most, plan_money
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.validate.violation import Violation
@@ -79,6 +80,19 @@ def check_amounts(plan: Plan, now: datetime) -> list[Violation]:
             refuse(f"branches[{i}].amount", b.amount.value, f'branch "{b.branch_id}"')
         if neg(b.tolerance_percent):
             refuse(f"branches[{i}].tolerancePercent", b.tolerance_percent, f'branch "{b.branch_id}"')
+        elif b.amount is not None and b.tolerance_percent is not None:
+            ceiling = with_tolerance(b.amount, b.tolerance_percent)
+            if not fits_wire(ceiling):
+                out.append(
+                    Violation(
+                        rule="HATP-VAL-5",
+                        path=f"branches[{i}].tolerancePercent",
+                        message=f'Branch "{b.branch_id}" may cost up to {format(ceiling, "f")} {b.amount.currency} '
+                        f"({b.amount.value} plus {b.tolerance_percent}%), a number with more than 18 digits on a "
+                        f"side of the point: no approval screen can state it and no approver can sign for it. Use "
+                        f"a tolerance with fewer decimals (or a smaller amount).",
+                    )
+                )
     for i, a in enumerate(plan.approvals):
         if a.max_amount is not None and neg(a.max_amount.value):
             refuse(f"approvals[{i}].maxAmount", a.max_amount.value, f'approval "{a.id}"')

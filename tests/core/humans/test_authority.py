@@ -67,3 +67,17 @@ def test_a_plan_without_amounts_moves_no_money() -> None:
     del doc["branches"][0]["amount"]
     money = plan_money(Plan.model_validate(doc))
     assert not money.moves_money and show_money(money) == []
+
+
+@pytest.mark.parametrize(("amount", "tolerance"), [("412.50", "0.000000000000000001"), ("999999999999999999", "2")])
+def test_a_ceiling_no_screen_can_state_is_refused_under_HATP_GW_3_before_anyone_is_asked(
+    amount: str, tolerance: str
+) -> None:
+    with pytest.raises(HatpError) as e:  # it was a bare -32602 from building the screen, with no rule
+        plan_money(plan([amount], tolerance=tolerance))
+    assert (e.value.rule, e.value.code, e.value.path) == (
+        "HATP-GW-3",
+        "UNSTATABLE_CEILING",
+        "branches[0].tolerancePercent",
+    )
+    assert "more than 18 digits" in e.value.reason

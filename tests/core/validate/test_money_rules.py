@@ -120,3 +120,13 @@ def test_a_currency_the_mandate_does_not_cap_is_not_allowed_HATP_VAL_8() -> None
     out = check(plan)
     assert rules_and_paths(out) == [("HATP-VAL-8", "mandate.maxSpend")]
     assert "caps no spending in USD" in out[0].message
+
+
+def test_a_ceiling_with_more_than_18_digits_on_a_side_is_refused_under_HATP_VAL_5() -> None:
+    doc = trip()
+    doc["branches"][0]["tolerancePercent"] = "0.000000000000000001"  # 412.50 x (1 + 1e-20): 22 decimals
+    found = [v for v in check(doc) if v.rule == "HATP-VAL-5"]
+    assert [v.path for v in found] == ["branches[0].tolerancePercent"]
+    assert "more than 18 digits" in found[0].message
+    doc["branches"][0]["tolerancePercent"] = "2.5"  # an ordinary tolerance still fits
+    assert [v for v in check(doc) if v.rule == "HATP-VAL-5"] == []
