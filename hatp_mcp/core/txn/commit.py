@@ -15,14 +15,17 @@ from hatp_mcp.core.txn.data import Txn, arm
 from hatp_mcp.core.txn.deadlines import renew
 from hatp_mcp.core.txn.events import Command, Decide, Escalate, Outcome, Record, SendCommit, SendPrepare, TxnState
 
-__all__ = ["decide_commit", "escalate", "final_done", "in_doubt", "next_commit", "offer_recovery", "resolved"]
+__all__ = ["decide_commit", "escalate", "in_doubt", "irreversible_done", "next_commit", "offer_recovery", "resolved"]
 
 T = TxnState
 
 
-def final_done(t: Txn) -> bool:
-    """The irreversible step has committed: from now on nothing is undone."""
-    return any(t.branches[b].tier == "final" for b in t.phase2.committed)
+def irreversible_done(t: Txn) -> bool:
+    """Something that cannot be undone has committed, so from now on nothing is undone: the final branch, or a hold
+    (a booked hold has no undo). Holds commit after the final branch, so in a plan with one this is the final's
+    commit; in a plan of holds only it is the first hold's, and a later hold refused after it is recovery offered
+    to a person (NEEDS_RECOVERY), never an abort that would claim the booked hold was released (HATP-TXN-6)."""
+    return any(t.branches[b].tier in ("final", "hold") for b in t.phase2.committed)
 
 
 def decide_commit(t: Txn, now: datetime) -> list[Command]:
@@ -53,7 +56,7 @@ def next_commit(t: Txn, now: datetime) -> list[Command]:
             continue
         expires = h.leases.get(b)
         if expires is not None and now >= expires:
-            if final_done(t):
+            if irreversible_done(t):
                 h.lapsed.add(b)
                 out.append(Record(event="hold.lapsed", body={"branchId": b}))
                 continue
@@ -67,7 +70,7 @@ def next_commit(t: Txn, now: datetime) -> list[Command]:
     if not [b for b in remaining if b not in h.lapsed]:
         return out + next_commit(t, now)
     live = [b for b in remaining if b not in h.lapsed]
-    if final_done(t) and all(t.branches[b].tier == "hold" for b in live):
+    if irreversible_done(t) and all(t.branches[b].tier == "hold" for b in live):
         # After the final branch only holds are left; nothing depends on their order, so they commit together.
         p.holds_out = set(live)
         return [*out, *(SendCommit(branch_id=b, preconditions=t.phase1.preconditions.get(b, {})) for b in live)]

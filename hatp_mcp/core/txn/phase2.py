@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hatp_mcp.core.txn.abort import abort, next_abort, queue_abort
-from hatp_mcp.core.txn.commit import final_done, in_doubt, next_commit, resolved
+from hatp_mcp.core.txn.commit import in_doubt, irreversible_done, next_commit, resolved
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease
 from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, TxnState
@@ -44,7 +44,7 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
             return out
         if receipt.outcome == "ok":
             out += note_lease(t, bid, receipt, now)
-        elif t.state in (T.IN_DOUBT,) or final_done(t):
+        elif t.state in (T.IN_DOUBT,) or irreversible_done(t):
             h.lapsed.add(bid)
             out.append(Record(event="hold.lapsed", body={"branchId": bid}))
         else:  # lost: place it again, without asking the human again (HATP-TXN-8)
@@ -74,7 +74,7 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
             return out + next_commit(t, now)
         if resolving:
             out += resolved(t, bid, "no", now)
-        if not final_done(t):  # undo what ran, release the holds; never retry with new values (HATP-TXN-6)
+        if not irreversible_done(t):  # undo what ran, release the holds; never retry with new values (HATP-TXN-6)
             return out + abort(t, now, receipt.code or "COMMIT_REFUSED", f"{bid} refused its commit")
         # After the irreversible step nothing is undone: recovery is offered for the refused holds once every
         # hold commit that is out has answered (next_commit), and the outcome is NEEDS_RECOVERY.
