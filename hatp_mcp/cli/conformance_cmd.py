@@ -1,0 +1,105 @@
+"""`hatp conformance participant (--command CMD | --url URL) --participant URI`: check another implementation.
+
+Runs the participant checks (hatp_mcp/conformance) against any MCP server that claims HATP and prints the report:
+each check's rule id, what was sent, what was expected, what came back. Exit 0 only when every check ran and
+passed, 1 when one failed or was skipped, 2 when the call was wrong or the server could not be reached. The runner
+is a coordinator with its own key under `--keys DIR` (a fresh temporary directory by default); `{trust}` in the
+command is replaced by the trust list naming it. Without a target it only writes that identity and prints the
+trust list's path, for a server to be started by hand and then checked by URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail, print_json
+from hatp_mcp.conformance.participant import ParticipantOptions, run_participant_checks
+from hatp_mcp.conformance.report import Report
+from hatp_mcp.conformance.target import Identity, Target, open_identity
+from hatp_mcp.conformance.wire import run_wire_checks
+
+HELP = "check that another implementation's MCP server speaks HATP: a report by rule id"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="role", required=True)
+    part = sub.add_parser("participant", help="check a participant (a tool server wrapped with serve_hatp or alike)")
+    where = part.add_mutually_exclusive_group()
+    where.add_argument(
+        "--command",
+        dest="target_command",  # not `command`: the top-level parser keeps the subcommand's name there
+        help="start the server over stdio with this command line (split like a shell, never run by one); "
+        "{trust} is replaced by the runner's trusted-coordinators file",
+    )
+    where.add_argument("--url", help="a streamable HTTP server already running, trusting --keys DIR's coordinator")
+    part.add_argument("--participant", help="the participant's URI (branch `participant`, the votes' `voter`)")
+    part.add_argument("--operation", help="the advertised operation to use (default: the first hold, else the first)")
+    part.add_argument(
+        "--args",
+        default="{}",
+        help="the branch's args as a JSON object; {txn} in a string becomes each transaction's id (default {})",
+    )
+    part.add_argument(
+        "--keys",
+        help="the runner's coordinator key and trust list (DIR/key.jwk.json, DIR/trusted-coordinators.json); "
+        "created if absent; default: a fresh temporary directory",
+    )
+    part.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for each answer (default 20)")
+    part.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        parsed: Any = json.loads(args.args)
+    except ValueError as exc:
+        return fail(f"--args: not JSON: {exc}")
+    if not isinstance(parsed, dict):
+        return fail("--args: must be a JSON object")
+    if (args.target_command or args.url) and not args.participant:
+        return fail("--participant URI is required: the runner names it as the branch's participant")
+    with tempfile.TemporaryDirectory(prefix="hatp-conformance-") as scratch:
+        try:
+            identity = open_identity(Path(args.keys) if args.keys else Path(scratch))
+        except (OSError, ValueError) as exc:
+            return fail(f"--keys: {exc}")
+        if not (args.target_command or args.url):
+            if not args.keys:
+                return fail("give --command or --url (or --keys DIR alone to write the runner's identity)")
+            print(identity.trust_file)
+            return EXIT_OK
+        try:
+            target = (
+                Target.from_command(args.target_command, identity.trust_file)
+                if args.target_command
+                else Target(url=args.url)
+            )
+        except ValueError as exc:
+            return fail(f"--command: {exc}")
+        options = ParticipantOptions(args.participant, args.operation, parsed, args.timeout)
+        report = Report(target.describe(), "participant")
+        errlog = Path(scratch) / "server.stderr"
+        try:
+            anyio.run(_check, target, identity, options, report, errlog)
+        except (OSError, ExceptionGroup, TimeoutError) as exc:  # the server could not be started or reached
+            tail = errlog.read_text(errors="replace")[-400:] if errlog.exists() else ""
+            return fail(f"cannot reach {target.describe()}: {exc!r}" + (f"; its stderr: {tail}" if tail else ""))
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(report.to_text())
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+async def _check(target: Target, identity: Identity, options: ParticipantOptions, report: Report, log: Path) -> None:
+    with log.open("w") as errlog:
+        with anyio.fail_after(options.timeout * 40):  # a bound on the whole run: a server that hangs is no answer
+            async with target.connect(errlog) as client:
+                await run_participant_checks(client, identity, options, report, lambda: datetime.now(UTC))
+            await run_wire_checks(target, report, errlog, options.timeout)
