@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ import anyio
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail, print_json
 from hatp_mcp.conformance.participant import ParticipantOptions, run_participant_checks
 from hatp_mcp.conformance.report import Report
-from hatp_mcp.conformance.target import Identity, Target, open_identity
+from hatp_mcp.conformance.target import TRUST_PLACEHOLDER, Identity, Target, open_identity
 from hatp_mcp.conformance.wire import run_wire_checks
 
 HELP = "check that another implementation's MCP server speaks HATP: a report by rule id"
@@ -62,14 +63,15 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--args: not JSON: {exc}")
     if not isinstance(parsed, dict):
         return fail("--args: must be a JSON object")
-    if (args.target_command or args.url) and not args.participant:
+    has_target = args.target_command is not None or args.url is not None
+    if has_target and not args.participant:
         return fail("--participant URI is required: the runner names it as the branch's participant")
     with tempfile.TemporaryDirectory(prefix="hatp-conformance-") as scratch:
         try:
             identity = open_identity(Path(args.keys) if args.keys else Path(scratch))
         except (OSError, ValueError) as exc:
             return fail(f"--keys: {exc}")
-        if not (args.target_command or args.url):
+        if not has_target:
             if not args.keys:
                 return fail("give --command or --url (or --keys DIR alone to write the runner's identity)")
             print(identity.trust_file)
@@ -77,11 +79,17 @@ def run(args: argparse.Namespace) -> int:
         try:
             target = (
                 Target.from_command(args.target_command, identity.trust_file)
-                if args.target_command
+                if args.target_command is not None
                 else Target(url=args.url)
             )
         except ValueError as exc:
             return fail(f"--command: {exc}")
+        if args.target_command is not None and TRUST_PLACEHOLDER not in args.target_command:
+            print(
+                f"hatp: note: --command has no {TRUST_PLACEHOLDER}; the server must already trust the runner's key "
+                f"({identity.trust_file})",
+                file=sys.stderr,
+            )
         options = ParticipantOptions(args.participant, args.operation, parsed, args.timeout)
         report = Report(target.describe(), "participant")
         errlog = Path(scratch) / "server.stderr"

@@ -62,7 +62,7 @@ class Target:
         """Raises ValueError for a command that is empty or cannot be split."""
         argv = tuple(a.replace(TRUST_PLACEHOLDER, str(trust_file)) for a in shlex.split(command))
         if not argv:
-            raise ValueError("--command is empty")
+            raise ValueError("it is empty")
         return cls(command=argv)
 
     def describe(self) -> str:

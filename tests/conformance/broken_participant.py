@@ -120,7 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _server, runtime, _inventory = build(payments.SPEC, data, trusted_coordinators=args.trusted_coordinators)
     key = load_or_create_key(data, ["participant"])
     clock = SystemClock()
-    trust = AdmitAnyone(None, clock) if args.mode == "trust-anyone" else open_trust(data, args.trusted_coordinators, clock)
+    trust = (
+        AdmitAnyone(None, clock) if args.mode == "trust-anyone" else open_trust(data, args.trusted_coordinators, clock)
+    )
     server = MCPServer("hatp-broken-payments", version="0.0.1", log_level="WARNING")
     settings = HatpSettings(
         roles=["participant"],
