@@ -11,32 +11,28 @@ check's result says what was sent, what was expected and what came back.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.conformance.exchange import Answer, exchange
-from hatp_mcp.conformance.report import CheckResult, Report
+from hatp_mcp.conformance.exchange import Answer
+from hatp_mcp.conformance.report import Report
+from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
 from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SignatureError, SigningKey
-from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.participant.coordinator_auth import authorize
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import CODES, INVALID_PARAMS
 from hatp_mcp.mcp.extension import read_advertisement
 
 __all__ = ["ParticipantOptions", "run_participant_checks"]
-
-Clock = Callable[[], datetime]
 
 
 class ParticipantOptions:
@@ -64,32 +60,32 @@ def _fill(value: Any, txn_id: str) -> Any:
 
 
 class _Run:
-    def __init__(
-        self, client: Client, identity: Identity, options: ParticipantOptions, report: Report, now: Clock
-    ) -> None:
-        self.client = client
-        self.identity = identity
+    def __init__(self, session: Session, options: ParticipantOptions) -> None:
+        self.s = session
         self.options = options
-        self.report = report
-        self.now = now
-        self.run_id = uuid.uuid4().hex[:10]
-        self.serial = 0
-        self.keyring = Keyring()
+        self.identity = session.identity
         self.operation = ""
         self.tier = ""
 
-    # -- plumbing ----------------------------------------------------------------------------------------------
-
     def check(self, rule: str, name: str, sent: str, expected: str, got: str, passed: bool) -> bool:
-        self.report.add(CheckResult(rule, name, sent, expected, got, "pass" if passed else "fail"))
-        return passed
+        return self.s.check(rule, name, sent, expected, got, passed)
 
     def skip(self, rule: str, name: str, why: str) -> None:
-        self.report.add(CheckResult(rule, name, "nothing", "-", why, "skipped"))
+        self.s.skip(rule, name, why)
+
+    def now(self) -> datetime:
+        return self.s.now()
+
+    def sign(
+        self, method: str, params: dict[str, Any], *, key: SigningKey | None = None, at: datetime | None = None
+    ) -> dict[str, Any]:
+        return self.s.sign(method, params, key=key, at=at)
+
+    async def send(self, method: str, params: dict[str, Any]) -> Answer:
+        return await self.s.send(method, params)
 
     def plan(self) -> Plan:
-        self.serial += 1
-        txn_id = f"conf-{self.run_id}-{self.serial}"
+        txn_id = self.s.next_txn_id()
         now = self.now().replace(microsecond=0)
         branch: dict[str, Any] = {
             "branchId": "b1",
@@ -125,11 +121,6 @@ class _Run:
         )
         return {**req.wire(), **changes}
 
-    def sign(
-        self, method: str, params: dict[str, Any], *, key: SigningKey | None = None, at: datetime | None = None
-    ) -> dict[str, Any]:
-        return authorize(method, params, key or self.identity.key, self.identity.coordinator, at or self.now())
-
     def decision(self, plan: Plan) -> dict[str, Any]:
         """The coordinator-signed commit decision a commit carries (HATP-TRUST-7)."""
         chain = RecordChain(plan, self.identity.key, self.identity.coordinator)
@@ -153,9 +144,6 @@ class _Run:
     def abort_params(self, plan: Plan) -> dict[str, Any]:
         return AbortRequest(txn_id=plan.txn_id, branch_id="b1", plan_digest=plan.digest(), reason="conformance").wire()
 
-    async def send(self, method: str, params: dict[str, Any]) -> Answer:
-        return await exchange(self.client, method, params, self.options.timeout)
-
     async def state(self, plan: Plan) -> str:
         got = await self.send("hatp/txn/status", StatusRequest(txn_id=plan.txn_id, branch_id="b1").wire())
         if got.result is None:
@@ -164,12 +152,9 @@ class _Run:
 
     def evidence_problem(self, obj: Any, kind: str, plan: Plan, phase: str | None = None) -> str | None:
         """Why `obj` is not this participant's signed vote/receipt about this plan's branch, or None."""
-        if not isinstance(obj, dict):
-            return f"no {kind} object"
-        try:
-            verify_raw(obj, self.keyring, "participant", f"$.{kind}")
-        except SignatureError as exc:
-            return f"{kind} signature: {exc.rule}: {exc.reason}"
+        problem = self.s.signature_problem(obj, "participant", f"$.{kind}")
+        if problem is not None or not isinstance(obj, dict):
+            return problem
         want = {"txnId": plan.txn_id, "branchId": "b1", "planDigest": plan.digest()}
         want["voter" if kind == "vote" else "participant"] = self.options.uri
         if phase is not None:
@@ -185,7 +170,7 @@ class _Run:
         rule, name = "HATP-MCP-1", "the server advertises HATP as a participant, with its operations and keys"
         expected = "extensions['ai.probita/human-gateway'] (or experimental['hatp']) revision 1, role participant"
         try:
-            hatp = read_advertisement(self.client.server_capabilities, self.options.uri)
+            hatp = read_advertisement(self.s.client.server_capabilities, self.options.uri)
         except HatpError as exc:
             return self.check(rule, name, "initialize / server/discover", expected, exc.reason, False)
         problems: list[str] = []
@@ -193,13 +178,7 @@ class _Run:
             problems.append(f"roles {hatp.get('roles')!r} lack 'participant'")
         ops = hatp.get("operations")
         ops = ops if isinstance(ops, dict) else {}
-        for jwk in hatp.get("keys") or []:
-            try:
-                self.keyring.add(PublicKeyEntry.from_jwk(dict(jwk)))
-            except (ValueError, TypeError, HatpError) as exc:
-                problems.append(f"an advertised key is not an Ed25519 JWK: {exc}")
-        if len(self.keyring) == 0:
-            problems.append("no keys advertised")
+        problems += self.s.learn_keys(hatp.get("keys"))
         wanted = self.options.operation
         chosen = wanted if wanted is not None else next((n for n, o in ops.items() if o.get("tier") == "hold"), None)
         chosen = chosen if chosen is not None else next(iter(ops), None)
@@ -310,12 +289,7 @@ class _Run:
         params = self.prepare_params(wrong, planDigest="sha256:" + "0" * 64)
         got = await self.send("hatp/txn/prepare", self.sign("prepare", params))
         vote = (got.result or {}).get("vote")
-        problem = None
-        if isinstance(vote, dict):
-            try:
-                verify_raw(vote, self.keyring, "participant", "$.vote")
-            except SignatureError as exc:
-                problem = f"vote signature: {exc.reason}"
+        problem = self.s.signature_problem(vote, "participant", "$.vote") if isinstance(vote, dict) else None
         voted_no = isinstance(vote, dict) and vote.get("decision") == "no" and vote.get("code") == "PLAN_MISMATCH"
         refused = got.code == CODES["PLAN_MISMATCH"]
         self.check(
@@ -501,4 +475,4 @@ async def run_participant_checks(
     client: Client, identity: Identity, options: ParticipantOptions, report: Report, now: Clock
 ) -> None:
     """Run every participant check on `client`, adding one result per check to `report`."""
-    await _Run(client, identity, options, report, now).run()
+    await _Run(Session(client, identity, report, now, options.timeout), options).run()
