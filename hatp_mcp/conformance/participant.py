@@ -196,11 +196,13 @@ class _Run:
     ) -> None:
         """A planted violation: refused with JSON-RPC `code` (its number), and the branch left in state `left`."""
         got = await self.send(method, params)
-        number = INVALID_PARAMS if code.startswith("HATP-OBJ") else CODES[code]
         after = await self.state(plan)
-        ok = got.code == number and (got.error_data.get("code") == code or code.startswith("HATP-OBJ"))
-        if code.startswith("HATP-OBJ"):
+        if code.startswith("HATP-OBJ"):  # a schema refusal: -32602, the rule in data (HATP-MCP-2)
+            number = INVALID_PARAMS
             ok = got.code == number and got.error_data.get("rule") == code
+        else:  # a HATP refusal: its stable number and machine name (HATP-MCP-3)
+            number = CODES[code]
+            ok = got.code == number and got.error_data.get("code") == code
         expected = f"error {number} ({code}), branch still {left}"
         self.check(rule, name, sent, expected, f"{got.describe()}; branch {after}", ok and after == left)
 
