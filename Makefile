@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors clean
+.PHONY: install postgresql ts-client test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -75,6 +75,9 @@ schemas: install
 
 vectors: install
 	$(BIN)/hatp vectors --write spec/vectors
+
+violations: install
+	$(BIN)/python -m tests.violations_appendix --write
 
 clean:
 	rm -rf $(VENV) $(TS_CLIENT)/node_modules
