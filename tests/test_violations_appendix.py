@@ -27,3 +27,8 @@ def test_a_rule_is_credited_to_a_test_function_that_names_it_never_to_a_comment_
         "HATP-SIG-4": [("tests/test_example.py", "test_a_forged_signature_is_refused_HATP_SIG_4")],
         "HATP-SIG-3": [("tests/test_example.py", "test_an_unknown_kid")],
     }
+
+
+def test_every_spec_rule_is_named_by_a_test_function_not_only_by_a_comment() -> None:
+    missing = sorted(set(spec_rules()) - set(appendix.planted()))
+    assert not missing, f"rules no test function names (only comments or helpers): {missing}"

@@ -25,7 +25,9 @@ def sent(world_coord: Any, kind: type) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_the_trip_commits_compensate_then_final_then_holds_and_its_record_verifies(clock: FakeClock) -> None:
+async def test_the_trip_commits_compensate_then_final_then_holds_and_its_record_verifies_HATP_TXN_15_HATP_TXN_5(
+    clock: FakeClock,
+) -> None:
     world = build_world(clock)
     coord = world.coordinator()
     result = await drive(clock, lambda: coord.run(trip_plan(clock.now())))
@@ -208,7 +210,7 @@ async def _refuse(*args: Any, **kwargs: Any) -> str | None:
 
 
 @pytest.mark.anyio
-async def test_a_pending_approval_is_polled_until_the_human_decides(clock: FakeClock) -> None:
+async def test_a_pending_approval_is_polled_until_the_human_decides_HATP_TXN_7(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=600)})
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
     assert result.outcome is Outcome.COMMITTED
@@ -234,7 +236,9 @@ async def test_no_decision_by_the_deadline_aborts_and_withdraws_the_ask(clock: F
 
 
 @pytest.mark.anyio
-async def test_holds_capped_below_what_was_asked_are_renewed_while_the_human_decides(clock: FakeClock) -> None:
+async def test_holds_capped_below_what_was_asked_are_renewed_while_the_human_decides_HATP_TXN_8(
+    clock: FakeClock,
+) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1500)}, max_lease_seconds=300)
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
     assert result.outcome is Outcome.COMMITTED
@@ -298,7 +302,7 @@ async def test_a_hold_that_cannot_be_placed_again_aborts_before_any_commit(clock
 
 
 @pytest.mark.anyio
-async def test_every_short_lease_is_renewed_before_a_commit_step(clock: FakeClock) -> None:
+async def test_every_short_lease_is_renewed_before_a_commit_step_HATP_TXN_9(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=120)}, max_lease_seconds=300)
     coord = world.coordinator(Config(coordinator="coordinator://acme.com/c1", renew_before_seconds=200))
     result = await drive(clock, lambda: coord.run(trip_plan(clock.now())))
@@ -314,7 +318,9 @@ async def test_every_short_lease_is_renewed_before_a_commit_step(clock: FakeCloc
 
 
 @pytest.mark.anyio
-async def test_a_final_commit_that_times_out_is_in_doubt_and_a_late_yes_commits_the_holds(clock: FakeClock) -> None:
+async def test_a_final_commit_that_times_out_is_in_doubt_and_a_late_yes_commits_the_holds_HATP_TXN_10_HATP_TXN_11(
+    clock: FakeClock,
+) -> None:
     world = build_world(clock)
     world.pay.hang = 1
     coord = world.coordinator()
@@ -384,7 +390,7 @@ async def test_escalation_comes_lead_seconds_before_the_first_hold_horizon_and_r
 
 
 @pytest.mark.anyio
-async def test_approval_first_quotes_then_asks_then_places_the_holds(clock: FakeClock) -> None:
+async def test_approval_first_quotes_then_asks_then_places_the_holds_HATP_MODE_3(clock: FakeClock) -> None:
     world = build_world(clock)
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now(), mode="approval-first")))
     assert result.outcome is Outcome.COMMITTED
@@ -410,7 +416,7 @@ async def test_an_approval_after_the_quotes_expired_aborts(clock: FakeClock) -> 
 
 
 @pytest.mark.anyio
-async def test_holds_first_places_the_holds_then_asks_with_a_deadline_inside_them(clock: FakeClock) -> None:
+async def test_holds_first_places_the_holds_then_asks_with_a_deadline_inside_them_HATP_MODE_4(clock: FakeClock) -> None:
     world = build_world(clock, max_horizon_seconds=3000)
     start = clock.now()
     coord = world.coordinator()
@@ -453,7 +459,9 @@ async def test_an_escalation_hook_that_fails_does_not_stop_the_transaction(clock
 
 
 @pytest.mark.anyio
-async def test_a_pending_participant_is_asked_again_until_it_votes_yes(clock: FakeClock) -> None:
+async def test_a_pending_participant_is_asked_again_until_it_votes_yes_HATP_PART_9_HATP_TXN_16(
+    clock: FakeClock,
+) -> None:
     world = build_world(clock)
     world.pay.pending_until = clock.now() + timedelta(seconds=100)
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))

@@ -98,7 +98,7 @@ async def run_full(tmp_path: Path, clock: FakeClock) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_durable_step(
+async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_durable_step_HATP_TXN_12(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     said = await run_full(tmp_path, clock)

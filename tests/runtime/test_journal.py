@@ -69,7 +69,7 @@ async def test_a_saga_that_runs_through_completes_and_its_record_verifies(clock:
 
 
 @pytest.mark.anyio
-async def test_a_failing_step_rolls_back_the_completed_ones_last_first_HATP_JRN_3(
+async def test_a_failing_step_rolls_back_the_completed_ones_last_first_HATP_JRN_3_HATP_JRN_7(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     shop, store = Shop(), SqliteJournalStore(tmp_path / "journal.db")

@@ -63,7 +63,7 @@ async def test_a_prepare_answers_a_signed_vote_and_receipt_with_preconditions_co
 
 
 @pytest.mark.anyio
-async def test_a_prepare_naming_another_plan_digest_votes_no(world: World, clock: FakeClock) -> None:
+async def test_a_prepare_naming_another_plan_digest_votes_no_HATP_PART_2(world: World, clock: FakeClock) -> None:
     plan = trip_plan(clock.now())
     other = trip_plan(clock.now(), summary="something else")
     req = prep(plan, "seat").model_copy(update={"plan_digest": other.digest()})
@@ -157,7 +157,7 @@ async def test_requests_on_one_branch_run_one_at_a_time_and_the_lock_is_forgotte
 
 
 @pytest.mark.anyio
-async def test_only_a_committed_compensate_branch_inside_its_window_can_be_compensated(
+async def test_only_a_committed_compensate_branch_inside_its_window_can_be_compensated_HATP_PART_7(
     world: World, clock: FakeClock
 ) -> None:
     plan = trip_plan(clock.now())
@@ -175,7 +175,9 @@ async def test_only_a_committed_compensate_branch_inside_its_window_can_be_compe
 
 
 @pytest.mark.anyio
-async def test_locks_hand_out_growing_fencing_tokens_and_refuse_stale_writes(world: World, clock: FakeClock) -> None:
+async def test_locks_hand_out_growing_fencing_tokens_and_refuse_stale_writes_HATP_LOCK_3(
+    world: World, clock: FakeClock
+) -> None:
     airline = world.participants[AIRLINE]
     a = airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
     with pytest.raises(HatpError) as err:

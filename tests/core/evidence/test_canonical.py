@@ -49,7 +49,7 @@ APPENDIX_B = {
 
 
 @pytest.mark.parametrize(("bits", "expected"), sorted(APPENDIX_B.items()))
-def test_numbers_serialize_as_rfc8785_appendix_b_says(bits: str, expected: str) -> None:
+def test_numbers_serialize_as_rfc8785_appendix_b_says_HATP_CANON_1(bits: str, expected: str) -> None:
     value = struct.unpack(">d", bytes.fromhex(bits))[0]
     assert es6_number(value) == expected
     assert canonical(value, allow_floats=True) == expected.encode()
