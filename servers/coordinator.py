@@ -55,7 +55,7 @@ from hatp_mcp.runtime.interfaces import Approver
 from hatp_mcp.runtime.org import load_agents, load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
-from hatp_mcp.store.txn_log import TxnLog
+from hatp_mcp.store.txn_log import TxnLeases, TxnLog
 from hatp_mcp.store.url import StoreUrl, open_txn_log
 from servers._keys import load_or_create_key
 
@@ -165,6 +165,15 @@ def _parser() -> argparse.ArgumentParser:
         help="the agent's private JWK (role agent, on a Directory-signed agent card in --org): this coordinator "
         "signs the plans of its clients that cannot sign as that agent (HATP-TXN-21)",
     )
+    p.add_argument(
+        "--owner", help="postgresql store: this process's owner id in the shared log's leases (default: host/pid)"
+    )
+    p.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=30.0,
+        help="postgresql store: a transaction's lease; unrenewed that long, another coordinator takes it over",
+    )
     p.add_argument("--scripted-approver", choices=["approve", "reject", "never"], help="tests: no gateway process")
     p.add_argument("--id", default="coordinator://localhost", help="this coordinator's id in records")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
@@ -182,7 +191,9 @@ async def _run(
 ) -> int:
     async with contextlib.AsyncExitStack() as stack:
         try:
-            txn_log = await stack.enter_async_context(open_txn_log(store))
+            txn_log = await stack.enter_async_context(
+                open_txn_log(store, owner=args.owner, lease_seconds=args.lease_seconds)
+            )
         except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
             log(f"coordinator: cannot start: {store}: {exc}")
             return 2
@@ -194,7 +205,9 @@ async def _serve(
 ) -> int:
     key = load_or_create_key(data, ["coordinator"])
     clock = SystemClock()
-    signer = RequestSigner(key, args.id, clock).sign  # every state-changing request carries its auth (HATP-TRUST-11)
+    # every state-changing request carries its auth (HATP-TRUST-11); on a shared log, with the lease's epoch (-9)
+    epoch_of = txn_log.epoch if isinstance(txn_log, TxnLeases) else None
+    signer = RequestSigner(key, args.id, clock, epoch_of).sign
     keyring = Keyring()
     keyring.add_signer(key)
     targets = dict(setup.participants)

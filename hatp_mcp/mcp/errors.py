@@ -68,6 +68,7 @@ CODES: dict[str, int] = {
     "NO_TRUSTED_COORDINATOR": -32084,
     "DECISION_UNPROVEN": -32085,
     "VOTE_MISMATCH": -32086,
+    "STALE_COORDINATOR": -32087,
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 P = ParamSpec("P")

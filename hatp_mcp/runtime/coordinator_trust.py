@@ -14,7 +14,7 @@ so every attempt (a retry, a replacement coordinator) is proven anew.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from hatp_mcp.core.participant.coordinator_auth import (
     check_auth,
     check_binding,
     check_decision,
+    check_epoch,
 )
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
@@ -120,7 +121,8 @@ class TrustedCoordinators:
         """Prove `params` (as received) are a `method` request of a trusted coordinator, and bind its txnId.
 
         `bind=False`: check only (a prepare whose plan is not the one its digest names, which the receiver then
-        refuses, binds nothing). Nothing is written unless every check passed. Raises HatpError HATP-TRUST-1..7, 9."""
+        refuses, binds nothing). Nothing is written unless every check passed (the epoch kept is only ever raised,
+        by a request that passed every other check). Raises HatpError HATP-TRUST-1..7, 9 (STALE_COORDINATOR)."""
         try:
             admitted = check_auth(method, params, self.keyring, self._clock.now())
         except HatpError as exc:
@@ -134,6 +136,8 @@ class TrustedCoordinators:
         if held is None and bind:  # the first request here for this txnId binds it (one durable insert-if-absent)
             held = self.bindings.bind(Binding(admitted.txn_id, admitted.coordinator, admitted.plan_digest))
         check_binding(admitted, held)  # bound to another coordinator or plan, perhaps by a racing first request
+        if held is not None:  # fencing (HATP-TRUST-9): the highest epoch kept beside the binding, raised in one step
+            check_epoch(admitted, self.bindings.advance(admitted.txn_id, admitted.epoch))
         return admitted
 
 
@@ -147,16 +151,22 @@ def _fix(where: str) -> str:
 class RequestSigner:
     """The coordinator's side (HATP-TRUST-11): a fresh auth for each request it sends."""
 
-    def __init__(self, key: SigningKey, coordinator: str, clock: Clock) -> None:
+    def __init__(
+        self, key: SigningKey, coordinator: str, clock: Clock, epoch_of: Callable[[str], int | None] | None = None
+    ) -> None:
         if "coordinator" not in key.roles:
             raise ValueError(f"key {key.kid} may sign as {list(key.roles)}, not as 'coordinator'")
         self.key = key
         self.coordinator = coordinator
         self._clock = clock
+        self._epoch_of = epoch_of  # txnId -> the lease epoch this coordinator holds it at (TxnLeases.epoch)
 
     def sign(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`params` with `auth` for `method` (prepare, quote, commit, abort, compensate, renew, tighten)."""
-        return authorize(method, params, self.key, self.coordinator, self._clock.now())
+        """`params` with `auth` for `method` (prepare, quote, commit, abort, compensate, renew, tighten), naming the
+        coordinator's epoch for the transaction when it holds one (HATP-TRUST-9)."""
+        txn_id = params.get("txnId")
+        epoch = self._epoch_of(txn_id) if self._epoch_of is not None and isinstance(txn_id, str) else None
+        return authorize(method, params, self.key, self.coordinator, self._clock.now(), epoch=epoch)
 
 
 def open_trust(data: Path, flag: str | None, clock: Clock, bindings: TxnBindings | None = None) -> TrustedCoordinators:

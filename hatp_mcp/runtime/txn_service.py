@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -33,7 +34,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, EscalateHook, TxnResult, UnjustifiedOutcome
 from hatp_mcp.runtime.interfaces import Approver, Participant
-from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, TxnLog
+from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, TxnLeases, TxnLog
 
 __all__ = ["MAX_WAIT_SECONDS", "TxnService"]
 
@@ -133,6 +134,8 @@ class TxnService:
         self._approver = approver
         self.clock = clock  # the coordinator's time: deadlines, and the example plan it serves (agent_guide)
         self._log = _SignallingLog(log)
+        # a log shared by several coordinators (HATP-STORE-4..6): this one drives only the transactions it leases
+        self._leases: TxnLeases | None = log if isinstance(log, TxnLeases) else None
         self.config = config or Config()
         self.runtime = CoordinatorRuntime(
             key=key,
@@ -156,6 +159,8 @@ class TxnService:
         whatever is unfinished is finished by `recover_unfinished` on the next start."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            if self._leases is not None:
+                tg.start_soon(self._keep_leases, self._leases)
             try:
                 yield self
             finally:
@@ -180,8 +185,11 @@ class TxnService:
                 task_status.started()
                 try:
                     run.result = await fn()
-                except HatpError as exc:  # begin refused the plan: nothing was written
-                    run.refused = exc
+                except HatpError as exc:
+                    if exc.code != "STALE_COORDINATOR":  # begin refused the plan: nothing was written
+                        run.refused = exc
+                    else:  # HATP-STORE-5: another coordinator took it over; it finishes it
+                        print(f"coordinator: {txn_id} taken over: {exc.reason}", file=sys.stderr, flush=True)
                 except UnjustifiedOutcome as exc:  # HATP-REC-17: its record stays open, `close.refused` says why
                     print(f"coordinator: {txn_id} left open: {exc}", file=sys.stderr, flush=True)
                 except Exception as exc:  # one broken transaction must not stop the others; its log stays open
@@ -190,13 +198,36 @@ class TxnService:
             run.done.set()
             if self._running.get(txn_id) is run:
                 del self._running[txn_id]
+                if self._leases is not None:  # finished or stopped: its lease lapses, and it is taken over if open
+                    self._leases.release(txn_id)
 
     async def recover_unfinished(self) -> list[str]:
-        """HATP-MCP-24: finish every transaction the log holds open (presumed abort if undecided)."""
-        ids = [t for t in await self._log.unfinished() if t not in self._running]
+        """HATP-MCP-24: finish every transaction the log holds open (presumed abort if undecided). On a shared log
+        only those whose lease lapsed, taken over at the next epoch (HATP-STORE-6); the others have a live owner."""
+        if self._leases is not None:
+            taken = await self._leases.take_lapsed(64, exclude=list(self._running))
+            ids = [lease.txn_id for lease in taken]
+        else:
+            ids = [t for t in await self._log.unfinished() if t not in self._running]
         for txn_id in ids:
             await self._start(txn_id, lambda t=txn_id: self.runtime.recover(t))  # type: ignore[misc]
         return ids
+
+    async def _keep_leases(self, leases: TxnLeases) -> None:
+        """HATP-STORE-4: renew this coordinator's leases at a third of their length; stop driving any another
+        coordinator took over; take over lapsed ones. A store that fails is tried again next round (a lease not
+        renewed lapses, and its transaction is taken over: fencing keeps that safe)."""
+        every = timedelta(seconds=max(leases.lease_seconds / 3, 0.05))
+        while True:
+            await self._clock.sleep_until(self._clock.now() + every)
+            try:
+                for txn_id in await leases.renew():
+                    run = self._running.get(txn_id)
+                    if run is not None and run.scope is not None:
+                        run.scope.cancel()
+                await self.recover_unfinished()
+            except Exception as exc:  # the store did not answer: the pool reconnects, the next round tries again
+                print(f"coordinator: lease round failed: {exc!r}", file=sys.stderr, flush=True)
 
     # -- the operations -----------------------------------------------------------------------------------
     def _prove_requester(self, plan: Plan, request: object) -> None:

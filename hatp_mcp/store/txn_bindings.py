@@ -4,7 +4,9 @@ One row per txnId, written once by the first request a trusted coordinator prove
 `bind` inserts only when the txnId is new and answers the binding that holds, in one step, so two coordinators
 racing for one txnId cannot both win. `SqliteTxnBindings` keeps them in `DIR/coordinators.db` (a receiver's
 --data), hatp_mcp.store.postgresql.txn_bindings in PostgreSQL; `MemoryTxnBindings` for in-memory servers and
-tests. No protocol logic: the checks are hatp_mcp/core/participant/coordinator_auth.py's.
+tests. Beside each binding, the highest coordinator epoch the receiver has admitted for the txnId (HATP-TRUST-9,
+fencing): `advance` raises it, never lowers it, in one step. No protocol logic: the checks are
+hatp_mcp/core/participant/coordinator_auth.py's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ SQLITE_SCHEMA = Schema(
             "CREATE TABLE IF NOT EXISTS txn_bindings ("
             "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",
         ),
+        ("CREATE TABLE IF NOT EXISTS txn_epochs (txn_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",),
     ),
 )
 
@@ -37,16 +40,26 @@ class TxnBindings(Protocol):
         """Keep `binding` if its txnId has none; return the binding that holds (the first one)."""
         ...
 
+    def advance(self, txn_id: str, epoch: int) -> int:
+        """Durably raise `txn_id`'s highest epoch to `epoch` if it is lower; return the highest (after)."""
+        ...
+
 
 class MemoryTxnBindings:
     def __init__(self) -> None:
         self._rows: dict[str, Binding] = {}
+        self._epochs: dict[str, int] = {}
 
     def get(self, txn_id: str) -> Binding | None:
         return self._rows.get(txn_id)
 
     def bind(self, binding: Binding) -> Binding:
         return self._rows.setdefault(binding.txn_id, binding)
+
+    def advance(self, txn_id: str, epoch: int) -> int:
+        highest = max(self._epochs.get(txn_id, 0), epoch)
+        self._epochs[txn_id] = highest
+        return highest
 
 
 class SqliteTxnBindings:
@@ -75,6 +88,15 @@ class SqliteTxnBindings:
                 "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (binding.txn_id,)
             ).fetchone()
         return Binding(binding.txn_id, row[0], row[1])
+
+    def advance(self, txn_id: str, epoch: int) -> int:
+        with self._lock:
+            row = self._conn.execute(
+                "INSERT INTO txn_epochs (txn_id, epoch) VALUES (?, ?) ON CONFLICT (txn_id)"
+                " DO UPDATE SET epoch = MAX(epoch, excluded.epoch) RETURNING epoch",
+                (txn_id, epoch),
+            ).fetchone()
+        return int(row[0])
 
     def close(self) -> None:
         with self._lock:

@@ -15,15 +15,28 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.to_thread
 
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["SQLITE_SCHEMA", "GroupCommit", "LogEntry", "LoggedTxn", "MemoryTxnLog", "Pending", "SqliteTxnLog", "TxnLog"]
+__all__ = [
+    "SQLITE_SCHEMA",
+    "GroupCommit",
+    "Lease",
+    "LogEntry",
+    "LoggedTxn",
+    "MemoryTxnLog",
+    "Pending",
+    "SqliteTxnLog",
+    "TxnLeases",
+    "TxnLog",
+    "not_owner",
+]
 
 R = TypeVar("R")
 
@@ -60,6 +73,53 @@ class TxnLog(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A transaction this coordinator owns, at `epoch` (spec/store.md HATP-STORE-4)."""
+
+    txn_id: str
+    epoch: int
+
+
+@runtime_checkable
+class TxnLeases(Protocol):
+    """A log shared by several coordinators (PostgreSQL): each transaction is owned by one of them under a lease
+    (owner id, epoch, expiry), HATP-STORE-4..6. A log without leases (SQLite, memory) has one owner, its process:
+    it recovers every unfinished transaction at start and sends no epoch."""
+
+    owner: str
+    lease_seconds: float
+
+    def epoch(self, txn_id: str) -> int | None:
+        """The epoch this coordinator holds `txn_id` at; None when it holds no lease on it."""
+        ...
+
+    async def renew(self) -> list[str]:
+        """Extend every lease held; returns the txnIds whose lease another coordinator took (they are dropped)."""
+        ...
+
+    async def take_lapsed(self, limit: int, exclude: Sequence[str] = ()) -> list[Lease]:
+        """Take over up to `limit` unfinished transactions whose lease lapsed, each at its epoch + 1."""
+        ...
+
+    def release(self, txn_id: str) -> None:
+        """Stop renewing `txn_id` (its record is closed, or its driver stopped)."""
+        ...
+
+
+def not_owner(txn_id: str, held: int | None, current: object, owner: object) -> HatpError:
+    """HATP-STORE-5: an append from a coordinator that no longer owns the transaction at the current epoch."""
+    mine = f"epoch {held}" if held is not None else "no lease"
+    return HatpError(
+        "HATP-STORE-5",
+        f"transaction {txn_id!r} is owned by {owner!r} at epoch {current}; this coordinator holds {mine}: "
+        "its append is refused, nothing of it is kept",
+        path=f"txn_lease.{txn_id}",
+        code="STALE_COORDINATOR",
+        fix="a coordinator whose lease lapsed stops driving the transaction; its new owner finishes it",
+    )
+
+
 class MemoryTxnLog:
     """Not durable: for tests that do not crash."""
 
@@ -93,6 +153,7 @@ class Pending:
 
     txn_id: str
     entries: Sequence[LogEntry]
+    epoch: int | None = None  # the lease epoch the appender held (HATP-STORE-5); None: a log without leases
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
 
@@ -100,7 +161,8 @@ class Pending:
 class GroupCommit:
     """Appends that arrive while a write is in flight are written together by the next one (one durable commit
     for all of them); each append returns once its batch is durable, or raises what the batch's write raised
-    (nothing of a failed batch is kept: `write` is one database transaction)."""
+    (nothing of a failed batch is kept: `write` is one database transaction). `write` may refuse one append of
+    the batch alone by setting its `error` (and writing none of it): HATP-STORE-5."""
 
     def __init__(self, write: Callable[[Sequence[Pending]], Awaitable[None]]) -> None:
         self._write = write
@@ -108,8 +170,8 @@ class GroupCommit:
         self.writing = False
         self.appends = 0
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        mine = Pending(txn_id, entries)
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], epoch: int | None = None) -> None:
+        mine = Pending(txn_id, entries, epoch)
         self.queue.append(mine)
         self.appends += 1
         if not self.writing:
@@ -126,7 +188,8 @@ class GroupCommit:
                         except Exception as exc:  # handed to every waiter of the batch
                             error = exc
                         for p in batch:
-                            p.error = error
+                            if error is not None:
+                                p.error = error
                             p.done.set()
             finally:
                 self.writing = False

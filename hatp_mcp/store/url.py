@@ -80,8 +80,12 @@ def _psycopg() -> None:
 
 
 @asynccontextmanager
-async def open_txn_log(url: StoreUrl) -> AsyncIterator[SqliteTxnLog | PostgresTxnLog]:
-    """The coordinator's decision log, closed on exit. Raises ValueError (no psycopg), OSError / sqlite3.Error
+async def open_txn_log(
+    url: StoreUrl, *, owner: str | None = None, lease_seconds: float = 30.0
+) -> AsyncIterator[SqliteTxnLog | PostgresTxnLog]:
+    """The coordinator's decision log, closed on exit. On PostgreSQL, shared by coordinators: `owner` (default host
+    and pid) owns the transactions it begins or takes over under leases of `lease_seconds` (HATP-STORE-4).
+    Raises ValueError (no psycopg), OSError / sqlite3.Error
     (SQLite), StoreUnreachable (an OSError: PostgreSQL did not answer), HatpError HATP-STORE-1 (a newer schema)
     or HATP-STORE-3 (a server that acknowledges commits before they are durable)."""
     if url.backend == "sqlite":
@@ -94,7 +98,7 @@ async def open_txn_log(url: StoreUrl) -> AsyncIterator[SqliteTxnLog | PostgresTx
     _psycopg()
     from hatp_mcp.store.postgresql.txn_log import PostgresTxnLog
 
-    pg = await PostgresTxnLog.open(url.target)
+    pg = await PostgresTxnLog.open(url.target, owner, lease_seconds)
     try:
         yield pg
     finally:

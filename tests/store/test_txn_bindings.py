@@ -48,3 +48,14 @@ def test_racing_binders_of_one_txn_id_all_read_the_one_that_won(backend: Backend
     for t in threads:
         t.join(timeout=30)
     assert len(seen) == 8 and len(set(seen)) == 1 and seen[0] in claims
+
+
+def test_HATP_TRUST_9_the_highest_epoch_is_only_ever_raised_and_survives_a_restart(backend: Backend) -> None:
+    stores: list[TxnBindings] = [MemoryTxnBindings(), backend.closing(open_txn_bindings(backend.url("epochs")))]
+    for store in stores:
+        assert store.advance("txn-1", 0) == 0
+        assert store.advance("txn-1", 2) == 2
+        assert store.advance("txn-1", 1) == 2  # a lower epoch never lowers it: the caller sees 2 and refuses
+        assert store.advance("txn-2", 1) == 1  # per transaction
+    again = backend.closing(open_txn_bindings(backend.url("epochs")))
+    assert again.advance("txn-1", 1) == 2

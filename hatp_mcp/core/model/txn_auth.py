@@ -3,8 +3,8 @@
 A `TxnAuth` says: coordinator C asks this receiver to run `method` on (txnId, branchId) of the plan with digest
 planDigest, for exactly the request whose digest is requestDigest, between issuedAt and expiresAt. It rides in
 the request's params (spec/mcp-binding.md HATP-TRUST-1..12), so it works the same on stdio and streamable HTTP
-and in both SDK eras. `epoch` is reserved for multi-coordinator fencing and refused while unspecified
-(HATP-TRUST-9). Pure: no IO.
+and in both SDK eras. `epoch` is the coordinator's fencing token: its lease epoch for the transaction, which a
+receiver compares with the highest it has admitted (HATP-TRUST-9). Pure: no IO.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ __all__ = [
     "check_auth",
     "check_binding",
     "check_decision",
+    "check_epoch",
     "check_vote",
     "no_trusted_coordinator",
     "request_digest",
@@ -52,6 +53,7 @@ class Admitted:
     txn_id: str
     branch_id: str
     plan_digest: str
+    epoch: int = 0  # the coordinator's fencing epoch (HATP-TRUST-9); an auth naming none is epoch 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +83,10 @@ def authorize(
     coordinator: str,
     now: datetime,
     lifetime: timedelta = DEFAULT_LIFETIME,
+    epoch: int | None = None,
 ) -> dict[str, Any]:
-    """The coordinator's side (HATP-TRUST-11): `params` with `auth` set, signed by `key` for `method`.
+    """The coordinator's side (HATP-TRUST-11): `params` with `auth` set, signed by `key` for `method`; `epoch`: the
+    coordinator's lease epoch for the transaction (HATP-TRUST-9), None for a coordinator without leases.
 
     Raises ValueError for a method that needs no auth or params that name no txnId/branch/planDigest."""
     if method not in AUTH_METHODS:
@@ -100,6 +104,7 @@ def authorize(
         request_digest=digest(body),
         issued_at=format_ts(now),
         expires_at=format_ts(now + min(lifetime, MAX_LIFETIME)),
+        epoch=epoch,
     )
     return {**body, "auth": sign_object(auth.wire(), key)}
 
@@ -135,7 +140,7 @@ def check_auth(method: str, params: Mapping[str, Any], trusted: Keyring | None, 
     params, now. `trusted` None: no trust list is configured (HATP-TRUST-6).
 
     Raises HatpError HATP-TRUST-6 (NO_TRUSTED_COORDINATOR), -1/-2 (COORDINATOR_UNPROVEN), -3 (AUTH_MISMATCH),
-    -4 (AUTH_EXPIRED), -9 (UNSUPPORTED)."""
+    -4 (AUTH_EXPIRED). The epoch is compared with the receiver's highest by `check_epoch`."""
     if trusted is None or len(trusted) == 0:
         raise no_trusted_coordinator("DATA/trusted-coordinators.json")
     raw = params.get("auth")
@@ -152,15 +157,6 @@ def check_auth(method: str, params: Mapping[str, Any], trusted: Keyring | None, 
         check_party(entry, auth.coordinator, "$.auth.coordinator", required=True)
     except SignatureError as exc:
         raise _unproven("HATP-TRUST-2", f"{exc.rule}: {exc.reason}", exc.path) from exc
-    if auth.epoch is not None:
-        raise HatpError(
-            "HATP-TRUST-9",
-            "this server does not enforce coordinator fencing epochs yet; an auth naming one is refused, never "
-            "accepted unenforced",
-            path="$.auth.epoch",
-            code="UNSUPPORTED",
-            fix="leave `epoch` out",
-        )
     txn_id, branch_id, plan_digest = _subject(params)
     for name, got, want in (
         ("method", auth.method, method),
@@ -185,7 +181,22 @@ def check_auth(method: str, params: Mapping[str, Any], trusted: Keyring | None, 
         raise _expired(f"the auth is issued at {auth.issued_at}, in the future (now {format_ts(now)})")
     if now >= expires:
         raise _expired(f"the auth expired at {auth.expires_at} (now {format_ts(now)})")
-    return Admitted(auth.coordinator, kid, auth.txn_id, auth.branch_id, auth.plan_digest)
+    return Admitted(auth.coordinator, kid, auth.txn_id, auth.branch_id, auth.plan_digest, auth.epoch or 0)
+
+
+def check_epoch(admitted: Admitted, highest: int) -> None:
+    """HATP-TRUST-9 (fencing): `highest` is the largest epoch this receiver admitted for the txnId (this request's
+    included). A request from a lower epoch comes from a coordinator another has taken the transaction over from:
+    refused. Raises HatpError HATP-TRUST-9 (code STALE_COORDINATOR)."""
+    if admitted.epoch < highest:
+        raise HatpError(
+            "HATP-TRUST-9",
+            f"transaction {admitted.txn_id!r} is driven at coordinator epoch {highest}; this request is from epoch "
+            f"{admitted.epoch}, a coordinator that has been taken over from",
+            path="$.auth.epoch",
+            code="STALE_COORDINATOR",
+            fix="a coordinator whose lease lapsed stops driving the transaction; its current owner finishes it",
+        )
 
 
 def _expired(reason: str) -> HatpError:

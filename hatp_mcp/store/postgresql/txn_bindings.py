@@ -1,6 +1,7 @@
 """The txnId -> coordinator bindings a receiver keeps, on PostgreSQL: the `TxnBindings` of
 hatp_mcp.store.txn_bindings (HATP-TRUST-5). A binding is inserted only when its txnId has none (``ON CONFLICT DO
 NOTHING``), then the one that holds is read back: of two processes binding one txnId at once, both read the first.
+The highest coordinator epoch per txnId (HATP-TRUST-9) is raised with ``GREATEST`` in one upsert.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ __all__ = ["SCHEMA", "PostgresTxnBindings"]
 
 SCHEMA = Schema(
     "coordinator.bindings",
-    (("CREATE TABLE txn_bindings (txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",),),
+    (
+        ("CREATE TABLE txn_bindings (txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",),
+        ("CREATE TABLE txn_epochs (txn_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL)",),
+    ),
 )
 
 Row = tuple[object, ...]
@@ -50,3 +54,16 @@ class PostgresTxnBindings:
         if row is None:  # bindings are never removed: the row inserted or found is there
             raise RuntimeError(f"txn_bindings lost its row for {binding.txn_id}")
         return Binding(binding.txn_id, str(row[0]), str(row[1]))
+
+    def advance(self, txn_id: str, epoch: int) -> int:
+        def raise_to(conn: Connection[Row]) -> Row | None:
+            return conn.execute(
+                "INSERT INTO txn_epochs (txn_id, epoch) VALUES (%s, %s) ON CONFLICT (txn_id)"
+                " DO UPDATE SET epoch = GREATEST(txn_epochs.epoch, EXCLUDED.epoch) RETURNING epoch",
+                (txn_id, epoch),
+            ).fetchone()
+
+        row = run(self._pool, raise_to, idempotent=True)  # raising to the same epoch again changes nothing
+        if row is None:
+            raise RuntimeError(f"txn_epochs returned no row for {txn_id}")
+        return int(str(row[0]))

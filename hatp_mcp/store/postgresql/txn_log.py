@@ -4,11 +4,20 @@ Appends are group-committed as on SQLite (hatp_mcp.store.txn_log.GroupCommit): t
 flight go together in the next database transaction, one commit (one WAL flush) for all. An append returns only
 once its transaction committed (synchronous_commit on: durable), so HATP-TXN-4's forced writes really are on disk
 before the sends that follow them. This module stores what the coordinator decided; it decides nothing.
+
+Ownership (spec/store.md HATP-STORE-4..6): `txn_lease` holds each transaction's owner, epoch and lease expiry, on
+the database's clock (one clock for every coordinator). The append of a plan makes its appender the owner at
+epoch 1; every later append is checked, in its write's own database transaction and under a row lock, against
+the epoch its appender holds, and refused (HATP-STORE-5, STALE_COORDINATOR) when another coordinator took the
+transaction over since. `take_lapsed` takes over lapsed leases with ``FOR UPDATE SKIP LOCKED``: coordinators
+looking at once share the lapsed transactions, never both taking one.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Sequence
 
 from psycopg import AsyncConnection, AsyncCursor
@@ -17,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
-from hatp_mcp.store.txn_log import GroupCommit, LogEntry, LoggedTxn, Pending
+from hatp_mcp.store.txn_log import GroupCommit, Lease, LogEntry, LoggedTxn, Pending, not_owner
 
 __all__ = ["SCHEMA", "PostgresTxnLog"]
 
@@ -33,25 +42,46 @@ SCHEMA = Schema(
             "CREATE TABLE txn_decision (txn_id TEXT NOT NULL, n INTEGER NOT NULL, decision TEXT NOT NULL,"
             " reason TEXT, at TEXT, PRIMARY KEY (txn_id, n))",
         ),
+        (  # 2: ownership leases (HATP-STORE-4); transactions left open before it are lapsed at epoch 0
+            "CREATE TABLE txn_lease (txn_id TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch BIGINT NOT NULL,"
+            " lease_until TIMESTAMPTZ)",
+            "INSERT INTO txn_lease (txn_id, owner, epoch, lease_until) SELECT txn_id, '', 0, NULL FROM txn"
+            " WHERE NOT closed",
+        ),
     ),
 )
+
+_LEASED = "clock_timestamp() + make_interval(secs => %s)"
 
 Row = tuple[object, ...]
 
 
-class PostgresTxnLog:
-    """Open with `await PostgresTxnLog.open(url)`; `await aclose()` it."""
+def default_owner() -> str:
+    """This process's owner id: host and pid (unique among the coordinators sharing one database)."""
+    return f"{socket.gethostname()}/{os.getpid()}"
 
-    def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Row]]) -> None:
+
+class PostgresTxnLog:
+    """Open with `await PostgresTxnLog.open(url)`; `await aclose()` it. `owner`: this coordinator's owner id in
+    `txn_lease`; `lease_seconds`: how long a lease lasts unrenewed (the owner renews at a third of it)."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[AsyncConnection[Row]], owner: str | None = None, lease_seconds: float = 30.0
+    ) -> None:
+        if lease_seconds < 0:
+            raise ValueError(f"lease_seconds must be >= 0, not {lease_seconds}")
         self._pool = pool
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease_seconds
+        self._held: dict[str, int] = {}  # txnId -> the epoch this coordinator owns it at
         self._group = GroupCommit(self._write)
         self.batches = 0  # durable transactions written (group commit makes it < appends)
         self._reads = 0  # loads in flight (tests on a fake clock wait for them, as for writes)
 
     @classmethod
-    async def open(cls, url: str) -> PostgresTxnLog:
+    async def open(cls, url: str, owner: str | None = None, lease_seconds: float = 30.0) -> PostgresTxnLog:
         """Raises psycopg.OperationalError / psycopg_pool.PoolTimeout (unreachable) or HatpError HATP-STORE-1."""
-        return cls(await open_async_pool(url, SCHEMA))
+        return cls(await open_async_pool(url, SCHEMA), owner, lease_seconds)
 
     async def aclose(self) -> None:
         await self._pool.close()
@@ -67,19 +97,120 @@ class PostgresTxnLog:
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
         """Raises what psycopg raised (OperationalError when the connection was lost during the commit or on every
-        try, IntegrityError for an event seq written twice); nothing of a failed batch is kept."""
-        await self._group.append(txn_id, entries)
+        try, IntegrityError for an event seq written twice); nothing of a failed batch is kept. Raises HatpError
+        HATP-STORE-5 (STALE_COORDINATOR), writing nothing of this append, when this coordinator does not own
+        `txn_id` at the current epoch (a plan: another coordinator began it)."""
+        starts = any(e.kind == "plan" for e in entries)
+        await self._group.append(txn_id, entries, 0 if starts else self._held.get(txn_id))
+        if starts:
+            self._held.setdefault(txn_id, 1)
 
     async def _write(self, batch: Sequence[Pending]) -> None:
         async def write(conn: AsyncConnection[Row]) -> None:
+            for p in batch:
+                p.error = None  # a retried write judges every append anew
+            async with conn.cursor() as cur:
+                await self._fence(cur, batch)
             # pipelined: the batch's statements go out together, one round trip before the commit's
             async with conn.pipeline(), conn.cursor() as cur:
                 for p in batch:
-                    for e in p.entries:
-                        await self._write_entry(cur, p.txn_id, e)
+                    if p.error is None:
+                        for e in p.entries:
+                            await self._write_entry(cur, p.txn_id, e)
 
         await run_async(self._pool, write, idempotent=False)  # one transaction: the whole batch or none of it
         self.batches += 1
+
+    async def _fence(self, cur: AsyncCursor[Row], batch: Sequence[Pending]) -> None:
+        """HATP-STORE-4/5, inside the write's transaction: a plan's append takes the lease at epoch 1 (refused when
+        the txnId has an owner); every other append must hold the current epoch, checked under a share lock on the
+        lease row, so a takeover (which updates the row) waits for this write or comes after it, never between."""
+        new = sorted({p.txn_id for p in batch if p.epoch == 0})
+        for txn_id in new:
+            await cur.execute(
+                f"INSERT INTO txn_lease (txn_id, owner, epoch, lease_until) VALUES (%s, %s, 1, {_LEASED})"
+                " ON CONFLICT (txn_id) DO NOTHING RETURNING epoch",
+                (txn_id, self.owner, self.lease_seconds),
+            )
+            if await cur.fetchone() is None:
+                await cur.execute("SELECT owner, epoch FROM txn_lease WHERE txn_id = %s", (txn_id,))
+                row = await cur.fetchone()
+                owner, epoch = row if row is not None else (None, None)
+                if owner == self.owner and self._held.get(txn_id) == epoch:
+                    continue  # this coordinator's own plan, appended again (begin is idempotent)
+                for p in batch:
+                    if p.txn_id == txn_id:
+                        p.error = not_owner(txn_id, None, epoch, owner)
+        rest = sorted({p.txn_id for p in batch if p.epoch != 0})
+        current: dict[str, tuple[object, object]] = {}
+        if rest:
+            await cur.execute(
+                "SELECT txn_id, owner, epoch FROM txn_lease WHERE txn_id = ANY(%s) ORDER BY txn_id FOR SHARE",
+                (rest,),
+            )
+            current = {str(r[0]): (r[1], r[2]) for r in await cur.fetchall()}
+        for p in batch:
+            if p.epoch == 0 or p.error is not None:
+                continue
+            owner, epoch = current.get(p.txn_id, (None, None))
+            if p.epoch is None or owner != self.owner or epoch != p.epoch:
+                p.error = not_owner(p.txn_id, p.epoch, epoch, owner)
+                if self._held.get(p.txn_id) == p.epoch:
+                    self._held.pop(p.txn_id, None)  # lost: stop renewing it
+
+    # -- ownership (HATP-STORE-4..6) ----------------------------------------------------------------------
+    def epoch(self, txn_id: str) -> int | None:
+        return self._held.get(txn_id)
+
+    def release(self, txn_id: str) -> None:
+        self._held.pop(txn_id, None)
+
+    async def renew(self) -> list[str]:
+        """Extend every held lease by `lease_seconds` from now (the database's clock); returns the txnIds another
+        coordinator took over since (no longer held: this coordinator must not drive them)."""
+        held = dict(self._held)
+        if not held:
+            return []
+        ids, epochs = list(held), [held[t] for t in held]
+
+        async def extend(conn: AsyncConnection[Row]) -> list[Row]:
+            found = await conn.execute(
+                f"UPDATE txn_lease l SET lease_until = {_LEASED} FROM unnest(%s::text[], %s::bigint[]) AS h(t, e)"
+                " WHERE l.txn_id = h.t AND l.epoch = h.e AND l.owner = %s RETURNING l.txn_id",
+                (self.lease_seconds, ids, epochs, self.owner),
+            )
+            return await found.fetchall()
+
+        kept = {str(r[0]) for r in await run_async(self._pool, extend, idempotent=False)}
+        lost = [t for t in ids if t not in kept]
+        for t in lost:
+            if self._held.get(t) == held[t]:
+                del self._held[t]
+        return lost
+
+    async def take_lapsed(self, limit: int, exclude: Sequence[str] = ()) -> list[Lease]:
+        """HATP-STORE-6: take over up to `limit` unfinished transactions whose lease lapsed (oldest first), each at
+        its epoch + 1, leased to this coordinator. Rows another coordinator is taking (or appending to) right now
+        are skipped, not waited for. `exclude`: transactions this coordinator still drives (it renews those)."""
+        if limit <= 0:
+            return []
+
+        async def take(conn: AsyncConnection[Row]) -> list[Row]:
+            found = await conn.execute(
+                f"UPDATE txn_lease l SET owner = %s, epoch = l.epoch + 1, lease_until = {_LEASED}"
+                " FROM (SELECT x.txn_id FROM txn_lease x JOIN txn t ON t.txn_id = x.txn_id"
+                " WHERE NOT t.closed AND (x.lease_until IS NULL OR x.lease_until < clock_timestamp())"
+                " AND NOT (x.txn_id = ANY(%s)) ORDER BY t.begun LIMIT %s FOR UPDATE OF x SKIP LOCKED) s"
+                " WHERE l.txn_id = s.txn_id RETURNING l.txn_id, l.epoch",
+                (self.owner, self.lease_seconds, list(exclude), limit),
+            )
+            return await found.fetchall()
+
+        rows = await run_async(self._pool, take, idempotent=False)
+        taken = [Lease(str(r[0]), int(str(r[1]))) for r in rows]
+        for lease in taken:
+            self._held[lease.txn_id] = lease.epoch
+        return taken
 
     @staticmethod
     async def _write_entry(cur: AsyncCursor[Row], txn_id: str, e: LogEntry) -> None:

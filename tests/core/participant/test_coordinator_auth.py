@@ -16,6 +16,7 @@ from hatp_mcp.core.participant.coordinator_auth import (
     check_auth,
     check_binding,
     check_decision,
+    check_epoch,
     request_digest,
 )
 from hatp_mcp.errors import HatpError
@@ -128,9 +129,22 @@ def test_HATP_TRUST_4_an_auth_is_fresh_only_within_its_short_life_by_the_receive
     assert check_auth("abort", signed(), RING, NOW + timedelta(seconds=119)).txn_id == "txn-1"
 
 
-def test_HATP_TRUST_9_an_auth_naming_a_fencing_epoch_is_refused_until_fencing_is_specified() -> None:
-    err = refusal("abort", resign(signed(), epoch=3))
-    assert (err.rule, err.code, err.path) == ("HATP-TRUST-9", "UNSUPPORTED", "$.auth.epoch")
+def test_HATP_TRUST_9_a_request_from_a_lower_epoch_than_the_highest_admitted_is_a_stale_coordinators() -> None:
+    admitted = check_auth("abort", resign(signed(), epoch=2), RING, NOW)
+    assert admitted.epoch == 2
+    assert check_auth("abort", signed(), RING, NOW).epoch == 0  # an auth naming no epoch is epoch 0
+    check_epoch(admitted, 2)  # the highest so far is its own
+    with pytest.raises(HatpError) as stale:
+        check_epoch(admitted, 3)  # planted: another coordinator took over at epoch 3
+    assert (stale.value.rule, stale.value.code, stale.value.path) == (
+        "HATP-TRUST-9",
+        "STALE_COORDINATOR",
+        "$.auth.epoch",
+    )
+    assert "epoch 3" in stale.value.reason and "from epoch 2" in stale.value.reason
+    # the epoch is signed: changing it after signing breaks the signature
+    forged = {**signed(), "auth": {**signed()["auth"], "epoch": 9}}
+    assert refusal("abort", forged).rule == "HATP-TRUST-2"
 
 
 def test_HATP_TRUST_5_a_bound_txn_stays_with_its_coordinator_and_its_plan() -> None:
