@@ -189,7 +189,11 @@ class TxnService:
                     if exc.code != "STALE_COORDINATOR":  # begin refused the plan: nothing was written
                         run.refused = exc
                     else:  # HATP-STORE-5: another coordinator took it over; it finishes it
-                        print(f"coordinator: {txn_id} taken over: {exc.reason}", file=sys.stderr, flush=True)
+                        print(
+                            f"coordinator: {txn_id} taken over ({exc.rule} {exc.code}): {exc.reason}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                 except UnjustifiedOutcome as exc:  # HATP-REC-17: its record stays open, `close.refused` says why
                     print(f"coordinator: {txn_id} left open: {exc}", file=sys.stderr, flush=True)
                 except Exception as exc:  # one broken transaction must not stop the others; its log stays open
@@ -224,6 +228,7 @@ class TxnService:
                 for txn_id in await leases.renew():
                     run = self._running.get(txn_id)
                     if run is not None and run.scope is not None:
+                        print(f"coordinator: {txn_id} taken over (lease lost): stopped", file=sys.stderr, flush=True)
                         run.scope.cancel()
                 await self.recover_unfinished()
             except Exception as exc:  # the store did not answer: the pool reconnects, the next round tries again

@@ -136,7 +136,7 @@ def test_a_coordinator_on_a_database_with_a_newer_schema_exits_2_under_HATP_STOR
         conn.execute("INSERT INTO hatp_schema VALUES ('coordinator.log', 99)")
     assert coordinator_main(["--data", str(tmp_path), "--scripted-approver", "approve", "--store", pg_url]) == 2
     err = capsys.readouterr().err
-    assert "HATP-STORE-1" in err and "version 99, newer than this code's 1" in err and "Traceback" not in err
+    assert "HATP-STORE-1" in err and "version 99, newer than this code's 2" in err and "Traceback" not in err
     with psycopg.connect(pg_url) as conn:  # nothing was created beside it
         tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
     assert tables == [("hatp_schema",)]
