@@ -9,6 +9,7 @@ once, and the record verifies."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ import anyio
 import psycopg
 import pytest
 from anyio.abc import SocketStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import Client
 
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
@@ -46,8 +48,8 @@ class Relay:
         self.answered_late = anyio.Event()  # the server answered after `release`
 
     async def serve(self, client: SocketStream) -> None:
-        """One client connection. The upstream connection is opened when there is something to send and opened
-        again when the server closed it (a keep-alive connection idle while requests are held)."""
+        """One client connection. The upstream connection is opened when there is something to send, again when
+        the server closed it, and anew for what was held (a keep-alive connection idle that long may be closing)."""
         upstream: list[SocketStream] = []  # the open connection to the server, if any
         async with client, anyio.create_task_group() as tg:
 
@@ -61,15 +63,27 @@ class Relay:
                 if upstream and upstream[0] is server:
                     upstream.clear()
 
-            async for chunk in client:
-                if self.holding:
-                    if b"hatp/txn/commit" in chunk:
+            async def forward(queue: MemoryObjectReceiveStream[tuple[bool, bytes]]) -> None:
+                reopened = False
+                async for held, chunk in queue:
+                    if held:
+                        await self.released.wait()
+                        if not reopened:  # what was held goes on a new connection (the old one may be closing)
+                            upstream.clear()
+                            reopened = True
+                    if not upstream:
+                        upstream.append(await anyio.connect_tcp("127.0.0.1", self.upstream))
+                        tg.start_soon(down, upstream[0])
+                    await upstream[0].send(chunk)
+
+            # read ahead of what is held: a request's headers and body may come as separate chunks
+            send, receive = anyio.create_memory_object_stream[tuple[bool, bytes]](max_buffer_size=math.inf)
+            tg.start_soon(forward, receive)
+            async with send:
+                async for chunk in client:
+                    if self.holding and b"hatp/txn/commit" in chunk:
                         self.caught.set()
-                    await self.released.wait()
-                if not upstream:
-                    upstream.append(await anyio.connect_tcp("127.0.0.1", self.upstream))
-                    tg.start_soon(down, upstream[0])
-                await upstream[0].send(chunk)
+                    await send.send((self.holding, chunk))
             tg.cancel_scope.cancel()
 
 
