@@ -21,7 +21,9 @@ async def begin(log: PostgresTxnLog, txn_id: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_coordinator_that_begins_owns_at_epoch_1_and_a_live_lease_is_not_taken(pg_url: str) -> None:
+async def test_HATP_STORE_4_the_coordinator_that_begins_owns_at_epoch_1_and_a_live_lease_is_not_taken(
+    pg_url: str,
+) -> None:
     """HATP-STORE-4"""
     a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=300)
     b = await PostgresTxnLog.open(pg_url, "B", lease_seconds=300)
@@ -43,7 +45,9 @@ async def test_the_coordinator_that_begins_owns_at_epoch_1_and_a_live_lease_is_n
 
 
 @pytest.mark.anyio
-async def test_a_lapsed_lease_is_taken_at_the_next_epoch_and_the_stale_owner_is_refused(pg_url: str) -> None:
+async def test_HATP_STORE_5_a_lapsed_lease_is_taken_at_the_next_epoch_and_the_stale_owner_is_refused(
+    pg_url: str,
+) -> None:
     """HATP-STORE-5 (planted: the first owner appends after the takeover)"""
     a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)  # every lease A takes has lapsed at once
     b = await PostgresTxnLog.open(pg_url, "B", lease_seconds=300)
@@ -68,7 +72,7 @@ async def test_a_lapsed_lease_is_taken_at_the_next_epoch_and_the_stale_owner_is_
 
 
 @pytest.mark.anyio
-async def test_renew_reports_a_lease_taken_over(pg_url: str) -> None:
+async def test_HATP_STORE_4_renew_reports_a_lease_taken_over(pg_url: str) -> None:
     """HATP-STORE-4"""
     a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)
     b = await PostgresTxnLog.open(pg_url, "B", lease_seconds=300)
@@ -86,7 +90,7 @@ async def test_renew_reports_a_lease_taken_over(pg_url: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_closed_transactions_are_never_taken(pg_url: str) -> None:
+async def test_HATP_STORE_6_closed_transactions_are_never_taken(pg_url: str) -> None:
     """HATP-STORE-6"""
     a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)
     b = await PostgresTxnLog.open(pg_url, "B", lease_seconds=300)
@@ -101,7 +105,7 @@ async def test_closed_transactions_are_never_taken(pg_url: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_concurrent_takers_share_the_lapsed_transactions_never_both_taking_one(pg_url: str) -> None:
+async def test_HATP_STORE_6_concurrent_takers_share_the_lapsed_transactions_never_both_taking_one(pg_url: str) -> None:
     """HATP-STORE-6: FOR UPDATE SKIP LOCKED; three coordinators take 30 lapsed transactions at once"""
     a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)
     takers = [await PostgresTxnLog.open(pg_url, f"T{i}", lease_seconds=300) for i in range(3)]
