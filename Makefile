@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -49,6 +49,10 @@ pytest: install postgresql ts-client
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
+
+# Tests marked known_flaky (left out of make test until their flake is found), ten times each
+test-flaky: install postgresql
+	for i in 1 2 3 4 5 6 7 8 9 10; do $(BIN)/python -m pytest -m known_flaky || exit 1; done
 
 demo-mcp: install
 	$(BIN)/python -m demo.trip

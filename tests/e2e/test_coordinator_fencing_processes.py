@@ -30,7 +30,10 @@ from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, probl
 from tests.e2e.test_postgresql_suite import PgSuite
 from tests.postgres_cluster import Cluster
 
-pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+# known_flaky: about 2 runs in 12 timed out under heavy load waiting for the payments server to answer the commit the
+# relay released, after B had committed (the test's relay, not the fencing, is suspected). Left out of make test
+# until that is found; tests/runtime/test_coordinator_takeover.py proves the same fencing deterministically.
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.known_flaky]
 TXN = "txn-fence-1"
 LEASE = "2"  # seconds: A's lease lapses about 2 s after it is stopped
 
