@@ -163,6 +163,7 @@ class GatewayApprover:
         # How often the timer loop looks for proofs `hatp inbox` left (another process: no event reaches us).
         self.proof_poll = proof_poll
         self._changed = anyio.Event()
+        self._moved = anyio.Event()  # set (and replaced) after every write to an ask: wakes the long polls
         # Decision keys as the Directory-verified cards list them: the only keys a decision counts with.
         self.humans = HumanKeys.from_cards(directory.cards())
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
@@ -265,6 +266,7 @@ class GatewayApprover:
         if changed and after.record is not None:
             assert after.vote is not None
             self.store.record_sent(ask_id, "vote", after.vote)
+            self._bump()  # a re-signed deadline is a changed answer (HATP-MCP-30)
             for seat in after.record.seats:
                 if seat.status == "asked":
                     self.store.record_sent(ask_id, "ask", after.record.ask.wire(), recipient=seat.human)
@@ -444,6 +446,34 @@ class GatewayApprover:
         """An ask as it stands now (time applied, outcome signed). Raises KeyError for an unknown ask."""
         return await self._sync(ask_id)
 
+    async def watch(self, ask_id: str, seconds: float) -> StoredAsk:
+        """HATP-MCP-30, the long poll: the ask as `current` gives it, at once when it is decided, else once its
+        signed answer (vote or evidence) differs from the one it had when the wait began, or after `seconds` (real
+        time: a transport bound, not a protocol deadline; the ask's own deadlines run on the gateway's Clock and end
+        the wait by changing the answer). A decision made in this process wakes it at once; one `hatp inbox` left
+        in the store, within `proof_poll`. Raises KeyError for an unknown ask, before waiting."""
+        first = await self._sync(ask_id)
+        if first.evidence is not None or (first.vote is not None and first.vote.get("decision") != "pending"):
+            return first  # decided (or refused at routing): it will not change, so there is nothing to wait for
+        with anyio.move_on_after(seconds):
+            while True:
+                moved = self._moved
+                now = self.store.get(ask_id)
+                if now is None or now.vote != first.vote or now.evidence != first.evidence:
+                    break
+                await moved.wait()
+        return await self._sync(ask_id)
+
+    async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
+        """The Approver's long poll (runtime/interfaces.py WatchingApprover): `watch` on a plan ask."""
+        stored = await self.watch(f"{txn_id}/{requirement_id}", seconds)
+        assert stored.vote is not None
+        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+
+    def _bump(self) -> None:
+        moved, self._moved = self._moved, anyio.Event()
+        moved.set()
+
     # -- timers ----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -547,6 +577,8 @@ class GatewayApprover:
             self.store.record_sent(ask_id, "vote", after.vote)
         if after.evidence is not None and before.evidence != after.evidence:
             self.store.record_sent(ask_id, str(after.evidence.get("type")), after.evidence)
+        if before.vote != after.vote or before.evidence != after.evidence:
+            self._bump()
         return after
 
     async def _notify_new(self, before: AskRecord | None, after: AskRecord) -> None:
