@@ -14,6 +14,10 @@
 - State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL), or
   in PostgreSQL with `--store postgresql://...` (`hatp inbox --store` the same URL). A decision made there is
   picked up on the next poll or tick. One gateway process per store: timers are not shared between processes.
+- Delivery (hatp_mcp/runtime/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and sms
+  as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
+  (HATP-GW-46); the Deliverer's queue is `DIR/deliveries.db`. Without `gateway.json` nothing is pushed (every
+  notice is recorded as `inbox`: the ask waits in the inbox).
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -39,8 +43,12 @@ from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
+from hatp_mcp.runtime.delivery.channels import senders_from
+from hatp_mcp.runtime.delivery.settings import GatewaySettings, load_settings
+from hatp_mcp.runtime.delivery.worker import Deliverer
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents
+from hatp_mcp.store.deliveries import DeliveryStore
 from hatp_mcp.store.gateway_store import DB_NAME
 from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
 from servers._keys import load_or_create_key
@@ -73,11 +81,13 @@ def build(
     key_file: str | None = None,
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
-) -> tuple[MCPServer, GatewayApprover]:
-    """Load the organisation, key and store (`store_url`, default DATA/gateway.db) and build the server.
-    `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json;
-    none: every prepare, abort and tighten is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError."""
+) -> tuple[MCPServer, GatewayApprover, Deliverer]:
+    """Load the organisation, key, settings and stores (`store_url`, default DATA/gateway.db; the delivery queue
+    in DATA/deliveries.db) and build the server. `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
+    flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
+    HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-46: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
+    settings = load_settings(org) or GatewaySettings()
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
     data.mkdir(parents=True, exist_ok=True)
@@ -92,6 +102,15 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
+    deliverer = Deliverer(
+        gateway=gateway,
+        outbox=DeliveryStore(data),
+        senders=senders_from(settings, clock),
+        settings=settings.delivery,
+        inbox_url=settings.inbox_url,
+        clock=clock,
+    )
+    gateway.notifier = deliverer  # the people are told over their channels (or the ask waits in the inbox)
     bindings = open_txn_bindings(store_url) if store_url is not None and store_url.backend != "sqlite" else None
     trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
@@ -100,12 +119,15 @@ def build(
     serve_approver(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
     serve_questions(server, gateway)
-    return server, gateway
+    return server, gateway, deliverer
 
 
-async def _run(server: MCPServer, gateway: GatewayApprover, transport: str, port: int, parent_watch: bool) -> None:
+async def _run(
+    server: MCPServer, gateway: GatewayApprover, deliverer: Deliverer, transport: str, port: int, parent_watch: bool
+) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
+        await tg.start(deliverer.run)
         await serve(server, transport, port, parent_watch=parent_watch)
         tg.cancel_scope.cancel()
 
@@ -126,14 +148,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
         store = StoreUrl.parse(args.store) if args.store else None
-        server, gateway = build(data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store)
-    except (OSError, ValueError, HatpError) as exc:  # HatpError: an unusable well-known document
+        server, gateway, deliverer = build(
+            data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store
+        )
+    except HatpError as exc:  # an unusable well-known document or delivery settings
+        log(f"gateway: cannot start: {exc.one_line()}")
+        return 2
+    except (OSError, ValueError) as exc:
         log(f"gateway: cannot start: {exc}")
         return 2
     try:
-        anyio.run(functools.partial(_run, server, gateway, args.transport, args.port, args.parent_watch))
+        run = functools.partial(_run, server, gateway, deliverer, args.transport, args.port, args.parent_watch)
+        anyio.run(run)
     finally:
         gateway.store.close()
+        deliverer.outbox.close()
     return 0
 
 

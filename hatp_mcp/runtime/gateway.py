@@ -470,6 +470,27 @@ class GatewayApprover:
         assert stored.vote is not None
         return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
 
+    def next_change(self) -> anyio.Event:
+        """An event set at the next write to any ask (the delivery loop waits on it)."""
+        return self._moved
+
+    async def unreachable(self, ask_id: str, human: str, detail: str) -> StoredAsk:
+        """HATP-GW-42: no channel reached `human`; they are excluded and the next person is asked (and told).
+        An ask that closed meanwhile, or a person no longer asked, is left as it is. Raises KeyError."""
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        now = self.clock.now()
+        self.store.update(
+            ask_id, lambda s: s.with_record(core.unreachable(s.record, human, now, detail)) if s.record else s
+        )
+        after = await self._sync(ask_id)
+        self._bump()
+        if before.record is not None and after.record is not None:
+            await self._notify_new(before.record, after.record)
+        self._changed.set()  # the timers: a new person asked has an SLA
+        return after
+
     def _bump(self) -> None:
         moved, self._moved = self._moved, anyio.Event()
         moved.set()

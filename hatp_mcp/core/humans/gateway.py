@@ -37,6 +37,7 @@ __all__ = [
     "state_of",
     "tick",
     "transition",
+    "unreachable",
     "withdraw",
 ]
 
@@ -62,6 +63,7 @@ class Event(Enum):
     DEADLINE = "deadline"
     WITHDRAW = "withdraw"
     TIGHTEN = "tighten"  # a shorter deadline and the holds' end times (core/humans/terms.py, HATP-GW-30)
+    UNREACHABLE = "unreachable"  # every delivery channel of an asked person failed (HATP-GW-42)
 
 
 _P, _A, _R, _N = AskState.PENDING, AskState.APPROVED, AskState.REJECTED, AskState.ANSWERED
@@ -77,6 +79,7 @@ TRANSITIONS: dict[tuple[AskState, Event], AskState] = {
     (_P, Event.DEADLINE): _X,
     (_P, Event.WITHDRAW): _W,
     (_P, Event.TIGHTEN): _P,
+    (_P, Event.UNREACHABLE): _P,
     # A transaction aborted after the humans decided: the decision stands, withdrawing is a no-op.
     **{(s, Event.WITHDRAW): s for s in (_A, _R, _N, _X, _E, _W)},
 }
@@ -383,6 +386,21 @@ def decline(rec: AskRecord, human: str, now: datetime) -> AskRecord:
         }
     )
     return _after_loss(rec, seats, Event.DECLINE, now, human)
+
+
+def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRecord:
+    """HATP-GW-42: an asked person no channel could reach is treated as unavailable: excluded with the rule and
+    `detail` (which channels failed; never an address), and the next person is asked as after a decline. A
+    person who is not (or no longer) asked, or an ask that is closed, is left as it is."""
+    if state_of(rec) is not AskState.PENDING:
+        return rec
+    found = _seat(rec.seats, human)
+    if found is None or found[1].status != "asked":
+        return rec
+    i, seat = found
+    seats = list(rec.seats)
+    seats[i] = seat.model_copy(update={"status": "excluded", "rule": "HATP-GW-42", "detail": detail[:500]})
+    return _after_loss(rec, seats, Event.UNREACHABLE, now, human)
 
 
 def tick(rec: AskRecord, now: datetime) -> AskRecord:
