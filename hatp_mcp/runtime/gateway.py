@@ -28,12 +28,13 @@ from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.directory import Directory, IgnoredCard
 from hatp_mcp.core.humans.estimate import estimate_requirement
 from hatp_mcp.core.humans.evidence import build_answer, build_approval, build_vote
-from hatp_mcp.core.humans.proof import HumanKeys, apply_proof
+from hatp_mcp.core.humans.passkey import RelyingParty, apply_passkey
+from hatp_mcp.core.humans.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.humans.terms import tighten as tighten_terms
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
-from hatp_mcp.core.model.evidence import Vote
+from hatp_mcp.core.model.evidence import PasskeyAssertion, Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.question import QuestionRequest, question_digest
@@ -290,6 +291,45 @@ class GatewayApprover:
         if before.record is not None and after.record is not None:
             await self._notify_new(before.record, after.record)
         return after
+
+    async def decide_passkey(
+        self, ask_id: str, assertion: PasskeyAssertion, rp: RelyingParty, last_count: int, *, via: str = "inbox"
+    ) -> tuple[StoredAsk, int]:
+        """A person decides with their passkey (HATP-GW-48..51): verified against their signed card and recorded,
+        the nonce spent in the same write. Returns the ask and the credential's new sign count. Raises KeyError or
+        HatpError (nothing changes)."""
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        now, counted = self.clock.now(), []
+
+        def change(s: StoredAsk, used: bool) -> StoredAsk:
+            if s.record is None:
+                raise HatpError(
+                    "HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED"
+                )
+            rec, count = apply_passkey(
+                core.tick(s.record, now),
+                assertion,
+                self.directory.card(assertion.human),
+                rp,
+                subject_digest=subject_digest(s.record.ask),
+                now=now,
+                nonce_used=used,
+                last_count=last_count,
+                via=via,
+            )
+            counted.append(count)
+            return s.with_record(rec)
+
+        try:
+            self.store.update_spending(ask_id, assertion.nonce, change)
+        finally:
+            self._changed.set()
+        after = await self._sync(ask_id)
+        if before.record is not None and after.record is not None:
+            await self._notify_new(before.record, after.record)
+        return after, counted[0]
 
     async def _drain(self, ask_id: str) -> None:
         """Verify and apply the proofs `hatp inbox` left for this ask; a refused one is recorded and never counts."""

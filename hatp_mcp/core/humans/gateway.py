@@ -17,7 +17,7 @@ from hatp_mcp.core.humans.authority import check_requirement, plan_money
 from hatp_mcp.core.humans.directory import Criteria, Directory
 from hatp_mcp.core.humans.screen import render_screen
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof
+from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Seat
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
@@ -302,9 +302,11 @@ def decide(
     now: datetime,
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
+    passkey: PasskeyAssertion | None = None,
 ) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
-    `proof` is the person's verified signed decision (core/humans/proof.py), kept in the HumanDecision.
+    `proof` is the person's verified signed decision (core/humans/proof.py), or `passkey` their verified passkey
+    assertion (core/humans/passkey.py), kept in the HumanDecision.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -338,6 +340,7 @@ def decide(
         decided_at=format_ts(now),
         via=via,
         proof=proof,
+        passkey=passkey,
     )
     update: dict[str, Any] = {"state": state.value, "seats": seats, "decisions": [*rec.decisions, hd]}
     if state is not AskState.PENDING:

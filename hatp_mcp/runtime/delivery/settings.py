@@ -113,7 +113,7 @@ def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySet
     """Settings from the parsed JSON document. Raises HatpError HATP-GW-46."""
     if not isinstance(raw, dict):
         raise _bad("$", "the gateway settings are a JSON object", "see spec/gateway.md, Delivery")
-    unknown = set(raw) - {"inboxUrl", "delivery", "channels"}
+    unknown = set(raw) - {"inboxUrl", "delivery", "channels", "passkey"}  # passkey: runtime/org.py
     if unknown:
         raise _bad(f"$.{sorted(unknown)[0]}", f"unknown setting {sorted(unknown)[0]!r}", "remove it")
     inbox = raw.get("inboxUrl", "http://localhost:8400")

@@ -1,0 +1,308 @@
+"""The web inbox: a Starlette app the gateway process serves (`servers.gateway --inbox-port N`, spec/gateway.md
+HATP-GW-53..55). A person signs in with a passkey on their Directory-signed card, sees only the asks they were
+asked, opens one and decides with their passkey: the decision's WebAuthn challenge is the SHA-256 of the canonical
+JSON of {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-48), kept server-side by its nonce and usable
+once; the gateway verifies the assertion against the card (core/humans/passkey.py) and records it.
+
+Safe by default:
+- every POST proves where it comes from: its Origin is the inbox's own (exact, port included) and it carries the
+  CSRF token (`X-CSRF-Token`) bound to the session, or before sign-in to the `hatp_csrf` cookie (double submit);
+  anything else is refused 403 and changes nothing (HATP-GW-54);
+- every response carries a strict Content-Security-Policy (`default-src 'none'`, scripts and fetches from the
+  inbox's own origin only, no inline script, no framing), `nosniff`, `no-referrer`, `no-store`;
+- sessions are random ids in an HttpOnly, SameSite=Strict cookie, expire after `session_seconds` on the Clock,
+  and end at sign-out; pages never show a contact detail (pages.py).
+An ask that is not the signed-in person's answers 404, the same as an ask that does not exist.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from webauthn import verify_authentication_response
+from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+
+from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, unb64u
+from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.card import HumanCard
+from hatp_mcp.core.model.evidence import PasskeyAssertion
+from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.store.inbox_state import InboxState, Session
+from hatp_mcp.web.pages import INBOX_JS, ask_page, list_page, signin_page
+
+__all__ = ["CSP", "Inbox"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+SESSION_COOKIE = "hatp_session"
+CSRF_COOKIE = "hatp_csrf"
+CHALLENGE_SECONDS = 300
+
+
+class Inbox:
+    def __init__(
+        self,
+        gateway: GatewayApprover,
+        state: InboxState,
+        rp: RelyingParty,
+        clock: Clock,
+        *,
+        session_seconds: float = 900,
+    ) -> None:
+        self.gateway = gateway
+        self.state = state
+        self.rp = rp
+        self.clock = clock
+        self.session_seconds = session_seconds
+        self.app = Starlette(
+            routes=[
+                Route("/", self.home, methods=["GET"]),
+                Route("/static/inbox.js", self.script, methods=["GET"]),
+                Route("/signin/options", self.signin_options, methods=["POST"]),
+                Route("/signin", self.signin, methods=["POST"]),
+                Route("/signout", self.signout, methods=["POST"]),
+                Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
+                Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
+                Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
+            ]
+        )
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return format_ts(self.clock.now())
+
+    def _session(self, request: Request) -> Session | None:
+        sid = request.cookies.get(SESSION_COOKIE)
+        return self.state.session(sid, self._now()) if sid else None
+
+    @staticmethod
+    def _secure(response: Response) -> Response:
+        for k, v in _HEADERS.items():
+            response.headers[k] = v
+        return response
+
+    def _html(self, request: Request, body: str, status: int = 200) -> Response:
+        return self._secure(HTMLResponse(body, status))
+
+    def _json(self, data: dict[str, Any], status: int = 200) -> Response:
+        return self._secure(JSONResponse(data, status))
+
+    def _refuse(self, status: int, error: str, rule: str | None = None) -> Response:
+        return self._json({"error": error, **({"rule": rule} if rule else {})}, status)
+
+    def _csrf_ok(self, request: Request, session: Session | None) -> bool:
+        """HATP-GW-54: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
+        double-submitted cookie's)."""
+        origin = request.headers.get("origin")
+        if origin is None or origin not in self.rp.origins:
+            return False
+        sent = request.headers.get("x-csrf-token", "")
+        expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
+        return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
+
+    def _mine(self, human: str) -> list[AskRecord]:
+        out = []
+        for s in self.gateway.store.asks():
+            if s.record is not None and any(
+                seat.human == human and seat.status in ("asked", "decided") for seat in s.record.seats
+            ):
+                out.append(s.record)
+        return out
+
+    def _card(self, human: str) -> HumanCard | None:
+        return self.gateway.directory.card(human)
+
+    # -- pages ------------------------------------------------------------------------------------------------
+
+    async def script(self, request: Request) -> Response:
+        return self._secure(Response(INBOX_JS, media_type="text/javascript"))
+
+    async def home(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+            response = self._html(request, signin_page(token))
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+            return response
+        return self._html(request, list_page(session.human, self._mine(session.human), session.csrf))
+
+    async def show(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return self._secure(RedirectResponse("/", 303))
+        ask_id = request.path_params["ask_id"]
+        rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
+        if rec is None:
+            return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
+        can = rec.state == "pending" and any(s.human == session.human and s.status == "asked" for s in rec.seats)
+        return self._html(request, ask_page(rec, session.human, can, session.csrf))
+
+    # -- sign-in ----------------------------------------------------------------------------------------------
+
+    async def signin_options(self, request: Request) -> Response:
+        if not self._csrf_ok(request, None):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+        nonce = secrets.token_urlsafe(18)
+        challenge = secrets.token_bytes(32)
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        self.state.keep_challenge(nonce, "signin", None, {"challenge": b64u(challenge)}, expires)
+        return self._json(
+            {
+                "nonce": nonce,
+                "challenge": b64u(challenge),
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": [],
+            }
+        )
+
+    async def signin(self, request: Request) -> Response:
+        if not self._csrf_ok(request, None):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+        body = await request.json()
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
+        credential = body.get("credential") or {}
+        if kept is None:
+            return self._refuse(400, "unknown, used or expired sign-in challenge", "HATP-GW-48")
+        found = self._credential(str(credential.get("id", "")))
+        if found is None:
+            return self._refuse(403, "this passkey is not on any signed card", "HATP-GW-49")
+        card, public_key = found
+        try:
+            verified = verify_authentication_response(
+                credential=credential,
+                expected_challenge=unb64u(kept[1]["challenge"]),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                credential_public_key=public_key,
+                credential_current_sign_count=self.state.sign_count(str(credential["id"])),
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as exc:
+            return self._refuse(403, f"sign-in refused: {str(exc)[:200]}", "HATP-GW-49")
+        self.state.set_sign_count(str(credential["id"]), int(verified.new_sign_count))
+        session = Session(
+            secrets.token_urlsafe(32),
+            card.id,
+            secrets.token_urlsafe(32),
+            format_ts(self.clock.now() + timedelta(seconds=self.session_seconds)),
+        )
+        self.state.open_session(session)
+        response = self._json({"human": card.id})
+        response.set_cookie(
+            SESSION_COOKIE, session.sid, max_age=int(self.session_seconds), httponly=True, samesite="strict", path="/"
+        )
+        return response
+
+    def _credential(self, credential_id: str) -> tuple[HumanCard, bytes] | None:
+        for card in self.gateway.directory.cards():
+            for k in card.keys:
+                if k.type == "passkey" and k.id == credential_id:
+                    return card, unb64u(k.public_key)
+        return None
+
+    async def signout(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+        self.state.end_session(session.sid)
+        response = self._json({"signedOut": True})
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    # -- deciding ---------------------------------------------------------------------------------------------
+
+    async def challenge(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
+        ask_id = request.path_params["ask_id"]
+        rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
+        decision = (await request.json()).get("decision")
+        if rec is None:
+            return self._refuse(404, "no such ask")
+        if decision not in ("approve", "reject", "decline"):
+            return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-48")
+        card = self._card(session.human)
+        # only real credential ids (base64url): a card may still list a placeholder entry
+        creds = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
+        if not creds:
+            return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-49")
+        nonce, issued = secrets.token_urlsafe(18), self._now()
+        subject = subject_digest(rec.ask)
+        payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        self.state.keep_challenge(nonce, "decide", session.human, payload, expires)
+        challenge = decision_challenge(ask_id, subject, decision, nonce, issued)
+        return self._json(
+            {
+                "nonce": nonce,
+                "challenge": b64u(challenge),
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": creds,
+                "payload": payload,
+            }
+        )
+
+    async def decide(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
+        ask_id = request.path_params["ask_id"]
+        body = await request.json()
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())
+        if kept is None or kept[0] != session.human or kept[1].get("askId") != ask_id:
+            return self._refuse(400, "unknown, used or expired challenge for this ask", "HATP-GW-48")
+        payload, credential = kept[1], body.get("credential") or {}
+        response = credential.get("response") or {}
+        try:
+            assertion = PasskeyAssertion(
+                ask_id=payload["askId"],
+                subject_digest=payload["subjectDigest"],
+                human=session.human,
+                decision=payload["decision"],
+                nonce=payload["nonce"],
+                issued_at=payload["issuedAt"],
+                credential_id=str(credential.get("id", "")),
+                authenticator_data=str(response.get("authenticatorData", "")),
+                client_data_json=str(response.get("clientDataJSON", "")),
+                signature=str(response.get("signature", "")),
+                user_handle=response.get("userHandle") or None,
+            )
+            last = self.state.sign_count(assertion.credential_id)
+            after, count = await self.gateway.decide_passkey(ask_id, assertion, self.rp, last, via="inbox-passkey")
+        except HatpError as exc:
+            return self._refuse(403, exc.reason[:300], exc.rule)
+        except (ValueError, KeyError) as exc:
+            return self._refuse(400, f"unreadable assertion: {str(exc)[:200]}", "HATP-GW-49")
+        self.state.set_sign_count(assertion.credential_id, count)
+        return self._json({"state": after.state})
+
+
+def _is_b64u(text: str) -> bool:
+    try:
+        return b64u(unb64u(text)) == text
+    except ValueError:
+        return False
