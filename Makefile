@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -63,6 +63,9 @@ demo-gated: install
 
 demo-undo: install
 	$(BIN)/python -m demo.undo
+
+demo-passkey: install chromium
+	$(BIN)/python -m demo.passkey
 
 bench: install postgresql
 	$(BIN)/python -m bench.run
