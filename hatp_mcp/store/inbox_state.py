@@ -15,7 +15,7 @@ from typing import Any
 
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["INBOX_DB", "InboxState", "Session"]
+__all__ = ["INBOX_DB", "Enrolment", "InboxState", "Session"]
 
 INBOX_DB = "inbox.db"
 
@@ -33,6 +33,19 @@ CREATE TABLE IF NOT EXISTS challenges (
     payload TEXT NOT NULL,
     expires_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS enrol_codes (
+    code_hash TEXT PRIMARY KEY,
+    human TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS enrolments (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    human TEXT NOT NULL,
+    credential_id TEXT NOT NULL UNIQUE,
+    public_key TEXT NOT NULL,
+    registered_at TEXT NOT NULL,
+    state TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS counters (
     credential_id TEXT PRIMARY KEY,
     sign_count INTEGER NOT NULL
@@ -46,6 +59,18 @@ class Session:
     human: str
     csrf: str
     expires_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolment:
+    """A passkey registered in the inbox, waiting for the operator to put it on the card (HATP-GW-52)."""
+
+    seq: int
+    human: str
+    credential_id: str
+    public_key: str  # COSE key, base64url
+    registered_at: str
+    state: str  # pending | approved | refused
 
 
 class InboxState:
@@ -133,3 +158,48 @@ class InboxState:
                 " ON CONFLICT (credential_id) DO UPDATE SET sign_count = MAX(sign_count, excluded.sign_count)",
                 (credential_id, count),
             )
+
+    # -- enrolment (HATP-GW-52) --------------------------------------------------------------------------------
+
+    def add_enrol_code(self, code_hash: str, human: str, expires_at: str) -> None:
+        with self._tx():
+            self._conn.execute(
+                "INSERT INTO enrol_codes (code_hash, human, expires_at) VALUES (?, ?, ?)",
+                (code_hash, human, expires_at),
+            )
+
+    def enrol_code(self, code_hash: str, now: str) -> str | None:
+        """The person an unexpired code was issued for (the code stays until used)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT human, expires_at FROM enrol_codes WHERE code_hash = ?", (code_hash,)
+            ).fetchone()
+        return str(row[0]) if row and row[1] > now else None
+
+    def register(self, code_hash: str | None, human: str, credential_id: str, public_key: str, at: str) -> int:
+        """Record a verified registration as pending and spend its code in the same write. Raises KeyError when the
+        code was spent meanwhile, sqlite3.IntegrityError for a credential already registered."""
+        with self._tx():
+            if code_hash is not None:
+                cur = self._conn.execute(
+                    "DELETE FROM enrol_codes WHERE code_hash = ? AND human = ?", (code_hash, human)
+                )
+                if cur.rowcount != 1:
+                    raise KeyError(code_hash)
+            cur = self._conn.execute(
+                "INSERT INTO enrolments (human, credential_id, public_key, registered_at, state)"
+                " VALUES (?, ?, ?, ?, 'pending')",
+                (human, credential_id, public_key, at),
+            )
+            return int(cur.lastrowid or 0)
+
+    def enrolments(self, state: str | None = None) -> list[Enrolment]:
+        sql = "SELECT seq, human, credential_id, public_key, registered_at, state FROM enrolments"
+        args: tuple[str, ...] = (state,) if state else ()
+        with self._lock:
+            rows = self._conn.execute(sql + (" WHERE state = ?" if state else "") + " ORDER BY seq", args).fetchall()
+        return [Enrolment(*r) for r in rows]
+
+    def settle_enrolment(self, seq: int, state: str) -> None:
+        with self._tx():
+            self._conn.execute("UPDATE enrolments SET state = ? WHERE seq = ? AND state = 'pending'", (state, seq))

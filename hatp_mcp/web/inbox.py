@@ -17,8 +17,11 @@ An ask that is not the signed-in person's answers 404, the same as an ask that d
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import secrets
+import sqlite3
 from datetime import timedelta
 from typing import Any
 
@@ -26,8 +29,16 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
-from webauthn import verify_authentication_response
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+from webauthn import generate_registration_options, verify_authentication_response, verify_registration_response
+from webauthn.helpers import options_to_json
+from webauthn.helpers.cose import COSEAlgorithmIdentifier
+from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
 
 from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, unb64u
 from hatp_mcp.core.humans.proof import subject_digest
@@ -39,7 +50,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
-from hatp_mcp.web.pages import INBOX_JS, ask_page, list_page, signin_page
+from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
 
 __all__ = ["CSP", "Inbox"]
 
@@ -81,6 +92,9 @@ class Inbox:
                 Route("/signin/options", self.signin_options, methods=["POST"]),
                 Route("/signin", self.signin, methods=["POST"]),
                 Route("/signout", self.signout, methods=["POST"]),
+                Route("/enrol", self.enrol_page, methods=["GET"]),
+                Route("/enrol/options", self.enrol_options, methods=["POST"]),
+                Route("/enrol/register", self.enrol_register, methods=["POST"]),
                 Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
                 Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
                 Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
@@ -230,6 +244,85 @@ class Inbox:
         response = self._json({"signedOut": True})
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
+
+    # -- enrolment (HATP-GW-52) ---------------------------------------------------------------------------------
+
+    async def enrol_page(self, request: Request) -> Response:
+        session = self._session(request)
+        token = session.csrf if session is not None else (request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32))
+        response = self._html(request, enrol_page(token))
+        if session is None:
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+        return response
+
+    def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
+        """Who may register: the holder of an unexpired one-time code the operator issued, or a signed-in person
+        (adding a passkey). Returns (human, code hash or None)."""
+        if code:
+            code_hash = hashlib.sha256(code.encode()).hexdigest()
+            human = self.state.enrol_code(code_hash, self._now())
+            return (human, code_hash) if human is not None else None
+        return (session.human, None) if session is not None else None
+
+    async def enrol_options(self, request: Request) -> Response:
+        session = self._session(request)
+        if not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+        who = self._enrolling(session, str((await request.json()).get("code", "")))
+        if who is None or self._card(who[0]) is None:
+            return self._refuse(403, "no valid enrolment code, and not signed in", "HATP-GW-52")
+        human, code_hash = who
+        card = self._card(human)
+        existing = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
+        options = generate_registration_options(
+            rp_id=self.rp.rp_id,
+            rp_name="HATP inbox",
+            user_name=human,
+            user_id=hashlib.sha256(human.encode()).digest()[:16],
+            user_display_name=card.display_name if card is not None else human,
+            authenticator_selection=AuthenticatorSelectionCriteria(
+                resident_key=ResidentKeyRequirement.REQUIRED, user_verification=UserVerificationRequirement.REQUIRED
+            ),
+            supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            exclude_credentials=[PublicKeyCredentialDescriptor(id=unb64u(c)) for c in existing],
+        )
+        nonce = secrets.token_urlsafe(18)
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        kept = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        self.state.keep_challenge(nonce, "enrol", human, kept, expires)
+        return self._json({"nonce": nonce, "publicKey": json.loads(options_to_json(options))})
+
+    async def enrol_register(self, request: Request) -> Response:
+        session = self._session(request)
+        if not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+        body = await request.json()
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "enrol", self._now())
+        if kept is None or kept[0] is None:
+            return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-52")
+        human, payload = kept[0], kept[1]
+        try:
+            verified = verify_registration_response(
+                credential=body.get("credential") or {},
+                expected_challenge=unb64u(payload["challenge"]),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                require_user_verification=True,
+                supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            )
+        except (InvalidRegistrationResponse, ValueError, KeyError, TypeError) as exc:
+            return self._refuse(403, f"registration refused: {str(exc)[:200]}", "HATP-GW-52")
+        try:
+            seq = self.state.register(
+                payload.get("codeHash"),
+                human,
+                b64u(verified.credential_id),
+                b64u(verified.credential_public_key),
+                self._now(),
+            )
+        except (KeyError, sqlite3.IntegrityError):
+            return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-52")
+        return self._json({"enrolment": seq, "state": "pending", "human": human})
 
     # -- deciding ---------------------------------------------------------------------------------------------
 

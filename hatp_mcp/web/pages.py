@@ -13,7 +13,7 @@ from html import escape
 
 from hatp_mcp.core.model.gateway import AskRecord
 
-__all__ = ["INBOX_JS", "ask_page", "list_page", "signin_page"]
+__all__ = ["INBOX_JS", "ask_page", "enrol_page", "list_page", "signin_page"]
 
 
 def _e(value: object) -> str:
@@ -36,6 +36,15 @@ def signin_page(csrf: str, message: str = "") -> str:
         f"<button id=signin type=button>Sign in with your passkey</button>{note}"
     )
     return _page("Sign in", body, csrf)
+
+
+def enrol_page(csrf: str) -> str:
+    body = (
+        "<h1>Register a passkey</h1><p>With the one-time code your operator gave you (it is in this page's link),"
+        " or while signed in, register a passkey. It counts once your operator has put it on your"
+        " Directory-signed card.</p><button id=enrol type=button>Register a passkey</button><p id=message></p>"
+    )
+    return _page("Register a passkey", body, csrf)
 
 
 def _money(rec: AskRecord) -> str:
@@ -139,6 +148,21 @@ async function signin() {
     window.location.assign("/");
   } catch (e) { say("Sign-in failed: " + e.message); }
 }
+async function enrol() {
+  try {
+    const code = new URLSearchParams(window.location.search).get("code") || "";
+    const options = await post("/enrol/options", {code});
+    const pk = options.publicKey;
+    pk.challenge = unb64u(pk.challenge);
+    pk.user.id = unb64u(pk.user.id);
+    pk.excludeCredentials = (pk.excludeCredentials || []).map((c) => ({type: c.type, id: unb64u(c.id)}));
+    const cred = await navigator.credentials.create({publicKey: pk});
+    const credential = {id: cred.id, rawId: b64u(cred.rawId), type: cred.type, response: {
+      clientDataJSON: b64u(cred.response.clientDataJSON), attestationObject: b64u(cred.response.attestationObject)}};
+    const done = await post("/enrol/register", {nonce: options.nonce, credential});
+    say("Registered: enrolment " + done.enrolment + " is " + done.state + " until your operator approves it.");
+  } catch (e) { say("Not registered: " + e.message); }
+}
 async function decide(decision) {
   const askId = document.getElementById("ask-id").textContent;
   const base = "/asks/" + encodeURIComponent(askId);
@@ -153,6 +177,8 @@ async function decide(decision) {
   } catch (e) { say("Not recorded: " + e.message); }
 }
 document.addEventListener("DOMContentLoaded", () => {
+  const en = document.getElementById("enrol");
+  if (en) { en.addEventListener("click", enrol); }
   const s = document.getElementById("signin");
   if (s) { s.addEventListener("click", signin); }
   const out = document.getElementById("signout");

@@ -19,6 +19,7 @@ from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.humans.passkey import RelyingParty
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
+from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import GatewayStore
 from hatp_mcp.store.inbox_state import InboxState
 from hatp_mcp.web.inbox import Inbox
@@ -43,12 +44,16 @@ class Served:
 
 
 @asynccontextmanager
-async def serve_inbox(data: Path, clock: FakeClock) -> AsyncIterator[Served]:
+async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> AsyncIterator[Served]:
+    """The inbox over acme.com with bob's soft passkey on his card, or over the organisation dir `org` as is."""
     bob = SoftAuthenticator(h("bob"))
-    docs = [card_doc(n) for n in NAMES if n != "bob"]
-    docs.append(resigned("bob", keys=[*card_doc("bob")["keys"], bob.card_key()]))
-    directory, ignored = Directory.load(well_known(), docs)
-    assert not ignored
+    if org is None:
+        docs = [card_doc(n) for n in NAMES if n != "bob"]
+        docs.append(resigned("bob", keys=[*card_doc("bob")["keys"], bob.card_key()]))
+        directory, ignored = Directory.load(well_known(), docs)
+        assert not ignored
+    else:
+        directory, _ignored = load_directory(org)
     store = GatewayStore(data)
     gw = GatewayApprover(directory=directory, key=gateway_key(), store=store, clock=clock, notifier=RecordingNotifier())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -6,76 +6,33 @@ his ask with the hostile plan text inert, approves with his passkey; the gateway
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
-from playwright.async_api import Browser, async_playwright
 
 from hatp_mcp.core.humans.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import h, plan
+from tests.web.chromium import chromium_page
 from tests.web.inbox_fixture import serve_inbox
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = "/usr/bin/chromium"
-HAVE_CHROMIUM = Path(CHROMIUM).exists()  # checked once, at import
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>Approve at once"
 ASK = "txn-acme-0001/finance"
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_CHROMIUM:
-        pytest.fail("chromium is missing: `make test` installs it (apt-get install -y chromium)")
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
 async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium_and_hostile_text_stays_inert(
-    tmp_path: Path, clock: FakeClock, browser: Browser
+    tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):
-        async with serve_inbox(tmp_path, clock) as served:
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
             await served.gateway.ask(plan(summary=HOSTILE), "finance")
-            context = await browser.new_context()
-            page = await context.new_page()
-            cdp = await context.new_cdp_session(page)
-            await cdp.send("WebAuthn.enable", {"enableUI": False})
-            added = await cdp.send(
-                "WebAuthn.addVirtualAuthenticator",
-                {
-                    "options": {
-                        "protocol": "ctap2",
-                        "ctap2Version": "ctap2_1",
-                        "transport": "internal",
-                        "hasResidentKey": True,
-                        "hasUserVerification": True,
-                        "isUserVerified": True,
-                        "automaticPresenceSimulation": True,
-                    }
-                },
-            )
             await cdp.send(
                 "WebAuthn.addCredential",
                 {
-                    "authenticatorId": added["authenticatorId"],
+                    "authenticatorId": authenticator,
                     "credential": {
                         "credentialId": base64.b64encode(unb64u(served.bob.credential_id)).decode(),
                         "isResidentCredential": True,
@@ -98,7 +55,6 @@ async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium
                 "#message:text-matches('^(Recorded|Not recorded)')"
             )  # (the CSP forbids wait_for_function's eval)
             message = await page.locator("#message").inner_text()
-            await context.close()
             stored = served.gateway.store.get(ASK)
     assert summary == f"agent-written: {HOSTILE}" and pwned
     assert message == "Recorded: approve. The ask is pending."
