@@ -11,7 +11,8 @@ with a passkey, in a real (headless) Chromium.
    authenticator, signs in to the inbox, opens the ask and approves: the assertion is over the SHA-256 of the
    canonical {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-48).
 4. The trip commits; the record holds the approver's passkey assertion, and `hatp verify --org` checks it
-   offline. Screenshots of the list, the ask and the decision are written to the data dir (printed).
+   offline; its timeline (`hatp timeline`, HATP-GW-56) is written beside it. Screenshots of the list, the ask,
+   the decision and the timeline are written to the data dir (printed).
 
 Run: .venv/bin/python -m demo.passkey [--data DIR]. (A real person at a real browser would first need the
 inbox's registration ceremony, which is not built yet: HATP-GW-52.)
@@ -40,9 +41,12 @@ from playwright.async_api import async_playwright
 
 from demo.trip_mcp import plan_for, timeline
 from demo.trip_suite import ORG, open_seven
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.humans.passkey import b64u
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.mcp.serve import quiet
+from hatp_mcp.runtime.org import load_human_keys
+from hatp_mcp.web.timeline import render_timeline
 
 __all__ = ["CHROMIUM", "main", "run_demo"]
 
@@ -139,6 +143,18 @@ async def approve_in_chromium(
             await browser.close()
 
 
+async def screenshot(page_uri: str, png: Path) -> None:
+    """A local page (a file:// URI) in Chromium, as a PNG."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            tab = await browser.new_page(viewport={"width": 1450, "height": 800})
+            await tab.goto(page_uri)
+            await tab.screenshot(path=str(png), full_page=True)
+        finally:
+            await browser.close()
+
+
 async def run_demo(data: Path, *, out: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the demo in `data`; returns {"outcome", "record", "verified", "shots"}. Raises on a failed step."""
     port = _free_port()
@@ -176,7 +192,13 @@ async def run_demo(data: Path, *, out: Callable[[str], None] = print) -> dict[st
     verified = await anyio.run_process([*cmd, "--org", str(org), "--json"], check=False)
     report = json.loads(verified.stdout.decode() or "{}")
     out(f"  hatp verify --org {path.name}: {'ok' if verified.returncode == 0 else 'FAILED'}")
-    out(f"  screenshots: {shots / 'list.png'}, {shots / 'ask.png'}, {shots / 'decided.png'}")
+    ring = Keyring.from_jwks(json.loads((data / "keyring.json").read_text()))
+    problems = verify_record(done["record"], ring, humans=load_human_keys(org))
+    page = data / "timeline.html"
+    page.write_text(render_timeline(done["record"], problems))
+    await screenshot(page.resolve().as_uri(), shots / "timeline.png")
+    out(f"  timeline: {page} ({len(problems)} problem(s))")
+    out(f"  screenshots: {', '.join(str(shots / f'{n}.png') for n in ('list', 'ask', 'decided', 'timeline'))}")
     return {
         "outcome": done["outcome"],
         "record": done["record"],

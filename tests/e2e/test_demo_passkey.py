@@ -46,7 +46,7 @@ async def test_the_passkey_demo_commits_with_the_assertion_in_the_record_and_ver
     assert result["outcome"] == "COMMITTED" and result["rc"] == 0 and result["verified"]["humanProofs"] == "checked"
     assert decision["approver"] == result["who"] and decision["decision"] == "approve"
     assert "passkey" in decision and "proof" not in decision and decision["via"] == "inbox-passkey"
-    assert all((result["shots"] / f"{n}.png").stat().st_size > 1000 for n in ("list", "ask", "decided"))
+    assert all((result["shots"] / f"{n}.png").stat().st_size > 1000 for n in ("list", "ask", "decided", "timeline"))
     assert any(line.startswith("  the inbox says: Recorded: approve") for line in lines)
     assert flipped_rc == 1 and any("HATP-GW-49" in json.dumps(p) for p in flipped["problems"])
     assert no_rp_rc == 1 and any("HATP-GW-51" in json.dumps(p) for p in no_rp["problems"])
