@@ -24,6 +24,7 @@ import secrets
 import sqlite3
 from datetime import timedelta
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -163,9 +164,9 @@ class Inbox:
 
     async def show(self, request: Request) -> Response:
         session = self._session(request)
-        if session is None:
-            return self._secure(RedirectResponse("/", 303))
         ask_id = request.path_params["ask_id"]
+        if session is None:  # a link from a notice: sign in, then come back here
+            return self._secure(RedirectResponse(f"/?next={quote('/asks/' + ask_id, safe='/')}", 303))
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
         if rec is None:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)

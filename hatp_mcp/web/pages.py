@@ -145,7 +145,8 @@ async function signin() {
     const options = await post("/signin/options", {});
     const credential = await getAssertion(options);
     await post("/signin", {nonce: options.nonce, credential});
-    window.location.assign("/");
+    const next = new URLSearchParams(window.location.search).get("next") || "/";
+    window.location.assign(next.startsWith("/asks/") ? next : "/");  // only back into this inbox
   } catch (e) { say("Sign-in failed: " + e.message); }
 }
 async function enrol() {

@@ -15,12 +15,24 @@ from hatp_mcp.core.humans.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import h, plan
 from tests.web.chromium import chromium_page
-from tests.web.inbox_fixture import serve_inbox
+from tests.web.inbox_fixture import Served, serve_inbox
 
 pytestmark = pytest.mark.anyio
 
 HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>Approve at once"
 ASK = "txn-acme-0001/finance"
+
+
+def credential(served: Served) -> dict[str, object]:
+    """Bob's passkey (the one on his signed card) as the CDP virtual authenticator takes it."""
+    return {
+        "credentialId": base64.b64encode(unb64u(served.bob.credential_id)).decode(),
+        "isResidentCredential": True,
+        "rpId": "localhost",
+        "privateKey": served.private_key_b64(),
+        "userHandle": base64.b64encode(b"bob").decode(),
+        "signCount": 0,
+    }
 
 
 async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium_and_hostile_text_stays_inert(
@@ -33,14 +45,7 @@ async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium
                 "WebAuthn.addCredential",
                 {
                     "authenticatorId": authenticator,
-                    "credential": {
-                        "credentialId": base64.b64encode(unb64u(served.bob.credential_id)).decode(),
-                        "isResidentCredential": True,
-                        "rpId": "localhost",
-                        "privateKey": served.private_key_b64(),
-                        "userHandle": base64.b64encode(b"bob").decode(),
-                        "signCount": 0,
-                    },
+                    "credential": credential(served),
                 },
             )
             await page.goto(served.origin + "/")
@@ -61,3 +66,19 @@ async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium
     assert stored is not None and stored.record is not None
     (d,) = stored.record.decisions
     assert (d.approver, d.decision) == (h("bob"), "approve") and d.passkey is not None
+
+
+async def test_HATP_GW_53_the_link_in_a_notice_leads_through_sign_in_back_to_the_ask(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+            await served.gateway.ask(plan(), "finance")
+            await cdp.send(
+                "WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": credential(served)}
+            )
+            await page.goto(f"{served.origin}/asks/{ASK}")  # the notice's link, signed out
+            await page.click("#signin")
+            await page.wait_for_selector("#actions")
+            shown = await page.locator("#ask-id").inner_text()
+    assert shown == ASK
