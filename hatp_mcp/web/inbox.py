@@ -86,6 +86,7 @@ class Inbox:
         self.rp = rp
         self.clock = clock
         self.session_seconds = session_seconds
+        self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
         self.app = Starlette(
             routes=[
                 Route("/", self.home, methods=["GET"]),
@@ -158,7 +159,7 @@ class Inbox:
         if session is None:
             token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
             response = self._html(request, signin_page(token))
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
             return response
         return self._html(request, list_page(session.human, self._mine(session.human), session.csrf))
 
@@ -195,7 +196,7 @@ class Inbox:
     async def signin(self, request: Request) -> Response:
         if not self._csrf_ok(request, None):
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
-        body = await request.json()
+        body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
         credential = body.get("credential") or {}
         if kept is None:
@@ -226,7 +227,13 @@ class Inbox:
         self.state.open_session(session)
         response = self._json({"human": card.id})
         response.set_cookie(
-            SESSION_COOKIE, session.sid, max_age=int(self.session_seconds), httponly=True, samesite="strict", path="/"
+            SESSION_COOKIE,
+            session.sid,
+            max_age=int(self.session_seconds),
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=self._https,
         )
         return response
 
@@ -253,7 +260,7 @@ class Inbox:
         token = session.csrf if session is not None else (request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32))
         response = self._html(request, enrol_page(token))
         if session is None:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
         return response
 
     def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
@@ -269,7 +276,7 @@ class Inbox:
         session = self._session(request)
         if not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
-        who = self._enrolling(session, str((await request.json()).get("code", "")))
+        who = self._enrolling(session, str((await _body(request)).get("code", "")))
         if who is None or self._card(who[0]) is None:
             return self._refuse(403, "no valid enrolment code, and not signed in", "HATP-GW-52")
         human, code_hash = who
@@ -297,7 +304,7 @@ class Inbox:
         session = self._session(request)
         if not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
-        body = await request.json()
+        body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "enrol", self._now())
         if kept is None or kept[0] is None:
             return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-52")
@@ -333,7 +340,7 @@ class Inbox:
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
-        decision = (await request.json()).get("decision")
+        decision = (await _body(request)).get("decision")
         if rec is None:
             return self._refuse(404, "no such ask")
         if decision not in ("approve", "reject", "decline"):
@@ -365,7 +372,7 @@ class Inbox:
         if session is None or not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
         ask_id = request.path_params["ask_id"]
-        body = await request.json()
+        body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())
         if kept is None or kept[0] != session.human or kept[1].get("askId") != ask_id:
             return self._refuse(400, "unknown, used or expired challenge for this ask", "HATP-GW-48")
@@ -400,3 +407,12 @@ def _is_b64u(text: str) -> bool:
         return b64u(unb64u(text)) == text
     except ValueError:
         return False
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object a POST carries; anything else is an empty object (the handlers then refuse it)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

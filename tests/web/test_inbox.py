@@ -164,3 +164,11 @@ async def test_HATP_GW_55_a_session_expires_on_the_clock_and_then_shows_the_sign
         _s, _h, page = await b.get("/")
         status, body = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
     assert "Sign in with your passkey" in page and (status, body["rule"]) == (403, "HATP-GW-54")
+
+
+async def test_a_post_whose_body_is_not_a_json_object_is_refused_not_a_server_error(served: Served) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, body = await b.post(f"/asks/{ASK}/challenge", ["approve"])
+        decided, refused = await b.post(f"/asks/{ASK}/decide", "nonce")
+    assert (status, body["rule"]) == (400, "HATP-GW-48") and (decided, refused["rule"]) == (400, "HATP-GW-48")
