@@ -83,13 +83,14 @@ class DeliveryStore:
                 raise
             self._conn.execute("COMMIT")
 
-    def enqueue(self, notice: Notice, at: str) -> bool:
-        """Queue `notice`, due at `at`; False (and nothing changes) when its key is already queued or sent."""
+    def enqueue(self, notice: Notice, at: str, state: str = "queued") -> bool:
+        """Queue `notice`, due at `at`; False (and nothing changes) when its key is already queued or sent.
+        `state="skipped"` records a notice that is not owed (nothing is sent), so the ask stops being open."""
         with self._tx():
             cur = self._conn.execute(
                 "INSERT OR IGNORE INTO deliveries (key, ask_id, human, kind, notice, state, next_at)"
-                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
-                (notice.key, notice.ask_id, notice.human, notice.kind, json_text(notice.wire()), at),
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (notice.key, notice.ask_id, notice.human, notice.kind, json_text(notice.wire()), state, at),
             )
             return cur.rowcount == 1
 

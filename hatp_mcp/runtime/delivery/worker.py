@@ -116,12 +116,16 @@ class Deliverer:
                 continue
             sent = self.outbox.kinds_for(ask_id)
             self._queue(ask_id, due_notices(stored.record, sent, remind, now))
+            if stored.record.state != "pending":  # closed: whoever was told and is owed nothing more is done
+                sent = self.outbox.kinds_for(ask_id)
+                done: list[tuple[str, NoticeKind]] = [(h, "closed") for h, k in sent if k == "ask"]
+                self._queue(ask_id, [d for d in done if d not in sent], state="skipped")
             at = next_reminder(stored.record, self.outbox.kinds_for(ask_id), remind)
             if at is not None and at > now and (wake is None or at < wake):
                 wake = at
         return wake
 
-    def _queue(self, ask_id: str, owed: list[tuple[str, NoticeKind]]) -> None:
+    def _queue(self, ask_id: str, owed: list[tuple[str, NoticeKind]], state: str = "queued") -> None:
         stored = self.gateway.store.get(ask_id)
         if stored is None or stored.record is None:
             return
@@ -129,7 +133,7 @@ class Deliverer:
         for human, kind in owed:
             seat = next((s for s in stored.record.seats if s.human == human), None)
             due_at = seat.due_at if seat is not None else None
-            self.outbox.enqueue(render_notice(stored.record, human, kind, self.inbox_url, due_at), now)
+            self.outbox.enqueue(render_notice(stored.record, human, kind, self.inbox_url, due_at), now, state)
 
     def channels_for(self, human: str) -> list[str]:
         """The push channels to try for `human`: on their signed card, in its order, configured here, addressed."""

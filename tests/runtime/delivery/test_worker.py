@@ -164,6 +164,8 @@ async def test_HATP_GW_43_people_told_of_an_ask_decided_by_others_hear_it_closed
     assert [b["body"].split(":")[0] for b in hooks["sms"].received] == ["Approval needed", "No longer waiting for you"]
     states = {(r.notice.human, r.notice.kind): r.state for r in d.outbox.all()}
     assert states[(h("bob"), "ask")] == "inbox"  # no push channel on bob's card: the ask waits in his inbox
+    assert states[(h("carol"), "closed")] == "skipped" and states[(FRANK, "closed")] == "sent"
+    assert d.outbox.open_asks() == []  # nothing more owed: the closed ask is not scanned again
 
 
 async def test_a_reminder_for_someone_the_ask_moved_past_is_dropped_not_sent(
