@@ -122,9 +122,14 @@ class InboxState:
             self._conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
 
     def keep_challenge(
-        self, nonce: str, purpose: str, human: str | None, payload: dict[str, Any], expires_at: str
+        self, nonce: str, purpose: str, human: str | None, payload: dict[str, Any], expires_at: str, now: str = ""
     ) -> None:
+        """Keep a challenge until it is taken or expires; challenges and sessions expired at `now` are purged
+        (anyone may ask for a sign-in challenge: they must not pile up)."""
         with self._tx():
+            if now:
+                self._conn.execute("DELETE FROM challenges WHERE expires_at <= ?", (now,))
+                self._conn.execute("DELETE FROM sessions WHERE expires_at <= ?", (now,))
             self._conn.execute(
                 "INSERT INTO challenges (nonce, purpose, human, payload, expires_at) VALUES (?, ?, ?, ?, ?)",
                 (nonce, purpose, human, json_text(payload), expires_at),

@@ -182,7 +182,7 @@ class Inbox:
         nonce = secrets.token_urlsafe(18)
         challenge = secrets.token_bytes(32)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
-        self.state.keep_challenge(nonce, "signin", None, {"challenge": b64u(challenge)}, expires)
+        self.state.keep_challenge(nonce, "signin", None, {"challenge": b64u(challenge)}, expires, self._now())
         return self._json(
             {
                 "nonce": nonce,
@@ -297,7 +297,7 @@ class Inbox:
         nonce = secrets.token_urlsafe(18)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
         kept = {"challenge": b64u(options.challenge), "codeHash": code_hash}
-        self.state.keep_challenge(nonce, "enrol", human, kept, expires)
+        self.state.keep_challenge(nonce, "enrol", human, kept, expires, self._now())
         return self._json({"nonce": nonce, "publicKey": json.loads(options_to_json(options))})
 
     async def enrol_register(self, request: Request) -> Response:
@@ -354,7 +354,7 @@ class Inbox:
         subject = subject_digest(rec.ask)
         payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
-        self.state.keep_challenge(nonce, "decide", session.human, payload, expires)
+        self.state.keep_challenge(nonce, "decide", session.human, payload, expires, self._now())
         challenge = decision_challenge(ask_id, subject, decision, nonce, issued)
         return self._json(
             {
