@@ -498,8 +498,8 @@ class GatewayApprover:
         with anyio.move_on_after(seconds):
             while True:
                 moved = self._moved
-                now = self.store.get(ask_id)
-                if now is None or now.vote != first.vote or now.evidence != first.evidence:
+                latest = self.store.get(ask_id)
+                if latest is None or latest.vote != first.vote or latest.evidence != first.evidence:
                     break
                 await moved.wait()
         return await self._sync(ask_id)
