@@ -1,7 +1,7 @@
 """`make demo-passkey`: the trip over seven MCP server processes, the finance approver approving in the web inbox
 with a passkey, in a real (headless) Chromium.
 
-1. Enrolment, as the operator does it today (spec/gateway.md HATP-GW-52): each finance approver's passkey (an
+1. Enrolment, as the operator does it today (spec/gateway.md HATP-GW-71): each finance approver's passkey (an
    ES256 credential made here) is put on their card, and the card re-signed with the Directory's key (the
    TEST-ONLY key of acme.com); the organisation's `gateway.json` names the inbox's relying party.
 2. The seven servers start (demo/trip_suite.py), the gateway with its web inbox (`--inbox-port`), the coordinator
@@ -9,13 +9,13 @@ with a passkey, in a real (headless) Chromium.
    decision reaches it through the long poll (HATP-MCP-30).
 3. The agent begins the trip; Chromium, with the approver's passkey in the DevTools protocol's virtual
    authenticator, signs in to the inbox, opens the ask and approves: the assertion is over the SHA-256 of the
-   canonical {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-48).
+   canonical {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67).
 4. The trip commits; the record holds the approver's passkey assertion, and `hatp verify --org` checks it
-   offline; its timeline (`hatp timeline`, HATP-GW-56) is written beside it. Screenshots of the list, the ask,
+   offline; its timeline (`hatp timeline`, HATP-GW-75) is written beside it. Screenshots of the list, the ask,
    the decision and the timeline are written to the data dir (printed).
 
 Run: .venv/bin/python -m demo.passkey [--data DIR]. (A real person at a real browser would first need the
-inbox's registration ceremony, which is not built yet: HATP-GW-52.)
+inbox's registration ceremony, which is not built yet: HATP-GW-71.)
 """
 
 from __future__ import annotations

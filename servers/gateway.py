@@ -16,7 +16,7 @@
   picked up on the next poll or tick. One gateway process per store: timers are not shared between processes.
 - Delivery (hatp_mcp/runtime/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and sms
   as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
-  (HATP-GW-46); the Deliverer's queue is `DIR/deliveries.db`. Without `gateway.json` nothing is pushed (every
+  (HATP-GW-65); the Deliverer's queue is `DIR/deliveries.db`. Without `gateway.json` nothing is pushed (every
   notice is recorded as `inbox`: the ask waits in the inbox).
 - `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
@@ -95,7 +95,7 @@ def build(
     """Load the organisation, key, settings and stores (`store_url`, default DATA/gateway.db; the delivery queue
     in DATA/deliveries.db) and build the server. `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
     flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
-    HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-46: unusable delivery settings)."""
+    HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
     settings = load_settings(org) or GatewaySettings()
     for card in ignored:

@@ -1,4 +1,4 @@
-"""`hatp enrol`: the operator's side of passkey enrolment (spec/gateway.md HATP-GW-52).
+"""`hatp enrol`: the operator's side of passkey enrolment (spec/gateway.md HATP-GW-71).
 
 - `hatp enrol code --data GATEWAY_DIR --human H [--hours 24] [--inbox-url URL]`: a one-time enrolment code for
   person H (stored hashed in the gateway's inbox.db); prints it, and the link to give them when --inbox-url is set.

@@ -295,7 +295,7 @@ class GatewayApprover:
     async def decide_passkey(
         self, ask_id: str, assertion: PasskeyAssertion, rp: RelyingParty, last_count: int, *, via: str = "inbox"
     ) -> tuple[StoredAsk, int]:
-        """A person decides with their passkey (HATP-GW-48..51): verified against their signed card and recorded,
+        """A person decides with their passkey (HATP-GW-67..70): verified against their signed card and recorded,
         the nonce spent in the same write. Returns the ask and the credential's new sign count. Raises KeyError or
         HatpError (nothing changes)."""
         before = self.store.get(ask_id)
@@ -515,7 +515,7 @@ class GatewayApprover:
         return self._moved
 
     async def unreachable(self, ask_id: str, human: str, detail: str) -> StoredAsk:
-        """HATP-GW-42: no channel reached `human`; they are excluded and the next person is asked (and told).
+        """HATP-GW-61: no channel reached `human`; they are excluded and the next person is asked (and told).
         An ask that closed meanwhile, or a person no longer asked, is left as it is. Raises KeyError."""
         before = self.store.get(ask_id)
         if before is None:

@@ -40,9 +40,9 @@ def load_directory(org_dir: str | Path) -> tuple[Directory, list[IgnoredCard]]:
 
 def load_relying_party(org_dir: str | Path) -> RelyingParty | None:
     """The web inbox's WebAuthn relying party, `passkey: {"rpId", "origins"}` in the organisation's
-    `gateway.json` (HATP-GW-49): what passkey decisions are checked against, by the gateway and offline alike.
+    `gateway.json` (HATP-GW-68): what passkey decisions are checked against, by the gateway and offline alike.
     None when the organisation configures none (then no passkey decision can be checked, so none counts).
-    Raises OSError, ValueError or HatpError (HATP-GW-46: a malformed `passkey` member)."""
+    Raises OSError, ValueError or HatpError (HATP-GW-65: a malformed `passkey` member)."""
     path = Path(org_dir) / "gateway.json"
     if not path.exists():
         return None
@@ -58,7 +58,7 @@ def load_relying_party(org_dir: str | Path) -> RelyingParty | None:
         or not all(isinstance(o, str) and o.startswith(("https://", "http://localhost")) for o in origins)
     ):
         raise HatpError(
-            "HATP-GW-46",
+            "HATP-GW-65",
             "passkey is {rpId, origins}: the inbox's rpId and its exact origins (https, or http://localhost)",
             path="$.passkey",
             code="BAD_SETTINGS",

@@ -1,5 +1,5 @@
 """The gateway's durable delivery queue in SQLite (``DIR/deliveries.db``): one row per notice (ask, person, kind),
-keyed by its idempotency key (HATP-GW-44), with where its delivery stands (queued, sent, failed), the channel it is
+keyed by its idempotency key (HATP-GW-63), with where its delivery stands (queued, sent, failed), the channel it is
 on, the attempts made there and when the next one is due.
 
 A notice is queued once (a second enqueue of the same key is a no-op), so a gateway that restarts finds every

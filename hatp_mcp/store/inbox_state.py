@@ -1,6 +1,6 @@
 """The web inbox's durable state in SQLite (``DIR/inbox.db``): sign-in sessions (with their CSRF token and expiry),
-the WebAuthn challenges the inbox issued (each kept by its nonce until used once or expired: HATP-GW-48), and
-each passkey credential's last sign count (HATP-GW-50). Times are RFC 3339 strings the caller computes on its
+the WebAuthn challenges the inbox issued (each kept by its nonce until used once or expired: HATP-GW-67), and
+each passkey credential's last sign count (HATP-GW-69). Times are RFC 3339 strings the caller computes on its
 Clock. Knows nothing of WebAuthn beyond storing these."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Enrolment:
-    """A passkey registered in the inbox, waiting for the operator to put it on the card (HATP-GW-52)."""
+    """A passkey registered in the inbox, waiting for the operator to put it on the card (HATP-GW-71)."""
 
     seq: int
     human: str
@@ -164,7 +164,7 @@ class InboxState:
                 (credential_id, count),
             )
 
-    # -- enrolment (HATP-GW-52) --------------------------------------------------------------------------------
+    # -- enrolment (HATP-GW-71) --------------------------------------------------------------------------------
 
     def add_enrol_code(self, code_hash: str, human: str, expires_at: str) -> None:
         with self._tx():

@@ -1,13 +1,13 @@
 """The web inbox: a Starlette app the gateway process serves (`servers.gateway --inbox-port N`, spec/gateway.md
-HATP-GW-53..55). A person signs in with a passkey on their Directory-signed card, sees only the asks they were
+HATP-GW-72..74). A person signs in with a passkey on their Directory-signed card, sees only the asks they were
 asked, opens one and decides with their passkey: the decision's WebAuthn challenge is the SHA-256 of the canonical
-JSON of {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-48), kept server-side by its nonce and usable
+JSON of {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67), kept server-side by its nonce and usable
 once; the gateway verifies the assertion against the card (core/humans/passkey.py) and records it.
 
 Safe by default:
 - every POST proves where it comes from: its Origin is the inbox's own (exact, port included) and it carries the
   CSRF token (`X-CSRF-Token`) bound to the session, or before sign-in to the `hatp_csrf` cookie (double submit);
-  anything else is refused 403 and changes nothing (HATP-GW-54);
+  anything else is refused 403 and changes nothing (HATP-GW-73);
 - every response carries a strict Content-Security-Policy (`default-src 'none'`, scripts and fetches from the
   inbox's own origin only, no inline script, no framing), `nosniff`, `no-referrer`, `no-store`;
 - sessions are random ids in an HttpOnly, SameSite=Strict cookie, expire after `session_seconds` on the Clock,
@@ -128,7 +128,7 @@ class Inbox:
         return self._json({"error": error, **({"rule": rule} if rule else {})}, status)
 
     def _csrf_ok(self, request: Request, session: Session | None) -> bool:
-        """HATP-GW-54: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
+        """HATP-GW-73: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
         double-submitted cookie's)."""
         origin = request.headers.get("origin")
         if origin is None or origin not in self.rp.origins:
@@ -178,7 +178,7 @@ class Inbox:
 
     async def signin_options(self, request: Request) -> Response:
         if not self._csrf_ok(request, None):
-            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         nonce = secrets.token_urlsafe(18)
         challenge = secrets.token_bytes(32)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
@@ -195,15 +195,15 @@ class Inbox:
 
     async def signin(self, request: Request) -> Response:
         if not self._csrf_ok(request, None):
-            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
         credential = body.get("credential") or {}
         if kept is None:
-            return self._refuse(400, "unknown, used or expired sign-in challenge", "HATP-GW-48")
+            return self._refuse(400, "unknown, used or expired sign-in challenge", "HATP-GW-67")
         found = self._credential(str(credential.get("id", "")))
         if found is None:
-            return self._refuse(403, "this passkey is not on any signed card", "HATP-GW-49")
+            return self._refuse(403, "this passkey is not on any signed card", "HATP-GW-68")
         card, public_key = found
         try:
             verified = verify_authentication_response(
@@ -216,7 +216,7 @@ class Inbox:
                 require_user_verification=True,
             )
         except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as exc:
-            return self._refuse(403, f"sign-in refused: {str(exc)[:200]}", "HATP-GW-49")
+            return self._refuse(403, f"sign-in refused: {str(exc)[:200]}", "HATP-GW-68")
         self.state.set_sign_count(str(credential["id"]), int(verified.new_sign_count))
         session = Session(
             secrets.token_urlsafe(32),
@@ -247,13 +247,13 @@ class Inbox:
     async def signout(self, request: Request) -> Response:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
-            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         self.state.end_session(session.sid)
         response = self._json({"signedOut": True})
         response.delete_cookie(SESSION_COOKIE, path="/")
         return response
 
-    # -- enrolment (HATP-GW-52) ---------------------------------------------------------------------------------
+    # -- enrolment (HATP-GW-71) ---------------------------------------------------------------------------------
 
     async def enrol_page(self, request: Request) -> Response:
         session = self._session(request)
@@ -275,10 +275,10 @@ class Inbox:
     async def enrol_options(self, request: Request) -> Response:
         session = self._session(request)
         if not self._csrf_ok(request, session):
-            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         who = self._enrolling(session, str((await _body(request)).get("code", "")))
         if who is None or self._card(who[0]) is None:
-            return self._refuse(403, "no valid enrolment code, and not signed in", "HATP-GW-52")
+            return self._refuse(403, "no valid enrolment code, and not signed in", "HATP-GW-71")
         human, code_hash = who
         card = self._card(human)
         existing = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
@@ -303,11 +303,11 @@ class Inbox:
     async def enrol_register(self, request: Request) -> Response:
         session = self._session(request)
         if not self._csrf_ok(request, session):
-            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "enrol", self._now())
         if kept is None or kept[0] is None:
-            return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-52")
+            return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-71")
         human, payload = kept[0], kept[1]
         try:
             verified = verify_registration_response(
@@ -319,7 +319,7 @@ class Inbox:
                 supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
             )
         except (InvalidRegistrationResponse, ValueError, KeyError, TypeError) as exc:
-            return self._refuse(403, f"registration refused: {str(exc)[:200]}", "HATP-GW-52")
+            return self._refuse(403, f"registration refused: {str(exc)[:200]}", "HATP-GW-71")
         try:
             seq = self.state.register(
                 payload.get("codeHash"),
@@ -329,7 +329,7 @@ class Inbox:
                 self._now(),
             )
         except (KeyError, sqlite3.IntegrityError):
-            return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-52")
+            return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-71")
         return self._json({"enrolment": seq, "state": "pending", "human": human})
 
     # -- deciding ---------------------------------------------------------------------------------------------
@@ -337,19 +337,19 @@ class Inbox:
     async def challenge(self, request: Request) -> Response:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
-            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
         decision = (await _body(request)).get("decision")
         if rec is None:
             return self._refuse(404, "no such ask")
         if decision not in ("approve", "reject", "decline"):
-            return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-48")
+            return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-67")
         card = self._card(session.human)
         # only real credential ids (base64url): a card may still list a placeholder entry
         creds = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
         if not creds:
-            return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-49")
+            return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-68")
         nonce, issued = secrets.token_urlsafe(18), self._now()
         subject = subject_digest(rec.ask)
         payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
@@ -370,12 +370,12 @@ class Inbox:
     async def decide(self, request: Request) -> Response:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
-            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-54")
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
         ask_id = request.path_params["ask_id"]
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())
         if kept is None or kept[0] != session.human or kept[1].get("askId") != ask_id:
-            return self._refuse(400, "unknown, used or expired challenge for this ask", "HATP-GW-48")
+            return self._refuse(400, "unknown, used or expired challenge for this ask", "HATP-GW-67")
         payload, credential = kept[1], body.get("credential") or {}
         response = credential.get("response") or {}
         try:
@@ -397,7 +397,7 @@ class Inbox:
         except HatpError as exc:
             return self._refuse(403, exc.reason[:300], exc.rule)
         except (ValueError, KeyError) as exc:
-            return self._refuse(400, f"unreadable assertion: {str(exc)[:200]}", "HATP-GW-49")
+            return self._refuse(400, f"unreadable assertion: {str(exc)[:200]}", "HATP-GW-68")
         self.state.set_sign_count(assertion.credential_id, count)
         return self._json({"state": after.state})
 

@@ -1,4 +1,4 @@
-"""The web inbox's pages as HTML strings, rendered from the structured ask only (spec/gateway.md HATP-GW-53).
+"""The web inbox's pages as HTML strings, rendered from the structured ask only (spec/gateway.md HATP-GW-72).
 
 Every value is escaped (`html.escape` with quotes) where it is put into the page: a `<script>` in a plan's
 summary or arguments is text, never markup. Agent-written text (the summary, free-text arguments, a question's

@@ -1,4 +1,4 @@
-"""A finished transaction as a timeline (spec/gateway.md HATP-GW-56): a sequence diagram drawn server-side as SVG
+"""A finished transaction as a timeline (spec/gateway.md HATP-GW-75): a sequence diagram drawn server-side as SVG
 inside one self-contained HTML page (no script, no stylesheet or font from anywhere; nothing fetched), from the
 record itself and the result of checking it (`verify_record`'s problems, the same checks `hatp verify` makes).
 

@@ -1,7 +1,7 @@
 """`make demo-passkey` end to end: seven server processes, the approver approving in headless Chromium with a
 passkey, the trip committed with the coordinator checking the assertion against the card (HATP-TXN-19,
-HATP-GW-49), and `hatp verify --org` checking it offline: a flipped signature bit in the recorded assertion, or a
-verifier without the organisation's relying party, fails verification (HATP-GW-49, HATP-GW-51)."""
+HATP-GW-68), and `hatp verify --org` checking it offline: a flipped signature bit in the recorded assertion, or a
+verifier without the organisation's relying party, fails verification (HATP-GW-68, HATP-GW-70)."""
 
 from __future__ import annotations
 
@@ -48,5 +48,5 @@ async def test_the_passkey_demo_commits_with_the_assertion_in_the_record_and_ver
     assert "passkey" in decision and "proof" not in decision and decision["via"] == "inbox-passkey"
     assert all((result["shots"] / f"{n}.png").stat().st_size > 1000 for n in ("list", "ask", "decided", "timeline"))
     assert any(line.startswith("  the inbox says: Recorded: approve") for line in lines)
-    assert flipped_rc == 1 and any("HATP-GW-49" in json.dumps(p) for p in flipped["problems"])
-    assert no_rp_rc == 1 and any("HATP-GW-51" in json.dumps(p) for p in no_rp["problems"])
+    assert flipped_rc == 1 and any("HATP-GW-68" in json.dumps(p) for p in flipped["problems"])
+    assert no_rp_rc == 1 and any("HATP-GW-70" in json.dumps(p) for p in no_rp["problems"])

@@ -1,5 +1,5 @@
-"""The inbox's durable state: a challenge is taken once (HATP-GW-48), expires, and expired ones are purged so that
-anyone asking for sign-in challenges cannot pile them up; sign counts only move forward (HATP-GW-50)."""
+"""The inbox's durable state: a challenge is taken once (HATP-GW-67), expires, and expired ones are purged so that
+anyone asking for sign-in challenges cannot pile them up; sign counts only move forward (HATP-GW-69)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from hatp_mcp.store.inbox_state import InboxState
 
 
-def test_HATP_GW_48_a_challenge_is_taken_once_for_its_purpose_and_not_after_it_expired(tmp_path: Path) -> None:
+def test_HATP_GW_67_a_challenge_is_taken_once_for_its_purpose_and_not_after_it_expired(tmp_path: Path) -> None:
     state = InboxState(tmp_path)
     state.keep_challenge("n1", "decide", "bob", {"x": 1}, "2026-11-29T10:05:00Z")
     state.keep_challenge("n2", "decide", "bob", {"x": 2}, "2026-11-29T10:05:00Z")

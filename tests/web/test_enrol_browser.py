@@ -1,4 +1,4 @@
-"""Passkey enrolment end to end in Chromium (HATP-GW-52): the operator issues a one-time code, the person registers
+"""Passkey enrolment end to end in Chromium (HATP-GW-71): the operator issues a one-time code, the person registers
 a passkey in the inbox (verified with py_webauthn, UV required), it does not count until the operator approves it,
 which re-signs the card with the Directory's key; after the gateway restarts on the new card the person signs in
 with that passkey. A spent code registers nothing more."""
@@ -34,7 +34,7 @@ def cli(*args: str) -> tuple[int, str]:
     return rc, out.getvalue().strip()
 
 
-async def test_HATP_GW_52_a_passkey_registered_with_a_code_counts_only_once_the_operator_re_signs_the_card(
+async def test_HATP_GW_71_a_passkey_registered_with_a_code_counts_only_once_the_operator_re_signs_the_card(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     org = tmp_path / "org"

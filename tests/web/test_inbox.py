@@ -1,7 +1,7 @@
 """The web inbox over real HTTP (uvicorn on loopback), with a software authenticator standing in for the browser's:
 passkey sign-in, only one's own asks, a decision proven by a passkey over the decision's challenge and used once,
 CSRF and Origin checks on every POST, the strict CSP, escaping of hostile plan text, and sessions that expire
-(HATP-GW-48, HATP-GW-53..55). tests/web/test_inbox_browser.py does the same in Chromium."""
+(HATP-GW-67, HATP-GW-72..74). tests/web/test_inbox_browser.py does the same in Chromium."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ async def signed_in(s: Served) -> Browserless:
     return b
 
 
-async def test_HATP_GW_53_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_carry_the_strict_csp(
+async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_carry_the_strict_csp(
     served: Served,
 ) -> None:
     with anyio.fail_after(20):
@@ -109,7 +109,7 @@ async def test_HATP_GW_53_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_c
     assert other == 404
 
 
-async def test_HATP_GW_48_a_decision_is_proven_by_a_passkey_over_its_own_challenge_and_its_nonce_works_once(
+async def test_HATP_GW_67_a_decision_is_proven_by_a_passkey_over_its_own_challenge_and_its_nonce_works_once(
     served: Served,
 ) -> None:
     with anyio.fail_after(20):
@@ -120,7 +120,7 @@ async def test_HATP_GW_48_a_decision_is_proven_by_a_passkey_over_its_own_challen
         again, replay = await b.post(f"/asks/{ASK}/decide", {"nonce": options["nonce"], "credential": credential})
     assert status == 200 and options["payload"]["decision"] == "approve" and options["allowCredentials"]
     assert (decided, result) == (200, {"state": "pending"})  # one of two approvals
-    assert (again, replay["rule"]) == (400, "HATP-GW-48")
+    assert (again, replay["rule"]) == (400, "HATP-GW-67")
     stored = served.gateway.store.get(ASK)
     assert stored is not None and stored.record is not None
     (d,) = stored.record.decisions
@@ -128,7 +128,7 @@ async def test_HATP_GW_48_a_decision_is_proven_by_a_passkey_over_its_own_challen
     assert served.inbox.state.sign_count(served.bob.credential_id) == 2  # sign-in, then the decision
 
 
-async def test_HATP_GW_48_a_reject_challenge_answered_and_posted_as_approve_counts_only_as_what_was_signed(
+async def test_HATP_GW_67_a_reject_challenge_answered_and_posted_as_approve_counts_only_as_what_was_signed(
     served: Served,
 ) -> None:
     with anyio.fail_after(20):
@@ -137,13 +137,13 @@ async def test_HATP_GW_48_a_reject_challenge_answered_and_posted_as_approve_coun
         _s, approve = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
         signed_reject = served.bob.credential_json(unb64u(reject["challenge"]), origin=served.origin)
         status, refused = await b.post(f"/asks/{ASK}/decide", {"nonce": approve["nonce"], "credential": signed_reject})
-    assert (status, refused["rule"]) == (403, "HATP-GW-48")
+    assert (status, refused["rule"]) == (403, "HATP-GW-67")
     stored = served.gateway.store.get(ASK)
     assert stored is not None and stored.record is not None and stored.record.decisions == []
 
 
 @pytest.mark.parametrize(("origin", "csrf"), [("http://evil.example", None), (None, ""), (None, "forged-token")])
-async def test_HATP_GW_54_a_post_from_another_origin_or_without_the_sessions_csrf_token_is_refused_and_changes_nothing(
+async def test_HATP_GW_73_a_post_from_another_origin_or_without_the_sessions_csrf_token_is_refused_and_changes_nothing(
     served: Served, origin: str | None, csrf: str | None
 ) -> None:
     with anyio.fail_after(20):
@@ -152,10 +152,10 @@ async def test_HATP_GW_54_a_post_from_another_origin_or_without_the_sessions_csr
         fresh = Browserless(served.origin)
         await fresh.get("/")
         pre, _b = await fresh.post("/signin/options", {}, origin=origin, csrf=csrf)
-    assert (status, body["rule"]) == (403, "HATP-GW-54") and pre == 403
+    assert (status, body["rule"]) == (403, "HATP-GW-73") and pre == 403
 
 
-async def test_HATP_GW_55_a_session_expires_on_the_clock_and_then_shows_the_sign_in_page(
+async def test_HATP_GW_74_a_session_expires_on_the_clock_and_then_shows_the_sign_in_page(
     served: Served, clock: FakeClock
 ) -> None:
     with anyio.fail_after(20):
@@ -163,7 +163,7 @@ async def test_HATP_GW_55_a_session_expires_on_the_clock_and_then_shows_the_sign
         clock.advance(served.inbox.session_seconds + 1)
         _s, _h, page = await b.get("/")
         status, body = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
-    assert "Sign in with your passkey" in page and (status, body["rule"]) == (403, "HATP-GW-54")
+    assert "Sign in with your passkey" in page and (status, body["rule"]) == (403, "HATP-GW-73")
 
 
 async def test_a_post_whose_body_is_not_a_json_object_is_refused_not_a_server_error(served: Served) -> None:
@@ -171,4 +171,4 @@ async def test_a_post_whose_body_is_not_a_json_object_is_refused_not_a_server_er
         b = await signed_in(served)
         status, body = await b.post(f"/asks/{ASK}/challenge", ["approve"])
         decided, refused = await b.post(f"/asks/{ASK}/decide", "nonce")
-    assert (status, body["rule"]) == (400, "HATP-GW-48") and (decided, refused["rule"]) == (400, "HATP-GW-48")
+    assert (status, body["rule"]) == (400, "HATP-GW-67") and (decided, refused["rule"]) == (400, "HATP-GW-67")

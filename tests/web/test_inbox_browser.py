@@ -1,7 +1,7 @@
 """The web inbox in a real browser: Debian's Chromium driven by Playwright, WebAuthn through the DevTools
 protocol's virtual authenticator holding bob's passkey (the one on his Directory-signed card). Bob signs in, sees
 his ask with the hostile plan text inert, approves with his passkey; the gateway records the assertion
-(HATP-GW-48, HATP-GW-53). `make test` installs chromium with apt when it is missing; never `playwright install`."""
+(HATP-GW-67, HATP-GW-72). `make test` installs chromium with apt when it is missing; never `playwright install`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def credential(served: Served) -> dict[str, object]:
     }
 
 
-async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium_and_hostile_text_stays_inert(
+async def test_HATP_GW_72_bob_signs_in_and_approves_with_his_passkey_in_chromium_and_hostile_text_stays_inert(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):
@@ -68,7 +68,7 @@ async def test_HATP_GW_53_bob_signs_in_and_approves_with_his_passkey_in_chromium
     assert (d.approver, d.decision) == (h("bob"), "approve") and d.passkey is not None
 
 
-async def test_HATP_GW_53_the_link_in_a_notice_leads_through_sign_in_back_to_the_ask(
+async def test_HATP_GW_72_the_link_in_a_notice_leads_through_sign_in_back_to_the_ask(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):

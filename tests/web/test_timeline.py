@@ -1,4 +1,4 @@
-"""The timeline page (HATP-GW-56): a finished record drawn as a sequence diagram with each event's check result,
+"""The timeline page (HATP-GW-75): a finished record drawn as a sequence diagram with each event's check result,
 hostile text inert, no script and nothing fetched; a tampered event is drawn with ✗ and its rule."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 
 
 @pytest.mark.anyio
-async def test_HATP_GW_56_a_finished_record_is_drawn_with_every_event_checked_and_hostile_text_inert(
+async def test_HATP_GW_75_a_finished_record_is_drawn_with_every_event_checked_and_hostile_text_inert(
     clock: FakeClock,
 ) -> None:
     world = build_world(clock)

@@ -63,7 +63,7 @@ class Event(Enum):
     DEADLINE = "deadline"
     WITHDRAW = "withdraw"
     TIGHTEN = "tighten"  # a shorter deadline and the holds' end times (core/humans/terms.py, HATP-GW-30)
-    UNREACHABLE = "unreachable"  # every delivery channel of an asked person failed (HATP-GW-42)
+    UNREACHABLE = "unreachable"  # every delivery channel of an asked person failed (HATP-GW-61)
 
 
 _P, _A, _R, _N = AskState.PENDING, AskState.APPROVED, AskState.REJECTED, AskState.ANSWERED
@@ -392,7 +392,7 @@ def decline(rec: AskRecord, human: str, now: datetime) -> AskRecord:
 
 
 def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRecord:
-    """HATP-GW-42: an asked person no channel could reach is treated as unavailable: excluded with the rule and
+    """HATP-GW-61: an asked person no channel could reach is treated as unavailable: excluded with the rule and
     `detail` (which channels failed; never an address), and the next person is asked as after a decline. A
     person who is not (or no longer) asked, or an ask that is closed, is left as it is."""
     if state_of(rec) is not AskState.PENDING:
@@ -402,7 +402,7 @@ def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRe
         return rec
     i, seat = found
     seats = list(rec.seats)
-    seats[i] = seat.model_copy(update={"status": "excluded", "rule": "HATP-GW-42", "detail": detail[:500]})
+    seats[i] = seat.model_copy(update={"status": "excluded", "rule": "HATP-GW-61", "detail": detail[:500]})
     return _after_loss(rec, seats, Event.UNREACHABLE, now, human)
 
 

@@ -1,7 +1,7 @@
-"""What the gateway tells a person, and when: the notices a delivery channel carries (spec/gateway.md, HATP-GW-41..43).
+"""What the gateway tells a person, and when: the notices a delivery channel carries (spec/gateway.md, HATP-GW-60..62).
 Pure: no IO, no clock (`now` is an argument).
 
-A notice carries what the person needs to act and nothing an agent could abuse (HATP-GW-41):
+A notice carries what the person needs to act and nothing an agent could abuse (HATP-GW-60):
 - words rendered from the structure only: the action, who asks, the operations (operation, participant, tier),
   the amounts with the tolerance ceiling the person really signs for ("up to"), the deadline and how many must
   approve, and a link to the ask in the inbox;
@@ -12,7 +12,7 @@ A notice carries what the person needs to act and nothing an agent could abuse (
   seen in the inbox by the signed-in person only;
 - no contact detail of anyone, and no other person's name: only who asked (the plan's requester) and the ask.
 
-`due_notices` says which notices an ask owes now (HATP-GW-43): `ask` to everyone asked, `reminder` once an asked
+`due_notices` says which notices an ask owes now (HATP-GW-62): `ask` to everyone asked, `reminder` once an asked
 person's SLA is `remind_before` from running out, and `closed` to everyone who was told of the ask and did not close
 it themselves (withdrawn, decided by someone else, expired, or handed to another person when their time ran out).
 """
@@ -35,7 +35,7 @@ NOTICE_KINDS: tuple[NoticeKind, ...] = ("ask", "reminder", "closed")
 
 @dataclass(frozen=True)
 class Notice:
-    """One message for one person. `key` is the idempotency key (HATP-GW-44): one per ask, person and kind."""
+    """One message for one person. `key` is the idempotency key (HATP-GW-63): one per ask, person and kind."""
 
     key: str
     ask_id: str
@@ -91,7 +91,7 @@ _CLOSED_WORDS = {
 
 
 def _what(rec: AskRecord) -> tuple[str, list[str]]:
-    """The subject's words and the body's lines, from the structured ask only (HATP-GW-41)."""
+    """The subject's words and the body's lines, from the structured ask only (HATP-GW-60)."""
     ask = rec.ask
     screen = ask.screen
     lines: list[str] = []
@@ -118,7 +118,7 @@ def _what(rec: AskRecord) -> tuple[str, list[str]]:
 
 
 def render_notice(rec: AskRecord, human: str, kind: NoticeKind, inbox_url: str, due_at: str | None = None) -> Notice:
-    """The notice of `kind` for `human` about the ask in `rec` (HATP-GW-41)."""
+    """The notice of `kind` for `human` about the ask in `rec` (HATP-GW-60)."""
     ask = rec.ask
     link = ask_link(inbox_url, ask.ask_id)
     what, lines = _what(rec)
@@ -144,7 +144,7 @@ def render_notice(rec: AskRecord, human: str, kind: NoticeKind, inbox_url: str, 
 def due_notices(
     rec: AskRecord, sent: set[tuple[str, NoticeKind]], remind_before: timedelta, now: datetime
 ) -> list[tuple[str, NoticeKind]]:
-    """(human, kind) of every notice the ask owes now and that is not in `sent` (HATP-GW-43)."""
+    """(human, kind) of every notice the ask owes now and that is not in `sent` (HATP-GW-62)."""
     out: list[tuple[str, NoticeKind]] = []
     pending = rec.state == "pending"
     for seat in rec.seats:
@@ -159,7 +159,7 @@ def due_notices(
                 and now < parse_ts(seat.due_at)
             ):
                 out.append((seat.human, "reminder"))
-        elif told and (seat.human, "closed") not in sent and seat.decision is None and seat.rule != "HATP-GW-42":
+        elif told and (seat.human, "closed") not in sent and seat.decision is None and seat.rule != "HATP-GW-61":
             out.append((seat.human, "closed"))  # closed for them, and not by their own decision
     return out
 

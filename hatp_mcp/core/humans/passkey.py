@@ -1,4 +1,4 @@
-"""Passkeys as the decision proof (spec/gateway.md HATP-GW-48..51). Pure: no IO, no clock (`now` is an argument).
+"""Passkeys as the decision proof (spec/gateway.md HATP-GW-67..70). Pure: no IO, no clock (`now` is an argument).
 
 A person decides in the web inbox with their passkey. The WebAuthn challenge is the SHA-256 of the canonical JSON
 of `{askId, subjectDigest, decision, nonce, issuedAt}` (`decision_challenge`): the assertion proves exactly this
@@ -10,7 +10,7 @@ exact, user presence and user verification flags set, the ES256 signature over a
 clientData hash (py_webauthn, `webauthn` on PyPI), and the sign counter moving forward from `last_count`.
 
 A card's passkey entry is `{"type": "passkey", "id": <credential id, base64url>, "publicKey": <COSE key,
-base64url>}`: only the Directory adds it (HATP-GW-52), so a credential that is not on a signed card never counts.
+base64url>}`: only the Directory adds it (HATP-GW-71), so a credential that is not on a signed card never counts.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def decision_payload(ask_id: str, subject_digest: str, decision: str, nonce: str
 
 
 def decision_challenge(ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str) -> bytes:
-    """HATP-GW-48: SHA-256 of the canonical JSON of the decided payload."""
+    """HATP-GW-67: SHA-256 of the canonical JSON of the decided payload."""
     return hashlib.sha256(canonical(decision_payload(ask_id, subject_digest, decision, nonce, issued_at))).digest()
 
 
@@ -94,21 +94,21 @@ def verify_assertion(
     now: datetime | None = None,
     path: str = "$",
 ) -> int:
-    """Check one passkey decision (HATP-GW-48..50); returns the authenticator's new sign count.
+    """Check one passkey decision (HATP-GW-67..69); returns the authenticator's new sign count.
 
     `decision`, when given, is the decision the caller is about to count (an approve must be proven as approve).
     `now`, when given, bounds the payload's age like a proof's (HATP-GW-25). Raises HatpError.
     """
     if a.ask_id != ask_id or a.subject_digest != subject_digest:
         raise _refuse(
-            "HATP-GW-48",
+            "HATP-GW-67",
             f"the assertion is for ask {a.ask_id} / {a.subject_digest}, not {ask_id} / {subject_digest}",
             f"{path}.subjectDigest",
             "PASSKEY_WRONG_SUBJECT",
         )
     if decision is not None and a.decision != decision:
         raise _refuse(
-            "HATP-GW-48",
+            "HATP-GW-67",
             f"the assertion proves {a.decision!r}, not {decision!r}",
             f"{path}.decision",
             "PASSKEY_WRONG_DECISION",
@@ -119,38 +119,38 @@ def verify_assertion(
             raise _refuse("HATP-GW-25", f"the assertion was issued at {a.issued_at}", f"{path}.issuedAt", "STALE")
     if card is None or card.id != a.human:
         raise _refuse(
-            "HATP-GW-49", f"no signed card for {a.human}", f"{path}.human", "PASSKEY_NOT_ON_CARD", "enrol first"
+            "HATP-GW-68", f"no signed card for {a.human}", f"{path}.human", "PASSKEY_NOT_ON_CARD", "enrol first"
         )
     key = next((k for k in card.keys if k.type == "passkey" and k.id == a.credential_id), None)
     if key is None:
         raise _refuse(
-            "HATP-GW-49",
+            "HATP-GW-68",
             f"credential {a.credential_id[:16]}... is not a passkey on {a.human}'s signed card",
             f"{path}.credentialId",
             "PASSKEY_NOT_ON_CARD",
-            "a passkey counts once the Directory put it on the card (HATP-GW-52)",
+            "a passkey counts once the Directory put it on the card (HATP-GW-71)",
         )
     challenge = decision_challenge(a.ask_id, a.subject_digest, a.decision, a.nonce, a.issued_at)
     try:
         client = json.loads(unb64u(a.client_data_json))
     except ValueError:
-        raise _refuse("HATP-GW-49", "clientDataJSON is not JSON", f"{path}.clientDataJSON", "PASSKEY_INVALID") from None
+        raise _refuse("HATP-GW-68", "clientDataJSON is not JSON", f"{path}.clientDataJSON", "PASSKEY_INVALID") from None
     if not isinstance(client, dict) or client.get("challenge") != b64u(challenge):
         raise _refuse(
-            "HATP-GW-48",
+            "HATP-GW-67",
             "the assertion signed another challenge than this payload's",
             f"{path}.clientDataJSON",
             "PASSKEY_WRONG_CHALLENGE",
         )
     auth = unb64u(a.authenticator_data)
     if len(auth) < 37:
-        raise _refuse("HATP-GW-49", "authenticatorData is too short", f"{path}.authenticatorData", "PASSKEY_INVALID")
+        raise _refuse("HATP-GW-68", "authenticatorData is too short", f"{path}.authenticatorData", "PASSKEY_INVALID")
     if not auth[32] & 0x04:
-        raise _refuse("HATP-GW-49", "user verification was not performed", f"{path}.authenticatorData", "PASSKEY_NO_UV")
+        raise _refuse("HATP-GW-68", "user verification was not performed", f"{path}.authenticatorData", "PASSKEY_NO_UV")
     count = int.from_bytes(auth[33:37], "big")
     if (count or last_count) and count <= last_count:
         raise _refuse(
-            "HATP-GW-50",
+            "HATP-GW-69",
             f"the sign counter went from {last_count} to {count}: a cloned authenticator or a replay",
             f"{path}.authenticatorData",
             "PASSKEY_COUNTER",
@@ -180,9 +180,9 @@ def verify_assertion(
         reason = str(exc)
         code = "PASSKEY_WRONG_ORIGIN" if "origin" in reason.lower() else "PASSKEY_INVALID"
         code = "PASSKEY_WRONG_RP" if "rp id" in reason.lower() or "rpid" in reason.lower() else code
-        raise _refuse("HATP-GW-49", reason[:300], f"{path}", code) from None
+        raise _refuse("HATP-GW-68", reason[:300], f"{path}", code) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise _refuse("HATP-GW-49", f"unreadable assertion: {exc}"[:300], f"{path}", "PASSKEY_INVALID") from None
+        raise _refuse("HATP-GW-68", f"unreadable assertion: {exc}"[:300], f"{path}", "PASSKEY_INVALID") from None
     return int(verified.new_sign_count)
 
 
@@ -201,7 +201,7 @@ def apply_passkey(
     """The gateway's side: verify a passkey decision on `rec`'s ask (`subject_digest`: what a proof about the ask
     names, core/humans/proof.py subject_digest), then
     record it (approve, reject or decline). Returns the record and the credential's new sign count.
-    Raises HatpError (HATP-GW-25/26/48..50, then the core's)."""
+    Raises HatpError (HATP-GW-25/26/67..69, then the core's)."""
     count = verify_assertion(
         a, card, rp, ask_id=rec.ask.ask_id, subject_digest=subject_digest, last_count=last_count, now=now
     )

@@ -61,7 +61,7 @@ class HumanKeys:
     by_human: Mapping[str, Keyring] = field(default_factory=dict)
     cards: Mapping[str, HumanCard] = field(default_factory=dict)
     # The inbox's WebAuthn relying party: without it a passkey decision cannot be checked here, and is refused
-    # (HATP-GW-51), never counted unchecked.
+    # (HATP-GW-70), never counted unchecked.
     passkey_rp: RelyingParty | None = None
 
     @classmethod
@@ -234,7 +234,7 @@ def apply_proof(
     proof = verify_proof(raw, ask=rec.ask, humans=humans, now=now, nonce_used=nonce_used)
     if "passkey=required" in rec.ask.address and proof.decision in ("approve", "reject"):
         raise _refuse(
-            "HATP-GW-51",
+            "HATP-GW-70",
             "the group requires a passkey: a decision signed with an Ed25519 key does not count here",
             "$.proof",
             "decide in the inbox with the passkey on your card",
@@ -289,25 +289,25 @@ def _check_passkey_decision(
     seen: set[str],
     where: str,
 ) -> None:
-    """HATP-GW-51: in a `passkey=required` group only a passkey proves a decision; a passkey decision verifies
-    against the approver's signed card (HATP-GW-48..50) with the organisation's relying party, its nonce once."""
+    """HATP-GW-70: in a `passkey=required` group only a passkey proves a decision; a passkey decision verifies
+    against the approver's signed card (HATP-GW-67..69) with the organisation's relying party, its nonce once."""
     a = d.passkey
     if a is None:
         raise _refuse(
-            "HATP-GW-51",
+            "HATP-GW-70",
             f"{d.approver}'s {d.decision} is not proven by a passkey, and the group requires one",
             where,
             "decide in the inbox with the passkey on the card",
         )
     if humans.passkey_rp is None:
         raise _refuse(
-            "HATP-GW-51",
+            "HATP-GW-70",
             "a passkey decision, and no relying party (rpId, origins) to check it with: not checked, not counted",
             where,
             "give the verifier the organisation's gateway.json (passkey: rpId, origins)",
         )
     if a.human != d.approver or a.decision != d.decision:
-        raise _refuse("HATP-GW-48", "the assertion proves another person or decision", where)
+        raise _refuse("HATP-GW-67", "the assertion proves another person or decision", where)
     if a.nonce in seen:
         raise _refuse("HATP-GW-26", f"nonce {a.nonce!r} appears twice in one approval", f"{where}.nonce")
     seen.add(a.nonce)

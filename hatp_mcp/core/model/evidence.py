@@ -127,7 +127,7 @@ class HumanDecisionProof(SignedModel):
 
 
 class PasskeyAssertion(WireModel):
-    """A person's decision proven with a passkey (spec/gateway.md HATP-GW-48..51): the decided payload
+    """A person's decision proven with a passkey (spec/gateway.md HATP-GW-67..70): the decided payload
     (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`), whose SHA-256 over its canonical JSON is the
     WebAuthn challenge, and the authenticator's assertion over it (base64url members as WebAuthn sends them),
     made with `credentialId`, a passkey on the person's Directory-signed card."""
@@ -153,7 +153,7 @@ class HumanDecision(WireModel):
     via: str = Field(default="inbox", max_length=64)
     # The approver's own signed decision (HATP-GW-26); an Approval's verifier checks it against the cards.
     proof: HumanDecisionProof | None = None
-    # Or their passkey assertion (HATP-GW-48..51), checked against the passkey on their signed card.
+    # Or their passkey assertion (HATP-GW-67..70), checked against the passkey on their signed card.
     passkey: PasskeyAssertion | None = None
 
 

@@ -1,4 +1,4 @@
-"""Delivery: telling people an ask waits for them, over their cards' channels (spec/gateway.md HATP-GW-41..47).
+"""Delivery: telling people an ask waits for them, over their cards' channels (spec/gateway.md HATP-GW-60..66).
 
 - settings.py: the organisation's gateway settings (`ORG/gateway.json`): inbox link, retry policy, channels, and
   secrets read from environment variables or 0600 files only;

@@ -1,4 +1,4 @@
-"""One sender per contact kind, each speaking its real wire format (HATP-GW-47). A sender raises DeliveryFailed
+"""One sender per contact kind, each speaking its real wire format (HATP-GW-66). A sender raises DeliveryFailed
 with a reason that never holds an address, a URL or a secret (it lands in the delivery record).
 
 - email: SMTP (the standard library's client, on a worker thread, bounded by the send timeout), optional STARTTLS

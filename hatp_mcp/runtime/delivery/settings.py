@@ -1,4 +1,4 @@
-"""The organisation's gateway settings for delivery (`ORG/gateway.json`, HATP-GW-46) and the secrets they name.
+"""The organisation's gateway settings for delivery (`ORG/gateway.json`, HATP-GW-65) and the secrets they name.
 
 ```json
 {"inboxUrl": "https://approvals.acme.example",
@@ -36,11 +36,11 @@ SETTINGS_FILE = "gateway.json"
 
 
 def _bad(path: str, reason: str, fix: str) -> HatpError:
-    return HatpError("HATP-GW-46", reason, path=path, fix=fix, code="BAD_SETTINGS")
+    return HatpError("HATP-GW-65", reason, path=path, fix=fix, code="BAD_SETTINGS")
 
 
 def read_secret(ref: Any, path: str, env: Mapping[str, str] | None = None) -> str:
-    """The secret `ref` names (`{"env": NAME}` or `{"file": PATH}`). Raises HatpError HATP-GW-46."""
+    """The secret `ref` names (`{"env": NAME}` or `{"file": PATH}`). Raises HatpError HATP-GW-65."""
     env = os.environ if env is None else env
     if isinstance(ref, str):
         raise _bad(path, "a secret is written in the settings file", 'name it instead: {"env": NAME} or {"file": PATH}')
@@ -77,7 +77,7 @@ class EmailSettings:
 @dataclass(frozen=True)
 class WebhookSettings:
     """A signed webhook (chat in the Slack incoming-webhook shape, sms to a provider): body signed with HMAC-SHA256
-    over `v1:{timestamp}:{body}` (HATP-GW-47)."""
+    over `v1:{timestamp}:{body}` (HATP-GW-66)."""
 
     url: str = field(repr=False)  # may itself be a credential (a Slack webhook URL is)
     secret: str = field(repr=False)
@@ -110,7 +110,7 @@ def _positive(raw: Mapping[str, Any], key: str, default: float, path: str, whole
 
 
 def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySettings:
-    """Settings from the parsed JSON document. Raises HatpError HATP-GW-46."""
+    """Settings from the parsed JSON document. Raises HatpError HATP-GW-65."""
     if not isinstance(raw, dict):
         raise _bad("$", "the gateway settings are a JSON object", "see spec/gateway.md, Delivery")
     unknown = set(raw) - {"inboxUrl", "delivery", "channels", "passkey"}  # passkey: runtime/org.py
@@ -160,7 +160,7 @@ def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySet
 
 def load_settings(org_dir: str | Path, env: Mapping[str, str] | None = None) -> GatewaySettings | None:
     """`ORG/gateway.json`, or None when the organisation has none (nothing is pushed; the inbox still works).
-    Raises HatpError HATP-GW-46 (also for a file that is not JSON)."""
+    Raises HatpError HATP-GW-65 (also for a file that is not JSON)."""
     file = Path(org_dir) / SETTINGS_FILE
     if not file.exists():
         return None

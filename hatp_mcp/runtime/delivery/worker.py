@@ -1,4 +1,4 @@
-"""The Deliverer: the gateway's durable delivery loop (spec/gateway.md HATP-GW-42..45), on the gateway's Clock.
+"""The Deliverer: the gateway's durable delivery loop (spec/gateway.md HATP-GW-61..64), on the gateway's Clock.
 
 It is the gateway's Notifier (a person newly asked is queued at once) and runs beside the gateway's timers:
 - what each ask owes is the core's (core/humans/notice.py): `ask` to everyone asked, a `reminder` before their SLA
@@ -6,12 +6,12 @@ It is the gateway's Notifier (a person newly asked is queued at once) and runs b
 - every notice is queued durably before anything is sent, under its idempotency key (ask, person, kind), and is
   marked sent only after its channel accepted it: a gateway restarted mid-delivery sends what it had not sent
   (again under the same key, so a receiver can drop a resend of a message it got just before the crash: that is
-  the one case it may arrive twice) and never sends again what it marked sent (HATP-GW-44);
+  the one case it may arrive twice) and never sends again what it marked sent (HATP-GW-63);
 - a person's channels are the push channels their signed card lists (email, chat, sms), in the card's order,
   those the gateway has settings for and an address for; an attempt that fails is retried on the same channel
   with exponential backoff (`backoffSeconds` doubling, at most `maxBackoffSeconds`) up to `attemptsPerChannel`
-  times, then the next channel is tried (HATP-GW-45);
-- a person no channel reached is unavailable: the gateway excludes them with HATP-GW-42 (the failed channel kinds,
+  times, then the next channel is tried (HATP-GW-64);
+- a person no channel reached is unavailable: the gateway excludes them with HATP-GW-61 (the failed channel kinds,
   never an address, in the signed routing record) and the escalation moves on to the next person. A person whose
   card lists no push channel is not pushed to (delivery `inbox`): the ask waits in their inbox, and their SLA
   hands it on if they do not come.

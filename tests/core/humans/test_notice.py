@@ -1,4 +1,4 @@
-"""The notices a channel carries (HATP-GW-41, HATP-GW-43): words from the structure only, the ceiling and the
+"""The notices a channel carries (HATP-GW-60, HATP-GW-62): words from the structure only, the ceiling and the
 deadline and the link; no agent-written text, no argument values, no contact; which notice is owed when."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def hostile_record() -> core.AskRecord:
     return rec
 
 
-def test_HATP_GW_41_a_notice_carries_the_ceiling_deadline_and_link_and_no_agent_text_args_or_contacts() -> None:
+def test_HATP_GW_60_a_notice_carries_the_ceiling_deadline_and_link_and_no_agent_text_args_or_contacts() -> None:
     rec = hostile_record()
     notice = render_notice(rec, h("bob"), "ask", "https://inbox.acme.example/")
     words = f"{notice.subject}\n{notice.text}"
@@ -38,7 +38,7 @@ def test_HATP_GW_41_a_notice_carries_the_ceiling_deadline_and_link_and_no_agent_
     assert notice.key == f"txn-acme-0001/finance|{h('bob')}|ask"
 
 
-def test_HATP_GW_43_everyone_asked_is_owed_an_ask_then_a_reminder_then_a_closing_unless_they_decided() -> None:
+def test_HATP_GW_62_everyone_asked_is_owed_an_ask_then_a_reminder_then_a_closing_unless_they_decided() -> None:
     rec = hostile_record()
     asked = [s.human for s in rec.seats if s.status == "asked"]
     remind = timedelta(minutes=15)
@@ -52,12 +52,12 @@ def test_HATP_GW_43_everyone_asked_is_owed_an_ask_then_a_reminder_then_a_closing
     assert next_reminder(closed, sent, remind) is None
 
 
-def test_HATP_GW_42_an_unreachable_person_is_excluded_with_the_rule_and_the_next_person_is_asked() -> None:
+def test_HATP_GW_61_an_unreachable_person_is_excluded_with_the_rule_and_the_next_person_is_asked() -> None:
     rec = core.open_approval(plan(address="human://acme.com/frank"), "finance", directory(), gateway="gw", now=NOW)
     assert rec is not None
     after = core.unreachable(rec, h("frank"), NOW, "unreachable: every channel failed (chat, sms)")
     seats = {s.human: (s.status, s.rule, s.detail) for s in after.seats}
-    assert seats[h("frank")] == ("excluded", "HATP-GW-42", "unreachable: every channel failed (chat, sms)")
+    assert seats[h("frank")] == ("excluded", "HATP-GW-61", "unreachable: every channel failed (chat, sms)")
     assert seats[h("carol")][0] == "asked" and after.state == "pending"
     assert core.unreachable(after, h("frank"), NOW, "again") == after  # no longer asked: unchanged
     assert due_notices(after, {(h("frank"), "ask")}, timedelta(0), NOW) == [(h("carol"), "ask")]  # no closing

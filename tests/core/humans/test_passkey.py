@@ -1,4 +1,4 @@
-"""Passkey decisions checked offline against the Directory-signed card (HATP-GW-48..51), each check broken on
+"""Passkey decisions checked offline against the Directory-signed card (HATP-GW-67..70), each check broken on
 purpose: a reject replayed as approve, a payload changed after signing, another ask or plan, wrong origin, wrong
 rpId, no user verification, a counter going backwards, a flipped signature bit, a credential not on the card, a
 card re-signed by a key that is not the Directory's, a nonce counted twice, and an Ed25519-only approve where the
@@ -6,6 +6,7 @@ group requires a passkey."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.humans.passkey import RelyingParty, verify_assertion
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
+from hatp_mcp.core.humans.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
@@ -42,31 +44,31 @@ def refused(fn: Any) -> HatpError:
     return info.value
 
 
-def test_HATP_GW_49_a_passkey_decision_on_the_signed_card_verifies_and_the_counter_is_returned() -> None:
+def test_HATP_GW_68_a_passkey_decision_on_the_signed_card_verifies_and_the_counter_is_returned() -> None:
     auth, card = enrolled()
     a = auth.decide(ASK, DIGEST, "approve", AT)
     count = verify_assertion(a, card, RP, ask_id=ASK, subject_digest=DIGEST, decision="approve", now=parse_ts(AT))
     assert count == 1
 
 
-def test_HATP_GW_48_a_reject_assertion_replayed_as_an_approve_is_refused_either_way() -> None:
+def test_HATP_GW_67_a_reject_assertion_replayed_as_an_approve_is_refused_either_way() -> None:
     auth, card = enrolled()
     reject = auth.decide(ASK, DIGEST, "reject", AT)
     as_reject = refused(
         lambda: verify_assertion(reject, card, RP, ask_id=ASK, subject_digest=DIGEST, decision="approve")
     )
-    assert (as_reject.rule, as_reject.code) == ("HATP-GW-48", "PASSKEY_WRONG_DECISION")
+    assert (as_reject.rule, as_reject.code) == ("HATP-GW-67", "PASSKEY_WRONG_DECISION")
     relabelled = reject.model_copy(update={"decision": "approve"})  # the payload changed, the signature kept
     changed = refused(lambda: verify_assertion(relabelled, card, RP, ask_id=ASK, subject_digest=DIGEST))
-    assert (changed.rule, changed.code, changed.path) == ("HATP-GW-48", "PASSKEY_WRONG_CHALLENGE", "$.clientDataJSON")
+    assert (changed.rule, changed.code, changed.path) == ("HATP-GW-67", "PASSKEY_WRONG_CHALLENGE", "$.clientDataJSON")
 
 
 @pytest.mark.parametrize(("ask", "digest"), [("txn-acme-0002/finance", DIGEST), (ASK, OTHER)])
-def test_HATP_GW_48_an_assertion_for_another_ask_or_another_plan_digest_is_refused(ask: str, digest: str) -> None:
+def test_HATP_GW_67_an_assertion_for_another_ask_or_another_plan_digest_is_refused(ask: str, digest: str) -> None:
     auth, card = enrolled()
     a = auth.decide(ASK, DIGEST, "approve", AT)
     err = refused(lambda: verify_assertion(a, card, RP, ask_id=ask, subject_digest=digest))
-    assert (err.rule, err.code) == ("HATP-GW-48", "PASSKEY_WRONG_SUBJECT")
+    assert (err.rule, err.code) == ("HATP-GW-67", "PASSKEY_WRONG_SUBJECT")
     # signed over the other ask's challenge but presented as this one's: the recomputed challenge differs
     moved = auth.decide(ASK, DIGEST, "approve", AT, challenge_for={"ask_id": ask, "subject_digest": digest})
     err = refused(lambda: verify_assertion(moved, card, RP, ask_id=ASK, subject_digest=DIGEST))
@@ -83,33 +85,33 @@ def test_HATP_GW_48_an_assertion_for_another_ask_or_another_plan_digest_is_refus
         ({"flip_signature": True}, "PASSKEY_INVALID"),
     ],
 )
-def test_HATP_GW_49_wrong_origin_wrong_rp_id_no_user_verification_and_a_flipped_bit_are_refused(
+def test_HATP_GW_68_wrong_origin_wrong_rp_id_no_user_verification_and_a_flipped_bit_are_refused(
     change: dict[str, Any], code: str
 ) -> None:
     auth, card = enrolled()
     a = auth.decide(ASK, DIGEST, "approve", AT, **change)
     err = refused(lambda: verify_assertion(a, card, RP, ask_id=ASK, subject_digest=DIGEST, decision="approve"))
-    assert (err.rule, err.code) == ("HATP-GW-49", code)
+    assert (err.rule, err.code) == ("HATP-GW-68", code)
 
 
-def test_HATP_GW_50_a_sign_counter_that_does_not_move_forward_is_refused() -> None:
+def test_HATP_GW_69_a_sign_counter_that_does_not_move_forward_is_refused() -> None:
     auth, card = enrolled()
     a = auth.decide(ASK, DIGEST, "approve", AT, count=7)
     assert verify_assertion(a, card, RP, ask_id=ASK, subject_digest=DIGEST, last_count=6) == 7
     back = auth.decide(ASK, DIGEST, "approve", AT, count=5)
     err = refused(lambda: verify_assertion(back, card, RP, ask_id=ASK, subject_digest=DIGEST, last_count=7))
-    assert (err.rule, err.code) == ("HATP-GW-50", "PASSKEY_COUNTER")
+    assert (err.rule, err.code) == ("HATP-GW-69", "PASSKEY_COUNTER")
 
 
-def test_HATP_GW_49_a_credential_not_on_the_signed_card_never_counts() -> None:
+def test_HATP_GW_68_a_credential_not_on_the_signed_card_never_counts() -> None:
     auth, _card = enrolled()
     plain = Directory.load(well_known(), [card_doc("bob")])[0].card(h("bob"))  # the card without the passkey
     a = auth.decide(ASK, DIGEST, "approve", AT)
     err = refused(lambda: verify_assertion(a, plain, RP, ask_id=ASK, subject_digest=DIGEST))
-    assert (err.rule, err.code, err.path) == ("HATP-GW-49", "PASSKEY_NOT_ON_CARD", "$.credentialId")
+    assert (err.rule, err.code, err.path) == ("HATP-GW-68", "PASSKEY_NOT_ON_CARD", "$.credentialId")
 
 
-def test_HATP_GW_52_a_card_re_signed_by_a_key_that_is_not_the_directorys_is_ignored_so_its_passkey_never_counts() -> (
+def test_HATP_GW_71_a_card_re_signed_by_a_key_that_is_not_the_directorys_is_ignored_so_its_passkey_never_counts() -> (
     None
 ):
     auth = SoftAuthenticator(h("bob"))
@@ -120,7 +122,7 @@ def test_HATP_GW_52_a_card_re_signed_by_a_key_that_is_not_the_directorys_is_igno
     assert directory.card(h("bob")) is None and [i.card_id for i in ignored] == [h("bob")]
     a = auth.decide(ASK, DIGEST, "approve", AT)
     err = refused(lambda: verify_assertion(a, directory.card(h("bob")), RP, ask_id=ASK, subject_digest=DIGEST))
-    assert (err.rule, err.code) == ("HATP-GW-49", "PASSKEY_NOT_ON_CARD")
+    assert (err.rule, err.code) == ("HATP-GW-68", "PASSKEY_NOT_ON_CARD")
 
 
 def approval_with(decisions: list[dict[str, Any]]) -> Approval:
@@ -146,7 +148,7 @@ def approval_with(decisions: list[dict[str, Any]]) -> Approval:
     return Approval.model_validate(raw)
 
 
-def test_HATP_GW_51_in_a_passkey_group_only_passkey_decisions_count_offline_and_a_nonce_counts_once() -> None:
+def test_HATP_GW_70_in_a_passkey_group_only_passkey_decisions_count_offline_and_a_nonce_counts_once() -> None:
     bob, bob_card = enrolled("bob")
     carol, carol_card = enrolled("carol")
     humans = HumanKeys.from_cards([bob_card, carol_card], passkey_rp=RP)
@@ -167,13 +169,36 @@ def test_HATP_GW_51_in_a_passkey_group_only_passkey_decisions_count_offline_and_
     check_decision_proofs(approval_with(ok), humans)
     ed25519_only = [ok[0], {"approver": h("carol"), "decision": "approve", "decidedAt": AT}]
     err = refused(lambda: check_decision_proofs(approval_with(ed25519_only), humans))
-    assert (err.rule, err.path) == ("HATP-GW-51", "$.decisions[1].passkey") and "requires one" in err.reason
+    assert (err.rule, err.path) == ("HATP-GW-70", "$.decisions[1].passkey") and "requires one" in err.reason
     no_rp = refused(lambda: check_decision_proofs(approval_with(ok), HumanKeys.from_cards([bob_card, carol_card])))
-    assert no_rp.rule == "HATP-GW-51" and "not checked, not counted" in no_rp.reason
+    assert no_rp.rule == "HATP-GW-70" and "not checked, not counted" in no_rp.reason
     twice = bob.decide(ASK, DIGEST, "approve", AT, nonce="the-same-nonce-twice")
     again = bob.decide(ASK, DIGEST, "approve", AT, nonce="the-same-nonce-twice")
     reused = [{**ok[0], "passkey": twice.wire()}, {**ok[0], "passkey": again.wire()}]
     err = refused(lambda: check_decision_proofs(approval_with(reused), humans))
     assert (err.rule, err.path) == ("HATP-GW-26", "$.decisions[1].passkey.nonce")
     other_card = refused(lambda: check_decision_proofs(approval_with([{**ok[1], "approver": h("bob")}]), humans))
-    assert other_card.rule == "HATP-GW-48"  # carol's assertion recorded as bob's decision
+    assert other_card.rule == "HATP-GW-67"  # carol's assertion recorded as bob's decision
+
+
+def test_HATP_GW_70_a_verifier_with_a_clock_bounds_a_passkey_decisions_age_like_a_proofs() -> None:
+    bob, bob_card = enrolled("bob")
+    carol, carol_card = enrolled("carol")
+    humans = HumanKeys.from_cards([bob_card, carol_card], passkey_rp=RP)
+    decisions = [
+        {
+            "approver": h(n),
+            "decision": "approve",
+            "decidedAt": AT,
+            "passkey": a.decide(ASK, DIGEST, "approve", AT).wire(),
+        }
+        for n, a in (("bob", bob), ("carol", carol))
+    ]
+    need = HumanRequirement(address="human://acme.com/role/finance-approver?passkey=required", action="travel.spend")
+    fresh = check_humans_meet(approval_with(decisions), need, humans, now=parse_ts(AT), max_age=timedelta(minutes=10))
+    assert fresh == [h("bob"), h("carol")]
+    later = parse_ts(AT) + timedelta(hours=1)
+    err = refused(
+        lambda: check_humans_meet(approval_with(decisions), need, humans, now=later, max_age=timedelta(minutes=10))
+    )
+    assert (err.rule, err.path) == ("HATP-GW-46", "$.decisions[0].passkey.issuedAt")

@@ -1,4 +1,4 @@
-"""Each channel's real wire format against a real receiver on loopback (HATP-GW-47): email over SMTP to aiosmtpd,
+"""Each channel's real wire format against a real receiver on loopback (HATP-GW-66): email over SMTP to aiosmtpd,
 chat as a Slack-shaped webhook and sms as a provider webhook, both signed with HMAC-SHA256 over timestamp and
 body. A failure's reason names no address, URL or secret."""
 
@@ -26,7 +26,7 @@ NOTICE = Notice(
 )
 
 
-async def test_HATP_GW_47_email_goes_over_smtp_with_the_notice_and_a_message_id_fixed_by_its_key() -> None:
+async def test_HATP_GW_66_email_goes_over_smtp_with_the_notice_and_a_message_id_fixed_by_its_key() -> None:
     with anyio.fail_after(10):
         async with smtp_receiver() as box:
             channel = EmailChannel(EmailSettings("127.0.0.1", box.port, "approvals@acme.example"), timeout=5)
@@ -40,7 +40,7 @@ async def test_HATP_GW_47_email_goes_over_smtp_with_the_notice_and_a_message_id_
     assert first["Message-ID"] == second["Message-ID"] and first["X-HATP-Idempotency-Key"] == NOTICE.key
 
 
-async def test_HATP_GW_47_an_smtp_refusal_is_a_failed_attempt_naming_the_code_not_the_address() -> None:
+async def test_HATP_GW_66_an_smtp_refusal_is_a_failed_attempt_naming_the_code_not_the_address() -> None:
     with anyio.fail_after(10):
         async with smtp_receiver() as box:
             box.refuse = 1
@@ -50,7 +50,7 @@ async def test_HATP_GW_47_an_smtp_refusal_is_a_failed_attempt_naming_the_code_no
     assert str(failed.value) == "SMTP 451" and box.messages == []
 
 
-async def test_HATP_GW_47_chat_posts_a_slack_incoming_webhook_body_signed_over_timestamp_and_body(
+async def test_HATP_GW_66_chat_posts_a_slack_incoming_webhook_body_signed_over_timestamp_and_body(
     clock: FakeClock,
 ) -> None:
     with webhook_receiver("chat-secret") as hook, anyio.fail_after(10):
@@ -63,7 +63,7 @@ async def test_HATP_GW_47_chat_posts_a_slack_incoming_webhook_body_signed_over_t
     assert hook.keys == [NOTICE.key] and hook.bad_signatures == 0
 
 
-async def test_HATP_GW_47_a_webhook_signed_with_another_secret_is_refused_by_the_receiver_and_fails(
+async def test_HATP_GW_66_a_webhook_signed_with_another_secret_is_refused_by_the_receiver_and_fails(
     clock: FakeClock,
 ) -> None:
     with webhook_receiver("the-real-secret") as hook, anyio.fail_after(10):
@@ -75,7 +75,7 @@ async def test_HATP_GW_47_a_webhook_signed_with_another_secret_is_refused_by_the
     assert hook.url not in str(failed.value)
 
 
-async def test_HATP_GW_47_sms_posts_to_from_body_with_the_link_to_the_providers_url(clock: FakeClock) -> None:
+async def test_HATP_GW_66_sms_posts_to_from_body_with_the_link_to_the_providers_url(clock: FakeClock) -> None:
     with webhook_receiver("sms-secret") as hook, anyio.fail_after(10):
         await SmsChannel(WebhookSettings(hook.url, "sms-secret", "+15550100"), clock, timeout=5).send(
             "+1-555-0100-alice", NOTICE

@@ -1,4 +1,4 @@
-"""The organisation's delivery settings (HATP-GW-46): secrets only from environment variables or 0600 files, never
+"""The organisation's delivery settings (HATP-GW-65): secrets only from environment variables or 0600 files, never
 written in the file; every refusal names the rule and the JSON path."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hatp_mcp.runtime.delivery.settings import load_settings, parse_settings
 CHAT = {"url": "https://hooks.example/T/B", "secret": {"env": "HATP_CHAT_SECRET"}}
 
 
-def test_HATP_GW_46_secrets_come_from_the_environment_or_a_0600_file(tmp_path: Path) -> None:
+def test_HATP_GW_65_secrets_come_from_the_environment_or_a_0600_file(tmp_path: Path) -> None:
     secret = tmp_path / "sms.secret"
     secret.write_text("sms-signing-secret\n")
     secret.chmod(0o600)
@@ -44,16 +44,16 @@ def test_HATP_GW_46_secrets_come_from_the_environment_or_a_0600_file(tmp_path: P
         ({"vault": "x"}, {}, "$.channels.chat.secret", '{"env": NAME} or {"file": PATH}'),
     ],
 )
-def test_HATP_GW_46_a_secret_in_the_file_or_one_that_cannot_be_read_is_refused(
+def test_HATP_GW_65_a_secret_in_the_file_or_one_that_cannot_be_read_is_refused(
     secret: object, env: dict[str, str], path: str, words: str
 ) -> None:
     with pytest.raises(HatpError) as refused:
         parse_settings({"channels": {"chat": {"url": "https://hooks.example/T/B", "secret": secret}}}, env=env)
-    assert (refused.value.rule, refused.value.code, refused.value.path) == ("HATP-GW-46", "BAD_SETTINGS", path)
+    assert (refused.value.rule, refused.value.code, refused.value.path) == ("HATP-GW-65", "BAD_SETTINGS", path)
     assert words in refused.value.reason
 
 
-def test_HATP_GW_46_a_secret_file_others_can_read_is_refused_and_an_unknown_setting_too(tmp_path: Path) -> None:
+def test_HATP_GW_65_a_secret_file_others_can_read_is_refused_and_an_unknown_setting_too(tmp_path: Path) -> None:
     secret = tmp_path / "chat.secret"
     secret.write_text("s")
     secret.chmod(0o640)
@@ -62,4 +62,4 @@ def test_HATP_GW_46_a_secret_file_others_can_read_is_refused_and_an_unknown_sett
     assert readable.value.path == "$.channels.chat.secret" and "mode 640" in readable.value.reason
     with pytest.raises(HatpError) as unknown:
         parse_settings({"channels": {"chat": CHAT}, "planOverrides": {}}, env={"HATP_CHAT_SECRET": "x"})
-    assert (unknown.value.rule, unknown.value.path) == ("HATP-GW-46", "$.planOverrides")
+    assert (unknown.value.rule, unknown.value.path) == ("HATP-GW-65", "$.planOverrides")

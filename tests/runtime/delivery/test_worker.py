@@ -1,6 +1,6 @@
 """The Deliverer on a fake clock against real webhook receivers on loopback: retries with backoff, the next channel,
-an unreachable person handed on and signed as excluded (HATP-GW-42, HATP-GW-45), reminders and closing notices
-(HATP-GW-43), and a restart that neither loses nor doubles a notice (HATP-GW-44)."""
+an unreachable person handed on and signed as excluded (HATP-GW-61, HATP-GW-64), reminders and closing notices
+(HATP-GW-62), and a restart that neither loses nor doubles a notice (HATP-GW-63)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ async def run_until_quiet(d: Deliverer, clock: FakeClock, until: datetime | None
     raise AssertionError("the deliverer never went quiet")
 
 
-async def test_HATP_GW_45_a_failing_channel_is_retried_with_backoff_then_the_next_channel_delivers(
+async def test_HATP_GW_64_a_failing_channel_is_retried_with_backoff_then_the_next_channel_delivers(
     tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
 ) -> None:
     gw = make_gateway(tmp_path, clock)
@@ -90,7 +90,7 @@ async def test_HATP_GW_45_a_failing_channel_is_retried_with_backoff_then_the_nex
     assert "+49-555-0199-frank" not in str(row)  # no address in the delivery record
 
 
-async def test_HATP_GW_42_a_person_no_channel_reaches_is_excluded_in_the_signed_routing_and_the_next_is_asked(
+async def test_HATP_GW_61_a_person_no_channel_reaches_is_excluded_in_the_signed_routing_and_the_next_is_asked(
     tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
 ) -> None:
     gw = make_gateway(tmp_path, clock)
@@ -102,19 +102,19 @@ async def test_HATP_GW_42_a_person_no_channel_reaches_is_excluded_in_the_signed_
     stored = gw.store.get("txn-acme-0001/finance")
     assert stored is not None and stored.record is not None
     seats = {s.human: (s.status, s.rule, s.detail) for s in stored.record.seats}
-    assert seats[FRANK] == ("excluded", "HATP-GW-42", "unreachable: every channel failed (chat, sms)")
+    assert seats[FRANK] == ("excluded", "HATP-GW-61", "unreachable: every channel failed (chat, sms)")
     assert seats[h("carol")][0] == "asked"
     assert [b["channel"] for b in hooks["chat"].received] == ["chat-id-U0CAROL77"]
     await decide_as(gw, "txn-acme-0001/finance", "carol", "approve")
     approval = (await gw.poll("txn-acme-0001", "finance")).approval
     assert approval is not None
     routed = {r["human"]: r for r in approval["routing"]["humans"]}
-    assert (routed[FRANK]["status"], routed[FRANK]["rule"]) == ("excluded", "HATP-GW-42")
+    assert (routed[FRANK]["status"], routed[FRANK]["rule"]) == ("excluded", "HATP-GW-61")
     failed = next(r for r in d.outbox.all() if r.notice.human == FRANK)
     assert failed.state == "failed" and len(failed.failures) == 6
 
 
-async def test_HATP_GW_44_a_gateway_restarted_mid_delivery_sends_what_was_queued_once_and_never_again(
+async def test_HATP_GW_63_a_gateway_restarted_mid_delivery_sends_what_was_queued_once_and_never_again(
     tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
 ) -> None:
     gw = make_gateway(tmp_path, clock)
@@ -133,7 +133,7 @@ async def test_HATP_GW_44_a_gateway_restarted_mid_delivery_sends_what_was_queued
     assert [r.state for r in third.outbox.all()] == ["sent"]
 
 
-async def test_HATP_GW_43_a_reminder_comes_before_the_sla_runs_out_and_a_withdrawal_is_told(
+async def test_HATP_GW_62_a_reminder_comes_before_the_sla_runs_out_and_a_withdrawal_is_told(
     tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
 ) -> None:
     gw = make_gateway(tmp_path, clock)
@@ -150,7 +150,7 @@ async def test_HATP_GW_43_a_reminder_comes_before_the_sla_runs_out_and_a_withdra
     assert all(t.endswith("/asks/txn-acme-0001%2Ffinance") for t in texts)
 
 
-async def test_HATP_GW_43_people_told_of_an_ask_decided_by_others_hear_it_closed_and_the_deciders_do_not(
+async def test_HATP_GW_62_people_told_of_an_ask_decided_by_others_hear_it_closed_and_the_deciders_do_not(
     tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
 ) -> None:
     gw = make_gateway(tmp_path, clock)
