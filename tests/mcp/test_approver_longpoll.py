@@ -16,6 +16,7 @@ from hatp_mcp.mcp.approver_client import McpApprover
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import GATEWAY_ID, decide_as, keyring, plan
+from tests.coordinators import COORDINATOR, signer
 from tests.mcp.gateway_fixture import make_gateway, voter_server
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,9 @@ async def test_HATP_MCP_30_a_held_voted_request_answers_with_the_approval_the_mo
     got: list[VoteResult] = []
     with anyio.fail_after(10):  # far below the 300 s asked for: only the decision can end the hold
         async with Client(voter_server(gw), mode=mode) as client:  # type: ignore[arg-type]
-            approver = McpApprover(client, keyring(), gateway_id=GATEWAY_ID)
+            approver = McpApprover(
+                client, keyring(), gateway_id=GATEWAY_ID, coordinator=COORDINATOR, signer=signer(clock)
+            )
             await approver.ask(plan(), "finance")
             async with anyio.create_task_group() as tg:
 
