@@ -20,7 +20,7 @@ from hatp_mcp.core.humans.passkey import RelyingParty
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.runtime.org import load_directory
-from hatp_mcp.store.gateway_store import GatewayStore
+from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from hatp_mcp.store.inbox_state import InboxState
 from hatp_mcp.web.inbox import Inbox
 from tests.acme_org import NAMES, card_doc, gateway_key, h, resigned, well_known
@@ -54,7 +54,7 @@ async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> 
         assert not ignored
     else:
         directory, _ignored = load_directory(org)
-    store = GatewayStore(data)
+    store = SqliteGatewayStore(data)
     gw = GatewayApprover(directory=directory, key=gateway_key(), store=store, clock=clock, notifier=RecordingNotifier())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
