@@ -2,7 +2,7 @@
 
 The seven servers of `make demo-mcp` run as their own processes on streamable HTTP, the coordinator polling a
 pending approval only once an hour (`--poll-seconds 3600`): the decision can only reach it through the gateway's
-long poll (hatp/txn/voted with waitSeconds, HATP-MCP-30). Per trip: begin, wait until the people are asked, then
+long poll (hatp/txn/voted with waitSeconds, HATP-MCP-40). Per trip: begin, wait until the people are asked, then
 the scripted approver signs and sends its decision (the gateway's `decide` tool; the quorum is one person) and the
 agent follows the coordinator's status until the commit decision is durable, which the coordinator writes before
 it sends the first commit (HATP-TXN-4; the commits' own records wait for the record's last forced write, so the

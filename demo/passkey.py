@@ -6,7 +6,7 @@ with a passkey, in a real (headless) Chromium.
    TEST-ONLY key of acme.com); the organisation's `gateway.json` names the inbox's relying party.
 2. The seven servers start (demo/trip_suite.py), the gateway with its web inbox (`--inbox-port`), the coordinator
    checking every person's decision against the cards (`--org`, HATP-TXN-19) and polling only once an hour: the
-   decision reaches it through the long poll (HATP-MCP-30).
+   decision reaches it through the long poll (HATP-MCP-40).
 3. The agent begins the trip; Chromium, with the approver's passkey in the DevTools protocol's virtual
    authenticator, signs in to the inbox, opens the ask and approves: the assertion is over the SHA-256 of the
    canonical {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67).

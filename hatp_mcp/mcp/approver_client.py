@@ -187,7 +187,7 @@ class McpApprover:
         return self._checked(result, txn_id, requirement_id, self._digests.get((txn_id, requirement_id)))
 
     async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
-        """HATP-MCP-30: `poll` held open by the gateway until its answer changes, at most `seconds` (whole
+        """HATP-MCP-40: `poll` held open by the gateway until its answer changes, at most `seconds` (whole
         seconds on the wire, at least 1); the read timeout is the hold plus this approver's `timeout`."""
         hold = max(1, min(300, int(seconds)))
         req = VotedRequest(txn_id=txn_id, requirement_id=requirement_id, wait_seconds=hold)

@@ -7,7 +7,7 @@ It registers on an MCP server, beside its ordinary tools:
   with `decideBy`, yes or no) and, once the humans decided, the signed Approval; with `terms` (holds-first) the
   ask opens already bound to them (HATP-MCP-29);
 - `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made; with `waitSeconds`, a long
-  poll that answers once that answer changes, held at most `max_hold` seconds (HATP-MCP-30);
+  poll that answers once that answer changes, held at most `max_hold` seconds (HATP-MCP-40);
 - `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult;
 - `hatp/txn/estimate` (EstimateRequest): the signed worst case until a decision (HATP-MCP-17);
 - `hatp/txn/tighten` (TightenRequest): shrink a pending ask's deadline, bind the terms, answer the VoteResult
@@ -39,7 +39,7 @@ from hatp_mcp.store.gateway_store import StoredAsk
 
 __all__ = ["APPROVER_METHODS", "MAX_HOLD_SECONDS", "no_such_ask", "serve_approver", "vote_result"]
 
-# The longest a long poll is held (HATP-MCP-30): under the idle timeouts of common HTTP proxies (often 30-60 s).
+# The longest a long poll is held (HATP-MCP-40): under the idle timeouts of common HTTP proxies (often 30-60 s).
 MAX_HOLD_SECONDS = 25.0
 
 APPROVER_METHODS = ("hatp/txn/prepare", "hatp/txn/voted", "hatp/txn/abort", "hatp/txn/estimate", "hatp/txn/tighten")

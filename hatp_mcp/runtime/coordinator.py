@@ -71,7 +71,7 @@ from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
 __all__ = ["WATCH_SECONDS", "BoundsAsker", "CoordinatorRuntime", "TxnResult", "UnjustifiedOutcome", "default_validator"]
 
-# How long each long poll on a pending approval asks the gateway to hold (HATP-MCP-30); under its 25 s cap.
+# How long each long poll on a pending approval asks the gateway to hold (HATP-MCP-40); under its 25 s cap.
 WATCH_SECONDS = 20.0
 
 R = TypeVar("R")
@@ -474,7 +474,7 @@ class CoordinatorRuntime:
             await self._watch(plan.txn_id, rid, event.vote, post)
 
     async def _watch(self, txn_id: str, rid: str, vote: dict[str, Any], post: Callable[[Event], None]) -> None:
-        """HATP-MCP-30: hold a long poll on a pending approval and hand the machine the decision the moment the
+        """HATP-MCP-40: hold a long poll on a pending approval and hand the machine the decision the moment the
         gateway has it, instead of at the next poll (`Config.poll_seconds`, which stays as the fallback). One per
         requirement; it ends with the decision, when the transaction ends (cancelled with the other calls), on any
         failure (the next poll's pending answer starts it again), and when the approver answers without holding

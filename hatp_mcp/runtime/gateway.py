@@ -267,7 +267,7 @@ class GatewayApprover:
         if changed and after.record is not None:
             assert after.vote is not None
             self.store.record_sent(ask_id, "vote", after.vote)
-            self._bump()  # a re-signed deadline is a changed answer (HATP-MCP-30)
+            self._bump()  # a re-signed deadline is a changed answer (HATP-MCP-40)
             for seat in after.record.seats:
                 if seat.status == "asked":
                     self.store.record_sent(ask_id, "ask", after.record.ask.wire(), recipient=seat.human)
@@ -487,7 +487,7 @@ class GatewayApprover:
         return await self._sync(ask_id)
 
     async def watch(self, ask_id: str, seconds: float) -> StoredAsk:
-        """HATP-MCP-30, the long poll: the ask as `current` gives it, at once when it is decided, else once its
+        """HATP-MCP-40, the long poll: the ask as `current` gives it, at once when it is decided, else once its
         signed answer (vote or evidence) differs from the one it had when the wait began, or after `seconds` (real
         time: a transport bound, not a protocol deadline; the ask's own deadlines run on the gateway's Clock and end
         the wait by changing the answer). A decision made in this process wakes it at once; one `hatp inbox` left

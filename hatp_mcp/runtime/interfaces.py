@@ -85,7 +85,7 @@ class Approver(Protocol):
 
 
 class WatchingApprover(Approver, Protocol):
-    """An Approver that can hold a poll open (HATP-MCP-30): the coordinator learns of a decision when it is made,
+    """An Approver that can hold a poll open (HATP-MCP-40): the coordinator learns of a decision when it is made,
     not at its next poll. Optional: the runtime uses it when the approver has it, and polls either way."""
 
     async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:

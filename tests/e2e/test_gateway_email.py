@@ -1,7 +1,7 @@
 """Reaching the approver for real, across processes: the gateway process, configured by the organisation's
 `gateway.json` with an SMTP server (aiosmtpd on loopback, in this test), emails the person it asks a notice with
 the ceiling, the deadline and the link to the ask (HATP-GW-60, HATP-GW-66); they approve, and the trip commits with
-the coordinator's poll an hour away (HATP-MCP-30)."""
+the coordinator's poll an hour away (HATP-MCP-40)."""
 
 from __future__ import annotations
 

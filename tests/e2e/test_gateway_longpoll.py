@@ -1,4 +1,4 @@
-"""The decision reaches the coordinator at once (HATP-MCP-30), across real processes: the seven servers over
+"""The decision reaches the coordinator at once (HATP-MCP-40), across real processes: the seven servers over
 streamable HTTP with the coordinator polling a pending approval only once an hour; the person approves through
 the gateway's tools and the trip commits long before any poll is due, the long poll having carried the decision."""
 
@@ -17,7 +17,7 @@ from demo.trip_suite import open_seven
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
 
-async def test_HATP_MCP_30_the_trip_commits_right_after_the_approval_with_the_next_poll_an_hour_away(
+async def test_HATP_MCP_40_the_trip_commits_right_after_the_approval_with_the_next_poll_an_hour_away(
     tmp_path: Path,
 ) -> None:
     with anyio.fail_after(120):

@@ -1,4 +1,4 @@
-"""hatp/txn/voted with waitSeconds over MCP, in both protocol eras (HATP-MCP-30): the gateway holds the request
+"""hatp/txn/voted with waitSeconds over MCP, in both protocol eras (HATP-MCP-40): the gateway holds the request
 until its signed answer changes and the coordinator's McpApprover.wait checks that answer like any other
 (HATP-MCP-11). An ask never made is refused at once (HATP-MCP-10); a wait beyond 300 s is refused (HATP-OBJ-3)."""
 
@@ -25,7 +25,7 @@ ASK = "txn-acme-0001/finance"
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_HATP_MCP_30_a_held_voted_request_answers_with_the_approval_the_moment_the_humans_decide(
+async def test_HATP_MCP_40_a_held_voted_request_answers_with_the_approval_the_moment_the_humans_decide(
     tmp_path: Path, clock: FakeClock, mode: str
 ) -> None:
     gw = make_gateway(tmp_path, clock)
@@ -53,7 +53,7 @@ async def test_HATP_MCP_30_a_held_voted_request_answers_with_the_approval_the_mo
     assert checked.vote == got[0].vote and checked.approval == got[0].approval
 
 
-async def test_HATP_MCP_30_a_long_poll_for_an_ask_never_made_is_refused_at_once_and_a_wait_over_300_s_refused(
+async def test_HATP_MCP_40_a_long_poll_for_an_ask_never_made_is_refused_at_once_and_a_wait_over_300_s_refused(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     gw = make_gateway(tmp_path, clock)

@@ -1,4 +1,4 @@
-"""The coordinator runtime's long poll on a pending approval (HATP-MCP-30): the decision reaches the machine when
+"""The coordinator runtime's long poll on a pending approval (HATP-MCP-40): the decision reaches the machine when
 the gateway has it, not at the next poll; polling (HATP-TXN-7) stays as the fallback, and an approver that
 answers without holding is polled, never hammered. On a fake clock that never moves, unless a test moves it."""
 

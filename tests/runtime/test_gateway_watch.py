@@ -1,4 +1,4 @@
-"""GatewayApprover.watch, the long poll behind hatp/txn/voted with waitSeconds (HATP-MCP-30): it answers the moment
+"""GatewayApprover.watch, the long poll behind hatp/txn/voted with waitSeconds (HATP-MCP-40): it answers the moment
 the signed answer changes (a decision here, one `hatp inbox` left in the store, an expiry), at once for a decided
 or refused ask, and never for an ask it was not given."""
 
@@ -27,7 +27,7 @@ async def gw(tmp_path: Path, clock: FakeClock) -> AsyncIterator[GatewayApprover]
     g.store.close()
 
 
-async def test_a_long_poll_answers_the_moment_the_quorum_decides_and_not_on_a_first_approval_HATP_MCP_30(
+async def test_a_long_poll_answers_the_moment_the_quorum_decides_and_not_on_a_first_approval_HATP_MCP_40(
     gw: GatewayApprover,
 ) -> None:
     await gw.ask(plan(), "finance")
@@ -47,7 +47,7 @@ async def test_a_long_poll_answers_the_moment_the_quorum_decides_and_not_on_a_fi
     assert answers == ["yes"]
 
 
-async def test_a_long_poll_answers_a_decision_left_by_hatp_inbox_once_the_timer_loop_lands_it_HATP_MCP_30(
+async def test_a_long_poll_answers_a_decision_left_by_hatp_inbox_once_the_timer_loop_lands_it_HATP_MCP_40(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
     await gw.ask(plan(), "finance")
