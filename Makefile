@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest demo-mcp demo-gated demo-undo demo bench soak fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -44,8 +44,13 @@ ifeq ($(PG_INITDB),)
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql
 endif
 
+# The web inbox's browser tests drive Debian's chromium (Playwright, never `playwright install`).
+chromium:
+	test -x /usr/bin/chromium || { (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) \
+	  || (sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); }
+
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql ts-client
+pytest: install postgresql ts-client chromium
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
@@ -62,6 +67,9 @@ demo-gated: install
 
 demo-undo: install
 	$(BIN)/python -m demo.undo
+
+demo-passkey: install chromium
+	$(BIN)/python -m demo.passkey
 
 bench: install postgresql
 	$(BIN)/python -m bench.run

@@ -14,6 +14,14 @@
 - State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL), or
   in PostgreSQL with `--store postgresql://...` (`hatp inbox --store` the same URL). A decision made there is
   picked up on the next poll or tick. One gateway process per store: timers are not shared between processes.
+- Delivery (hatp_mcp/runtime/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and sms
+  as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
+  (HATP-GW-65); the Deliverer's queue is `DIR/deliveries.db`. Without `gateway.json` nothing is pushed (every
+  notice is recorded as `inbox`: the ask waits in the inbox).
+- `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
+  passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
+  rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
+  for anything but localhost, with `passkey.origins` naming the proxy's https origin.
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -22,15 +30,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
-from collections.abc import Sequence
+import socket
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import anyio
+import uvicorn
 from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.humans.passkey import RelyingParty
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_server import serve_approver
@@ -39,10 +51,16 @@ from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
+from hatp_mcp.runtime.delivery.channels import senders_from
+from hatp_mcp.runtime.delivery.settings import GatewaySettings, load_settings
+from hatp_mcp.runtime.delivery.worker import Deliverer
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
-from hatp_mcp.runtime.org import load_agents
+from hatp_mcp.runtime.org import load_agents, load_relying_party
+from hatp_mcp.store.deliveries import DeliveryStore
 from hatp_mcp.store.gateway_store import DB_NAME
+from hatp_mcp.store.inbox_state import InboxState
 from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
+from hatp_mcp.web.inbox import Inbox
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -73,11 +91,13 @@ def build(
     key_file: str | None = None,
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
-) -> tuple[MCPServer, GatewayApprover]:
-    """Load the organisation, key and store (`store_url`, default DATA/gateway.db) and build the server.
-    `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json;
-    none: every prepare, abort and tighten is refused, HATP-TRUST-6). Raises OSError, ValueError or HatpError."""
+) -> tuple[MCPServer, GatewayApprover, Deliverer]:
+    """Load the organisation, key, settings and stores (`store_url`, default DATA/gateway.db; the delivery queue
+    in DATA/deliveries.db) and build the server. `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
+    flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
+    HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
+    settings = load_settings(org) or GatewaySettings()
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
     data.mkdir(parents=True, exist_ok=True)
@@ -92,6 +112,15 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
+    deliverer = Deliverer(
+        gateway=gateway,
+        outbox=DeliveryStore(data),
+        senders=senders_from(settings, clock),
+        settings=settings.delivery,
+        inbox_url=settings.inbox_url,
+        clock=clock,
+    )
+    gateway.notifier = deliverer  # the people are told over their channels (or the ask waits in the inbox)
     bindings = open_txn_bindings(store_url) if store_url is not None and store_url.backend != "sqlite" else None
     trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
@@ -100,12 +129,46 @@ def build(
     serve_approver(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
     serve_questions(server, gateway)
-    return server, gateway
+    return server, gateway, deliverer
 
 
-async def _run(server: MCPServer, gateway: GatewayApprover, transport: str, port: int, parent_watch: bool) -> None:
+class _InboxServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: the MCP server's (hatp_mcp.mcp.serve) stop the whole process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def open_inbox(
+    gateway: GatewayApprover, data: Path, org: Path, clock: Clock, host: str, port: int
+) -> tuple[Inbox, socket.socket, str]:
+    """The web inbox on a socket bound now (so the origin names the real port). Raises OSError or HatpError."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+    bound = sock.getsockname()[1]
+    origin = f"http://localhost:{bound}" if host == "localhost" else f"http://{host}:{bound}"
+    rp = load_relying_party(org) or RelyingParty("localhost", (origin,))
+    return Inbox(gateway, InboxState(data), rp, clock), sock, origin
+
+
+async def _run(
+    server: MCPServer,
+    gateway: GatewayApprover,
+    deliverer: Deliverer,
+    inbox: tuple[Inbox, socket.socket, str] | None,
+    transport: str,
+    port: int,
+    parent_watch: bool,
+) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
+        await tg.start(deliverer.run)
+        if inbox is not None:
+            web = _InboxServer(uvicorn.Config(inbox[0].app, log_level="warning", lifespan="off"))
+            tg.start_soon(web.serve, [inbox[1]])
+            log(f"gateway: inbox at {inbox[2]}/")
         await serve(server, transport, port, parent_watch=parent_watch)
         tg.cancel_scope.cancel()
 
@@ -116,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--org", default=str(DEFAULT_ORG), help="organisation dir (.well-known, cards, contacts)")
     parser.add_argument("--key", default=None, help="the gateway's private JWK (role gateway)")
     parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
+    parser.add_argument("--inbox-port", type=int, default=None, help="serve the web inbox on this port (0: any)")
+    parser.add_argument("--inbox-host", default="localhost", help="the web inbox's host (default localhost)")
     add_trust_argument(parser)
     parser.add_argument(
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
@@ -126,14 +191,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
         store = StoreUrl.parse(args.store) if args.store else None
-        server, gateway = build(data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store)
-    except (OSError, ValueError, HatpError) as exc:  # HatpError: an unusable well-known document
+        server, gateway, deliverer = build(
+            data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store
+        )
+        inbox = None
+        if args.inbox_port is not None:
+            inbox = open_inbox(gateway, data, Path(args.org).resolve(), clock, args.inbox_host, args.inbox_port)
+    except HatpError as exc:  # an unusable well-known document or delivery settings
+        log(f"gateway: cannot start: {exc.one_line()}")
+        return 2
+    except (OSError, ValueError) as exc:
         log(f"gateway: cannot start: {exc}")
         return 2
     try:
-        anyio.run(functools.partial(_run, server, gateway, args.transport, args.port, args.parent_watch))
+        run = functools.partial(_run, server, gateway, deliverer, inbox, args.transport, args.port, args.parent_watch)
+        anyio.run(run)
     finally:
         gateway.store.close()
+        deliverer.outbox.close()
     return 0
 
 

@@ -14,11 +14,13 @@ from collections.abc import Callable, Sequence
 from hatp_mcp.cli import (
     conformance_cmd,
     digest_cmd,
+    enrol_cmd,
     example_plan_cmd,
     inbox_cmd,
     keys_cmd,
     mcp_config_cmd,
     schemas_cmd,
+    timeline_cmd,
     validate_cmd,
     vectors_cmd,
     verify_cmd,
@@ -36,6 +38,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "validate": (validate_cmd.HELP, validate_cmd.add_arguments, validate_cmd.run),
     "example-plan": (example_plan_cmd.HELP, example_plan_cmd.add_arguments, example_plan_cmd.run),
     "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
+    "enrol": (enrol_cmd.HELP, enrol_cmd.add_arguments, enrol_cmd.run),
+    "timeline": (timeline_cmd.HELP, timeline_cmd.add_arguments, timeline_cmd.run),
     "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
     "conformance": (conformance_cmd.HELP, conformance_cmd.add_arguments, conformance_cmd.run),
 }

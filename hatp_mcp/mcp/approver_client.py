@@ -186,6 +186,14 @@ class McpApprover:
         result = await call(self.client, "hatp/txn/voted", req, VoteResult, self.timeout)
         return self._checked(result, txn_id, requirement_id, self._digests.get((txn_id, requirement_id)))
 
+    async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
+        """HATP-MCP-40: `poll` held open by the gateway until its answer changes, at most `seconds` (whole
+        seconds on the wire, at least 1); the read timeout is the hold plus this approver's `timeout`."""
+        hold = max(1, min(300, int(seconds)))
+        req = VotedRequest(txn_id=txn_id, requirement_id=requirement_id, wait_seconds=hold)
+        result = await call(self.client, "hatp/txn/voted", req, VoteResult, hold + (self.timeout or 30.0))
+        return self._checked(result, txn_id, requirement_id, self._digests.get((txn_id, requirement_id)))
+
     async def estimate(self, plan: Plan, requirement_id: str) -> Estimate:
         req = EstimateRequest(txn_id=plan.txn_id, requirement_id=requirement_id, plan_digest=plan.digest(), plan=plan)
         raw = await call_raw(self.client, "hatp/txn/estimate", req.wire(), self.timeout)

@@ -6,7 +6,8 @@ It registers on an MCP server, beside its ordinary tools:
   humans (idempotent per txnId and requirement) and answer with a VoteResult: the gateway's signed vote (pending
   with `decideBy`, yes or no) and, once the humans decided, the signed Approval; with `terms` (holds-first) the
   ask opens already bound to them (HATP-MCP-29);
-- `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made;
+- `hatp/txn/voted` (VotedRequest): the current VoteResult of an ask already made; with `waitSeconds`, a long
+  poll that answers once that answer changes, held at most `max_hold` seconds (HATP-MCP-40);
 - `hatp/txn/abort` (AbortRequest, `branchId` = the requirement id): withdraw the ask, answer the VoteResult;
 - `hatp/txn/estimate` (EstimateRequest): the signed worst case until a decision (HATP-MCP-17);
 - `hatp/txn/tighten` (TightenRequest): shrink a pending ask's deadline, bind the terms, answer the VoteResult
@@ -36,7 +37,10 @@ from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
-__all__ = ["APPROVER_METHODS", "no_such_ask", "serve_approver", "vote_result"]
+__all__ = ["APPROVER_METHODS", "MAX_HOLD_SECONDS", "no_such_ask", "serve_approver", "vote_result"]
+
+# The longest a long poll is held (HATP-MCP-40): under the idle timeouts of common HTTP proxies (often 30-60 s).
+MAX_HOLD_SECONDS = 25.0
 
 APPROVER_METHODS = ("hatp/txn/prepare", "hatp/txn/voted", "hatp/txn/abort", "hatp/txn/estimate", "hatp/txn/tighten")
 
@@ -71,8 +75,12 @@ def serve_approver(
     *,
     trust: TrustedCoordinators,
     max_concurrent: int = 64,
+    max_hold: float = MAX_HOLD_SECONDS,
+    max_holding: int = 512,
 ) -> HatpSettings:
     """Make `server` the gateway's voter: advertise role `gateway` with its public key, register the methods.
+    A long poll (`hatp/txn/voted` with `waitSeconds`) is held at most `max_hold` seconds, outside the
+    `max_concurrent` gate; beyond `max_holding` held at once, a long poll is answered at once (the caller polls).
 
     `trust`: the coordinators the gateway asks people for; prepare, abort and tighten must prove they come from
     one (HATP-TRUST-1..9) before any ask is opened, tightened or withdrawn; voted and estimate change nothing.
@@ -80,6 +88,19 @@ def serve_approver(
     """
     low = lowlevel_of(server)
     gate = anyio.Semaphore(max_concurrent)
+    holding = [0]
+
+    async def hold(req: VotedRequest) -> None:
+        if not req.wait_seconds or holding[0] >= max_holding:
+            return
+        holding[0] += 1
+        try:
+            await gateway.watch(f"{req.txn_id}/{req.requirement_id}", min(float(req.wait_seconds), max_hold))
+        except KeyError:
+            return  # refused by `voted` below (HATP-MCP-10), without waiting
+        finally:
+            holding[0] -= 1
+
     settings = HatpSettings(roles=["gateway"], keys=[gateway.key.public_jwk()])
     advertise(low, settings)
 
@@ -157,6 +178,6 @@ def serve_approver(
     add_method(low, "hatp/txn/prepare", PrepareRequest, prepare, gate, trust)
     add_method(low, "hatp/txn/estimate", EstimateRequest, estimate, gate)
     add_method(low, "hatp/txn/tighten", TightenRequest, tighten, gate, trust)
-    add_method(low, "hatp/txn/voted", VotedRequest, voted, gate)
+    add_method(low, "hatp/txn/voted", VotedRequest, voted, gate, hold=hold)
     add_method(low, "hatp/txn/abort", AbortRequest, abort, gate, trust)
     return settings

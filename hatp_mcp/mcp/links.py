@@ -306,6 +306,9 @@ class LinkedApprover:
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         return await self._on(lambda a: a.poll(txn_id, requirement_id))
 
+    async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
+        return await self._on(lambda a: a.wait(txn_id, requirement_id, seconds))
+
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         await self._on(lambda a: a.withdraw(txn_id, requirement_id))
 

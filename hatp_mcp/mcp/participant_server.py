@@ -88,11 +88,14 @@ def add_method(
     call: Callable[[M], Awaitable[WireModel]],
     gate: anyio.Semaphore,
     trust: TrustedCoordinators | None = None,
+    hold: Callable[[M], Awaitable[None]] | None = None,
 ) -> None:
     """Register `method`: params validated as `model` (HATP-MCP-2), `call` run, its wire form returned.
 
     With `trust` (every state-changing method), the params as received must prove a trusted coordinator sent them
-    (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8)."""
+    (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8).
+    `hold`, when given, runs next, outside the gate and unshielded: a long poll's wait (a caller that stops waiting
+    ends it); it must bound itself."""
     auth_method = method.rsplit("/", 1)[-1]
 
     async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
@@ -101,6 +104,8 @@ def add_method(
             req = parse(model, body, method)
             if trust is not None:
                 trust.admit(auth_method, body, bind=_names_its_plan(req))
+            if hold is not None:
+                await hold(req)
             # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
             # answer is kept and a repeated request gets it (HATP-MCP-6).
             with anyio.CancelScope(shield=True):

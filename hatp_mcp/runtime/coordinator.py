@@ -69,7 +69,10 @@ from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.runtime.txn_writes import TxnWrites
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
-__all__ = ["BoundsAsker", "CoordinatorRuntime", "TxnResult", "UnjustifiedOutcome", "default_validator"]
+__all__ = ["WATCH_SECONDS", "BoundsAsker", "CoordinatorRuntime", "TxnResult", "UnjustifiedOutcome", "default_validator"]
+
+# How long each long poll on a pending approval asks the gateway to hold (HATP-MCP-40); under its 25 s cap.
+WATCH_SECONDS = 20.0
 
 R = TypeVar("R")
 EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
@@ -146,6 +149,7 @@ class CoordinatorRuntime:
         unbounded_call_seconds: float = 300.0,
         keep_trace: bool = False,
         bounds: BoundsAsker | None = None,
+        watch_seconds: float = WATCH_SECONDS,
     ) -> None:
         self._key = key
         self.keyring = keyring
@@ -160,6 +164,8 @@ class CoordinatorRuntime:
         self._keep_trace = keep_trace
         self._bounds = bounds  # asks each participant's hatp/txn/estimate at begin (HATP-MODE-9); None: not asked
         self.trace: list[tuple[str, Command]] = []  # (txnId, command) when keep_trace: tests look at what was sent
+        self._watch_seconds = watch_seconds  # 0: no long poll, the approval is polled only
+        self._watching: set[tuple[str, str]] = set()  # (txnId, requirementId) with a long poll out
 
     async def run(self, plan: Plan) -> TxnResult:
         """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
@@ -464,3 +470,30 @@ class CoordinatorRuntime:
         except Exception as exc:  # an approver that fails never counts as a yes
             event = CallFailed(branch_id=rid, phase="approval", reason=str(exc)[:500] or type(exc).__name__)
         post(event)
+        if isinstance(event, ApproverReply) and event.vote.get("decision") == "pending":
+            await self._watch(plan.txn_id, rid, event.vote, post)
+
+    async def _watch(self, txn_id: str, rid: str, vote: dict[str, Any], post: Callable[[Event], None]) -> None:
+        """HATP-MCP-40: hold a long poll on a pending approval and hand the machine the decision the moment the
+        gateway has it, instead of at the next poll (`Config.poll_seconds`, which stays as the fallback). One per
+        requirement; it ends with the decision, when the transaction ends (cancelled with the other calls), on any
+        failure (the next poll's pending answer starts it again), and when the approver answers without holding
+        (an older gateway: it is polled only, never hammered)."""
+        wait = getattr(self._approver, "wait", None)
+        if wait is None or self._watch_seconds <= 0 or (txn_id, rid) in self._watching:
+            return
+        self._watching.add((txn_id, rid))
+        try:
+            while True:
+                asked_at = anyio.current_time()  # the event loop's monotonic clock: was the poll held at all?
+                answer = await wait(txn_id, rid, self._watch_seconds)
+                if answer.vote.get("decision") != "pending":
+                    post(ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=None))
+                    return
+                if answer.vote == vote and anyio.current_time() - asked_at < self._watch_seconds / 2:
+                    return  # answered the same pending vote without holding: the poll timer carries on alone
+                vote = answer.vote
+        except Exception:  # polling is the fallback; cancellation (BaseException) passes
+            return
+        finally:
+            self._watching.discard((txn_id, rid))

@@ -28,12 +28,13 @@ from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.directory import Directory, IgnoredCard
 from hatp_mcp.core.humans.estimate import estimate_requirement
 from hatp_mcp.core.humans.evidence import build_answer, build_approval, build_vote
-from hatp_mcp.core.humans.proof import HumanKeys, apply_proof
+from hatp_mcp.core.humans.passkey import RelyingParty, apply_passkey
+from hatp_mcp.core.humans.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.humans.terms import tighten as tighten_terms
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
-from hatp_mcp.core.model.evidence import Vote
+from hatp_mcp.core.model.evidence import PasskeyAssertion, Vote
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.question import QuestionRequest, question_digest
@@ -163,6 +164,7 @@ class GatewayApprover:
         # How often the timer loop looks for proofs `hatp inbox` left (another process: no event reaches us).
         self.proof_poll = proof_poll
         self._changed = anyio.Event()
+        self._moved = anyio.Event()  # set (and replaced) after every write to an ask: wakes the long polls
         # Decision keys as the Directory-verified cards list them: the only keys a decision counts with.
         self.humans = HumanKeys.from_cards(directory.cards())
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
@@ -265,6 +267,7 @@ class GatewayApprover:
         if changed and after.record is not None:
             assert after.vote is not None
             self.store.record_sent(ask_id, "vote", after.vote)
+            self._bump()  # a re-signed deadline is a changed answer (HATP-MCP-40)
             for seat in after.record.seats:
                 if seat.status == "asked":
                     self.store.record_sent(ask_id, "ask", after.record.ask.wire(), recipient=seat.human)
@@ -288,6 +291,45 @@ class GatewayApprover:
         if before.record is not None and after.record is not None:
             await self._notify_new(before.record, after.record)
         return after
+
+    async def decide_passkey(
+        self, ask_id: str, assertion: PasskeyAssertion, rp: RelyingParty, last_count: int, *, via: str = "inbox"
+    ) -> tuple[StoredAsk, int]:
+        """A person decides with their passkey (HATP-GW-67..70): verified against their signed card and recorded,
+        the nonce spent in the same write. Returns the ask and the credential's new sign count. Raises KeyError or
+        HatpError (nothing changes)."""
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        now, counted = self.clock.now(), []
+
+        def change(s: StoredAsk, used: bool) -> StoredAsk:
+            if s.record is None:
+                raise HatpError(
+                    "HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED"
+                )
+            rec, count = apply_passkey(
+                core.tick(s.record, now),
+                assertion,
+                self.directory.card(assertion.human),
+                rp,
+                subject_digest=subject_digest(s.record.ask),
+                now=now,
+                nonce_used=used,
+                last_count=last_count,
+                via=via,
+            )
+            counted.append(count)
+            return s.with_record(rec)
+
+        try:
+            self.store.update_spending(ask_id, assertion.nonce, change)
+        finally:
+            self._changed.set()
+        after = await self._sync(ask_id)
+        if before.record is not None and after.record is not None:
+            await self._notify_new(before.record, after.record)
+        return after, counted[0]
 
     async def _drain(self, ask_id: str) -> None:
         """Verify and apply the proofs `hatp inbox` left for this ask; a refused one is recorded and never counts."""
@@ -444,6 +486,55 @@ class GatewayApprover:
         """An ask as it stands now (time applied, outcome signed). Raises KeyError for an unknown ask."""
         return await self._sync(ask_id)
 
+    async def watch(self, ask_id: str, seconds: float) -> StoredAsk:
+        """HATP-MCP-40, the long poll: the ask as `current` gives it, at once when it is decided, else once its
+        signed answer (vote or evidence) differs from the one it had when the wait began, or after `seconds` (real
+        time: a transport bound, not a protocol deadline; the ask's own deadlines run on the gateway's Clock and end
+        the wait by changing the answer). A decision made in this process wakes it at once; one `hatp inbox` left
+        in the store, within `proof_poll`. Raises KeyError for an unknown ask, before waiting."""
+        first = await self._sync(ask_id)
+        if first.evidence is not None or (first.vote is not None and first.vote.get("decision") != "pending"):
+            return first  # decided (or refused at routing): it will not change, so there is nothing to wait for
+        with anyio.move_on_after(seconds):
+            while True:
+                moved = self._moved
+                latest = self.store.get(ask_id)
+                if latest is None or latest.vote != first.vote or latest.evidence != first.evidence:
+                    break
+                await moved.wait()
+        return await self._sync(ask_id)
+
+    async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
+        """The Approver's long poll (runtime/interfaces.py WatchingApprover): `watch` on a plan ask."""
+        stored = await self.watch(f"{txn_id}/{requirement_id}", seconds)
+        assert stored.vote is not None
+        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+
+    def next_change(self) -> anyio.Event:
+        """An event set at the next write to any ask (the delivery loop waits on it)."""
+        return self._moved
+
+    async def unreachable(self, ask_id: str, human: str, detail: str) -> StoredAsk:
+        """HATP-GW-61: no channel reached `human`; they are excluded and the next person is asked (and told).
+        An ask that closed meanwhile, or a person no longer asked, is left as it is. Raises KeyError."""
+        before = self.store.get(ask_id)
+        if before is None:
+            raise KeyError(ask_id)
+        now = self.clock.now()
+        self.store.update(
+            ask_id, lambda s: s.with_record(core.unreachable(s.record, human, now, detail)) if s.record else s
+        )
+        after = await self._sync(ask_id)
+        self._bump()
+        if before.record is not None and after.record is not None:
+            await self._notify_new(before.record, after.record)
+        self._changed.set()  # the timers: a new person asked has an SLA
+        return after
+
+    def _bump(self) -> None:
+        moved, self._moved = self._moved, anyio.Event()
+        moved.set()
+
     # -- timers ----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -547,6 +638,8 @@ class GatewayApprover:
             self.store.record_sent(ask_id, "vote", after.vote)
         if after.evidence is not None and before.evidence != after.evidence:
             self.store.record_sent(ask_id, str(after.evidence.get("type")), after.evidence)
+        if before.vote != after.vote or before.evidence != after.evidence:
+            self._bump()
         return after
 
     async def _notify_new(self, before: AskRecord | None, after: AskRecord) -> None:

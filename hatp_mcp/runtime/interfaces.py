@@ -25,7 +25,7 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 
-__all__ = ["Approver", "ApproverAnswer", "Participant"]
+__all__ = ["Approver", "ApproverAnswer", "Participant", "WatchingApprover"]
 
 
 class Participant(Protocol):
@@ -81,4 +81,14 @@ class Approver(Protocol):
     async def tighten(self, txn_id: str, requirement_id: str, terms: ApprovalTerms) -> ApproverAnswer:
         """Shrink a pending ask's deadline to `terms.decideBy` (never extend it) and bind `terms` (with the holds'
         end times, holds-first) into what the humans sign; answers the re-signed vote (HATP-GW-30..32)."""
+        ...
+
+
+class WatchingApprover(Approver, Protocol):
+    """An Approver that can hold a poll open (HATP-MCP-40): the coordinator learns of a decision when it is made,
+    not at its next poll. Optional: the runtime uses it when the approver has it, and polls either way."""
+
+    async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
+        """The current answer, once it differs from the one the gateway had when the wait began, or after at most
+        `seconds` (the gateway may hold for less). Raises like `poll`."""
         ...

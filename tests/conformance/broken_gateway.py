@@ -36,13 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet()
     clock = SystemClock()
-    _server, gateway = build(Path(args.data), DEFAULT_ORG, clock, None, args.trusted_coordinators)
+    _server, gateway, deliverer = build(Path(args.data), DEFAULT_ORG, clock, None, args.trusted_coordinators)
     server = MCPServer("hatp-broken-gateway", version="0.0.1", log_level="WARNING")
     serve_approver(server, gateway, trust=AdmitAnyone(None, clock))
     try:
         anyio.run(functools.partial(_run, server, gateway))
     finally:
         gateway.store.close()
+        deliverer.outbox.close()
     return 0
 
 

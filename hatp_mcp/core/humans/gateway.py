@@ -17,7 +17,7 @@ from hatp_mcp.core.humans.authority import check_requirement, plan_money
 from hatp_mcp.core.humans.directory import Criteria, Directory
 from hatp_mcp.core.humans.screen import render_screen
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof
+from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Seat
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
@@ -37,6 +37,7 @@ __all__ = [
     "state_of",
     "tick",
     "transition",
+    "unreachable",
     "withdraw",
 ]
 
@@ -62,6 +63,7 @@ class Event(Enum):
     DEADLINE = "deadline"
     WITHDRAW = "withdraw"
     TIGHTEN = "tighten"  # a shorter deadline and the holds' end times (core/humans/terms.py, HATP-GW-30)
+    UNREACHABLE = "unreachable"  # every delivery channel of an asked person failed (HATP-GW-61)
 
 
 _P, _A, _R, _N = AskState.PENDING, AskState.APPROVED, AskState.REJECTED, AskState.ANSWERED
@@ -77,6 +79,7 @@ TRANSITIONS: dict[tuple[AskState, Event], AskState] = {
     (_P, Event.DEADLINE): _X,
     (_P, Event.WITHDRAW): _W,
     (_P, Event.TIGHTEN): _P,
+    (_P, Event.UNREACHABLE): _P,
     # A transaction aborted after the humans decided: the decision stands, withdrawing is a no-op.
     **{(s, Event.WITHDRAW): s for s in (_A, _R, _N, _X, _E, _W)},
 }
@@ -299,9 +302,11 @@ def decide(
     now: datetime,
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
+    passkey: PasskeyAssertion | None = None,
 ) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
-    `proof` is the person's verified signed decision (core/humans/proof.py), kept in the HumanDecision.
+    `proof` is the person's verified signed decision (core/humans/proof.py), or `passkey` their verified passkey
+    assertion (core/humans/passkey.py), kept in the HumanDecision.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -335,6 +340,7 @@ def decide(
         decided_at=format_ts(now),
         via=via,
         proof=proof,
+        passkey=passkey,
     )
     update: dict[str, Any] = {"state": state.value, "seats": seats, "decisions": [*rec.decisions, hd]}
     if state is not AskState.PENDING:
@@ -383,6 +389,21 @@ def decline(rec: AskRecord, human: str, now: datetime) -> AskRecord:
         }
     )
     return _after_loss(rec, seats, Event.DECLINE, now, human)
+
+
+def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRecord:
+    """HATP-GW-61: an asked person no channel could reach is treated as unavailable: excluded with the rule and
+    `detail` (which channels failed; never an address), and the next person is asked as after a decline. A
+    person who is not (or no longer) asked, or an ask that is closed, is left as it is."""
+    if state_of(rec) is not AskState.PENDING:
+        return rec
+    found = _seat(rec.seats, human)
+    if found is None or found[1].status != "asked":
+        return rec
+    i, seat = found
+    seats = list(rec.seats)
+    seats[i] = seat.model_copy(update={"status": "excluded", "rule": "HATP-GW-61", "detail": detail[:500]})
+    return _after_loss(rec, seats, Event.UNREACHABLE, now, human)
 
 
 def tick(rec: AskRecord, now: datetime) -> AskRecord:

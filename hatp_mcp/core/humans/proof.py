@@ -19,10 +19,11 @@ from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SignatureError,
 from hatp_mcp.core.evidence.signing import sign_model, verify_raw
 from hatp_mcp.core.humans import asks as core_asks
 from hatp_mcp.core.humans import gateway as core_gateway
+from hatp_mcp.core.humans.passkey import RelyingParty, verify_assertion
 from hatp_mcp.core.humans.terms import check_approval_terms, check_proof_terms
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
-from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
+from hatp_mcp.core.model.evidence import Approval, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.wire import WireError, parse
@@ -59,9 +60,12 @@ class HumanKeys:
 
     by_human: Mapping[str, Keyring] = field(default_factory=dict)
     cards: Mapping[str, HumanCard] = field(default_factory=dict)
+    # The inbox's WebAuthn relying party: without it a passkey decision cannot be checked here, and is refused
+    # (HATP-GW-70), never counted unchecked.
+    passkey_rp: RelyingParty | None = None
 
     @classmethod
-    def from_cards(cls, cards: Iterable[HumanCard]) -> HumanKeys:
+    def from_cards(cls, cards: Iterable[HumanCard], passkey_rp: RelyingParty | None = None) -> HumanKeys:
         out: dict[str, Keyring] = {}
         by_id: dict[str, HumanCard] = {}
         for card in cards:
@@ -72,7 +76,7 @@ class HumanKeys:
                     ring.add(PublicKeyEntry.from_jwk(jwk))
             out[card.id] = ring
             by_id[card.id] = card
-        return cls(out, by_id)
+        return cls(out, by_id, passkey_rp)
 
     def keyring_for(self, human: str) -> Keyring | None:
         return self.by_human.get(human)
@@ -228,6 +232,13 @@ def apply_proof(
 ) -> tuple[AskRecord, HumanDecisionProof]:
     """Verify a proof against `rec`'s ask, then apply it. Raises HatpError (verify_proof's, then the core's)."""
     proof = verify_proof(raw, ask=rec.ask, humans=humans, now=now, nonce_used=nonce_used)
+    if "passkey=required" in rec.ask.address and proof.decision in ("approve", "reject"):
+        raise _refuse(
+            "HATP-GW-70",
+            "the group requires a passkey: a decision signed with an Ed25519 key does not count here",
+            "$.proof",
+            "decide in the inbox with the passkey on your card",
+        )
     return apply_decision(rec, proof, now, via), proof
 
 
@@ -237,9 +248,14 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
 
     Raises HatpError HATP-GW-27 (a decision without a proof), the proof's own rule (HATP-GW-19..26) or
     HATP-GW-32 (a proof over other terms than the Approval's)."""
-    ask_id, seen = ask_id_of(approval), set()
+    ask_id, seen = ask_id_of(approval), set[str]()
+    counts: dict[str, int] = {}
+    passkey_group = "passkey=required" in approval.routing.address
     for i, d in enumerate(approval.decisions):
         where = f"{path}.decisions[{i}].proof"
+        if d.passkey is not None or passkey_group:
+            _check_passkey_decision(approval, d, humans, ask_id, counts, seen, f"{path}.decisions[{i}].passkey")
+            continue
         if d.proof is None:
             raise _refuse(
                 "HATP-GW-27",
@@ -262,6 +278,49 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
             raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} appears twice in one approval", f"{where}.nonce")
         seen.add(proof.nonce)
     check_approval_terms(approval, path)
+
+
+def _check_passkey_decision(
+    approval: Approval,
+    d: HumanDecision,
+    humans: HumanKeys,
+    ask_id: str,
+    counts: dict[str, int],
+    seen: set[str],
+    where: str,
+) -> None:
+    """HATP-GW-70: in a `passkey=required` group only a passkey proves a decision; a passkey decision verifies
+    against the approver's signed card (HATP-GW-67..69) with the organisation's relying party, its nonce once."""
+    a = d.passkey
+    if a is None:
+        raise _refuse(
+            "HATP-GW-70",
+            f"{d.approver}'s {d.decision} is not proven by a passkey, and the group requires one",
+            where,
+            "decide in the inbox with the passkey on the card",
+        )
+    if humans.passkey_rp is None:
+        raise _refuse(
+            "HATP-GW-70",
+            "a passkey decision, and no relying party (rpId, origins) to check it with: not checked, not counted",
+            where,
+            "give the verifier the organisation's gateway.json (passkey: rpId, origins)",
+        )
+    if a.human != d.approver or a.decision != d.decision:
+        raise _refuse("HATP-GW-67", "the assertion proves another person or decision", where)
+    if a.nonce in seen:
+        raise _refuse("HATP-GW-26", f"nonce {a.nonce!r} appears twice in one approval", f"{where}.nonce")
+    seen.add(a.nonce)
+    counts[a.credential_id] = verify_assertion(
+        a,
+        humans.cards.get(d.approver),
+        humans.passkey_rp,
+        ask_id=ask_id,
+        subject_digest=approval.plan_digest,
+        decision=d.decision,
+        last_count=counts.get(a.credential_id, 0),
+        path=where,
+    )
 
 
 def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:

@@ -127,14 +127,15 @@ def _check_quorum(approval: Approval, addr: Address, approvers: list[str], path:
 
 def _check_fresh(approval: Approval, now: datetime, max_age: timedelta, path: str) -> None:
     for i, d in enumerate(approval.decisions):
-        assert d.proof is not None  # check_decision_proofs refused a decision without one
-        issued = parse_ts(d.proof.issued_at)
+        proven = d.proof or d.passkey  # an Ed25519 proof, or a passkey assertion (HATP-GW-67)
+        assert proven is not None  # check_decision_proofs refused a decision without either
+        issued = parse_ts(proven.issued_at)
         if issued > now + MAX_SKEW or now - issued > max_age:
             raise _refuse(
                 "HATP-GW-46",
-                f"{d.approver}'s proof was issued at {d.proof.issued_at}; at {format_ts(now)} (the verifier's own "
+                f"{d.approver}'s proof was issued at {proven.issued_at}; at {format_ts(now)} (the verifier's own "
                 f"clock) only proofs from the last {int(max_age.total_seconds())} s count, whatever decidedAt says",
-                f"{path}.decisions[{i}].proof.issuedAt",
+                f"{path}.decisions[{i}].{'proof' if d.proof else 'passkey'}.issuedAt",
                 "DECISION_STALE",
                 "ask the people to decide again",
             )

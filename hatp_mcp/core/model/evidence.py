@@ -22,6 +22,7 @@ __all__ = [
     "Checked",
     "HumanDecision",
     "HumanDecisionProof",
+    "PasskeyAssertion",
     "Preconditions",
     "Quorum",
     "Receipt",
@@ -125,6 +126,26 @@ class HumanDecisionProof(SignedModel):
     terms: ApprovalTerms | None = None
 
 
+class PasskeyAssertion(WireModel):
+    """A person's decision proven with a passkey (spec/gateway.md HATP-GW-67..70): the decided payload
+    (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`), whose SHA-256 over its canonical JSON is the
+    WebAuthn challenge, and the authenticator's assertion over it (base64url members as WebAuthn sends them),
+    made with `credentialId`, a passkey on the person's Directory-signed card."""
+
+    type: Literal["hatp.passkey-assertion"] = "hatp.passkey-assertion"
+    ask_id: Ident
+    subject_digest: str = Field(pattern=DIGEST_PATTERN)
+    human: str = Field(min_length=1, max_length=500)
+    decision: Literal["approve", "reject", "decline", "answer"]
+    nonce: str = Field(min_length=16, max_length=128)
+    issued_at: Timestamp
+    credential_id: str = Field(min_length=1, max_length=1024)
+    authenticator_data: str = Field(min_length=1, max_length=4096)
+    client_data_json: str = Field(alias="clientDataJSON", min_length=1, max_length=8192)
+    signature: str = Field(min_length=1, max_length=1024)
+    user_handle: str | None = Field(default=None, max_length=1024)
+
+
 class HumanDecision(WireModel):
     approver: str = Field(min_length=1, max_length=500)
     decision: Literal["approve", "reject"]
@@ -132,6 +153,8 @@ class HumanDecision(WireModel):
     via: str = Field(default="inbox", max_length=64)
     # The approver's own signed decision (HATP-GW-26); an Approval's verifier checks it against the cards.
     proof: HumanDecisionProof | None = None
+    # Or their passkey assertion (HATP-GW-67..70), checked against the passkey on their signed card.
+    passkey: PasskeyAssertion | None = None
 
 
 class Quorum(WireModel):

@@ -35,11 +35,17 @@ AskStateName = Literal["pending", "approved", "rejected", "answered", "expired",
 
 
 class VotedRequest(WireModel):
-    """hatp/txn/voted: the gateway's current vote on one approval requirement of one transaction."""
+    """hatp/txn/voted: the gateway's current vote on one approval requirement of one transaction.
+
+    `waitSeconds` makes it a long poll (HATP-MCP-40): the gateway answers as soon as its signed answer differs from
+    the one it had when the request arrived (a decision, an expiry, a withdrawal, a re-signed deadline), or after
+    that many seconds (it may hold for less: its own cap), whichever comes first. Absent or 0: answer at once.
+    """
 
     type: Literal["hatp.voted"] = "hatp.voted"
     txn_id: Ident
     requirement_id: Ident
+    wait_seconds: int | None = Field(default=None, ge=0, le=300)
 
 
 class VoteResult(WireModel):

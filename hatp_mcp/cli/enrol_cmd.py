@@ -1,0 +1,106 @@
+"""`hatp enrol`: the operator's side of passkey enrolment (spec/gateway.md HATP-GW-71).
+
+- `hatp enrol code --data GATEWAY_DIR --human H [--hours 24] [--inbox-url URL]`: a one-time enrolment code for
+  person H (stored hashed in the gateway's inbox.db); prints it, and the link to give them when --inbox-url is set.
+- `hatp enrol list --data GATEWAY_DIR`: the registrations the inbox verified, pending, approved or refused.
+- `hatp enrol approve SEQ --data GATEWAY_DIR --org ORG --key DIRECTORY_KEY`: put registration SEQ's passkey on the
+  person's card in ORG/cards and re-sign the card with the Directory's key; the new card is checked against the
+  organisation's well-known document before it is written (a key the well-known does not publish as the
+  Directory's makes a card nobody trusts: refused, nothing written). The gateway uses the card from its next start.
+- `hatp enrol refuse SEQ --data GATEWAY_DIR`.
+Only the operator holding the Directory key can approve: the gateway never signs cards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import secrets
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.store.inbox_state import InboxState
+
+HELP = "passkey enrolment: issue codes, list registrations, approve one onto the Directory-signed card"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="enrol_command", required=True)
+    code = sub.add_parser("code", help="issue a one-time enrolment code for a person")
+    code.add_argument("--data", required=True, help="the gateway's data dir")
+    code.add_argument("--human", required=True, help="the person's human:// id")
+    code.add_argument("--hours", type=float, default=24.0, help="how long the code is valid")
+    code.add_argument("--inbox-url", help="print the enrolment link on this inbox")
+    ls = sub.add_parser("list", help="the registrations the inbox verified")
+    ls.add_argument("--data", required=True)
+    ok = sub.add_parser("approve", help="put a registration's passkey on the card, re-signed by the Directory")
+    ok.add_argument("seq", type=int)
+    ok.add_argument("--data", required=True)
+    ok.add_argument("--org", required=True, help="the organisation dir (.well-known, cards)")
+    ok.add_argument("--key", required=True, help="the Directory's private JWK")
+    no = sub.add_parser("refuse", help="refuse a registration")
+    no.add_argument("seq", type=int)
+    no.add_argument("--data", required=True)
+
+
+def _approve(state: InboxState, seq: int, org: Path, key_file: str) -> int:
+    pending = next((e for e in state.enrolments("pending") if e.seq == seq), None)
+    if pending is None:
+        return fail(f"no pending enrolment {seq}", EXIT_PROBLEMS)
+    key = SigningKey.from_jwk(read_json(key_file))
+    well_known = read_json(str(org / ".well-known" / "human-card.json"))
+    for path in sorted((org / "cards").glob("*.json")):
+        doc = read_json(str(path))
+        if isinstance(doc, dict) and doc.get("id") == pending.human:
+            break
+    else:
+        return fail(f"no card for {pending.human} in {org / 'cards'}", EXIT_PROBLEMS)
+    body = {k: v for k, v in doc.items() if k != "signature"}
+    entry = {"type": "passkey", "id": pending.credential_id, "publicKey": pending.public_key}
+    body["keys"] = [*body.get("keys", []), entry]
+    body["issuedAt"] = format_ts(datetime.now(UTC))
+    card = sign_object(body, key)
+    directory, ignored = Directory.load(well_known, [card])
+    if directory.card(pending.human) is None:
+        why = ignored[0].rule + " " + ignored[0].reason if ignored else "not trusted"
+        return fail(f"the re-signed card would not be trusted ({why}); nothing written", EXIT_PROBLEMS)
+    path.write_text(json.dumps(card, indent=1) + "\n")
+    state.settle_enrolment(seq, "approved")
+    print(f"enrolment {seq}: {pending.human}'s card now lists passkey {pending.credential_id} ({path})")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    data = Path(args.data)
+    if not data.is_dir():
+        return fail(f"{data}: not a gateway data dir")
+    state = InboxState(data)
+    try:
+        if args.enrol_command == "code":
+            code = secrets.token_urlsafe(24)
+            expires = format_ts(datetime.now(UTC) + timedelta(hours=args.hours))
+            state.add_enrol_code(hashlib.sha256(code.encode()).hexdigest(), args.human, expires)
+            print(f"{args.inbox_url.rstrip('/')}/enrol?code={code}" if args.inbox_url else code)
+            return EXIT_OK
+        if args.enrol_command == "list":
+            print_json([_row(e) for e in state.enrolments()])
+            return EXIT_OK
+        if args.enrol_command == "refuse":
+            state.settle_enrolment(args.seq, "refused")
+            return EXIT_OK
+        return _approve(state, args.seq, Path(args.org), args.key)
+    except InputError as exc:
+        return fail(str(exc))
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    finally:
+        state.close()
+
+
+def _row(e: object) -> dict[str, object]:
+    return {k: getattr(e, k) for k in ("seq", "human", "credential_id", "public_key", "registered_at", "state")}

@@ -1,0 +1,418 @@
+"""The web inbox: a Starlette app the gateway process serves (`servers.gateway --inbox-port N`, spec/gateway.md
+HATP-GW-72..74). A person signs in with a passkey on their Directory-signed card, sees only the asks they were
+asked, opens one and decides with their passkey: the decision's WebAuthn challenge is the SHA-256 of the canonical
+JSON of {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67), kept server-side by its nonce and usable
+once; the gateway verifies the assertion against the card (core/humans/passkey.py) and records it.
+
+Safe by default:
+- every POST proves where it comes from: its Origin is the inbox's own (exact, port included) and it carries the
+  CSRF token (`X-CSRF-Token`) bound to the session, or before sign-in to the `hatp_csrf` cookie (double submit);
+  anything else is refused 403 and changes nothing (HATP-GW-73);
+- every response carries a strict Content-Security-Policy (`default-src 'none'`, scripts and fetches from the
+  inbox's own origin only, no inline script, no framing), `nosniff`, `no-referrer`, `no-store`;
+- sessions are random ids in an HttpOnly, SameSite=Strict cookie, expire after `session_seconds` on the Clock,
+  and end at sign-out; pages never show a contact detail (pages.py).
+An ask that is not the signed-in person's answers 404, the same as an ask that does not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from webauthn import generate_registration_options, verify_authentication_response, verify_registration_response
+from webauthn.helpers import options_to_json
+from webauthn.helpers.cose import COSEAlgorithmIdentifier
+from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, unb64u
+from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.card import HumanCard
+from hatp_mcp.core.model.evidence import PasskeyAssertion
+from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.store.inbox_state import InboxState, Session
+from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
+
+__all__ = ["CSP", "Inbox"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+SESSION_COOKIE = "hatp_session"
+CSRF_COOKIE = "hatp_csrf"
+CHALLENGE_SECONDS = 300
+
+
+class Inbox:
+    def __init__(
+        self,
+        gateway: GatewayApprover,
+        state: InboxState,
+        rp: RelyingParty,
+        clock: Clock,
+        *,
+        session_seconds: float = 900,
+    ) -> None:
+        self.gateway = gateway
+        self.state = state
+        self.rp = rp
+        self.clock = clock
+        self.session_seconds = session_seconds
+        self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
+        self.app = Starlette(
+            routes=[
+                Route("/", self.home, methods=["GET"]),
+                Route("/static/inbox.js", self.script, methods=["GET"]),
+                Route("/signin/options", self.signin_options, methods=["POST"]),
+                Route("/signin", self.signin, methods=["POST"]),
+                Route("/signout", self.signout, methods=["POST"]),
+                Route("/enrol", self.enrol_page, methods=["GET"]),
+                Route("/enrol/options", self.enrol_options, methods=["POST"]),
+                Route("/enrol/register", self.enrol_register, methods=["POST"]),
+                Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
+                Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
+                Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
+            ]
+        )
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return format_ts(self.clock.now())
+
+    def _session(self, request: Request) -> Session | None:
+        sid = request.cookies.get(SESSION_COOKIE)
+        return self.state.session(sid, self._now()) if sid else None
+
+    @staticmethod
+    def _secure(response: Response) -> Response:
+        for k, v in _HEADERS.items():
+            response.headers[k] = v
+        return response
+
+    def _html(self, request: Request, body: str, status: int = 200) -> Response:
+        return self._secure(HTMLResponse(body, status))
+
+    def _json(self, data: dict[str, Any], status: int = 200) -> Response:
+        return self._secure(JSONResponse(data, status))
+
+    def _refuse(self, status: int, error: str, rule: str | None = None) -> Response:
+        return self._json({"error": error, **({"rule": rule} if rule else {})}, status)
+
+    def _csrf_ok(self, request: Request, session: Session | None) -> bool:
+        """HATP-GW-73: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
+        double-submitted cookie's)."""
+        origin = request.headers.get("origin")
+        if origin is None or origin not in self.rp.origins:
+            return False
+        sent = request.headers.get("x-csrf-token", "")
+        expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
+        return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
+
+    def _mine(self, human: str) -> list[AskRecord]:
+        out = []
+        for s in self.gateway.store.asks():
+            if s.record is not None and any(
+                seat.human == human and seat.status in ("asked", "decided") for seat in s.record.seats
+            ):
+                out.append(s.record)
+        return out
+
+    def _card(self, human: str) -> HumanCard | None:
+        return self.gateway.directory.card(human)
+
+    # -- pages ------------------------------------------------------------------------------------------------
+
+    async def script(self, request: Request) -> Response:
+        return self._secure(Response(INBOX_JS, media_type="text/javascript"))
+
+    async def home(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+            response = self._html(request, signin_page(token))
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+            return response
+        return self._html(request, list_page(session.human, self._mine(session.human), session.csrf))
+
+    async def show(self, request: Request) -> Response:
+        session = self._session(request)
+        ask_id = request.path_params["ask_id"]
+        if session is None:  # a link from a notice: sign in, then come back here
+            return self._secure(RedirectResponse(f"/?next={quote('/asks/' + ask_id, safe='/')}", 303))
+        rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
+        if rec is None:
+            return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
+        can = rec.state == "pending" and any(s.human == session.human and s.status == "asked" for s in rec.seats)
+        return self._html(request, ask_page(rec, session.human, can, session.csrf))
+
+    # -- sign-in ----------------------------------------------------------------------------------------------
+
+    async def signin_options(self, request: Request) -> Response:
+        if not self._csrf_ok(request, None):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        nonce = secrets.token_urlsafe(18)
+        challenge = secrets.token_bytes(32)
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        self.state.keep_challenge(nonce, "signin", None, {"challenge": b64u(challenge)}, expires, self._now())
+        return self._json(
+            {
+                "nonce": nonce,
+                "challenge": b64u(challenge),
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": [],
+            }
+        )
+
+    async def signin(self, request: Request) -> Response:
+        if not self._csrf_ok(request, None):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        body = await _body(request)
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
+        credential = body.get("credential") or {}
+        if kept is None:
+            return self._refuse(400, "unknown, used or expired sign-in challenge", "HATP-GW-67")
+        found = self._credential(str(credential.get("id", "")))
+        if found is None:
+            return self._refuse(403, "this passkey is not on any signed card", "HATP-GW-68")
+        card, public_key = found
+        try:
+            verified = verify_authentication_response(
+                credential=credential,
+                expected_challenge=unb64u(kept[1]["challenge"]),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                credential_public_key=public_key,
+                credential_current_sign_count=self.state.sign_count(str(credential["id"])),
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError) as exc:
+            return self._refuse(403, f"sign-in refused: {str(exc)[:200]}", "HATP-GW-68")
+        self.state.set_sign_count(str(credential["id"]), int(verified.new_sign_count))
+        session = Session(
+            secrets.token_urlsafe(32),
+            card.id,
+            secrets.token_urlsafe(32),
+            format_ts(self.clock.now() + timedelta(seconds=self.session_seconds)),
+        )
+        self.state.open_session(session)
+        response = self._json({"human": card.id})
+        response.set_cookie(
+            SESSION_COOKIE,
+            session.sid,
+            max_age=int(self.session_seconds),
+            httponly=True,
+            samesite="strict",
+            path="/",
+            secure=self._https,
+        )
+        return response
+
+    def _credential(self, credential_id: str) -> tuple[HumanCard, bytes] | None:
+        for card in self.gateway.directory.cards():
+            for k in card.keys:
+                if k.type == "passkey" and k.id == credential_id:
+                    return card, unb64u(k.public_key)
+        return None
+
+    async def signout(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        self.state.end_session(session.sid)
+        response = self._json({"signedOut": True})
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    # -- enrolment (HATP-GW-71) ---------------------------------------------------------------------------------
+
+    async def enrol_page(self, request: Request) -> Response:
+        session = self._session(request)
+        token = session.csrf if session is not None else (request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32))
+        response = self._html(request, enrol_page(token))
+        if session is None:
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+        return response
+
+    def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
+        """Who may register: the holder of an unexpired one-time code the operator issued, or a signed-in person
+        (adding a passkey). Returns (human, code hash or None)."""
+        if code:
+            code_hash = hashlib.sha256(code.encode()).hexdigest()
+            human = self.state.enrol_code(code_hash, self._now())
+            return (human, code_hash) if human is not None else None
+        return (session.human, None) if session is not None else None
+
+    async def enrol_options(self, request: Request) -> Response:
+        session = self._session(request)
+        if not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        who = self._enrolling(session, str((await _body(request)).get("code", "")))
+        if who is None or self._card(who[0]) is None:
+            return self._refuse(403, "no valid enrolment code, and not signed in", "HATP-GW-71")
+        human, code_hash = who
+        card = self._card(human)
+        existing = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
+        options = generate_registration_options(
+            rp_id=self.rp.rp_id,
+            rp_name="HATP inbox",
+            user_name=human,
+            user_id=hashlib.sha256(human.encode()).digest()[:16],
+            user_display_name=card.display_name if card is not None else human,
+            authenticator_selection=AuthenticatorSelectionCriteria(
+                resident_key=ResidentKeyRequirement.REQUIRED, user_verification=UserVerificationRequirement.REQUIRED
+            ),
+            supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            exclude_credentials=[PublicKeyCredentialDescriptor(id=unb64u(c)) for c in existing],
+        )
+        nonce = secrets.token_urlsafe(18)
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        kept = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        self.state.keep_challenge(nonce, "enrol", human, kept, expires, self._now())
+        return self._json({"nonce": nonce, "publicKey": json.loads(options_to_json(options))})
+
+    async def enrol_register(self, request: Request) -> Response:
+        session = self._session(request)
+        if not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        body = await _body(request)
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "enrol", self._now())
+        if kept is None or kept[0] is None:
+            return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-71")
+        human, payload = kept[0], kept[1]
+        try:
+            verified = verify_registration_response(
+                credential=body.get("credential") or {},
+                expected_challenge=unb64u(payload["challenge"]),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                require_user_verification=True,
+                supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            )
+        except (InvalidRegistrationResponse, ValueError, KeyError, TypeError) as exc:
+            return self._refuse(403, f"registration refused: {str(exc)[:200]}", "HATP-GW-71")
+        try:
+            seq = self.state.register(
+                payload.get("codeHash"),
+                human,
+                b64u(verified.credential_id),
+                b64u(verified.credential_public_key),
+                self._now(),
+            )
+        except (KeyError, sqlite3.IntegrityError):
+            return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-71")
+        return self._json({"enrolment": seq, "state": "pending", "human": human})
+
+    # -- deciding ---------------------------------------------------------------------------------------------
+
+    async def challenge(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        ask_id = request.path_params["ask_id"]
+        rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
+        decision = (await _body(request)).get("decision")
+        if rec is None:
+            return self._refuse(404, "no such ask")
+        if decision not in ("approve", "reject", "decline"):
+            return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-67")
+        card = self._card(session.human)
+        # only real credential ids (base64url): a card may still list a placeholder entry
+        creds = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
+        if not creds:
+            return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-68")
+        nonce, issued = secrets.token_urlsafe(18), self._now()
+        subject = subject_digest(rec.ask)
+        payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
+        expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
+        self.state.keep_challenge(nonce, "decide", session.human, payload, expires, self._now())
+        challenge = decision_challenge(ask_id, subject, decision, nonce, issued)
+        return self._json(
+            {
+                "nonce": nonce,
+                "challenge": b64u(challenge),
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": creds,
+                "payload": payload,
+            }
+        )
+
+    async def decide(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None or not self._csrf_ok(request, session):
+            return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        ask_id = request.path_params["ask_id"]
+        body = await _body(request)
+        kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())
+        if kept is None or kept[0] != session.human or kept[1].get("askId") != ask_id:
+            return self._refuse(400, "unknown, used or expired challenge for this ask", "HATP-GW-67")
+        payload, credential = kept[1], body.get("credential") or {}
+        response = credential.get("response") or {}
+        try:
+            assertion = PasskeyAssertion(
+                ask_id=payload["askId"],
+                subject_digest=payload["subjectDigest"],
+                human=session.human,
+                decision=payload["decision"],
+                nonce=payload["nonce"],
+                issued_at=payload["issuedAt"],
+                credential_id=str(credential.get("id", "")),
+                authenticator_data=str(response.get("authenticatorData", "")),
+                client_data_json=str(response.get("clientDataJSON", "")),
+                signature=str(response.get("signature", "")),
+                user_handle=response.get("userHandle") or None,
+            )
+            last = self.state.sign_count(assertion.credential_id)
+            after, count = await self.gateway.decide_passkey(ask_id, assertion, self.rp, last, via="inbox-passkey")
+        except HatpError as exc:
+            return self._refuse(403, exc.reason[:300], exc.rule)
+        except (ValueError, KeyError) as exc:
+            return self._refuse(400, f"unreadable assertion: {str(exc)[:200]}", "HATP-GW-68")
+        self.state.set_sign_count(assertion.credential_id, count)
+        return self._json({"state": after.state})
+
+
+def _is_b64u(text: str) -> bool:
+    try:
+        return b64u(unb64u(text)) == text
+    except ValueError:
+        return False
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object a POST carries; anything else is an empty object (the handlers then refuse it)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

@@ -1,0 +1,85 @@
+"""Passkey enrolment end to end in Chromium (HATP-GW-71): the operator issues a one-time code, the person registers
+a passkey in the inbox (verified with py_webauthn, UV required), it does not count until the operator approves it,
+which re-signs the card with the Directory's key; after the gateway restarts on the new card the person signs in
+with that passkey. A spent code registers nothing more."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hatp_mcp.cli import main as hatp
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.org import load_directory
+from tests.acme_org import h
+from tests.web.chromium import chromium_page
+from tests.web.inbox_fixture import serve_inbox
+
+pytestmark = pytest.mark.anyio
+
+ORG = Path(__file__).resolve().parents[2] / "spec" / "fixtures" / "org"
+DONE = "#message:text-matches('^(Registered|Not registered|Sign-in failed)')"
+
+
+def cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = hatp(list(args))
+    return rc, out.getvalue().strip()
+
+
+async def test_HATP_GW_71_a_passkey_registered_with_a_code_counts_only_once_the_operator_re_signs_the_card(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    org = tmp_path / "org"
+    shutil.copytree(ORG, org)
+    data = tmp_path / "gateway"
+    data.mkdir()
+    with anyio.fail_after(90):
+        async with chromium_page() as (_context, page, _cdp, _auth):
+            async with serve_inbox(data, clock, org) as served:
+                rc, code = cli("enrol", "code", "--data", str(data), "--human", h("erin"))
+                assert rc == 0 and code
+                await page.goto(f"{served.origin}/enrol?code={code}")
+                await page.click("#enrol")
+                await page.wait_for_selector(DONE)
+                registered = await page.locator("#message").inner_text()
+                await page.goto(f"{served.origin}/enrol?code={code}")  # the same code again
+                await page.click("#enrol")
+                await page.wait_for_selector(DONE)
+                spent = await page.locator("#message").inner_text()
+                await page.goto(served.origin + "/")
+                await page.click("#signin")
+                await page.wait_for_selector(DONE)
+                before = await page.locator("#message").inner_text()
+            rc_list, listed = cli("enrol", "list", "--data", str(data))
+            (pending,) = json.loads(listed)
+            wrong, _ = cli(  # the gateway's key is not the Directory's: nothing is written
+                "enrol", "approve", "1", "--data", str(data), "--org", str(org),
+                "--key", str(org / "test-only-keys" / "gateway.private.jwk.json"),
+            )  # fmt: skip
+            untouched = load_directory(org)[0].card(h("erin"))
+            rc_ok, approved = cli(
+                "enrol", "approve", "1", "--data", str(data), "--org", str(org),
+                "--key", str(org / "test-only-keys" / "directory.private.jwk.json"),
+            )  # fmt: skip
+            async with serve_inbox(data, clock, org) as restarted:  # the gateway restarts on the new card
+                await page.goto(restarted.origin + "/")
+                await page.click("#signin")
+                await page.wait_for_selector("#empty, #asks")
+                signed_in = await page.locator("main").inner_text()
+    assert registered == "Registered: enrolment 1 is pending until your operator approves it."
+    assert spent.startswith("Not registered: no valid enrolment code")
+    assert before == "Sign-in failed: this passkey is not on any signed card"
+    assert rc_list == 0 and (pending["human"], pending["state"]) == (h("erin"), "pending")
+    assert wrong == 1 and untouched is not None and not any(k.id == pending["credential_id"] for k in untouched.keys)
+    assert rc_ok == 0 and pending["credential_id"] in approved
+    card = load_directory(org)[0].card(h("erin"))
+    assert card is not None and any(k.type == "passkey" and k.id == pending["credential_id"] for k in card.keys)
+    assert f"Signed in as {h('erin')}" in signed_in

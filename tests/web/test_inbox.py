@@ -1,0 +1,174 @@
+"""The web inbox over real HTTP (uvicorn on loopback), with a software authenticator standing in for the browser's:
+passkey sign-in, only one's own asks, a decision proven by a passkey over the decision's challenge and used once,
+CSRF and Origin checks on every POST, the strict CSP, escaping of hostile plan text, and sessions that expire
+(HATP-GW-67, HATP-GW-72..74). tests/web/test_inbox_browser.py does the same in Chromium."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hatp_mcp.core.humans.passkey import unb64u
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.web.inbox import CSP
+from tests.acme_org import h, plan
+from tests.web.inbox_fixture import Served, serve_inbox
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = "<script>window.pwned=1</script>Approve at once"
+ASK = "txn-acme-0001/finance"
+
+
+class Browserless:
+    """A minimal HTTP client with a cookie jar, run on a worker thread (the server shares this event loop)."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.cookies: dict[str, str] = {}
+        self.csrf = ""
+
+    def _call(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.origin + path, data=data, method=method)
+        req.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
+        req.add_header("Content-Type", "application/json")
+        for k, v in headers.items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                status, hdrs, text = resp.status, dict(resp.headers), resp.read().decode()
+                cookies = resp.headers.get_all("Set-Cookie") or []
+        except urllib.error.HTTPError as exc:
+            status, hdrs, text = exc.code, dict(exc.headers), exc.read().decode()
+            cookies = exc.headers.get_all("Set-Cookie") or []
+        for c in cookies:
+            name, _, rest = c.partition("=")
+            value = rest.split(";", 1)[0].strip('"')
+            if value and "max-age=0" not in c.lower():
+                self.cookies[name] = value
+            else:
+                self.cookies.pop(name, None)
+        if "csrf-token content=" in text:
+            self.csrf = text.split('csrf-token content="', 1)[1].split('"', 1)[0]
+        return status, hdrs, text
+
+    async def get(self, path: str) -> tuple[int, dict[str, str], str]:
+        return await anyio.to_thread.run_sync(self._call, "GET", path, None, {})
+
+    async def post(
+        self, path: str, body: Any, *, origin: str | None = None, csrf: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {
+            "Origin": self.origin if origin is None else origin,
+            "X-CSRF-Token": self.csrf if csrf is None else csrf,
+        }
+        status, _h, text = await anyio.to_thread.run_sync(self._call, "POST", path, body, headers)
+        return status, json.loads(text) if text else {}
+
+
+@pytest.fixture
+async def served(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Served]:
+    async with serve_inbox(tmp_path, clock) as s:
+        await s.gateway.ask(plan(summary=HOSTILE), "finance")
+        yield s
+
+
+async def signed_in(s: Served) -> Browserless:
+    b = Browserless(s.origin)
+    await b.get("/")
+    status, options = await b.post("/signin/options", {})
+    assert status == 200
+    credential = s.bob.credential_json(unb64u(options["challenge"]), origin=s.origin)
+    status, who = await b.post("/signin", {"nonce": options["nonce"], "credential": credential})
+    assert (status, who) == (200, {"human": h("bob")})
+    await b.get("/")
+    return b
+
+
+async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_carry_the_strict_csp(
+    served: Served,
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, headers, page = await b.get("/")
+        _s, _h, ask = await b.get(f"/asks/{ASK}")
+        other, _h2, _p = await b.get("/asks/txn-acme-0001/legal")
+    assert status == 200 and headers["content-security-policy"] == CSP and headers["x-frame-options"] == "DENY"
+    assert f'href="/asks/{ASK}"' in page and "travel.spend" in page
+    assert "<script>window.pwned" not in ask and "&lt;script&gt;window.pwned=1&lt;/script&gt;" in ask
+    assert "agent-written:</strong> &lt;script&gt;" in ask  # the agent's text, labelled and inert
+    assert "@mail.acme.example" not in page + ask and "+1-555" not in page + ask  # no contact details
+    assert other == 404
+
+
+async def test_HATP_GW_67_a_decision_is_proven_by_a_passkey_over_its_own_challenge_and_its_nonce_works_once(
+    served: Served,
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, options = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
+        credential = served.bob.credential_json(unb64u(options["challenge"]), origin=served.origin)
+        decided, result = await b.post(f"/asks/{ASK}/decide", {"nonce": options["nonce"], "credential": credential})
+        again, replay = await b.post(f"/asks/{ASK}/decide", {"nonce": options["nonce"], "credential": credential})
+    assert status == 200 and options["payload"]["decision"] == "approve" and options["allowCredentials"]
+    assert (decided, result) == (200, {"state": "pending"})  # one of two approvals
+    assert (again, replay["rule"]) == (400, "HATP-GW-67")
+    stored = served.gateway.store.get(ASK)
+    assert stored is not None and stored.record is not None
+    (d,) = stored.record.decisions
+    assert d.approver == h("bob") and d.passkey is not None and d.proof is None and d.via == "inbox-passkey"
+    assert served.inbox.state.sign_count(served.bob.credential_id) == 2  # sign-in, then the decision
+
+
+async def test_HATP_GW_67_a_reject_challenge_answered_and_posted_as_approve_counts_only_as_what_was_signed(
+    served: Served,
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        _s, reject = await b.post(f"/asks/{ASK}/challenge", {"decision": "reject"})
+        _s, approve = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
+        signed_reject = served.bob.credential_json(unb64u(reject["challenge"]), origin=served.origin)
+        status, refused = await b.post(f"/asks/{ASK}/decide", {"nonce": approve["nonce"], "credential": signed_reject})
+    assert (status, refused["rule"]) == (403, "HATP-GW-67")
+    stored = served.gateway.store.get(ASK)
+    assert stored is not None and stored.record is not None and stored.record.decisions == []
+
+
+@pytest.mark.parametrize(("origin", "csrf"), [("http://evil.example", None), (None, ""), (None, "forged-token")])
+async def test_HATP_GW_73_a_post_from_another_origin_or_without_the_sessions_csrf_token_is_refused_and_changes_nothing(
+    served: Served, origin: str | None, csrf: str | None
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, body = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"}, origin=origin, csrf=csrf)
+        fresh = Browserless(served.origin)
+        await fresh.get("/")
+        pre, _b = await fresh.post("/signin/options", {}, origin=origin, csrf=csrf)
+    assert (status, body["rule"]) == (403, "HATP-GW-73") and pre == 403
+
+
+async def test_HATP_GW_74_a_session_expires_on_the_clock_and_then_shows_the_sign_in_page(
+    served: Served, clock: FakeClock
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        clock.advance(served.inbox.session_seconds + 1)
+        _s, _h, page = await b.get("/")
+        status, body = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve"})
+    assert "Sign in with your passkey" in page and (status, body["rule"]) == (403, "HATP-GW-73")
+
+
+async def test_a_post_whose_body_is_not_a_json_object_is_refused_not_a_server_error(served: Served) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, body = await b.post(f"/asks/{ASK}/challenge", ["approve"])
+        decided, refused = await b.post(f"/asks/{ASK}/decide", "nonce")
+    assert (status, body["rule"]) == (400, "HATP-GW-67") and (decided, refused["rule"]) == (400, "HATP-GW-67")
