@@ -18,6 +18,7 @@ import json
 import smtplib
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from email.message import EmailMessage
 from typing import Any, Protocol
 
@@ -115,7 +116,9 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Non
         raise DeliveryFailed(f"HTTP {status}")
 
 
-class _Webhook:
+class _Webhook(ABC):
+    """A signed webhook channel; each kind says what its JSON body is."""
+
     kind = ""
 
     def __init__(self, settings: WebhookSettings, clock: Clock, timeout: float) -> None:
@@ -123,8 +126,8 @@ class _Webhook:
         self._clock = clock
         self._timeout = timeout
 
-    def body(self, address: str, notice: Notice) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def body(self, address: str, notice: Notice) -> dict[str, Any]: ...
 
     async def send(self, address: str, notice: Notice) -> None:
         body = json.dumps(self.body(address, notice), separators=(",", ":")).encode()
