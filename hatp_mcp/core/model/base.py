@@ -30,12 +30,18 @@ __all__ = [
     "Timestamp",
     "WireModel",
     "format_ts",
+    "is_decimal_text",
     "parse_ts",
 ]
 
 _TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 _DEC = re.compile(r"^-?(0|[1-9]\d{0,17})(\.\d{1,18})?$")
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
+
+
+def is_decimal_text(text: str) -> bool:
+    """Whether `text` is a wire decimal (DecimalStr): at most 18 digits on each side of the point, no exponent."""
+    return _DEC.match(text) is not None
 
 
 @lru_cache(maxsize=4096)
