@@ -6,58 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
+from tests.crash.child_process import Child, finish
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")
 TXN = "txn-crash-0001"
-
-
-class Child:
-    """A child process whose stdout is read line by line without buffering surprises (select, then os.read)."""
-
-    def __init__(self, workdir: Path, mode: str, pause_at: int = 0) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), str(workdir), mode, str(pause_at)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=ROOT,
-        )
-        self.buffer = b""
-        self.lines: list[str] = []
-
-    def read_until(self, marker: str, timeout: float = 30.0) -> list[str]:
-        """Bounded: each wait for output is a select with a timeout, never a sleep."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while True:
-            while b"\n" in self.buffer:
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                self.lines.append(line.decode())
-                if self.lines[-1].startswith(marker):
-                    return self.lines
-            ready, _, _ = select.select([fd], [], [], timeout)
-            assert ready, f"child said nothing for {timeout}s; so far {self.lines}"
-            chunk = os.read(fd, 65536)
-            assert chunk, f"child exited before {marker!r}: {self.lines}"
-            self.buffer += chunk
-
-
-def finish(child: Child) -> list[str]:
-    lines = child.read_until("STEPS")
-    assert child.proc.wait(timeout=30) == 0
-    return lines
 
 
 def effects(workdir: Path) -> list[str]:
@@ -84,7 +43,7 @@ def check_all_or_nothing(workdir: Path, outcome: str) -> None:
 def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_step(tmp_path: Path) -> None:
     baseline = tmp_path / "baseline"
     baseline.mkdir()
-    lines = finish(Child(baseline, "run"))
+    lines = finish(Child(CHILD, baseline, "run"))
     assert "DONE COMMITTED" in lines
     steps = int(lines[-1].split()[1])
     said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
@@ -97,11 +56,11 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
     for pause_at in range(1, steps):
         workdir = tmp_path / f"kill-{pause_at}"
         workdir.mkdir()
-        child = Child(workdir, "run", pause_at)
+        child = Child(CHILD, workdir, "run", pause_at)
         child.read_until("PAUSED")
         os.kill(child.proc.pid, signal.SIGKILL)  # HATP-TXN-12: the coordinator dies with step pause_at on disk
         assert child.proc.wait(timeout=30) == -signal.SIGKILL
-        replacement = finish(Child(workdir, "recover"))
+        replacement = finish(Child(CHILD, workdir, "recover"))
         outcome = next(line.split()[1] for line in replacement if line.startswith("DONE"))
         check_all_or_nothing(workdir, outcome)
         record = json.loads((workdir / "record.json").read_text())

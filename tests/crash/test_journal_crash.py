@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,45 +15,9 @@ import pytest
 
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.journal.record import verify_journal
+from tests.crash.child_process import Child, finish
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("journal_child.py")
-
-
-class Child:
-    """A child process whose stdout is read line by line (select, then os.read: bounded, never a sleep)."""
-
-    def __init__(self, workdir: Path, mode: str, pause_at: int = 0) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), str(workdir), mode, str(pause_at)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            cwd=ROOT,
-        )
-        self.buffer = b""
-        self.lines: list[str] = []
-
-    def read_until(self, marker: str, timeout: float = 30.0) -> list[str]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while True:
-            while b"\n" in self.buffer:
-                line, self.buffer = self.buffer.split(b"\n", 1)
-                self.lines.append(line.decode())
-                if self.lines[-1].startswith(marker):
-                    return self.lines
-            ready, _, _ = select.select([fd], [], [], timeout)
-            assert ready, f"child said nothing for {timeout}s; so far {self.lines}"
-            chunk = os.read(fd, 65536)
-            assert chunk, f"child exited before {marker!r}: {self.lines}"
-            self.buffer += chunk
-
-
-def finish(child: Child) -> list[str]:
-    lines = child.read_until("STEPS")
-    assert child.proc.wait(timeout=30) == 0
-    return lines
 
 
 def check(workdir: Path) -> None:
@@ -89,7 +50,7 @@ def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_
 ) -> None:
     baseline = tmp_path / "baseline"
     baseline.mkdir()
-    lines = finish(Child(baseline, "run"))
+    lines = finish(Child(CHILD, baseline, "run"))
     assert "DONE ROLLED_BACK" in lines
     said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
     assert said[:3] == ["journal append 1", "journal append 2", "shop did mark saga-crash-882:s1:1"], said
@@ -103,11 +64,11 @@ def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_
     for pause_at in range(1, steps + 1):
         workdir = tmp_path / f"kill-{pause_at}"
         workdir.mkdir()
-        child = Child(workdir, "run", pause_at)
+        child = Child(CHILD, workdir, "run", pause_at)
         child.read_until("PAUSED")
         os.kill(child.proc.pid, signal.SIGKILL)  # dies with step pause_at on disk and nothing after it
         assert child.proc.wait(timeout=30) == -signal.SIGKILL
-        lines = finish(Child(workdir, "recover"))
+        lines = finish(Child(CHILD, workdir, "recover"))
         recovered.update(line.split()[1] for line in lines if line.startswith("DONE"))
         check(workdir)
         record = json.loads((workdir / "record.json").read_text())
