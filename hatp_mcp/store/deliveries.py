@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from hatp_mcp.core.humans.notice import Notice, NoticeKind
-from hatp_mcp.store.sqlite import json_text, open_db
+from hatp_mcp.store.sqlite import immediate, json_text, open_db
 
 __all__ = ["DELIVERIES_DB", "Delivery", "DeliveryStore"]
 
@@ -72,16 +71,8 @@ class DeliveryStore:
         with self._lock:
             self._conn.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[None]:
+        return immediate(self._conn, self._lock)
 
     def enqueue(self, notice: Notice, at: str, state: str = "queued") -> bool:
         """Queue `notice`, due at `at`; False (and nothing changes) when its key is already queued or sent.

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import open_db
+from hatp_mcp.store.sqlite import immediate, open_db
 
 __all__ = ["DB_NAME", "SQLITE_SCHEMA", "GatewayStore", "SqliteGatewayStore", "StoredAsk", "StoredProof"]
 
@@ -154,16 +154,8 @@ class SqliteGatewayStore:
         with self._lock:
             self._conn.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[None]:
+        return immediate(self._conn, self._lock)
 
     @staticmethod
     def _row(row: tuple[Any, ...]) -> StoredAsk:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.store.sqlite import json_text, open_db
+from hatp_mcp.store.sqlite import immediate, json_text, open_db
 
 __all__ = ["INBOX_DB", "Enrolment", "InboxState", "Session"]
 
@@ -86,16 +85,8 @@ class InboxState:
         with self._lock:
             self._conn.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[None]:
+        return immediate(self._conn, self._lock)
 
     def open_session(self, session: Session) -> None:
         with self._tx():

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["json_text", "open_db"]
+__all__ = ["immediate", "json_text", "open_db"]
 
 
 def json_text(obj: Any) -> str:
@@ -41,3 +44,18 @@ def open_db(path: str | Path, *, check_same_thread: bool = False) -> sqlite3.Con
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection, lock: threading.Lock) -> Iterator[None]:
+    """One write transaction on a connection shared by threads: the lock held, BEGIN IMMEDIATE (so another process
+    waits rather than reads stale rows), COMMIT when the block ends, ROLLBACK when anything (cancellation too)
+    leaves it."""
+    with lock:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
