@@ -8,7 +8,8 @@
 (a name, then `http(s)://...` or `stdio:MODULE[:DATA]`, or an object `{"url"}` / `{"module", "data", "args"}`,
 optionally with the only `tools` an undo may call there). An agent registers each undo as `{server, tool,
 arguments}` naming one of those servers; nothing else can be called and no command is ever run. State (SQLite)
-and the journal's signing key (role `journal`, `public.jwk.json` beside it for `hatp verify`) live under --data.
+and the journal's signing key (role `journal`, `public.jwk.json` beside it for `hatp verify`) live under --data;
+`--store postgresql://USER@HOST:PORT/DB` keeps the sagas in PostgreSQL instead (`--store sqlite:PATH` elsewhere).
 On start it recovers every unfinished saga (policy `resume`: the agent drives its sagas; a step it registered
 before a crash and never reported is in doubt, and is left for a person on rollback). Never writes to stdout.
 """
@@ -16,6 +17,7 @@ before a crash and never reported is in doubt, and is left for a person on rollb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 from collections.abc import Mapping, Sequence
@@ -26,11 +28,12 @@ import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.journal.machine import RetryPolicy
+from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal import Journal
-from hatp_mcp.store.journal_store import SqliteJournalStore
+from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
 __all__ = ["main", "read_allow_list"]
@@ -63,36 +66,46 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-max", type=int, default=5, help="attempts per undo before it is a dead letter")
     p.add_argument("--retry-base-ms", type=int, default=1000, help="the first retry's wait; doubles each time")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds an undo call may take")
+    p.add_argument(
+        "--store",
+        help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
+    )
     return p
 
 
 async def _run(
-    args: argparse.Namespace, data: Path, allowed: dict[str, Target], tools: dict[str, frozenset[str] | None]
+    args: argparse.Namespace,
+    data: Path,
+    store_url: StoreUrl,
+    allowed: dict[str, Target],
+    tools: dict[str, frozenset[str] | None],
 ) -> int:
     key = load_or_create_key(data, ["journal"])
-    store = SqliteJournalStore(data / "journal.db")
     retry = RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
-    try:
-        async with open_links(allowed, errlog_dir=data) as links:
-            undoer = McpUndo(links, timeout=args.call_timeout, tools=tools)
-            journal = Journal(
-                store,
-                key,
-                tools=agent_tools(undoer),
-                retry=retry,
-                policy="resume",
-                call_timeout=timedelta(seconds=args.call_timeout + 5),
-                author="journal://" + data.name,
-                alert=lambda entry: log(f"journal: DEAD LETTER {json.dumps(entry, sort_keys=True)}"),
-            )
-            recovered = await journal.recover()
-            for saga_id, status in recovered.items():
-                log(f"journal: recovered {saga_id}: {status.value}")
-            server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
-            serve_journal(server, journal, undoer)
-            await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
-    finally:
-        store.close()
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            store = await stack.enter_async_context(open_journal_store(store_url))
+        except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
+            log(f"journal: cannot start: {store_url}: {exc}")
+            return 2
+        links = await stack.enter_async_context(open_links(allowed, errlog_dir=data))
+        undoer = McpUndo(links, timeout=args.call_timeout, tools=tools)
+        journal = Journal(
+            store,
+            key,
+            tools=agent_tools(undoer),
+            retry=retry,
+            policy="resume",
+            call_timeout=timedelta(seconds=args.call_timeout + 5),
+            author="journal://" + data.name,
+            alert=lambda entry: log(f"journal: DEAD LETTER {json.dumps(entry, sort_keys=True)}"),
+        )
+        recovered = await journal.recover()
+        for saga_id, status in recovered.items():
+            log(f"journal: recovered {saga_id}: {status.value}")
+        server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
+        serve_journal(server, journal, undoer)
+        await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     return 0
 
 
@@ -104,11 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         allowed, tools = read_allow_list(Path(args.allow))
+        store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
         RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
     except (OSError, ValueError) as exc:
         log(f"journal: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, Path(args.data), allowed, tools))
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools))
 
 
 if __name__ == "__main__":

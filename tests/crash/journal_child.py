@@ -1,5 +1,6 @@
 """The child process of the journal's crash tests: runs (or recovers) the return of item #882 with a durable
-journal (SQLite) and a durable shop (an fsynced effects file).
+journal (SQLite under WORKDIR, or the store URL in WORKDIR/store.url: PostgreSQL) and a durable shop (an fsynced
+effects file).
 
 `python tests/crash/journal_child.py WORKDIR run|recover [PAUSE_AT]`. It counts steps: each durable journal
 append, and each shop effect (durable at the shop, not yet in the journal: the call went out, its result is not
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -21,7 +23,8 @@ import anyio
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.journal import Journal, SagaError
-from hatp_mcp.store.journal_store import SqliteJournalStore
+from hatp_mcp.store.journal_store import JournalStore
+from hatp_mcp.store.url import StoreUrl, open_journal_store
 from tests.journal_shop import Shop
 
 SAGA = "saga-crash-882"
@@ -45,7 +48,15 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
             print("PAUSED", flush=True)
             threading.Event().wait()  # the parent kills us here, with what the step did on disk
 
-    store = SqliteJournalStore(workdir / "journal.db", on_durable=lambda n: step(f"journal append {n}"))
+    named = workdir / "store.url"
+    url = StoreUrl.parse(named.read_text().strip()) if named.exists() else StoreUrl.sqlite(workdir / "journal.db")
+    async with open_journal_store(url, on_durable=lambda n: step(f"journal append {n}")) as store:
+        await saga_882(workdir, mode, store, step)
+    print(f"STEPS {steps}", flush=True)
+    return 0
+
+
+async def saga_882(workdir: Path, mode: str, store: JournalStore, step: Callable[[str], None]) -> None:
     shop = Shop(workdir / "effects.log", on_effect=lambda what: step(f"shop did {what}"))
     tools = shop.tools()
     journal = Journal(store, key(workdir), tools=tools.values(), clock=SystemClock())
@@ -66,9 +77,6 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
     ring = Keyring()
     ring.add_signer(key(workdir))
     (workdir / "keyring.json").write_text(json.dumps(ring.to_jwks()))
-    store.close()
-    print(f"STEPS {steps}", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """servers.journal_proxy in front of the shop (a real stdio child started by a `cmd:` upstream): the upstream's
-tools re-exposed unchanged, each call journaled, a rollback undoing through the undo map's upstream tools."""
+tools re-exposed unchanged, each call journaled, a rollback undoing through the undo map's upstream tools; with
+its journal in SQLite and in PostgreSQL (`--store`)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,17 @@ UNDO_MAP = {
 }
 
 
-@pytest.fixture(scope="module")
-async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, Client]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def proxy(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Client, Client]]:
+    """The proxy on each store: its default SQLite file, or `--store postgresql://...` (a fresh database)."""
     data = tmp_path_factory.mktemp("proxy")
     (data / "undo.json").write_text(json.dumps(UNDO_MAP))
     shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {data / 'shop'} --label-fails"
+    store = ["--store", request.getfixturevalue("postgres").new_database()] if request.param == "postgresql" else []
     params = stdio_params(
-        "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json")]
+        "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json"), *store]
     )
     direct = stdio_params("servers.shop", data / "shop-direct")
     async with Client(stdio_client(params)) as client, Client(stdio_client(direct)) as shop_client:
