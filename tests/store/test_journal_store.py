@@ -118,7 +118,8 @@ async def test_a_sqlite_journal_written_before_the_schema_was_versioned_opens_as
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as conn:  # the tables as the first release created them, no hatp_schema
         conn.execute(
-            "CREATE TABLE journal_saga (saga_id TEXT PRIMARY KEY, name TEXT NOT NULL, closed INTEGER NOT NULL DEFAULT 0)"
+            "CREATE TABLE journal_saga (saga_id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+            " closed INTEGER NOT NULL DEFAULT 0)"
         )
         conn.execute(
             "CREATE TABLE journal_event (saga_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
