@@ -12,6 +12,12 @@ and the journal's signing key (role `journal`, `public.jwk.json` beside it for `
 `--store postgresql://USER@HOST:PORT/DB` keeps the sagas in PostgreSQL instead (`--store sqlite:PATH` elsewhere).
 On start it recovers every unfinished saga (policy `resume`: the agent drives its sagas; a step it registered
 before a crash and never reported is in doubt, and is left for a person on rollback). Never writes to stdout.
+
+An undo whose tool is approval-gated (`gate_tools`) is approved through the Human Gateway when the journal has
+one (`--gateway TARGET --agent-key FILE --org DIR [--approval-wait S] [--approval-poll S]`, HATP-JRN-15): it asks
+for exactly that call as the agent the key's Directory-signed card names, waits for the people, and sends the
+undo with the signed approval; a refusal, an ended ask or no decision in time leaves the step ROLLBACK_FAILED
+with the reason. Without a gateway a gated undo fails at once.
 """
 
 from __future__ import annotations
@@ -21,18 +27,25 @@ import contextlib
 import functools
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
 from mcp.server import MCPServer
 
+from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.humans.agents import card_of_key
 from hatp_mcp.core.journal.machine import RetryPolicy
+from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.mcp.undo_approval import UndoApprovals
+from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.journal import Journal
+from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -59,6 +72,37 @@ def read_allow_list(path: Path) -> tuple[dict[str, Target], dict[str, frozenset[
     return targets, tools
 
 
+_GATEWAY = "hatp.gateway"  # the gateway's link name: not a name an undo can register (not on the allow-list)
+
+
+@dataclass(frozen=True)
+class GatedUndos:
+    """Where gated undos are approved: the gateway, and the journal's agent key with the card that lists it."""
+
+    target: Target
+    key: SigningKey
+    card: AgentCard
+
+
+def read_gated(args: argparse.Namespace) -> GatedUndos | None:
+    """None without --gateway. Raises ValueError (--gateway without --agent-key and --org, or a key no
+    Directory-signed agent card in --org lists) or OSError."""
+    if args.gateway is None:
+        if args.agent_key or args.org:
+            raise ValueError("--agent-key and --org go with --gateway (the gateway that approves gated undos)")
+        return None
+    if not (args.agent_key and args.org):
+        raise ValueError("--gateway needs --agent-key (the journal's agent key) and --org (its agent card)")
+    if args.approval_wait <= 0 or args.approval_poll <= 0:
+        raise ValueError("--approval-wait and --approval-poll are positive seconds")
+    key = SigningKey.from_jwk(json.loads(Path(args.agent_key).read_text()))
+    agents, _ignored = load_agents(args.org)
+    card = card_of_key(agents, key)
+    if card is None:
+        raise ValueError(f"--agent-key {key.kid}: no Directory-signed agent card in {args.org} lists this key")
+    return GatedUndos(Target.parse(args.gateway), key, card)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servers.journal", description="the journal MCP server (durable saga undo)")
     add_server_arguments(p)
@@ -66,6 +110,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-max", type=int, default=5, help="attempts per undo before it is a dead letter")
     p.add_argument("--retry-base-ms", type=int, default=1000, help="the first retry's wait; doubles each time")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds an undo call may take")
+    p.add_argument(
+        "--gateway",
+        help="the Human Gateway (http(s)://... or stdio:MODULE[:DATA]) that approves an undo whose tool is gated",
+    )
+    p.add_argument(
+        "--agent-key", help="with --gateway: the journal's agent key (private JWK) on an agent card in --org"
+    )
+    p.add_argument("--org", help="with --gateway: the organisation dir whose Directory-signed agent cards list the key")
+    p.add_argument("--approval-wait", type=float, default=900.0, help="seconds to wait for a gated undo's approval")
+    p.add_argument("--approval-poll", type=float, default=2.0, help="seconds between looks at a pending approval")
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -79,6 +133,7 @@ async def _run(
     store_url: StoreUrl,
     allowed: dict[str, Target],
     tools: dict[str, frozenset[str] | None],
+    gated: GatedUndos | None,
 ) -> int:
     key = load_or_create_key(data, ["journal"])
     retry = RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
@@ -88,15 +143,25 @@ async def _run(
         except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
             log(f"journal: cannot start: {store_url}: {exc}")
             return 2
-        links = await stack.enter_async_context(open_links(allowed, errlog_dir=data))
-        undoer = McpUndo(links, timeout=args.call_timeout, tools=tools)
+        targets = dict(allowed)
+        if gated is not None:
+            targets[_GATEWAY] = gated.target
+        links = await stack.enter_async_context(open_links(targets, errlog_dir=data))
+        approvals = None
+        if gated is not None:
+            gateway = links.pop(_GATEWAY)
+            wait, poll = timedelta(seconds=args.approval_wait), timedelta(seconds=args.approval_poll)
+            approvals = UndoApprovals(gateway, gated.key, gated.card, SystemClock(), wait=wait, poll=poll)
+        undoer = McpUndo(links, timeout=args.call_timeout, tools=tools, approvals=approvals)
+        # an undo attempt bounds its calls by --call-timeout; a gated one also waits for the people
+        bound = args.call_timeout + 5 + (args.call_timeout + args.approval_wait if gated is not None else 0)
         journal = Journal(
             store,
             key,
             tools=agent_tools(undoer),
             retry=retry,
             policy="resume",
-            call_timeout=timedelta(seconds=args.call_timeout + 5),
+            call_timeout=timedelta(seconds=bound),
             author="journal://" + data.name,
             alert=lambda entry: log(f"journal: DEAD LETTER {json.dumps(entry, sort_keys=True)}"),
         )
@@ -117,12 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         allowed, tools = read_allow_list(Path(args.allow))
+        gated = read_gated(args)
+        if gated is not None and _GATEWAY in allowed:
+            raise ValueError(f"{args.allow}: {_GATEWAY!r} is the gateway's own link name; name that server otherwise")
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
         RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
     except (OSError, ValueError) as exc:
         log(f"journal: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools))
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools, gated))
 
 
 if __name__ == "__main__":

@@ -19,11 +19,13 @@ from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.types import RequestParamsMeta
 
+from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
 from hatp_mcp.core.journal.machine import StepView
-from hatp_mcp.core.journal.undo_spec import parse_undo
+from hatp_mcp.core.journal.undo_spec import UndoSpec, parse_undo
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.links import LOST, Link
+from hatp_mcp.mcp.undo_approval import APPROVAL_INVALID_CODE, APPROVAL_REQUIRED_CODE, UndoApprovals
 from hatp_mcp.runtime.journal import Journal, Saga
 from hatp_mcp.runtime.undoable import Undoable, UndoRefused, undoable
 
@@ -46,7 +48,8 @@ JOURNAL_TOOLS = (
 
 
 class McpUndo:
-    """Undoes an agent's step by the MCP tool call it registered, on a server of the allow-list."""
+    """Undoes an agent's step by the MCP tool call it registered, on a server of the allow-list; an undo tool that
+    is approval-gated is approved first through the Human Gateway (`approvals`, HATP-JRN-15)."""
 
     def __init__(
         self,
@@ -54,29 +57,57 @@ class McpUndo:
         *,
         timeout: float = 30.0,
         tools: Mapping[str, Collection[str] | None] | None = None,
+        approvals: UndoApprovals | None = None,
     ) -> None:
-        """`tools`: per server, the only tools an undo may call there (a server not named, or None: any)."""
+        """`tools`: per server, the only tools an undo may call there (a server not named, or None: any).
+        `approvals`: how a gated undo is approved; without it a gated undo fails at once (a dead letter)."""
         self.links = links
         self.timeout = timeout
         self.allowed: dict[str, Collection[str] | None] = {name: (tools or {}).get(name) for name in links}
+        self.approvals = approvals
 
     async def undo(self, args: dict[str, Any], output: Any, key: str) -> Any:
-        """Raises UndoRefused (not on the allow-list any more: never retried) or RuntimeError (a failed attempt)."""
+        """Raises UndoRefused (not on the allow-list any more, or a gated undo not approved: never retried) or
+        RuntimeError (a failed attempt)."""
         try:
             spec = parse_undo(args.get("undo"), self.allowed, "args.undo")  # again: the list may have changed
         except HatpError as exc:
             raise UndoRefused(exc.one_line()) from exc
+        meta: dict[str, Any] = {KEY_META: key}
+        try:
+            return await self._call(spec, meta)
+        except MCPError as exc:
+            if exc.code != APPROVAL_REQUIRED_CODE:
+                raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+            if self.approvals is None:
+                raise UndoRefused(
+                    f"HATP-JRN-15: {spec.server}/{spec.tool} requires a human approval and this journal has no"
+                    " gateway to ask (servers.journal --gateway)"
+                ) from exc
+            need = exc.data.get("data") if isinstance(exc.data, dict) else None
+            approval = await self.approvals.approve(need if isinstance(need, dict) else {}, spec.tool, spec.arguments)
+        try:
+            return await self._call(spec, {**meta, APPROVAL_META_KEY: approval})
+        except MCPError as exc:
+            if exc.code in (APPROVAL_REQUIRED_CODE, APPROVAL_INVALID_CODE):
+                data = exc.data if isinstance(exc.data, dict) else {}
+                raise UndoRefused(
+                    f"HATP-JRN-15: {spec.server}/{spec.tool} refused the approval the gateway signed: "
+                    f"{data.get('rule')}: {data.get('reason') or exc}"
+                ) from exc
+            raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+
+    async def _call(self, spec: UndoSpec, meta: dict[str, Any]) -> Any:
+        """One call of the undo tool. Raises MCPError (the server's JSON-RPC error) or RuntimeError (lost, or the
+        tool answered isError)."""
         link = self.links[spec.server]
         client = await link.client()
         try:
             result = await client.call_tool(
-                spec.tool,
-                spec.arguments,
-                read_timeout_seconds=self.timeout,
-                meta=cast(RequestParamsMeta, {KEY_META: key}),
+                spec.tool, spec.arguments, read_timeout_seconds=self.timeout, meta=cast(RequestParamsMeta, meta)
             )
-        except MCPError as exc:
-            raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+        except MCPError:
+            raise
         except Exception as exc:  # a lost connection (the SDK raises groups): reconnect on the next attempt
             link.lost(client)
             raise RuntimeError(f"{spec.server}/{spec.tool}: {LOST[0].lower()}: {exc!r}") from exc
