@@ -18,6 +18,10 @@ one (`--gateway TARGET --agent-key FILE --org DIR [--approval-wait S] [--approva
 for exactly that call as the agent the key's Directory-signed card names, waits for the people, and sends the
 undo with the signed approval; a refusal, an ended ask or no decision in time leaves the step ROLLBACK_FAILED
 with the reason. Without a gateway a gated undo fails at once.
+
+Every dead letter is logged on stderr; `--alert-to ADDRESS --org DIR [--alert-link URL]` also sends it to the
+people a person or role address names, over the channels their cards list and ORG/gateway.json configures
+(HATP-JRN-16).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp.server import MCPServer
@@ -44,7 +49,11 @@ from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.mcp.undo_approval import UndoApprovals
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.journal import Journal
+from hatp_mcp.runtime.delivery.channels import senders_from
+from hatp_mcp.runtime.delivery.settings import load_settings
+from hatp_mcp.runtime.gateway import load_org
+from hatp_mcp.runtime.journal import Alert, Journal
+from hatp_mcp.runtime.journal_alert import AlertUndelivered, DeliveredAlert
 from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
@@ -88,8 +97,8 @@ def read_gated(args: argparse.Namespace) -> GatedUndos | None:
     """None without --gateway. Raises ValueError (--gateway without --agent-key and --org, or a key no
     Directory-signed agent card in --org lists) or OSError."""
     if args.gateway is None:
-        if args.agent_key or args.org:
-            raise ValueError("--agent-key and --org go with --gateway (the gateway that approves gated undos)")
+        if args.agent_key:
+            raise ValueError("--agent-key goes with --gateway (the gateway that approves gated undos)")
         return None
     if not (args.agent_key and args.org):
         raise ValueError("--gateway needs --agent-key (the journal's agent key) and --org (its agent card)")
@@ -103,6 +112,42 @@ def read_gated(args: argparse.Namespace) -> GatedUndos | None:
     return GatedUndos(Target.parse(args.gateway), key, card)
 
 
+def read_alert(args: argparse.Namespace) -> DeliveredAlert | None:
+    """None without --alert-to. Raises ValueError (no --org, no delivery settings or channel there, an address
+    that names nobody), HatpError (a bad address or gateway.json) or OSError."""
+    if args.alert_to is None:
+        return None
+    if not args.org:
+        raise ValueError("--alert-to needs --org (its cards, contacts.json and gateway.json's channels)")
+    settings = load_settings(args.org)
+    senders = senders_from(settings, SystemClock()) if settings is not None else {}
+    if settings is None or not senders:
+        raise ValueError(f"--alert-to: {args.org}/gateway.json configures no delivery channel (email, chat, sms)")
+    directory, _ignored, contacts = load_org(args.org)
+    alert = DeliveredAlert(args.alert_to, directory, contacts, senders, args.alert_link or settings.inbox_url)
+    if not alert.people():
+        raise ValueError(f"--alert-to {args.alert_to}: no Directory-signed card in {args.org} is named by it")
+    return alert
+
+
+def _alert(delivered: DeliveredAlert | None) -> Alert:
+    """Every dead letter on stderr; with --alert-to also to its people (raising when nobody was reached, so the
+    dead letter stays unalerted and is sent again when the journal next opens)."""
+
+    async def alert(entry: dict[str, Any]) -> None:
+        log(f"journal: DEAD LETTER {json.dumps(entry, sort_keys=True)}")
+        if delivered is None:
+            return
+        try:
+            await delivered(entry)
+        except AlertUndelivered as exc:
+            log(f"journal: alert not delivered (sent again on the next start): {exc}")
+            raise
+        log(f"journal: alert for {entry.get('sagaId')} sent to {delivered.address}")
+
+    return alert
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servers.journal", description="the journal MCP server (durable saga undo)")
     add_server_arguments(p)
@@ -114,10 +159,13 @@ def _parser() -> argparse.ArgumentParser:
         "--gateway",
         help="the Human Gateway (http(s)://... or stdio:MODULE[:DATA]) that approves an undo whose tool is gated",
     )
+    p.add_argument("--agent-key", help="with --gateway: the journal's agent key (a private JWK)")
     p.add_argument(
-        "--agent-key", help="with --gateway: the journal's agent key (private JWK) on an agent card in --org"
+        "--org",
+        help="the organisation dir: the agent card of --agent-key; the cards, contacts, channels --alert-to uses",
     )
-    p.add_argument("--org", help="with --gateway: the organisation dir whose Directory-signed agent cards list the key")
+    p.add_argument("--alert-to", help="also send each dead letter to this person or role (human://ORG/role/NAME)")
+    p.add_argument("--alert-link", help="with --alert-to: the link in the alert (default: gateway.json's inboxUrl)")
     p.add_argument("--approval-wait", type=float, default=900.0, help="seconds to wait for a gated undo's approval")
     p.add_argument("--approval-poll", type=float, default=2.0, help="seconds between looks at a pending approval")
     p.add_argument(
@@ -134,6 +182,7 @@ async def _run(
     allowed: dict[str, Target],
     tools: dict[str, frozenset[str] | None],
     gated: GatedUndos | None,
+    delivered: DeliveredAlert | None,
 ) -> int:
     key = load_or_create_key(data, ["journal"])
     retry = RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
@@ -163,7 +212,7 @@ async def _run(
             policy="resume",
             call_timeout=timedelta(seconds=bound),
             author="journal://" + data.name,
-            alert=lambda entry: log(f"journal: DEAD LETTER {json.dumps(entry, sort_keys=True)}"),
+            alert=_alert(delivered),
         )
         recovered = await journal.recover()
         for saga_id, status in recovered.items():
@@ -183,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         allowed, tools = read_allow_list(Path(args.allow))
         gated = read_gated(args)
+        delivered = read_alert(args)
         if gated is not None and _GATEWAY in allowed:
             raise ValueError(f"{args.allow}: {_GATEWAY!r} is the gateway's own link name; name that server otherwise")
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
@@ -190,7 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         log(f"journal: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools, gated))
+    except HatpError as exc:
+        log(f"journal: cannot start: {exc.one_line()}")
+        return 2
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools, gated, delivered))
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ step is ROLLBACK_FAILED and the journal's record and dead letter say why."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import pytest
@@ -37,7 +39,7 @@ def org_with_email(tmp: Path, smtp_port: int) -> Path:
     """The fixture org, with alice and bob (finance approvers) reached by email first."""
     org = tmp / "org"
     shutil.copytree(ORG, org)
-    for name in ("alice", "bob"):
+    for name in ("alice", "bob"):  # bob is also a security lead: he gets the journal's alerts too
         card = resigned(name, channels=[{"type": "email"}, {"type": "inbox"}])
         (org / "cards" / f"{name}.json").write_text(json.dumps(card))
     settings = {
@@ -57,6 +59,24 @@ class World:
     journal_args: list[str]  # how the module's journal was started, less its gateway options
     gateway_args: list[str]
 
+    async def next_ask(self, seen: int) -> str:
+        """The id of the first ask the gateway emails about after the first `seen` messages (from its link)."""
+        while True:
+            for _to, mail in (await self.box.wait_for(seen + 1))[seen:]:
+                seen += 1
+                if str(mail["Subject"]).startswith("Approval needed"):
+                    found = re.search(r"/asks/([A-Za-z0-9._%-]+)", mail.get_payload(decode=True).decode())
+                    assert found, mail.get_payload()
+                    return unquote(found.group(1))
+
+    def alerts(self, saga_id: str) -> list[tuple[list[str], str]]:
+        """The journal's dead-letter alerts about `saga_id`: (recipients, text)."""
+        return [
+            (to, mail.get_payload(decode=True).decode())
+            for to, mail in self.box.messages
+            if str(mail["Subject"]).startswith(f"Journal: undo needs a person ({saga_id} ")
+        ]
+
     async def refund_then_roll_back(self, item: str, decisions: dict[str, str]) -> tuple[dict[str, Any], str]:
         """A saga that refunds `item`, rolled back while the approvers decide its gated undo; the rollback's answer
         and the ask's id."""
@@ -72,9 +92,7 @@ class World:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(roll_back)
-            await self.box.wait_for(seen + 1)  # the gateway emailed an approver: the ask is open
-            asks = json.loads((await self.gateway.call_tool("list_asks", {})).content[0].text)["asks"]  # type: ignore[union-attr]
-            (ask_id,) = [a["askId"] for a in asks if a["state"] == "pending"]
+            ask_id = await self.next_ask(seen)  # the gateway emailed an approver: the ask is open
             for name, decision in decisions.items():
                 await decide_as(self.gateway, ask_id, name, decision, org=self.data / "org")
         return done, ask_id
@@ -92,7 +110,13 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
             allow = data / "allow.json"
             allow.write_text(json.dumps({"servers": {"shop": {"url": shop_proc.url, "tools": ["reverse_refund"]}}}))
             gated = ["--gateway", gw.url, "--agent-key", str(AGENT_KEY), "--org", str(org), "--approval-poll", "0.2"]
-            params = stdio_params("servers.journal", data / "journal", ["--allow", str(allow), *gated])
+            alerting = [
+                "--alert-to",
+                "human://acme.com/role/security-leads",
+                "--alert-link",
+                "https://ops.acme.example",
+            ]
+            params = stdio_params("servers.journal", data / "journal", ["--allow", str(allow), *gated, *alerting])
             async with (
                 Client(stdio_client(params)) as journal,
                 Client(shop_proc.url) as shop,
@@ -144,6 +168,10 @@ async def test_a_rejected_gated_undo_never_runs_and_leaves_the_step_rollback_fai
     assert f"ask {ask_id}) ended rejected" in letter["error"] and "HATP-JRN-15" in letter["error"]
     gave_up = [e for e in record_of(world, status) if e["event"] == "undo.gave-up"]
     assert len(gave_up) == 1 and "ended rejected" in json.dumps(gave_up[0]["body"])
+    # the dead letter went to the security leads the journal alerts (bob, by email: HATP-JRN-16)
+    ((to, text),) = world.alerts(done["sagaId"])
+    assert to == ["bob@mail.acme.example"] and "ended rejected" in text and "Tool: agent.step" in text
+    assert "Its undo: tool reverse_refund on server shop" in text and "https://ops.acme.example" not in to
 
 
 @asynccontextmanager
