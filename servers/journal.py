@@ -19,6 +19,11 @@ for exactly that call as the agent the key's Directory-signed card names, waits 
 undo with the signed approval; a refusal, an ended ask or no decision in time leaves the step ROLLBACK_FAILED
 with the reason. Without a gateway a gated undo fails at once.
 
+Over HTTP every tool call must carry `Authorization: Bearer <token>` of a caller in `--callers FILE`
+(`{"callers": {"agent://acme.com/travel-bot": {"tokenSha256": "<sha256 hex of its token>"}}}`), and acts only on
+the sagas that caller began (HATP-JRN-17); the journal refuses to serve HTTP without the file. Over stdio the
+parent process is the caller.
+
 Every dead letter is logged on stderr; `--alert-to ADDRESS --org DIR [--alert-link URL]` also sends it to the
 people a person or role address names, over the channels their cards list and ORG/gateway.json configures
 (HATP-JRN-16).
@@ -44,6 +49,7 @@ from hatp_mcp.core.humans.agents import card_of_key
 from hatp_mcp.core.journal.machine import RetryPolicy
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.journal_callers import CallerTokens
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -130,6 +136,19 @@ def read_alert(args: argparse.Namespace) -> DeliveredAlert | None:
     return alert
 
 
+def read_callers(args: argparse.Namespace) -> CallerTokens | None:
+    """The callers over HTTP (HATP-JRN-17). Raises ValueError for HTTP without --callers (any local process could
+    otherwise roll back any saga) or a malformed file; OSError."""
+    if args.callers is None:
+        if args.transport == "http":
+            raise ValueError(
+                "--transport http needs --callers FILE (each caller's id and the SHA-256 of its bearer token):"
+                " the journal does not serve unauthenticated callers over HTTP"
+            )
+        return None
+    return CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers)
+
+
 def _alert(delivered: DeliveredAlert | None) -> Alert:
     """Every dead letter on stderr; with --alert-to also to its people (raising when nobody was reached, so the
     dead letter stays unalerted and is sent again when the journal next opens)."""
@@ -169,6 +188,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--approval-wait", type=float, default=900.0, help="seconds to wait for a gated undo's approval")
     p.add_argument("--approval-poll", type=float, default=2.0, help="seconds between looks at a pending approval")
     p.add_argument(
+        "--callers",
+        help="HTTP (required there): the callers file, each caller's id and the SHA-256 of its bearer token",
+    )
+    p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
     )
@@ -183,6 +206,7 @@ async def _run(
     tools: dict[str, frozenset[str] | None],
     gated: GatedUndos | None,
     delivered: DeliveredAlert | None,
+    callers: CallerTokens | None,
 ) -> int:
     key = load_or_create_key(data, ["journal"])
     retry = RetryPolicy(max_attempts=args.retry_max, base_ms=args.retry_base_ms, cap_ms=max(60_000, args.retry_base_ms))
@@ -218,7 +242,7 @@ async def _run(
         for saga_id, status in recovered.items():
             log(f"journal: recovered {saga_id}: {status.value}")
         server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
-        serve_journal(server, journal, undoer)
+        serve_journal(server, journal, undoer, callers)
         await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     return 0
 
@@ -233,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         allowed, tools = read_allow_list(Path(args.allow))
         gated = read_gated(args)
         delivered = read_alert(args)
+        callers = read_callers(args)
         if gated is not None and _GATEWAY in allowed:
             raise ValueError(f"{args.allow}: {_GATEWAY!r} is the gateway's own link name; name that server otherwise")
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
@@ -243,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HatpError as exc:
         log(f"journal: cannot start: {exc.one_line()}")
         return 2
-    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools, gated, delivered))
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, allowed, tools, gated, delivered, callers))
 
 
 if __name__ == "__main__":
