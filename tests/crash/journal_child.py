@@ -27,7 +27,7 @@ from hatp_mcp.store.journal_store import JournalStore
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from tests.journal_shop import Shop
 
-SAGA = "saga-crash-882"
+SAGA = "saga-crash-882"  # or the id in WORKDIR/saga.id (runs sharing one PostgreSQL database)
 
 
 def key(workdir: Path) -> SigningKey:
@@ -57,22 +57,24 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
 
 
 async def saga_882(workdir: Path, mode: str, store: JournalStore, step: Callable[[str], None]) -> None:
+    named = workdir / "saga.id"
+    saga_id = named.read_text().strip() if named.exists() else SAGA
     shop = Shop(workdir / "effects.log", on_effect=lambda what: step(f"shop did {what}"))
     tools = shop.tools()
     journal = Journal(store, key(workdir), tools=tools.values(), clock=SystemClock())
     async with journal:
         if mode == "run":
             try:
-                async with journal.saga("return-882", SAGA) as saga:
+                async with journal.saga("return-882", saga_id) as saga:
                     await saga.run(tools["mark_returned"], {"item": "882"})
                     await saga.run(tools["refund"], {"item": "882", "usd": "40.00"})
                     await saga.run(tools["label"], {"item": "882"})
             except SagaError as exc:
                 print(f"DONE {exc.status.value}", flush=True)
         else:
-            for saga_id, status in journal.recovered.items():
-                print(f"DONE {status.value} {saga_id}", flush=True)
-        record = await journal.record(SAGA)
+            for recovered, status in journal.recovered.items():
+                print(f"DONE {status.value} {recovered}", flush=True)
+        record = await journal.record(saga_id)
     (workdir / "record.json").write_text(json.dumps(record))
     ring = Keyring()
     ring.add_signer(key(workdir))
