@@ -5,7 +5,8 @@ each step and its undo with the journal (servers.journal) first; then the label 
 the refund and the return, last first, by calling the undo tools the agent registered on the shop over MCP, and
 its signed record is verified offline. Then item #883, the same saga, but the journal's process is killed
 (SIGKILL) in the middle of its rollback, while the shop's payments API is down; the journal is started again on
-the same data and finishes the rollback on its own. Every process is stopped on the way out.
+the same data and finishes the rollback on its own. The agent talks to the journal over HTTP with its bearer
+token (HATP-JRN-17); a call without it is refused. Every process is stopped on the way out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mcp import Client, MCPError
 
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 
@@ -93,8 +95,15 @@ async def effects(shop: Client, item: str) -> list[str]:
     return [e["kind"] for e in done if e["item"] == item]
 
 
+AGENT = "agent://acme.com/return-bot"
+TOKEN = new_token()  # the agent's bearer token for the journal over HTTP (HATP-JRN-17); the journal keeps its hash
+
+
 def journal_process(base: Path, allow: Path) -> AbstractAsyncContextManager[HttpProcess]:
-    return launch_http("servers.journal", base / "journal", extra=["--allow", str(allow), "--retry-base-ms", "1500"])
+    callers = base / "callers.json"
+    callers.write_text(json.dumps({"callers": {AGENT: {"tokenSha256": hash_token(TOKEN)}}}))
+    extra = ["--allow", str(allow), "--retry-base-ms", "1500", "--callers", str(callers)]
+    return launch_http("servers.journal", base / "journal", extra=extra)
 
 
 async def run(base: Path) -> None:
@@ -103,7 +112,11 @@ async def run(base: Path) -> None:
     shop_proc: HttpProcess
     async with launch_http("servers.shop", base / "shop", extra=["--label-fails"]) as shop_proc:
         allow.write_text(json.dumps({"servers": {"shop": shop_proc.url}}))
-        async with journal_process(base, allow) as jp, Client(jp.url) as journal, Client(shop_proc.url) as shop:
+        async with (
+            journal_process(base, allow) as jp,
+            bearer_client(jp.url, TOKEN) as journal,
+            Client(shop_proc.url) as shop,
+        ):
             say("", f"shop at {shop_proc.url}, journal at {jp.url} (allow-list: shop)")
             saga = await the_return(journal, shop, "882")
             say("agent", "saga_rollback")
@@ -115,6 +128,16 @@ async def run(base: Path) -> None:
             if status["status"] != "ROLLED_BACK" or kinds != ["mark", "refund", "unrefund", "unmark"]:
                 raise SystemExit("demo failed: the return was not undone as it should be")
             verify(status, base / "journal")
+            async with Client(jp.url) as stranger:  # no token: refused before any tool runs
+                try:
+                    await stranger.call_tool("saga_rollback", {"saga_id": saga})
+                    raise SystemExit("demo failed: an unauthenticated rollback was accepted")
+                except MCPError as err:
+                    data = err.data if isinstance(err.data, dict) else {}
+                    say(
+                        "journal",
+                        f"a rollback without the agent's token is refused: {data.get('rule')} {data.get('code')}",
+                    )
             try:
                 await journal.call_tool("saga_add_step", {"saga_id": saga, "action": "x", "undo": "rm -rf /"})
                 raise SystemExit("demo failed: a shell command was accepted as an undo")
@@ -126,7 +149,7 @@ async def run(base: Path) -> None:
     async with launch_http("servers.shop", base / "shop", extra=["--label-fails", "--undo-fails", "2"]) as shop_proc:
         allow.write_text(json.dumps({"servers": {"shop": shop_proc.url}}))
         async with Client(shop_proc.url) as shop:
-            async with journal_process(base, allow) as jp, Client(jp.url) as journal:
+            async with journal_process(base, allow) as jp, bearer_client(jp.url, TOKEN) as journal:
                 saga = await the_return(journal, shop, "883")
 
                 async def rollback() -> None:
@@ -138,7 +161,7 @@ async def run(base: Path) -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(rollback)
                     with anyio.fail_after(30):
-                        async with Client(jp.url) as watcher:
+                        async with bearer_client(jp.url, TOKEN) as watcher:
                             while True:
                                 status = await tool(watcher, "saga_status", {"saga_id": saga})
                                 refund = status["steps"][1]
@@ -149,7 +172,7 @@ async def run(base: Path) -> None:
                     say("", f"SIGKILL the journal (pid {jp.pid}) while the refund's undo waits for its retry")
                     jp.kill()
                     tg.cancel_scope.cancel()
-            async with journal_process(base, allow) as jp, Client(jp.url) as journal:
+            async with journal_process(base, allow) as jp, bearer_client(jp.url, TOKEN) as journal:
                 say("", f"the journal starts again on the same data (pid {jp.pid}) and recovers")
                 with anyio.fail_after(60):
                     while True:  # its rollback runs on its own; the agent only watches

@@ -5,7 +5,10 @@
 TARGET is the upstream server, as the operator writes it: `http(s)://.../mcp`, `stdio:MODULE[:DATA]` (a Python
 module of this repository) or `cmd:<command line>` (any stdio MCP server; split like a shell would, never run
 through one). The undo map says which upstream tool undoes which (hatp_mcp/core/journal/undo_map.py). State and
-the journal's key (role `journal`) live under --data; on start it recovers unfinished sagas (policy `rollback`).
+the journal's key (role `journal`) live under --data (`--store postgresql://USER@HOST:PORT/DB`: the sagas in
+PostgreSQL); on start it recovers unfinished sagas (policy `rollback`). Over HTTP it needs `--callers FILE` and
+refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers share its one current saga, so
+give each agent a proxy of its own.
 Never writes to stdout (the stdio wire).
 """
 
@@ -25,11 +28,12 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.journal_callers import CallerTokens, caller_middleware
 from hatp_mcp.mcp.journal_proxy import JournalingProxy
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal import Journal
-from hatp_mcp.store.journal_store import SqliteJournalStore
+from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
 __all__ = ["main", "parse_upstream"]
@@ -53,28 +57,47 @@ def _parser() -> argparse.ArgumentParser:
     add_server_arguments(p)
     p.add_argument("--upstream", required=True, help="http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
     p.add_argument("--undo-map", required=True, help="JSON: which upstream tool undoes which")
+    p.add_argument(
+        "--callers",
+        help="HTTP (required there): the callers file, each caller's id and the SHA-256 of its bearer token",
+    )
+    p.add_argument(
+        "--store",
+        help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
+    )
     return p
 
 
-async def _run(args: argparse.Namespace, data: Path, undo_map: UndoMap, target: str | StdioServerParameters) -> int:
+async def _run(
+    args: argparse.Namespace,
+    data: Path,
+    store_url: StoreUrl,
+    undo_map: UndoMap,
+    target: str | StdioServerParameters,
+    callers: CallerTokens | None,
+) -> int:
     key = load_or_create_key(data, ["journal"])
-    store = SqliteJournalStore(data / "journal.db")
-    try:
-        async with AsyncExitStack() as stack:
-            if isinstance(target, str):
-                client = Client(target)
-            else:
-                errlog = stack.enter_context((data / "upstream.stderr").open("a"))
-                client = Client(stdio_client(target, errlog=errlog))
-            upstream = await stack.enter_async_context(client)
-            tools = (await upstream.list_tools()).tools
-            journal = Journal(store, key, author="journal-proxy://" + data.name)
-            proxy = JournalingProxy(upstream, tools, journal, undo_map)
-            for saga_id, status in (await journal.recover()).items():
-                log(f"journal-proxy: recovered {saga_id}: {status.value}")
-            await serve(proxy.server(), args.transport, args.port, parent_watch=args.parent_watch)
-    finally:
-        store.close()
+    async with AsyncExitStack() as stack:
+        try:
+            store = await stack.enter_async_context(open_journal_store(store_url))
+        except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
+            log(f"journal-proxy: cannot start: {store_url}: {exc}")
+            return 2
+        if isinstance(target, str):
+            client = Client(target)
+        else:
+            errlog = stack.enter_context((data / "upstream.stderr").open("a"))
+            client = Client(stdio_client(target, errlog=errlog))
+        upstream = await stack.enter_async_context(client)
+        tools = (await upstream.list_tools()).tools
+        journal = Journal(store, key, author="journal-proxy://" + data.name)
+        proxy = JournalingProxy(upstream, tools, journal, undo_map)
+        for saga_id, status in (await journal.recover()).items():
+            log(f"journal-proxy: recovered {saga_id}: {status.value}")
+        low = proxy.server()
+        if callers is not None:  # over HTTP, every tool call carries a caller's token (HATP-JRN-17)
+            low.middleware.append(caller_middleware(callers))
+        await serve(low, args.transport, args.port, parent_watch=args.parent_watch)
     return 0
 
 
@@ -87,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         undo_map = UndoMap.parse(json.loads(Path(args.undo_map).read_text()))
         target = parse_upstream(args.upstream)
+        store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
+        if args.transport == "http" and args.callers is None:
+            raise ValueError("--transport http needs --callers FILE: the proxy serves no unauthenticated callers")
+        callers = CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers) if args.callers else None
     except (OSError, ValueError) as exc:
         log(f"journal-proxy: cannot start: {exc}")
         return 2
@@ -94,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"journal-proxy: cannot start: {exc.one_line()}")
         return 2
     Path(args.data).mkdir(parents=True, exist_ok=True)
-    return anyio.run(functools.partial(_run, args, Path(args.data), undo_map, target))
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, undo_map, target, callers))
 
 
 if __name__ == "__main__":

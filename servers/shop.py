@@ -1,13 +1,16 @@
 """A small shop as an MCP server: returns, refunds and shipping labels, for the journal's demo and tests.
 
-`python -m servers.shop --transport stdio|http [--port N] --data DIR [--label-fails] [--undo-fails N]`
+`python -m servers.shop --transport stdio|http [--port N] --data DIR [--label-fails] [--undo-fails N]
+[--gate-undo ORG]`
 
 Tools: `mark_returned(item)`, `unmark_returned(item)`, `refund(item, usd)`, `reverse_refund(item)`,
 `create_label(item)` (fails with `--label-fails`: the carrier is down), `stock(item)` (a read), `effects()` (what
 happened, in order).
 Every effect is idempotent on the idempotency key a caller sends in the request's `_meta`
 (`io.hatp/idempotencyKey`): a second call with a key already seen changes nothing and answers as the first did.
-`--undo-fails N`: the first N `reverse_refund` calls fail (a payments API that is down for a while). State lives
+`--undo-fails N`: the first N `reverse_refund` calls fail (a payments API that is down for a while).
+`--gate-undo ORG`: `reverse_refund` is approval-gated (`gate_tools`: two of ORG's finance approvers, proven by
+their Directory-signed cards, through the gateway ORG publishes), as the journal's gated-undo tests need. State lives
 in SQLite under --data, so a restarted shop remembers what it did. Never writes to stdout (the stdio wire).
 """
 
@@ -24,10 +27,12 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
+from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.runtime.org import load_agents, load_directory
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["KEY_META", "build", "main"]
+__all__ = ["KEY_META", "SERVER_ID", "UNDO_REQUIRES", "build", "main"]
 
 KEY_META = "io.hatp/idempotencyKey"
 
@@ -65,7 +70,14 @@ def _key(ctx: Context) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0) -> MCPServer:
+SERVER_ID = "mcp://shop.example"  # the shop's id in the approvals of its gated tools
+UNDO_REQUIRES = {  # who must approve a reversed refund, with --gate-undo
+    "address": "human://acme.com/role/finance-approver?quorum=2-of-3",
+    "requirement": {"action": "travel.spend"},
+}
+
+
+def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0, gate_org: Path | None = None) -> MCPServer:
     shop = Shop(data, label_fails=label_fails, undo_fails=undo_fails)
     server = MCPServer("hatp-demo-shop", version="0.1.0", log_level="WARNING")
 
@@ -104,6 +116,14 @@ def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0) -> MCPS
 
     for fn in (mark_returned, unmark_returned, refund, reverse_refund, create_label, stock, effects):
         server.add_tool(fn, name=fn.__name__, description=fn.__doc__)
+    if gate_org is not None:
+        well_known = json.loads((gate_org / ".well-known" / "human-card.json").read_text())
+        gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
+        directory, _ignored = load_directory(gate_org)
+        agents, _ignored_agents = load_agents(gate_org)
+        cache = str(data / "gate.db")
+        gate = create_approval_gate(SERVER_ID, gateways, humans=directory.cards(), agents=agents, replay_cache=cache)
+        gate_tools(server, gate, tools={"reverse_refund": {"requires": UNDO_REQUIRES}})
     return server
 
 
@@ -112,12 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_server_arguments(parser)
     parser.add_argument("--label-fails", action="store_true", help="create_label fails (the carrier is down)")
     parser.add_argument("--undo-fails", type=int, default=0, help="the first N reverse_refund calls fail")
+    parser.add_argument("--gate-undo", metavar="ORG", help="reverse_refund needs a finance approval (ORG's people)")
     args = parser.parse_args(argv)
     quiet()
     if args.data is None:
         log("shop: --data DIR is required (the shop keeps its state there)")
         return 2
-    server = build(Path(args.data), label_fails=args.label_fails, undo_fails=args.undo_fails)
+    gate_org = Path(args.gate_undo) if args.gate_undo else None
+    server = build(Path(args.data), label_fails=args.label_fails, undo_fails=args.undo_fails, gate_org=gate_org)
     anyio.run(functools.partial(serve, server, args.transport, args.port, parent_watch=args.parent_watch))
     return 0
 

@@ -7,7 +7,9 @@ answers, with the idempotency key to send along) and reports the result after. T
 `{server, tool, arguments}` (HATP-JRN-13, hatp_mcp/core/journal/undo_spec.py): `server` is a name on the
 operator's allow-list, whose connection is a `Link`; on rollback the journal calls that tool with exactly those
 arguments and the undo's idempotency key in `_meta` (`io.hatp/idempotencyKey`). There is no way to register a
-command to run. Refusals leave through hatp_mcp.mcp.errors only.
+command to run. Over streamable HTTP every tool call carries a caller's bearer token and acts only on that
+caller's sagas (HATP-JRN-17, hatp_mcp/mcp/journal_callers.py); over stdio the parent process is the caller.
+Refusals leave through hatp_mcp.mcp.errors only.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.types import RequestParamsMeta
 
+from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
 from hatp_mcp.core.journal.machine import StepView
-from hatp_mcp.core.journal.undo_spec import parse_undo
+from hatp_mcp.core.journal.undo_spec import UndoSpec, parse_undo
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.journal_callers import CallerTokens, caller_middleware, current_caller, not_owner
 from hatp_mcp.mcp.links import LOST, Link
+from hatp_mcp.mcp.undo_approval import APPROVAL_INVALID_CODE, APPROVAL_REQUIRED_CODE, UndoApprovals
 from hatp_mcp.runtime.journal import Journal, Saga
 from hatp_mcp.runtime.undoable import Undoable, UndoRefused, undoable
 
@@ -46,7 +51,8 @@ JOURNAL_TOOLS = (
 
 
 class McpUndo:
-    """Undoes an agent's step by the MCP tool call it registered, on a server of the allow-list."""
+    """Undoes an agent's step by the MCP tool call it registered, on a server of the allow-list; an undo tool that
+    is approval-gated is approved first through the Human Gateway (`approvals`, HATP-JRN-15)."""
 
     def __init__(
         self,
@@ -54,29 +60,57 @@ class McpUndo:
         *,
         timeout: float = 30.0,
         tools: Mapping[str, Collection[str] | None] | None = None,
+        approvals: UndoApprovals | None = None,
     ) -> None:
-        """`tools`: per server, the only tools an undo may call there (a server not named, or None: any)."""
+        """`tools`: per server, the only tools an undo may call there (a server not named, or None: any).
+        `approvals`: how a gated undo is approved; without it a gated undo fails at once (a dead letter)."""
         self.links = links
         self.timeout = timeout
         self.allowed: dict[str, Collection[str] | None] = {name: (tools or {}).get(name) for name in links}
+        self.approvals = approvals
 
     async def undo(self, args: dict[str, Any], output: Any, key: str) -> Any:
-        """Raises UndoRefused (not on the allow-list any more: never retried) or RuntimeError (a failed attempt)."""
+        """Raises UndoRefused (not on the allow-list any more, or a gated undo not approved: never retried) or
+        RuntimeError (a failed attempt)."""
         try:
             spec = parse_undo(args.get("undo"), self.allowed, "args.undo")  # again: the list may have changed
         except HatpError as exc:
             raise UndoRefused(exc.one_line()) from exc
+        meta: dict[str, Any] = {KEY_META: key}
+        try:
+            return await self._call(spec, meta)
+        except MCPError as exc:
+            if exc.code != APPROVAL_REQUIRED_CODE:
+                raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+            if self.approvals is None:
+                raise UndoRefused(
+                    f"HATP-JRN-15: {spec.server}/{spec.tool} requires a human approval and this journal has no"
+                    " gateway to ask (servers.journal --gateway)"
+                ) from exc
+            need = exc.data.get("data") if isinstance(exc.data, dict) else None
+            approval = await self.approvals.approve(need if isinstance(need, dict) else {}, spec.tool, spec.arguments)
+        try:
+            return await self._call(spec, {**meta, APPROVAL_META_KEY: approval})
+        except MCPError as exc:
+            if exc.code in (APPROVAL_REQUIRED_CODE, APPROVAL_INVALID_CODE):
+                data = exc.data if isinstance(exc.data, dict) else {}
+                raise UndoRefused(
+                    f"HATP-JRN-15: {spec.server}/{spec.tool} refused the approval the gateway signed: "
+                    f"{data.get('rule')}: {data.get('reason') or exc}"
+                ) from exc
+            raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+
+    async def _call(self, spec: UndoSpec, meta: dict[str, Any]) -> Any:
+        """One call of the undo tool. Raises MCPError (the server's JSON-RPC error) or RuntimeError (lost, or the
+        tool answered isError)."""
         link = self.links[spec.server]
         client = await link.client()
         try:
             result = await client.call_tool(
-                spec.tool,
-                spec.arguments,
-                read_timeout_seconds=self.timeout,
-                meta=cast(RequestParamsMeta, {KEY_META: key}),
+                spec.tool, spec.arguments, read_timeout_seconds=self.timeout, meta=cast(RequestParamsMeta, meta)
             )
-        except MCPError as exc:
-            raise RuntimeError(f"{spec.server}/{spec.tool}: {exc}") from exc
+        except MCPError:
+            raise
         except Exception as exc:  # a lost connection (the SDK raises groups): reconnect on the next attempt
             link.lost(client)
             raise RuntimeError(f"{spec.server}/{spec.tool}: {LOST[0].lower()}: {exc!r}") from exc
@@ -128,6 +162,8 @@ def _status(saga: Saga, record: bool = False) -> dict[str, Any]:
         "status": saga.status.value,
         "steps": [_step(v) for v in saga.steps],
     }
+    if saga.owner is not None:
+        out["owner"] = saga.owner
     if saga.stopped_at is not None:
         out["stoppedAt"] = saga.stopped_at
     if saga.dead_letters:
@@ -144,16 +180,28 @@ async def _answer(work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
         raise to_mcp_error(exc) from exc
 
 
-def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
-    """Register the saga tools on `server`. `undoer`: the operator's allow-list of undo servers (and tools)."""
+def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo, callers: CallerTokens | None = None) -> None:
+    """Register the saga tools on `server`. `undoer`: the operator's allow-list of undo servers (and tools).
+    `callers`: the bearer tokens every tool call over HTTP must carry (HATP-JRN-17; required for HTTP: without it
+    any local process could call any saga's tools); each saga is then acted on only for the caller that began it."""
     allowed = undoer.allowed
+    if callers is not None:
+        server.middleware.append(caller_middleware(callers))
+
+    async def mine(saga_id: str) -> Saga:
+        """The saga, if the caller may act on it (over stdio: the parent process may act on any)."""
+        saga = await journal.get(saga_id)
+        caller = current_caller()
+        if caller is not None and saga.owner != caller:
+            raise not_owner(saga_id, saga.owner, caller)
+        return saga
 
     async def saga_begin(name: str) -> dict[str, Any]:
         """Begin a saga: a named list of steps, each with its declared undo. Returns its sagaId. When a later step
         fails, call saga_rollback and the journal undoes the completed steps, last first."""
 
         async def work() -> dict[str, Any]:
-            return _status(await journal.begin(name))
+            return _status(await journal.begin(name, owner=current_caller()))
 
         return await _answer(work)
 
@@ -167,7 +215,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         saga_fail_step."""
 
         async def work() -> dict[str, Any]:
-            saga = await journal.get(saga_id)
+            saga = await mine(saga_id)
             if pivot and undo is not None:
                 raise HatpError("HATP-JRN-13", "a pivot cannot be undone: register it without an undo", path="undo")
             args: dict[str, Any] = {"action": action}
@@ -182,7 +230,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         """Report that a step's call succeeded, with what it returned."""
 
         async def work() -> dict[str, Any]:
-            return _step(await (await journal.get(saga_id)).complete_step(step_id, output))
+            return _step(await (await mine(saga_id)).complete_step(step_id, output))
 
         return await _answer(work)
 
@@ -190,7 +238,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         """Report that a step's call failed (nothing happened). Then call saga_rollback to undo the earlier steps."""
 
         async def work() -> dict[str, Any]:
-            return _step(await (await journal.get(saga_id)).fail_step(step_id, error))
+            return _step(await (await mine(saga_id)).fail_step(step_id, error))
 
         return await _answer(work)
 
@@ -199,7 +247,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         rollback has ended: ROLLED_BACK, or ROLLBACK_FAILED with the dead letters a person must finish."""
 
         async def work() -> dict[str, Any]:
-            saga = await journal.get(saga_id)
+            saga = await mine(saga_id)
             await saga.rollback(reason)
             return _status(saga)
 
@@ -209,7 +257,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         """End a saga whose steps all went through: nothing will be undone. Refused while a step is pending."""
 
         async def work() -> dict[str, Any]:
-            saga = await journal.get(saga_id)
+            saga = await mine(saga_id)
             await saga.complete()
             return _status(saga)
 
@@ -219,7 +267,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         """A saga's status and steps; with include_record, its signed journal record (check it: hatp verify)."""
 
         async def work() -> dict[str, Any]:
-            return _status(await journal.get(saga_id), include_record)
+            return _status(await mine(saga_id), include_record)
 
         return await _answer(work)
 
@@ -227,7 +275,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo) -> None:
         """A saga's steps, in order, with their states and what rollback did with each."""
 
         async def work() -> dict[str, Any]:
-            return {"sagaId": saga_id, "steps": _status(await journal.get(saga_id))["steps"]}
+            return {"sagaId": saga_id, "steps": _status(await mine(saga_id))["steps"]}
 
         return await _answer(work)
 

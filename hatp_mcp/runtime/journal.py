@@ -138,6 +138,11 @@ class Saga:
         return self._m.name
 
     @property
+    def owner(self) -> str | None:
+        """The caller that began it (HATP-JRN-17); None when its journal knew no callers (stdio, the Python API)."""
+        return self._m.owner
+
+    @property
     def status(self) -> SagaStatus:
         return self._m.status
 
@@ -354,12 +359,13 @@ class Journal:
         return call
 
     # -- sagas ----------------------------------------------------------------------------------------------
-    async def begin(self, name: str, saga_id: str | None = None) -> Saga:
-        """A new saga, its `saga.begin` durable. Prefer `saga()`, which rolls back on an exception."""
+    async def begin(self, name: str, saga_id: str | None = None, *, owner: str | None = None) -> Saga:
+        """A new saga, its `saga.begin` durable (naming `owner`, the caller that began it, when given). Prefer
+        `saga()`, which rolls back on an exception."""
         sid = saga_id or f"saga-{uuid.uuid4().hex[:16]}"
         if sid in self._open or await self.store.load(sid) is not None:
             raise HatpError("HATP-JRN-1", f"saga {sid!r} exists already", code="DUPLICATE_SAGA", path="sagaId")
-        machine, cmds = SagaMachine.begin(sid, name, self.retry)
+        machine, cmds = SagaMachine.begin(sid, name, self.retry, owner)
         chain = JournalChain(sid, self.key, self.author)
         first = next(c for c in cmds if isinstance(c, Write))
         event = chain.sign(first.event, format_ts(self.clock.now()), first.body)

@@ -1,12 +1,13 @@
 """The journal's durable store: each saga's signed record events, and the dead letters a person must finish.
 
-`JournalStore` is the small interface a PostgreSQL store can also serve. `SqliteJournalStore` is the embedded
-default (opened with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL): one `append` is written inside one
-SQLite transaction, so a step's entry and the dead letter that goes with it are durable together or not at all,
-and an append returns only once it is durable (HATP-JRN-2). Appends that arrive while a write is in flight are
-group-committed (one transaction, one fsync, in the order they were submitted); an append queued behind a failed
-one of its saga is refused, so a chain never has a gap. This module stores what the journal decided; it decides
-nothing and verifies nothing.
+`JournalStore` is the interface; `SqliteJournalStore` is the embedded default (opened with
+hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL) and hatp_mcp.store.postgresql.journal_store serves the same
+on PostgreSQL. One `append` is written inside one database transaction, so a step's entry and the dead letter
+that goes with it are durable together or not at all, and an append returns only once it is durable
+(HATP-JRN-2). Appends that arrive while a write is in flight are group-committed (`JournalGroupCommit`: one
+transaction, one fsync, in the order they were submitted); an append queued behind a failed one of its saga is
+refused, so a chain never has a gap. This module stores what the journal decided; it decides nothing and
+verifies nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +23,19 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
-__all__ = ["DeadLetterRow", "JournalStore", "MemoryJournalStore", "SqliteJournalStore", "StoredSaga"]
+__all__ = [
+    "SQLITE_SCHEMA",
+    "DeadLetterRow",
+    "JournalGroupCommit",
+    "JournalStore",
+    "MemoryJournalStore",
+    "PendingAppend",
+    "SqliteJournalStore",
+    "StoredSaga",
+]
 
 R = TypeVar("R")
 
@@ -116,18 +127,25 @@ class MemoryJournalStore:
         self._dead = [DeadLetterRow(d.id, d.entry, True) if d.id == dead_letter_id else d for d in self._dead]
 
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS journal_saga (saga_id TEXT PRIMARY KEY, name TEXT NOT NULL,"
-    " closed INTEGER NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS journal_event (saga_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,"
-    " PRIMARY KEY (saga_id, seq))",
-    "CREATE TABLE IF NOT EXISTS journal_dead_letter (id INTEGER PRIMARY KEY AUTOINCREMENT, saga_id TEXT NOT NULL,"
-    " entry TEXT NOT NULL, alerted INTEGER NOT NULL DEFAULT 0)",
+SQLITE_SCHEMA = Schema(
+    "journal",
+    (
+        (  # IF NOT EXISTS: a journal.db written before the schema was versioned is taken up as version 1
+            "CREATE TABLE IF NOT EXISTS journal_saga (saga_id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+            " closed INTEGER NOT NULL DEFAULT 0)",
+            "CREATE TABLE IF NOT EXISTS journal_event (saga_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " event TEXT NOT NULL, PRIMARY KEY (saga_id, seq))",
+            "CREATE TABLE IF NOT EXISTS journal_dead_letter (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " saga_id TEXT NOT NULL, entry TEXT NOT NULL, alerted INTEGER NOT NULL DEFAULT 0)",
+        ),
+    ),
 )
 
 
 @dataclass
-class _Pending:
+class PendingAppend:
+    """One append waiting in a group commit; the write sets `ids` (its dead letters' ids, in order)."""
+
     saga_id: str
     name: str
     events: list[dict[str, Any]]
@@ -137,39 +155,31 @@ class _Pending:
     error: BaseException | None = None
 
 
-class SqliteJournalStore:
-    """SQLite journal store with group commit: appends queued while a write is in flight are written together in
-    the next SQLite transaction, in the order they were queued, one fsync for all of them. `on_durable(n)` runs
-    after each durable batch (crash tests stop the process there)."""
+class JournalGroupCommit:
+    """The queue in front of a journal store's writes: appends submitted while a write is in flight are written
+    together by the next `write(batch)` (one database transaction: the whole batch or none of it), in the order
+    they were submitted. `on_durable(n)` runs after the n-th durable batch (crash tests stop the process there)."""
 
-    def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
-        self._db = open_db(path)
-        for stmt in _SCHEMA:
-            self._db.execute(stmt)
-        self._mutex = threading.Lock()
+    def __init__(
+        self,
+        write: Callable[[list[PendingAppend]], Awaitable[None]],
+        on_durable: Callable[[int], None] | None = None,
+    ) -> None:
+        self._write = write
         self._on_durable = on_durable
-        self._queue: list[_Pending] = []
+        self._queue: list[PendingAppend] = []
         self._writing = False
         self._failed: dict[str, int] = {}  # saga -> the first seq of an append that failed
         self.appends = 0  # durable batches written
 
-    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
-        return await anyio.to_thread.run_sync(fn, *args)
-
-    async def append(
-        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
-    ) -> list[int]:
-        """Raises whatever SQLite raised (a seq written twice: IntegrityError); nothing of a failed batch is kept."""
-        return await self.submit(saga_id, name, events, dead_letters)
-
     def submit(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
     ) -> Awaitable[list[int]]:
-        mine = _Pending(saga_id, name, list(events), list(dead_letters))
+        mine = PendingAppend(saga_id, name, list(events), list(dead_letters))
         self._queue.append(mine)  # queued now: the order of submit calls is the order of the writes
         return self._wait(mine)
 
-    async def _wait(self, mine: _Pending) -> list[int]:
+    async def _wait(self, mine: PendingAppend) -> list[int]:
         if not self._writing:
             # The first waiter leads: it writes batches until the queue is empty. Shielded: an entry being
             # written is written whole or not at all, even if the caller is cancelled.
@@ -179,9 +189,11 @@ class SqliteJournalStore:
                     while self._queue:
                         batch, self._queue = self._queue, []
                         batch = self._refuse_after_failures(batch)
+                        if not batch:  # every append of it was refused: nothing to write
+                            continue
                         error: BaseException | None = None
                         try:
-                            await self._run(self._write, batch)
+                            await self._write(batch)
                         except Exception as exc:  # handed to every waiter of the batch
                             error = exc
                         for p in batch:
@@ -189,8 +201,10 @@ class SqliteJournalStore:
                             if error is not None and p.events:
                                 self._failed.setdefault(p.saga_id, int(p.events[0]["seq"]))
                             p.done.set()
-                        if error is None and self._on_durable is not None:
-                            self._on_durable(self.appends)
+                        if error is None:
+                            self.appends += 1
+                            if self._on_durable is not None:
+                                self._on_durable(self.appends)
             finally:
                 self._writing = False
         await mine.done.wait()
@@ -198,7 +212,7 @@ class SqliteJournalStore:
             raise mine.error
         return mine.ids
 
-    def _refuse_after_failures(self, batch: list[_Pending]) -> list[_Pending]:
+    def _refuse_after_failures(self, batch: list[PendingAppend]) -> list[PendingAppend]:
         """An append queued behind one of its saga's appends that failed would leave a gap in the chain: refuse it.
         A writer that starts again from what is durable (seq at or before the failed one) clears the refusal."""
         out = []
@@ -214,7 +228,37 @@ class SqliteJournalStore:
             out.append(p)
         return out
 
-    def _write(self, batch: list[_Pending]) -> None:
+
+class SqliteJournalStore:
+    """SQLite journal store with group commit (`JournalGroupCommit`). `on_durable(n)` runs after each durable
+    batch. Raises HatpError HATP-STORE-1 when the file's schema is newer than this code's."""
+
+    def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
+        self._db = open_db(path)
+        migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
+        self._mutex = threading.Lock()
+        self._group = JournalGroupCommit(lambda batch: self._run(self._write, batch), on_durable)
+
+    @property
+    def appends(self) -> int:
+        """Durable batches written (group commit makes it fewer than the appends)."""
+        return self._group.appends
+
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    async def append(
+        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
+    ) -> list[int]:
+        """Raises whatever SQLite raised (a seq written twice: IntegrityError); nothing of a failed batch is kept."""
+        return await self.submit(saga_id, name, events, dead_letters)
+
+    def submit(
+        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
+    ) -> Awaitable[list[int]]:
+        return self._group.submit(saga_id, name, events, dead_letters)
+
+    def _write(self, batch: list[PendingAppend]) -> None:
         with self._mutex:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -225,10 +269,9 @@ class SqliteJournalStore:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-            self.appends += 1
 
     @staticmethod
-    def _write_one(cur: Any, p: _Pending) -> list[int]:
+    def _write_one(cur: Any, p: PendingAppend) -> list[int]:
         cur.execute("INSERT OR IGNORE INTO journal_saga (saga_id, name) VALUES (?, ?)", (p.saga_id, p.name))
         for e in p.events:
             cur.execute(

@@ -7,7 +7,7 @@ none of it. Raises ValueError for a URL that names neither, with what to write i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from hatp_mcp.store.dsn import shown
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
+from hatp_mcp.store.journal_store import SqliteJournalStore
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.replay_cache import SqliteReplayCache
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings
@@ -22,6 +23,7 @@ from hatp_mcp.store.txn_log import SqliteTxnLog
 
 if TYPE_CHECKING:
     from hatp_mcp.store.postgresql.gateway_store import PostgresGatewayStore
+    from hatp_mcp.store.postgresql.journal_store import PostgresJournalStore
     from hatp_mcp.store.postgresql.participant_state import PostgresParticipantStore
     from hatp_mcp.store.postgresql.replay_cache import PostgresReplayCache
     from hatp_mcp.store.postgresql.txn_bindings import PostgresTxnBindings
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StoreUrl",
     "open_gateway_store",
+    "open_journal_store",
     "open_participant_store",
     "open_replay_cache",
     "open_txn_bindings",
@@ -143,3 +146,26 @@ def open_txn_bindings(url: StoreUrl) -> SqliteTxnBindings | PostgresTxnBindings:
     from hatp_mcp.store.postgresql.txn_bindings import PostgresTxnBindings
 
     return PostgresTxnBindings(url.target)
+
+
+@asynccontextmanager
+async def open_journal_store(
+    url: StoreUrl, *, on_durable: Callable[[int], None] | None = None
+) -> AsyncIterator[SqliteJournalStore | PostgresJournalStore]:
+    """The journal's sagas and dead letters (hatp_mcp.store.journal_store), closed on exit; on PostgreSQL shared
+    by journal processes. `on_durable(n)` runs after each durable batch. Raises as `open_txn_log`."""
+    if url.backend == "sqlite":
+        store = SqliteJournalStore(url.target, on_durable=on_durable)
+        try:
+            yield store
+        finally:
+            store.close()
+        return
+    _psycopg()
+    from hatp_mcp.store.postgresql.journal_store import PostgresJournalStore
+
+    pg = await PostgresJournalStore.open(url.target, on_durable=on_durable)
+    try:
+        yield pg
+    finally:
+        await pg.aclose()

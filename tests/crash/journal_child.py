@@ -1,5 +1,6 @@
 """The child process of the journal's crash tests: runs (or recovers) the return of item #882 with a durable
-journal (SQLite) and a durable shop (an fsynced effects file).
+journal (SQLite under WORKDIR, or the store URL in WORKDIR/store.url: PostgreSQL) and a durable shop (an fsynced
+effects file).
 
 `python tests/crash/journal_child.py WORKDIR run|recover [PAUSE_AT]`. It counts steps: each durable journal
 append, and each shop effect (durable at the shop, not yet in the journal: the call went out, its result is not
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -21,10 +23,11 @@ import anyio
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.journal import Journal, SagaError
-from hatp_mcp.store.journal_store import SqliteJournalStore
+from hatp_mcp.store.journal_store import JournalStore
+from hatp_mcp.store.url import StoreUrl, open_journal_store
 from tests.journal_shop import Shop
 
-SAGA = "saga-crash-882"
+SAGA = "saga-crash-882"  # or the id in WORKDIR/saga.id (runs sharing one PostgreSQL database)
 
 
 def key(workdir: Path) -> SigningKey:
@@ -45,30 +48,37 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
             print("PAUSED", flush=True)
             threading.Event().wait()  # the parent kills us here, with what the step did on disk
 
-    store = SqliteJournalStore(workdir / "journal.db", on_durable=lambda n: step(f"journal append {n}"))
+    named = workdir / "store.url"
+    url = StoreUrl.parse(named.read_text().strip()) if named.exists() else StoreUrl.sqlite(workdir / "journal.db")
+    async with open_journal_store(url, on_durable=lambda n: step(f"journal append {n}")) as store:
+        await saga_882(workdir, mode, store, step)
+    print(f"STEPS {steps}", flush=True)
+    return 0
+
+
+async def saga_882(workdir: Path, mode: str, store: JournalStore, step: Callable[[str], None]) -> None:
+    named = workdir / "saga.id"
+    saga_id = named.read_text().strip() if named.exists() else SAGA
     shop = Shop(workdir / "effects.log", on_effect=lambda what: step(f"shop did {what}"))
     tools = shop.tools()
     journal = Journal(store, key(workdir), tools=tools.values(), clock=SystemClock())
     async with journal:
         if mode == "run":
             try:
-                async with journal.saga("return-882", SAGA) as saga:
+                async with journal.saga("return-882", saga_id) as saga:
                     await saga.run(tools["mark_returned"], {"item": "882"})
                     await saga.run(tools["refund"], {"item": "882", "usd": "40.00"})
                     await saga.run(tools["label"], {"item": "882"})
             except SagaError as exc:
                 print(f"DONE {exc.status.value}", flush=True)
         else:
-            for saga_id, status in journal.recovered.items():
-                print(f"DONE {status.value} {saga_id}", flush=True)
-        record = await journal.record(SAGA)
+            for recovered, status in journal.recovered.items():
+                print(f"DONE {status.value} {recovered}", flush=True)
+        record = await journal.record(saga_id)
     (workdir / "record.json").write_text(json.dumps(record))
     ring = Keyring()
     ring.add_signer(key(workdir))
     (workdir / "keyring.json").write_text(json.dumps(ring.to_jwks()))
-    store.close()
-    print(f"STEPS {steps}", flush=True)
-    return 0
 
 
 if __name__ == "__main__":

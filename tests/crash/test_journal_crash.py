@@ -1,7 +1,9 @@
 """Kill the journal's process (SIGKILL) at every durable point of a saga and of its rollback: each journal append
 and each effect the shop made before the journal wrote its result. Restart, and check: no completed step left
 un-undone, no undo made twice, every undo call with its step's undo key, the record verifies (HATP-JRN-10,
-HATP-JRN-2, HATP-JRN-7, HATP-JRN-9)."""
+HATP-JRN-2, HATP-JRN-7, HATP-JRN-9). On both stores: SQLite, and PostgreSQL (one database on the session's
+throwaway cluster, each run's saga under its own id), whose server outlives the killed process as a shared
+database would."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.journal.record import verify_journal
 from tests.crash.child_process import Child, finish
+from tests.postgres_cluster import Cluster
 
 CHILD = Path(__file__).with_name("journal_child.py")
 
@@ -44,12 +47,24 @@ def check(workdir: Path) -> None:
     assert record["events"][-1]["body"]["status"] == "ROLLED_BACK"
 
 
+def workdir_for(path: Path, database: str | None, saga_id: str | None = None) -> Path:
+    """A fresh work dir; on PostgreSQL with the database in its store.url and its saga's own id in saga.id."""
+    path.mkdir()
+    if database is not None:
+        (path / "store.url").write_text(database)
+    if saga_id is not None:
+        (path / "saga.id").write_text(saga_id)
+    return path
+
+
 @pytest.mark.e2e
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_once_HATP_JRN_10(
-    tmp_path: Path,
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    baseline = tmp_path / "baseline"
-    baseline.mkdir()
+    postgres: Cluster | None = request.getfixturevalue("postgres") if backend == "postgresql" else None
+    database = postgres.new_database() if postgres is not None else None
+    baseline = workdir_for(tmp_path / "baseline", database)
     lines = finish(Child(CHILD, baseline, "run"))
     assert "DONE ROLLED_BACK" in lines
     said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
@@ -62,8 +77,7 @@ def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_
     recovered: set[str] = set()
     seen: set[str] = set()  # what the recoveries had to do
     for pause_at in range(1, steps + 1):
-        workdir = tmp_path / f"kill-{pause_at}"
-        workdir.mkdir()
+        workdir = workdir_for(tmp_path / f"kill-{pause_at}", database, f"saga-crash-882-k{pause_at}")
         child = Child(CHILD, workdir, "run", pause_at)
         child.read_until("PAUSED")
         os.kill(child.proc.pid, signal.SIGKILL)  # dies with step pause_at on disk and nothing after it

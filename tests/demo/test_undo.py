@@ -23,3 +23,4 @@ def test_the_undo_demo_undoes_the_return_and_recovers_a_killed_rollback_HATP_JRN
     assert "SIGKILL the journal" in out and "3 undo attempt(s)" in out
     assert out.count("the journal record holds offline") == 2
     assert "HATP-JRN-13 SHELL_REFUSED" in out
+    assert "without the agent's token is refused: HATP-JRN-17 CALLER_UNPROVEN" in out

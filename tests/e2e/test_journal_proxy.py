@@ -1,11 +1,13 @@
 """servers.journal_proxy in front of the shop (a real stdio child started by a `cmd:` upstream): the upstream's
-tools re-exposed unchanged, each call journaled, a rollback undoing through the undo map's upstream tools."""
+tools re-exposed unchanged, each call journaled, a rollback undoing through the undo map's upstream tools; with
+its journal in SQLite and in PostgreSQL (`--store`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,7 +15,8 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.mcp.launch import stdio_params
+from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
+from hatp_mcp.mcp.launch import launch_http, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -25,13 +28,17 @@ UNDO_MAP = {
 }
 
 
-@pytest.fixture(scope="module")
-async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, Client]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def proxy(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Client, Client]]:
+    """The proxy on each store: its default SQLite file, or `--store postgresql://...` (a fresh database)."""
     data = tmp_path_factory.mktemp("proxy")
     (data / "undo.json").write_text(json.dumps(UNDO_MAP))
     shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {data / 'shop'} --label-fails"
+    store = ["--store", request.getfixturevalue("postgres").new_database()] if request.param == "postgresql" else []
     params = stdio_params(
-        "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json")]
+        "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json"), *store]
     )
     direct = stdio_params("servers.shop", data / "shop-direct")
     async with Client(stdio_client(params)) as client, Client(stdio_client(direct)) as shop_client:
@@ -83,3 +90,28 @@ async def test_a_rollback_through_the_proxy_undoes_the_calls_by_the_undo_map_HAT
         ("unmark", f"{saga}:s1:1:undo"),
     ]
     assert isinstance(again.value.data, dict) and again.value.data["rule"] == "HATP-JRN-1"
+
+
+async def test_the_proxy_over_http_refuses_a_call_without_a_callers_token_and_nothing_runs_HATP_JRN_17(
+    tmp_path: Path,
+) -> None:
+    token = new_token()
+    (tmp_path / "callers.json").write_text(json.dumps({"callers": {"agent://a": {"tokenSha256": hash_token(token)}}}))
+    (tmp_path / "undo.json").write_text(json.dumps(UNDO_MAP))
+    shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {tmp_path / 'shop'}"
+    extra = ["--upstream", shop, "--undo-map", str(tmp_path / "undo.json"), "--callers", str(tmp_path / "callers.json")]
+    with anyio.fail_after(60):
+        async with (
+            launch_http("servers.journal_proxy", tmp_path / "proxy", extra=extra) as proc,
+            Client(proc.url) as anonymous,
+            bearer_client(proc.url, token) as agent,
+        ):
+            with pytest.raises(MCPError) as refused:
+                await anonymous.call_tool("refund", {"item": "7", "usd": "40.00"})
+            with pytest.raises(MCPError) as rollback:
+                await anonymous.call_tool("saga_rollback", {})
+            effects = (await agent.call_tool("effects", {})).structured_content
+    for err in (refused, rollback):
+        assert isinstance(err.value.data, dict)
+        assert (err.value.data["rule"], err.value.data["code"]) == ("HATP-JRN-17", "CALLER_UNPROVEN")
+    assert effects == {"effects": []}  # the refused refund never reached the shop

@@ -153,3 +153,34 @@ async def test_a_saga_whose_steps_went_through_completes_and_a_pending_one_canno
         done = await agent.j("saga_complete", {"saga_id": saga})
     assert (refused["rule"], refused["code"]) == ("HATP-JRN-6", "STEPS_OPEN")
     assert done["status"] == "COMPLETED"
+
+
+async def test_the_journal_server_on_postgresql_keeps_a_saga_across_a_restart_and_rolls_it_back_HATP_JRN_10(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """`--store postgresql://...`: a saga begun by one journal process is found by the next one on the same
+    database (its own data dir holds only the key), which rolls it back through the shop and signs a record that
+    verifies; nothing was written to a SQLite file."""
+    async with launch_http("servers.shop", tmp_path / "shop") as shop_proc:
+        allow = tmp_path / "allow.json"
+        allow.write_text(json.dumps({"servers": {"shop": {"url": shop_proc.url, "tools": ["unmark_returned"]}}}))
+        params = stdio_params("servers.journal", tmp_path / "journal", ["--allow", str(allow), "--store", pg_url])
+        undo = {"server": "shop", "tool": "unmark_returned", "arguments": {"item": "77"}}
+        with anyio.fail_after(60):
+            async with Client(stdio_client(params)) as journal, Client(shop_proc.url) as shop:
+                agent = Agent(journal, shop)
+                saga = (await agent.j("saga_begin", {"name": "return-77"}))["sagaId"]
+                await agent.step(saga, "mark #77 returned", "mark_returned", {"item": "77"}, undo)
+            async with Client(stdio_client(params)) as journal, Client(shop_proc.url) as shop:
+                agent = Agent(journal, shop)
+                found = await agent.j("saga_status", {"saga_id": saga})
+                done = await agent.j("saga_rollback", {"saga_id": saga, "reason": "changed my mind"})
+                status = await agent.j("saga_status", {"saga_id": saga, "include_record": True})
+                effects = await agent.effects()
+    assert (found["status"], [s["state"] for s in found["steps"]]) == ("IN_PROGRESS", ["COMPLETED"])
+    assert done["status"] == "ROLLED_BACK"
+    assert [(e["kind"], e["key"]) for e in effects] == [("mark", f"{saga}:s1:1"), ("unmark", f"{saga}:s1:1:undo")]
+    ring = Keyring()
+    ring.add(PublicKeyEntry.from_jwk(json.loads((tmp_path / "journal" / "public.jwk.json").read_text())))
+    assert verify_journal(status["record"], ring) == []
+    assert not (tmp_path / "journal" / "journal.db").exists()

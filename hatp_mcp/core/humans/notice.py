@@ -29,8 +29,9 @@ from hatp_mcp.core.model.gateway import AskRecord
 
 __all__ = ["NOTICE_KINDS", "Notice", "NoticeKind", "due_notices", "next_reminder", "notice_key", "render_notice"]
 
-NoticeKind = Literal["ask", "reminder", "closed"]
-NOTICE_KINDS: tuple[NoticeKind, ...] = ("ask", "reminder", "closed")
+# "dead-letter": the journal's alert that an undo needs a person (hatp_mcp/core/journal/alert.py); never an ask's
+NoticeKind = Literal["ask", "reminder", "closed", "dead-letter"]
+NOTICE_KINDS: tuple[NoticeKind, ...] = ("ask", "reminder", "closed", "dead-letter")
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,7 @@ class _Data:
     steps: dict[str, _Step] = field(default_factory=dict)  # in start order
     stopped_at: str | None = None  # the pivot rollback stopped at
     reason: str | None = None  # why it rolled back
+    owner: str | None = None  # the caller that began it, when its journal knows callers (HATP-JRN-17)
 
 
 class SagaMachine:
@@ -218,10 +219,15 @@ class SagaMachine:
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod
-    def begin(cls, saga_id: str, name: str, retry: RetryPolicy | None = None) -> tuple[SagaMachine, list[Command]]:
-        """A new saga and its first entry (to write before any step)."""
+    def begin(
+        cls, saga_id: str, name: str, retry: RetryPolicy | None = None, owner: str | None = None
+    ) -> tuple[SagaMachine, list[Command]]:
+        """A new saga and its first entry (to write before any step). `owner`: the authenticated caller that began
+        it (HATP-JRN-17), written into `saga.begin`."""
         m = cls(saga_id)
-        body = {"sagaId": saga_id, "name": name, "retry": (retry or RetryPolicy()).wire()}
+        body: dict[str, Any] = {"sagaId": saga_id, "name": name, "retry": (retry or RetryPolicy()).wire()}
+        if owner is not None:
+            body["owner"] = owner
         m._apply("saga.begin", body)
         return m, [Write(event="saga.begin", body=body)]
 
@@ -249,6 +255,10 @@ class SagaMachine:
     @property
     def name(self) -> str:
         return self._d.name
+
+    @property
+    def owner(self) -> str | None:
+        return self._d.owner
 
     @property
     def done(self) -> bool:
@@ -498,6 +508,8 @@ class SagaMachine:
                 raise HatpError("HATP-JRN-1", f"entry {event!r} is not allowed {where}", code="ILLEGAL_ENTRY")
             if event == "saga.begin":
                 d.status, d.name = S.IN_PROGRESS, str(body.get("name", ""))
+                owner = body.get("owner")
+                d.owner = owner if isinstance(owner, str) else None
                 d.retry = RetryPolicy.from_wire(body.get("retry") or RetryPolicy().wire())
             elif event == "saga.rollback":
                 d.status, d.reason = S.FAILED, str(body.get("reason", ""))
