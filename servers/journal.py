@@ -23,9 +23,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import anyio
-from mcp.server import MCPServer
 
 from hatp_mcp.core.journal.machine import RetryPolicy
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -88,7 +88,7 @@ async def _run(
             recovered = await journal.recover()
             for saga_id, status in recovered.items():
                 log(f"journal: recovered {saga_id}: {status.value}")
-            server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
+            server = HatpServer("hatp-journal", version="0.1.0", log_level="WARNING")
             serve_journal(server, journal, undoer)
             await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     finally:

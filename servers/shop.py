@@ -24,6 +24,7 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.store.sqlite import open_db
 
@@ -67,7 +68,7 @@ def _key(ctx: Context) -> str | None:
 
 def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0) -> MCPServer:
     shop = Shop(data, label_fails=label_fails, undo_fails=undo_fails)
-    server = MCPServer("hatp-demo-shop", version="0.1.0", log_level="WARNING")
+    server = HatpServer("hatp-demo-shop", version="0.1.0", log_level="WARNING")
 
     async def mark_returned(item: str, ctx: Context) -> dict[str, Any]:
         """Mark an order's item as returned by the customer."""
