@@ -172,8 +172,13 @@ def _bases(methods: tuple[str, ...], branch: str) -> dict[str, dict[str, Any]]:
         "commit": {**ident, "preconditions": {}, "voteDigest": "sha256:" + "0" * 64, "decision": {}},
         "compensate": {**ident, "undoToken": "tok", "reason": "fuzz"},
         "renew": {**ident, "leaseSeconds": 60},
-        "estimate": {"plan": plan.wire(), "requirementId": branch},
-        "tighten": {**ident, "decideBy": format_ts(datetime.now(UTC) + timedelta(minutes=30))},
+        "estimate": {"txnId": plan.txn_id, "requirementId": branch, "planDigest": plan.digest(), "plan": plan.wire()},
+        "tighten": {
+            "txnId": plan.txn_id,
+            "requirementId": branch,
+            "planDigest": plan.digest(),
+            "decideBy": format_ts(datetime.now(UTC) + timedelta(minutes=30)),
+        },
         "acquire": {"resource": "LH123/2026-12-10/1A", "owner": "fuzz", "leaseSeconds": 60},
     }
     return {m: known.get(m.rsplit("/", 1)[-1], ident) for m in methods}
