@@ -14,7 +14,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import random
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -108,15 +110,31 @@ def _make(name: str) -> MCPServer:
 
 def _served(name: str) -> _Served:
     if name not in _SERVED:
-        portal = _STACK.enter_context(start_blocking_portal())
-        server = _make(name)
-        for svc in _COORDINATOR:  # the coordinator's service runs while its server does
-            _STACK.enter_context(portal.wrap_async_context_manager(svc.running()))
-        _COORDINATOR.clear()
-        client = _STACK.enter_context(portal.wrap_async_context_manager(Client(server)))
-        listed = portal.call(client.list_tools)
-        _SERVED[name] = _Served(portal, client, {t.name: dict(t.input_schema) for t in listed.tools})
+        with _random_kept():
+            _SERVED[name] = _start(name)
     return _SERVED[name]
+
+
+@contextlib.contextmanager
+def _random_kept() -> Iterator[None]:
+    """Starting a server (key generation, ids) must not move the random state Hypothesis draws with: the first
+    input is drawn while the servers start."""
+    state = random.getstate()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def _start(name: str) -> _Served:
+    portal = _STACK.enter_context(start_blocking_portal())
+    server = _make(name)
+    for svc in _COORDINATOR:  # the coordinator's service runs while its server does
+        _STACK.enter_context(portal.wrap_async_context_manager(svc.running()))
+    _COORDINATOR.clear()
+    client = _STACK.enter_context(portal.wrap_async_context_manager(Client(server)))
+    listed = portal.call(client.list_tools)
+    return _Served(portal, client, {t.name: dict(t.input_schema) for t in listed.tools})
 
 
 def _plan(txn_id: str) -> Plan:
