@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak soak-processes fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -77,6 +77,10 @@ bench: install postgresql
 # 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome
 soak: install
 	$(BIN)/python -m tests.soak.soak --n 10000
+
+# the same over real processes: 500 trips, 20 SIGKILLs of the coordinator or a tool server, each started again
+soak-processes: install
+	$(BIN)/python -m tests.soak.processes --n 500 --kills 20
 
 # 100,000 hostile inputs per parser and boundary (about an hour here); prints inputs, refusals, accepted, crashes
 fuzz: install

@@ -25,6 +25,7 @@ from pydantic import Field
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import agent_tool_sync
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
@@ -115,7 +116,7 @@ def build(
         max_lease_seconds=MAX_LEASE_SECONDS,
         max_horizon_seconds=MAX_HOLD_SECONDS,
     )
-    server = MCPServer(f"hatp-{spec.name}", version="0.1.0", log_level="WARNING")
+    server = HatpServer(f"hatp-{spec.name}", version="0.1.0", log_level="WARNING")
     noun = spec.noun
     formats = " or ".join(dict.fromkeys(o.key.format for o in spec.ops))
 

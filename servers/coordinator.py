@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.humans.agents import card_of_key
@@ -46,6 +45,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -254,7 +254,7 @@ async def _serve(
             agents=agents,
             agent_key=agent_key,
         )
-        server = MCPServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
+        server = HatpServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
         serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
         async with service.running():
             recovered = await service.recover_unfinished()

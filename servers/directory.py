@@ -26,6 +26,7 @@ from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.directory_server import serve_directory
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 
@@ -43,7 +44,7 @@ def build(org: Path, clock: Clock) -> MCPServer:
         log(f"directory: ignored card {card.card_id}: {card.rule} {card.reason}")
     skipped = {c.index for c in ignored}
     signed = {str(d["id"]): d for i, d in enumerate(docs) if i not in skipped}
-    server = MCPServer("hatp-directory", version="0.1.0", log_level="WARNING")
+    server = HatpServer("hatp-directory", version="0.1.0", log_level="WARNING")
     serve_directory(server, directory, signed, well_known, clock)
     return server
 

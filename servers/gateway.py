@@ -47,6 +47,7 @@ from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
@@ -125,7 +126,7 @@ def build(
     trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
         log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
-    server = MCPServer("hatp-gateway", version="0.1.0", log_level="WARNING")
+    server = HatpServer("hatp-gateway", version="0.1.0", log_level="WARNING")
     serve_approver(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
     serve_questions(server, gateway)

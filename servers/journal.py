@@ -42,13 +42,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.humans.agents import card_of_key
 from hatp_mcp.core.journal.machine import RetryPolicy
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.journal_callers import CallerTokens
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
@@ -241,7 +241,7 @@ async def _run(
         recovered = await journal.recover()
         for saga_id, status in recovered.items():
             log(f"journal: recovered {saga_id}: {status.value}")
-        server = MCPServer("hatp-journal", version="0.1.0", log_level="WARNING")
+        server = HatpServer("hatp-journal", version="0.1.0", log_level="WARNING")
         serve_journal(server, journal, undoer, callers)
         await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
     return 0

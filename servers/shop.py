@@ -28,6 +28,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
+from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.org import load_agents, load_directory
 from hatp_mcp.store.sqlite import open_db
@@ -79,7 +80,7 @@ UNDO_REQUIRES = {  # who must approve a reversed refund, with --gate-undo
 
 def build(data: Path, *, label_fails: bool = False, undo_fails: int = 0, gate_org: Path | None = None) -> MCPServer:
     shop = Shop(data, label_fails=label_fails, undo_fails=undo_fails)
-    server = MCPServer("hatp-demo-shop", version="0.1.0", log_level="WARNING")
+    server = HatpServer("hatp-demo-shop", version="0.1.0", log_level="WARNING")
 
     async def mark_returned(item: str, ctx: Context) -> dict[str, Any]:
         """Mark an order's item as returned by the customer."""

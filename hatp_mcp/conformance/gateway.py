@@ -1,5 +1,5 @@
 """The Human Gateway checks: what any MCP server that claims to be a HATP gateway must do (spec/mcp-binding.md
-HATP-MCP-9/10, HATP-TRUST-1..4, 8).
+HATP-MCP-9/10, 17/18, HATP-TRUST-1..4, 8).
 
 The runner is a coordinator (target.py): it asks the gateway for one approval requirement of a plan it builds
 (`--address`, `--action`), proven and unproven, and reads the asks back with `hatp/txn/voted`. The humans are
@@ -19,7 +19,8 @@ from hatp_mcp.conformance.report import Report
 from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
 from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VotedRequest
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.plan import Plan
@@ -238,6 +239,7 @@ class _Run:
             self.s.skip("HATP-MCP-10", "ask checks", "no signed vote to follow")
             return
         first = got.result["vote"]
+        await self.estimate_flow(plan)
         again = await self.s.send("hatp/txn/prepare", self.s.sign("prepare", self.ask(plan)))
         same = (again.result or {}).get("vote") == first
         self.s.check(
@@ -248,6 +250,7 @@ class _Run:
             "the same vote" if same else f"another answer: {again.describe()}",
             same,
         )
+        first = await self.tighten_flow(plan, first)  # the ask's vote from here on
         unproven = await self.s.send("hatp/txn/abort", self.abort(plan))
         still = await self.voted(plan)
         kept = (still.result or {}).get("vote") == first
@@ -275,6 +278,84 @@ class _Run:
             aborted.describe() + (f"; {problem}" if problem else ""),
             problem is None,
         )
+
+    def tighten(self, plan: Plan, decide_by: str, txn_id: str | None = None) -> dict[str, Any]:
+        return TightenRequest(
+            txn_id=txn_id or plan.txn_id, requirement_id=REQUIREMENT, plan_digest=plan.digest(), decide_by=decide_by
+        ).wire()
+
+    async def estimate_flow(self, plan: Plan) -> None:
+        """HATP-MCP-17: a signed Estimate naming the txnId, requirement and plan digest; another digest refused."""
+        params = EstimateRequest(
+            txn_id=plan.txn_id, requirement_id=REQUIREMENT, plan_digest=plan.digest(), plan=plan
+        ).wire()
+        got = await self.s.send("hatp/txn/estimate", params)
+        estimate = got.result
+        problem = self.s.signature_problem(estimate, "gateway", "$")
+        want = {"type": "hatp.estimate", "txnId": plan.txn_id, "requirementId": REQUIREMENT}
+        want["planDigest"] = plan.digest()
+        if problem is None and isinstance(estimate, dict):
+            problem = next(
+                (f"{k} is {estimate.get(k)!r}, not {v!r}" for k, v in want.items() if estimate.get(k) != v), None
+            )
+            if problem is None and not isinstance(estimate.get("decideBy"), str):
+                problem = "no decideBy"
+        self.s.check(
+            "HATP-MCP-17",
+            "an estimate is the gateway's signed worst case for the requirement of this plan",
+            "hatp/txn/estimate of the requirement, with the plan",
+            "an Estimate signed by an advertised gateway key naming the txnId, requirement and plan digest, with "
+            "decideBy",
+            got.describe() if problem is None else f"{got.describe()}; {problem}",
+            problem is None,
+        )
+        wrong = await self.s.send("hatp/txn/estimate", {**params, "planDigest": "sha256:" + "0" * 64})
+        self.s.check(
+            "HATP-MCP-17",
+            "an estimate whose planDigest is not the plan's is refused",
+            "hatp/txn/estimate with planDigest sha256:000...0",
+            f"error {CODES['PLAN_MISMATCH']} (PLAN_MISMATCH)",
+            wrong.describe(),
+            wrong.code == CODES["PLAN_MISMATCH"],
+        )
+
+    async def tighten_flow(self, plan: Plan, first: dict[str, Any]) -> dict[str, Any]:
+        """HATP-MCP-18: tightening an ask never given is refused NO_SUCH_ASK; tightening the pending ask answers a
+        pending vote whose signed decideBy is the one sent. Returns the ask's vote afterwards."""
+        soon = format_ts(self.s.now().replace(microsecond=0) + timedelta(minutes=30))
+        ghost = self.s.sign(
+            "tighten", {**self.tighten(plan, soon, f"{plan.txn_id}-never"), "txnId": f"{plan.txn_id}-never"}
+        )
+        got = await self.s.send("hatp/txn/tighten", ghost)
+        self.s.check(
+            "HATP-MCP-18",
+            "tightening an ask the gateway was never given is refused",
+            "a signed hatp/txn/tighten of a txnId never asked about",
+            "the refusal NO_SUCH_ASK, never a made-up vote",
+            got.describe(),
+            got.result is None and got.error_data.get("code") == "NO_SUCH_ASK",
+        )
+        if first.get("decision") != "pending":
+            self.s.skip("HATP-MCP-18", "tightening a pending ask", f"the ask was {first.get('decision')}, not pending")
+            return first
+        earlier = first.get("decideBy")
+        if not (isinstance(earlier, str) and parse_ts(soon) < parse_ts(earlier)):
+            self.s.skip("HATP-MCP-18", "tightening a pending ask", f"its decideBy {earlier!r} is not after {soon}")
+            return first
+        got = await self.s.send("hatp/txn/tighten", self.s.sign("tighten", self.tighten(plan, soon)))
+        problem = self.vote_problem(got.result, plan)
+        vote = (got.result or {}).get("vote") or {}
+        if problem is None and (vote.get("decision"), vote.get("decideBy")) != ("pending", soon):
+            problem = f"the vote is {vote.get('decision')} with decideBy {vote.get('decideBy')!r}"
+        self.s.check(
+            "HATP-MCP-18",
+            "tightening the pending ask answers a pending vote whose signed decideBy is the one sent",
+            f"a signed hatp/txn/tighten of the ask with decideBy {soon} (before its {earlier})",
+            f"a VoteResult: pending, decideBy {soon}, signed by an advertised gateway key",
+            got.describe() + (f"; {problem}" if problem else ""),
+            problem is None,
+        )
+        return vote if problem is None else first
 
 
 async def run_gateway_checks(

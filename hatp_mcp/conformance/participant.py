@@ -1,7 +1,8 @@
 """The participant-side checks: what any MCP server that claims to be a HATP participant must do.
 
 The runner is a coordinator (target.py): it builds a one-branch plan on an operation the server advertises, sends
-the ordinary flows (prepare, repeat, commit, repeat, abort, prepare after abort) signed with its own key, and the
+the ordinary flows (quote, prepare, repeat, renew a hold, commit, repeat, compensate, abort, prepare after abort)
+signed with its own key, and the
 planted violations a participant must refuse with no effect: params that are not the wire object (HATP-OBJ-3),
 state-changing requests with no proof, a proof by an untrusted key, a stale proof, a proof replayed for another
 method (HATP-TRUST-1..4, 8), a commit naming another plan digest (HATP-TRUST-5) or another vote (HATP-TRUST-7).
@@ -23,9 +24,16 @@ from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
 from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Preconditions
-from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
+from hatp_mcp.core.model.messages import (
+    AbortRequest,
+    CommitRequest,
+    CompensateRequest,
+    PrepareRequest,
+    RenewRequest,
+    StatusRequest,
+)
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.errors import HatpError
@@ -211,13 +219,17 @@ class _Run:
             self.skip("HATP-PART-1", "every other check", "the server does not advertise HATP as a participant")
             return
         await self.planted_on_prepare()
+        await self.quote_flow()
         plan = self.plan()
         prepared = await self.prepare_flow(plan)
         if prepared is None:
             self.skip("HATP-PART-6", "commit checks", "no yes vote to commit on")
         else:
+            await self.renew_flow(plan)
             await self.planted_on_commit(plan, prepared)
-            await self.commit_flow(plan, prepared)
+            committed = await self.commit_flow(plan, prepared)
+            if committed is not None:
+                await self.compensate_flow(plan, committed)
         await self.abort_flow()
         await self.not_prepared()
 
@@ -380,7 +392,8 @@ class _Run:
             "prepared",
         )
 
-    async def commit_flow(self, plan: Plan, prepared: dict[str, Any]) -> None:
+    async def commit_flow(self, plan: Plan, prepared: dict[str, Any]) -> dict[str, Any] | None:
+        """The commit and its repeat; the ok commit receipt, or None."""
         got = await self.send("hatp/txn/commit", self.sign("commit", self.commit_params(plan, prepared)))
         receipt = (got.result or {}).get("receipt")
         problem = self.evidence_problem(receipt, "receipt", plan, "commit")
@@ -395,14 +408,124 @@ class _Run:
             got.describe() + (f"; {problem}" if problem else "") + f"; branch {after}",
             problem is None and after == "committed",
         )
-        if problem is not None:
-            return
+        if problem is not None or not isinstance(receipt, dict):
+            return None
         again = await self.send("hatp/txn/commit", self.sign("commit", self.commit_params(plan, prepared)))
         self.check(
             "HATP-PART-10",
             "a repeated commit returns the first answer: the effect is not made again",
             "the same commit again (a fresh auth)",
             "the first commit receipt, byte for byte",
+            "the same receipt" if again.result == got.result else f"another answer: {again.describe()}",
+            again.result == got.result,
+        )
+        return receipt
+
+    async def quote_flow(self) -> None:
+        """A quote is answered like a prepare, with a signed vote and receipt (HATP-PART-1), whose receipt (phase
+        quote) states validUntil, and it places nothing: the branch is not prepared afterwards (HATP-MODE-3)."""
+        plan = self.plan()
+        got = await self.send("hatp/txn/quote", self.sign("quote", self.prepare_params(plan, quoteOnly=True)))
+        result = got.result or {}
+        problem = self.evidence_problem(result.get("vote"), "vote", plan) or self.evidence_problem(
+            result.get("receipt"), "receipt", plan, "quote"
+        )
+        self.check(
+            "HATP-PART-1",
+            "a quote is answered with a vote and a quote receipt, signed by an advertised key over the plan digest",
+            f"a signed hatp/txn/quote of {self.operation} ({self.tier})",
+            "vote and receipt (phase quote), each signed by an advertised participant key, naming txnId, b1, "
+            "planDigest",
+            got.describe() + (f"; {problem}" if problem else ""),
+            problem is None,
+        )
+        receipt = result.get("receipt") or {}
+        after = await self.state(plan)
+        stated = isinstance(receipt, dict) and isinstance(receipt.get("validUntil"), str)
+        self.check(
+            "HATP-MODE-3",
+            "a quote states how long it is good for (validUntil) and places nothing",
+            f"a signed hatp/txn/quote of {self.operation} ({self.tier})",
+            "a receipt stating validUntil; branch not prepared",
+            f"validUntil {receipt.get('validUntil') if isinstance(receipt, dict) else None!r}; branch {after}",
+            stated and after != "prepared",
+        )
+
+    def renew_params(self, plan: Plan, seconds: int) -> dict[str, Any]:
+        return RenewRequest(txn_id=plan.txn_id, branch_id="b1", plan_digest=plan.digest(), lease_seconds=seconds).wire()
+
+    async def renew_flow(self, plan: Plan) -> None:
+        """HATP-PART-4: a hold's renewal is a signed renew receipt whose lease never passes the hold's horizon."""
+        if self.tier != "hold":
+            self.skip("HATP-PART-4", "a renewal of a prepared hold", f"the operation's tier is {self.tier}, not hold")
+            return
+        got = await self.send("hatp/txn/renew", self.sign("renew", self.renew_params(plan, 10 * 365 * 24 * 3600)))
+        receipt = (got.result or {}).get("receipt")
+        problem = self.evidence_problem(receipt, "receipt", plan, "renew")
+        if problem is None and isinstance(receipt, dict):
+            lease, horizon = receipt.get("leaseExpiresAt"), receipt.get("holdHorizon")
+            if receipt.get("outcome") != "ok":
+                problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+            elif not (isinstance(lease, str) and isinstance(horizon, str)):
+                problem = f"the receipt states leaseExpiresAt {lease!r} and holdHorizon {horizon!r}"
+            elif parse_ts(lease) > parse_ts(horizon):
+                problem = f"the lease runs to {lease}, past the hold's horizon {horizon}"
+        after = await self.state(plan)
+        self.check(
+            "HATP-PART-4",
+            "a renewal asking for ten years is capped at the hold's horizon, in a signed renew receipt",
+            "a signed hatp/txn/renew of the prepared hold with leaseSeconds of ten years",
+            "receipt phase renew outcome ok, leaseExpiresAt at or before holdHorizon; branch still prepared",
+            got.describe() + (f"; {problem}" if problem else "") + f"; branch {after}",
+            problem is None and after == "prepared",
+        )
+
+    def compensate_params(self, plan: Plan, token: str | None) -> dict[str, Any]:
+        return CompensateRequest(txn_id=plan.txn_id, branch_id="b1", plan_digest=plan.digest(), undo_token=token).wire()
+
+    async def compensate_flow(self, plan: Plan, committed: dict[str, Any]) -> None:
+        """HATP-PART-7: only a committed compensate-tier branch is compensated (and a repeat answers the same);
+        compensating a hold or final branch is refused IRREVERSIBLE."""
+        token = committed.get("undoToken")
+        params = self.sign("compensate", self.compensate_params(plan, token if isinstance(token, str) else None))
+        got = await self.send("hatp/txn/compensate", params)
+        after = await self.state(plan)
+        if self.tier != "compensate":
+            receipt = (got.result or {}).get("receipt")
+            problem = self.evidence_problem(receipt, "receipt", plan, "compensate") if receipt else None
+            signed_refusal = (
+                isinstance(receipt, dict)
+                and problem is None
+                and (receipt.get("outcome"), receipt.get("code")) == ("refused", "IRREVERSIBLE")
+            )
+            self.check(
+                "HATP-PART-7",
+                f"compensating a committed {self.tier} branch is refused and undoes nothing",
+                f"a signed hatp/txn/compensate of the committed {self.tier} branch",
+                f"error {CODES['IRREVERSIBLE']} (IRREVERSIBLE) or a signed compensate receipt refused IRREVERSIBLE; "
+                "branch still committed",
+                got.describe() + (f"; {problem}" if problem else "") + f"; branch {after}",
+                (got.code == CODES["IRREVERSIBLE"] or signed_refusal) and after == "committed",
+            )
+            return
+        receipt = (got.result or {}).get("receipt")
+        problem = self.evidence_problem(receipt, "receipt", plan, "compensate")
+        if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
+            problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+        self.check(
+            "HATP-PART-7",
+            "a committed compensate-tier branch is compensated with its undo token, in a signed receipt",
+            "a signed hatp/txn/compensate with the commit receipt's undoToken",
+            "receipt phase compensate outcome ok, signed by an advertised key; branch compensated",
+            got.describe() + (f"; {problem}" if problem else "") + f"; branch {after}",
+            problem is None and after == "compensated",
+        )
+        again = await self.send("hatp/txn/compensate", self.sign("compensate", self.compensate_params(plan, token)))
+        self.check(
+            "HATP-PART-6",
+            "a repeated compensate returns the first answer: the undo is not made again",
+            "the same compensate again (a fresh auth)",
+            "the first compensate receipt, byte for byte",
             "the same receipt" if again.result == got.result else f"another answer: {again.describe()}",
             again.result == got.result,
         )

@@ -48,9 +48,33 @@ CASES: tuple[tuple[str, str, str, int, str], ...] = (
         "HATP-OBJ-2",
     ),
     (
+        "HATP-WIRE-1",
+        "params holding the non-JSON constant NaN are refused",
+        '{"jsonrpc":"2.0","id":9004,"method":"hatp/txn/status","params":{"txnId":NaN,"branchId":"b1"}}',
+        -32700,
+        "HATP-OBJ-1",
+    ),
+    (
+        "HATP-WIRE-1",
+        "params holding a number a double cannot hold (1e400) are refused, not read as infinity",
+        '{"jsonrpc":"2.0","id":9005,"method":"hatp/txn/status","params":{"txnId":"conf-a","branchId":"b1",'
+        '"waitSeconds":1e400}}',
+        -32600,
+        "HATP-OBJ-4",
+    ),
+    (
+        "HATP-WIRE-1",
+        "a message over 8 MiB (plus 64 KiB for the envelope) is refused before it is parsed",
+        '{"jsonrpc":"2.0","id":9006,"method":"hatp/txn/status","params":{"txnId":"'
+        + "x" * (8 * 1024 * 1024 + 64 * 1024 + 16)
+        + '","branchId":"b1"}}',
+        -32600,
+        "HATP-OBJ-2",
+    ),
+    (
         "HATP-WIRE-2",
         "params that are not an object are answered with -32602, not left unanswered",
-        '{"jsonrpc":"2.0","id":9004,"method":"hatp/txn/status","params":[]}',
+        '{"jsonrpc":"2.0","id":9007,"method":"hatp/txn/status","params":[]}',
         -32602,
         "HATP-WIRE-1",
     ),

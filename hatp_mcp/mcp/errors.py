@@ -60,6 +60,7 @@ CODES: dict[str, int] = {
     "NOT_A_HOLD": -32063,
     "UNSUPPORTED": -32064,
     "APPROVAL_INVALID": -32065,  # gated tools (spec/gated-tools.md): an approval was given and does not fit
+    "BAD_ARGUMENTS": -32066,  # an agent tool's arguments outside its input schema (HATP-MCP-50)
     # acting only for a trusted coordinator (spec/mcp-binding.md HATP-TRUST-1..12)
     "COORDINATOR_UNPROVEN": -32080,
     "AUTH_MISMATCH": -32081,

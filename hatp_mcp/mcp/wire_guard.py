@@ -34,6 +34,11 @@ INVALID_PARAMS = -32602
 # What a JSON-RPC envelope may add around an 8 MiB params document (method name, id, _meta, spacing).
 ENVELOPE_BYTES = 64 * 1024
 _MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+# An `"id"` member of the message's own object among the members before anything nested opens (outside a string
+# nothing may be `{` or `[`, so the key is at the top level), with a number or string value: how an oversized
+# message's id is read without parsing it. Linear: the two alternatives never start with the same byte.
+_LEADING_ID = re.compile(rb'\s*\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*?"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")')
+_LEADING_BYTES = 4096
 
 
 def _error(msg_id: object, code: int, rule: str, reason: str, fix: str) -> dict[str, Any]:
@@ -79,6 +84,19 @@ def _id_of(raw: bytes) -> object:
     return None
 
 
+def _leading_id(raw: bytes) -> object:
+    """The id of a message too large to parse, when it is among the members before its first nested value (within
+    the first _LEADING_BYTES), else None: the sender can then match the refusal to its request."""
+    found = _LEADING_ID.match(raw[:_LEADING_BYTES])
+    if found is None:
+        return None
+    try:
+        got = json.loads(found.group(1))
+    except ValueError:
+        return None
+    return got if isinstance(got, str | int) and not isinstance(got, bool) else None
+
+
 def _is_notification(raw: bytes) -> bool:
     try:
         value = json.loads(raw)
@@ -87,18 +105,24 @@ def _is_notification(raw: bytes) -> bool:
     return isinstance(value, dict) and "method" in value and "id" not in value
 
 
+def _too_large(size: int, head: bytes) -> dict[str, Any]:
+    """HATP-OBJ-2 for a message of `size` bytes whose first bytes are `head`: never parsed; its id read from
+    `head` when it leads the message."""
+    return _error(
+        _leading_id(head),
+        INVALID_REQUEST,
+        "HATP-OBJ-2",
+        f"the message is {size} bytes, more than the {MAX_BYTES}-byte limit on a document (plus "
+        f"{ENVELOPE_BYTES} for the JSON-RPC envelope)",
+        "send a smaller document",
+    )
+
+
 def check(raw: bytes) -> dict[str, Any] | None:
     """The JSON-RPC error for a message that breaks HATP-OBJ-1/2 or is not one JSON-RPC object with object
     params, or None when it is within the limits."""
     if len(raw) > MAX_BYTES + ENVELOPE_BYTES:
-        return _error(
-            None,
-            INVALID_REQUEST,
-            "HATP-OBJ-2",
-            f"the message is {len(raw)} bytes, more than the {MAX_BYTES}-byte limit on a document (plus "
-            f"{ENVELOPE_BYTES} for the JSON-RPC envelope)",
-            "send a smaller document",
-        )
+        return _too_large(len(raw), raw)
     try:
         value = load_json(raw, "the message", envelope=1)
     except WireError as exc:
@@ -169,19 +193,20 @@ class GuardedApp:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self._app(scope, receive, send)
             return
-        body, more, too_big = bytearray(), True, False
+        body, more, too_big, size = bytearray(), True, False, 0
         while more:
             event = await receive()
             if event["type"] == "http.disconnect":
                 return
             chunk = event.get("body", b"")
+            size += len(chunk)
             if len(body) + len(chunk) > MAX_BYTES + ENVELOPE_BYTES:
                 too_big = True  # keep reading (and dropping) so the client can read the answer
             else:
                 body.extend(chunk)
             more = event.get("more_body", False)
         raw = bytes(body)
-        verdict = check(b"x" * (MAX_BYTES + ENVELOPE_BYTES + 1)) if too_big else check(raw)
+        verdict = _too_large(size, raw) if too_big else check(raw)
         if verdict is not None:
             answer = verdict if not _is_notification(raw) else None
             await _respond(send, answer)

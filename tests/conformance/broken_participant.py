@@ -5,7 +5,11 @@ stdio. Modes (each a planted violation `hatp conformance participant` must name 
 - `trust-anyone`: every state-changing request is admitted unproven (breaks HATP-TRUST-1..4, 5);
 - `unsigned-yes`: a yes vote goes out without its signature (breaks HATP-PART-1);
 - `other-digest`: the prepare's vote and receipt name another plan digest, re-signed (breaks HATP-PART-1);
-- `commit-again`: a repeated commit is performed as new and answered with a fresh receipt (breaks HATP-PART-10).
+- `commit-again`: a repeated commit is performed as new and answered with a fresh receipt (breaks HATP-PART-10);
+- `quote-forever`: a quote's receipt states no validUntil, re-signed (breaks HATP-MODE-3);
+- `renew-past-horizon`: a renewal's receipt puts the lease a day past the hold's horizon, re-signed (breaks
+  HATP-PART-4);
+- `compensate-hold`: compensating a committed hold is answered with a signed ok receipt (breaks HATP-PART-7).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -44,7 +48,15 @@ from hatp_mcp.store.files import load_or_create_key
 from servers import payments
 from servers._participant import build
 
-MODES = ("trust-anyone", "unsigned-yes", "other-digest", "commit-again")
+MODES = (
+    "trust-anyone",
+    "unsigned-yes",
+    "other-digest",
+    "commit-again",
+    "quote-forever",
+    "renew-past-horizon",
+    "compensate-hold",
+)
 
 
 class AdmitAnyone(TrustedCoordinators):
@@ -75,6 +87,9 @@ class Broken:
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
         result = await self.runtime.prepare(req)
+        if self.mode == "quote-forever" and req.quote_only:
+            receipt = {k: v for k, v in result.receipt.items() if k not in ("validUntil", "signature")}
+            return result.model_copy(update={"receipt": sign_object(receipt, self.key)})
         if self.mode == "unsigned-yes" and result.vote.get("decision") == "yes":
             vote = {k: v for k, v in result.vote.items() if k != "signature"}
             return result.model_copy(update={"vote": vote})
@@ -100,10 +115,19 @@ class Broken:
         return await self.runtime.abort(req)
 
     async def compensate(self, req: CompensateRequest) -> BranchResult:
-        return await self.runtime.compensate(req)
+        result = await self.runtime.compensate(req)
+        if self.mode == "compensate-hold":  # says it undid what cannot be undone
+            receipt = {k: v for k, v in result.receipt.items() if k not in ("code", "reason", "signature")}
+            return result.model_copy(update={"receipt": sign_object({**receipt, "outcome": "ok"}, self.key)})
+        return result
 
     async def renew(self, req: RenewRequest) -> BranchResult:
-        return await self.runtime.renew(req)
+        result = await self.runtime.renew(req)
+        horizon = result.receipt.get("holdHorizon")
+        if self.mode == "renew-past-horizon" and isinstance(horizon, str):
+            past = format_ts(parse_ts(horizon) + timedelta(days=1))
+            return result.model_copy(update={"receipt": self._resign(result.receipt, leaseExpiresAt=past)})
+        return result
 
     async def status(self, req: StatusRequest) -> StatusResult:
         return await self.runtime.status(req)

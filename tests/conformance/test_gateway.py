@@ -19,9 +19,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 ADDRESS = "human://acme.com/role/finance-approver?quorum=1-of-3"  # spec/fixtures/org, the gateway's default org
 
 
-async def conformance(module: str, data: Path) -> tuple[int, dict[str, Any]]:
+async def conformance(module: str, data: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     server = shlex.join(
-        [sys.executable, "-m", module, "--data", str(data), "--trusted-coordinators", "{trust}"]
+        [sys.executable, "-m", module, "--data", str(data), "--trusted-coordinators", "{trust}", *extra]
         + (["--transport", "stdio"] if module == "servers.gateway" else [])
     )
     argv = [sys.executable, "-m", "hatp_mcp.cli", "conformance", "gateway", "--command", server]
@@ -45,3 +45,14 @@ async def test_HATP_CONF_4_a_gateway_that_admits_unproven_requests_is_named_by_t
     code, report = await conformance("tests.conformance.broken_gateway", tmp_path / "gw")
     assert code == 1 and report["ok"] is False
     assert report["failedRules"] == ["HATP-TRUST-1", "HATP-TRUST-2", "HATP-TRUST-3", "HATP-TRUST-4", "HATP-TRUST-8"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "broken"), [("estimate-unsigned", ["HATP-MCP-17"]), ("tighten-ignored", ["HATP-MCP-18"])]
+)
+async def test_HATP_CONF_4_a_gateway_breaking_estimate_or_tighten_is_named_by_that_rule(
+    tmp_path: Path, mode: str, broken: list[str]
+) -> None:
+    code, report = await conformance("tests.conformance.broken_gateway", tmp_path / "gw", "--break", mode)
+    assert code == 1 and report["ok"] is False
+    assert report["failedRules"] == broken

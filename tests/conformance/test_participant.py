@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from hatp_mcp.conformance.target import open_identity
+from hatp_mcp.conformance.wire import CASES
 from hatp_mcp.mcp.launch import ROOT, launch_http
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE
 
@@ -57,7 +58,8 @@ async def test_HATP_CONF_2_the_payments_server_over_http_trusting_the_runners_ke
         code, report = await conformance("--url", proc.url, keys=tmp_path / "runner")
     assert (code, report["ok"], report["failedRules"]) == (0, True, [])
     wire = [c for c in report["checks"] if c["rule"].startswith("HATP-WIRE")]
-    assert len(wire) == 4 and all("HTTP 400" in c["got"] for c in wire)
+    assert len(wire) == len(CASES) == 7 and all("HTTP 400" in c["got"] for c in wire)
+    assert {c["got"].split(", id ")[-1] for c in wire} == {str(9001 + i) for i in range(7)}  # each answer is its own
 
 
 async def test_HATP_CONF_2_a_server_that_does_not_trust_the_runner_fails_the_run(tmp_path: Path) -> None:
@@ -79,6 +81,9 @@ async def test_HATP_CONF_2_a_server_that_does_not_trust_the_runner_fails_the_run
         ("unsigned-yes", ["HATP-PART-1"]),
         ("other-digest", ["HATP-PART-1", "HATP-PART-6"]),
         ("commit-again", ["HATP-PART-10"]),
+        ("quote-forever", ["HATP-MODE-3"]),
+        ("renew-past-horizon", ["HATP-PART-4"]),
+        ("compensate-hold", ["HATP-PART-7"]),
     ],
 )
 async def test_HATP_CONF_4_a_broken_participant_is_reported_by_the_rules_it_breaks(

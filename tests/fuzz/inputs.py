@@ -6,6 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tests.fuzz.servers import COORDINATOR_CALLS, GATEWAY_CALLS, PARTICIPANT_CALLS, tool_calls
 from tests.fuzz.strategies import SAGA, TRIP, hostile_json, json_texts, jsonrpc_messages, plans, sagas
 from tests.fuzz.targets import RECORD
 
@@ -16,4 +17,8 @@ INPUTS: dict[str, st.SearchStrategy[Any]] = {
     "json": hostile_json,
     "message": jsonrpc_messages(),
     "record-bytes": json_texts(RECORD),
+    "participant-call": PARTICIPANT_CALLS,
+    "gateway-call": GATEWAY_CALLS,
+    "coordinator-call": COORDINATOR_CALLS,
+    "tool-call": tool_calls(),
 }

@@ -19,6 +19,7 @@ from hatp_mcp.core.validate.validator import validate_document
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.wire_guard import check
 from tests.factories import signed_trip_record
+from tests.fuzz import servers
 
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
 _SCRATCH = Path(tempfile.mkdtemp(prefix="hatp-fuzz-"))  # one folder for the whole run: inputs overwrite each other
@@ -130,4 +131,8 @@ TARGETS: dict[str, tuple[Callable[[Any], Outcome], str]] = {
     "load_json": (loader, "plan-bytes"),
     "MCP wire guard": (mcp_wire, "message"),
     "hatp verify --json": (cli_verify, "record-bytes"),
+    "participant hatp/* methods": (servers.participant_method, "participant-call"),
+    "gateway hatp/* methods": (servers.gateway_method, "gateway-call"),
+    "coordinator hatp/* methods": (servers.coordinator_method, "coordinator-call"),
+    "agent tools": (servers.tool, "tool-call"),
 }

@@ -62,9 +62,13 @@ def test_a_lone_surrogate_is_refused_with_its_path_and_a_surrogate_pair_passes_H
     assert check(b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"who":"\\ud83d\\ude00"}}') is None
 
 
-def test_a_message_larger_than_a_document_may_be_is_refused_HATP_OBJ_2() -> None:
+def test_a_message_larger_than_a_document_may_be_is_refused_naming_its_leading_id_HATP_OBJ_2() -> None:
     raw = _request({"blob": "x" * (MAX_BYTES + 70_000)})
-    assert _refused(raw) == (None, -32600, "HATP-OBJ-2")
+    assert _refused(raw) == (7, -32600, "HATP-OBJ-2")  # the id before the params: the sender can match the answer
+    late = b'{"jsonrpc":"2.0","method":"m","params":{"id":5,"blob":"' + b"x" * (MAX_BYTES + 70_000) + b'"},"id":8}'
+    assert _refused(late) == (None, -32600, "HATP-OBJ-2")  # only after a nested value: not read, never guessed
+    quoted = b'{"jsonrpc":"2.0","method":"{\\"id\\":1","id":"q-9","params":{"b":"' + b"x" * MAX_BYTES + b'"}}'
+    assert _refused(quoted + b" " * 70_000) == ("q-9", -32600, "HATP-OBJ-2")  # an id inside a string is not one
 
 
 @pytest.mark.parametrize("params", [[], "x", 1, True, None])
