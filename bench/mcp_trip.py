@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import anyio
 from mcp import Client
 
+from bench._cpu import children, cpu_seconds, own_cpu
 from demo.trip_mcp import SERVERS, open_suite, plan_for
 from hatp_mcp.core.evidence.canonical import digest as digest_of
 from hatp_mcp.core.model.evidence import Preconditions
@@ -54,38 +55,16 @@ SIDES = (
 )
 
 
-def _children() -> list[int]:
-    """Child process ids of this process (Linux); empty where /proc is not there."""
-    me = Path(f"/proc/{os.getpid()}/task")
-    if not me.is_dir():
-        return []
-    out: list[int] = []
-    for task in me.iterdir():
-        try:
-            out += [int(p) for p in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _Cpu:
     """CPU seconds of this process and of its children (the tool servers), summed per side over the rounds."""
 
     def __init__(self) -> None:
-        self.kids = _children()
+        self.kids = children()
         self.own = 0.0
         self.servers = 0.0
 
     def measure(self) -> tuple[float, float]:
-        return time.process_time(), sum(_cpu_seconds(k) for k in self.kids)
+        return own_cpu(), sum(cpu_seconds(k) for k in self.kids)
 
     def add(self, before: tuple[float, float], after: tuple[float, float]) -> None:
         self.own += after[0] - before[0]
