@@ -13,9 +13,9 @@ from pathlib import Path
 __all__ = ["children", "cpu_seconds", "own_cpu"]
 
 
-def children() -> list[int]:
-    """Child process ids of this process (Linux); empty where /proc is not there."""
-    me = Path(f"/proc/{os.getpid()}/task")
+def children(pid: int | None = None) -> list[int]:
+    """Child process ids of process `pid` (default: this one) (Linux); empty where /proc is not there."""
+    me = Path(f"/proc/{os.getpid() if pid is None else pid}/task")
     if not me.is_dir():
         return []
     out: list[int] = []
