@@ -1,9 +1,17 @@
 """A tool call through the journaling proxy against the same call made directly, over stdio, in the same run.
 
-Both sides call the shop's `stock` (a read: the shop does no write, so what is measured is the proxy's own cost:
-one more stdio hop, and the journal's two durable SQLite appends per call, WAL + synchronous=FULL: the step before
-the call goes upstream, its result after). Prints p50 latency per call for each side and their ratio (goal: at
-most 1.3x over stdio), and calls/s with 8 calls in flight on each side.
+Every side calls the shop's `stock` (a read: the shop does no write, so what is measured is the proxy's own
+cost). Three processes are called in interleaved rounds, one call at a time:
+- direct: the shop itself;
+- forward: a bare forwarding server (bench/_forward.py) in front of a second shop, no journal: one more stdio hop,
+  the floor of any proxy;
+- proxy: servers.journal_proxy in front of a third shop, its journal durable (WAL, synchronous=FULL): the step
+  written before the call goes upstream and its result after, each one durable commit (HATP-JRN-2), each entry
+  signed into the saga's hash-chained record.
+In the same rounds it runs the journal's own work for one call in this process (the step started and completed in
+a saga, both durable, no MCP). Prints p50 latency per side, CPU per call of each process, the proxy/direct ratio
+with its goal (at most 1.3x over stdio) and the floor that the forward hop plus the journal's own work put under it
+on this machine; then calls/s with 8 calls in flight, direct and through the proxy.
 Run: .venv/bin/python -m bench.journal_proxy [--calls N]
 """
 
@@ -15,27 +23,63 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.mcp.launch import stdio_params
+from bench._cpu import children, cpu_seconds, own_cpu
+from hatp_mcp.mcp.launch import ROOT, stdio_params
+from hatp_mcp.runtime.journal import Journal, Saga
+from hatp_mcp.runtime.undoable import undoable
+from hatp_mcp.store.journal_store import SqliteJournalStore
+from servers._keys import load_or_create_key
 
 __all__ = ["main"]
 
-
-async def p50(client: Client, calls: int) -> float:
-    times = []
-    for i in range(calls):
-        start = time.perf_counter()
-        await client.call_tool("stock", {"item": str(i)})
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+GOAL = 1.3
+ROUNDS = 7
 
 
-async def throughput(client: Client, calls: int, in_flight: int = 8) -> float:
+class _Side:
+    """One side: its p50 per round, and the CPU it spent (this process's and its server processes')."""
+
+    def __init__(self, name: str, pids: list[int]) -> None:
+        self.name = name
+        self.pids = pids
+        self.p50s: list[float] = []
+        self.calls = 0
+        self.client_cpu = 0.0
+        self.server_cpu = 0.0
+
+    def servers_now(self) -> float:
+        return sum(cpu_seconds(p) for p in self.pids)
+
+    async def round(self, call: Callable[[int], Awaitable[object]], calls: int) -> float:
+        times = []
+        c0, s0 = own_cpu(), self.servers_now()
+        for i in range(calls):
+            start = time.perf_counter()
+            await call(i)
+            times.append(time.perf_counter() - start)
+        self.client_cpu += own_cpu() - c0
+        self.server_cpu += self.servers_now() - s0
+        self.calls += calls
+        p50 = statistics.median(times)
+        self.p50s.append(p50)
+        return p50
+
+    def cpu_line(self) -> str:
+        if not self.calls:
+            return ""
+        own = self.client_cpu / self.calls * 1e3
+        return f"CPU/call {own:5.2f} ms here + {self.server_cpu / self.calls * 1e3:5.2f} ms in its server processes"
+
+
+async def _throughput(client: Client, calls: int, in_flight: int = 8) -> float:
     start = time.perf_counter()
 
     async def worker(n: int) -> None:
@@ -48,7 +92,16 @@ async def throughput(client: Client, calls: int, in_flight: int = 8) -> float:
     return (calls // in_flight * in_flight) / (time.perf_counter() - start)
 
 
+async def _open(stack: AsyncExitStack, params: StdioServerParameters) -> tuple[Client, list[int]]:
+    """A client on a new server process, and the ids of that process and its children (its upstream shop)."""
+    before = set(children())
+    client = await stack.enter_async_context(Client(stdio_client(params)))
+    new = sorted(set(children()) - before)
+    return client, [*new, *(c for p in new for c in children(p))]
+
+
 async def run(calls: int) -> None:
+    per_round = max(1, calls // ROUNDS)
     with tempfile.TemporaryDirectory(prefix="hatp-bench-proxy-") as tmp:
         data = Path(tmp)
         (data / "undo.json").write_text(json.dumps({"tools": {}}))
@@ -56,28 +109,88 @@ async def run(calls: int) -> None:
         proxied = stdio_params(
             "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json")]
         )
-        async with (
-            Client(stdio_client(stdio_params("servers.shop", data / "shop"))) as direct,
-            Client(stdio_client(proxied)) as proxy,
-        ):
-            await p50(direct, 50)  # warm both
-            await p50(proxy, 50)
-            d_p50, p_p50, ratios = [], [], []
-            for _ in range(5):  # interleaved rounds, so both sides see the same machine
-                d, p = await p50(direct, calls // 5), await p50(proxy, calls // 5)
-                d_p50.append(d)
-                p_p50.append(p)
-                ratios.append(p / d)
-            d_tp, p_tp = await throughput(direct, calls), await throughput(proxy, calls)
-    d, p, r = statistics.median(d_p50), statistics.median(p_p50), statistics.median(ratios)
-    print(f"stock() direct over stdio          p50 {d * 1000:7.2f} ms   {d_tp:7.0f} calls/s (8 in flight)")
-    print(f"stock() through the journal proxy  p50 {p * 1000:7.2f} ms   {p_tp:7.0f} calls/s (8 in flight)")
-    print(f"ratio (proxy / direct, same run)   p50 {r:.2f}x   throughput {d_tp / p_tp:.2f}x   goal <= 1.3x")
+        fwd_shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {data / 'shop-fwd'}"
+        forward = StdioServerParameters(
+            command=sys.executable, args=["-m", "bench._forward", "--upstream", fwd_shop], cwd=str(ROOT)
+        )
+        (data / "in-process").mkdir()
+        store = SqliteJournalStore(data / "in-process" / "journal.db")
+        async with AsyncExitStack() as stack:
+            d_client, d_pids = await _open(stack, stdio_params("servers.shop", data / "shop"))
+            f_client, f_pids = await _open(stack, forward)
+            p_client, p_pids = await _open(stack, proxied)
+            journal = Journal(store, load_or_create_key(data / "in-process", ["journal"]))
+            journal.register(undoable("stock", _never))
+            saga = await journal.begin("bench")
+            sides = {
+                "direct": (_Side("direct", d_pids), _caller(d_client)),
+                "forward": (_Side("forward", f_pids), _caller(f_client)),
+                "proxy": (_Side("proxy", p_pids), _caller(p_client)),
+                "journal": (_Side("journal", []), _step(saga)),
+            }
+            for _side, call in sides.values():  # warm every side
+                for i in range(30):
+                    await call(i)
+            ratios, floors = [], []
+            for _ in range(ROUNDS):  # interleaved rounds, so every side sees the same machine
+                got = {name: await side.round(call, per_round) for name, (side, call) in sides.items()}
+                ratios.append(got["proxy"] / got["direct"])
+                floors.append((got["forward"] + got["journal"]) / got["direct"])
+            d_tp, p_tp = await _throughput(d_client, calls), await _throughput(p_client, calls)
+        store.close()
+    med = {name: statistics.median(side.p50s) for name, (side, _c) in sides.items()}
+    what = {
+        "direct": "stock() direct over stdio         ",
+        "forward": "through a bare forwarding server  ",
+        "proxy": "through the journaling proxy      ",
+        "journal": "the journal's own work, in process",
+    }
+    for name, (side, _c) in sides.items():
+        print(f"{what[name]}  p50 {med[name] * 1000:6.2f} ms   {side.cpu_line()}")
+    r, floor = statistics.median(ratios), statistics.median(floors)
+    verdict = "met" if r <= GOAL else "NOT met"
+    print(
+        f"ratio proxy / direct (median of {ROUNDS} interleaved rounds' p50s): {r:.2f}x  "
+        f"(range {min(ratios):.2f}-{max(ratios):.2f}; goal <= {GOAL}x: {verdict})"
+    )
+    print(
+        f"floor on this machine, same rounds: (forward hop + the journal's own work) / direct = {floor:.2f}x "
+        f"(range {min(floors):.2f}-{max(floors):.2f}); the journal's two durable commits are "
+        f"{med['journal'] / med['direct']:.2f}x a direct call alone"
+    )
+    d_side, p_side = sides["direct"][0], sides["proxy"][0]
+    if d_side.server_cpu > 0:
+        print(
+            f"CPU per call, proxy side / direct side (client + servers): "
+            f"{(p_side.client_cpu + p_side.server_cpu) / (d_side.client_cpu + d_side.server_cpu):.2f}x"
+        )
+    print(f"8 calls in flight: direct {d_tp:7.0f} calls/s, through the proxy {p_tp:7.0f} calls/s ({d_tp / p_tp:.2f}x)")
+
+
+async def _never(args: dict[str, object], key: str) -> object:
+    raise RuntimeError("the bench registers steps; it makes no calls through the journal")
+
+
+def _caller(client: Client) -> Callable[[int], Awaitable[object]]:
+    async def call(i: int) -> object:
+        return await client.call_tool("stock", {"item": str(i)})
+
+    return call
+
+
+def _step(saga: Saga) -> Callable[[int], Awaitable[object]]:
+    """What the proxy's journal does for one call: the step started (durable), then completed (durable)."""
+
+    async def call(i: int) -> object:
+        step = await saga.add_step("stock", {"item": str(i)})
+        return await saga.complete_step(step.step_id, {"item": str(i), "inStock": 3})
+
+    return call
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.journal_proxy")
-    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=700)
     args = parser.parse_args(argv if argv is not None else [])
     anyio.run(run, args.calls)
 

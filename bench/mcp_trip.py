@@ -2,8 +2,10 @@
 
 Prints p50 latency of one transaction (prepare four branches, finance approval, commit four) divided by the p50 of
 the four tools called directly without HATP (goal: at most 2x), and transactions/s with 16 transactions in flight.
+Each round runs a trip, then the four direct calls, then the replay, so all sides see the same machine.
 What each side does is printed with the numbers (SIDES). Beside the latencies it prints the CPU each process spent
-per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency.
+per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency;
+the coordinator's CPU per trip against the direct client's for its four calls has its own goal (at most 3x).
 It also replays each trip's 8 hatp requests (same rounds, same payloads, each signed afresh by the coordinator and
 checked by the participant as any request is, answered from the participants' stored first answers): the
 transport, the SDK and the proof of the sender, so what the rest of HATP's work adds is printed apart from them;
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 import anyio
 from mcp import Client
 
+from bench._cpu import children, cpu_seconds, own_cpu
 from demo.trip_mcp import SERVERS, open_suite, plan_for
 from hatp_mcp.core.evidence.canonical import digest as digest_of
 from hatp_mcp.core.model.evidence import Preconditions
@@ -41,6 +44,7 @@ __all__ = ["main"]
 
 R = TypeVar("R")
 GOAL = 2.0
+CPU_GOAL = 3.0  # the coordinator's CPU per trip against the direct client's for its four calls (#19)
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
     "HATP: begin (a forced coordinator write: the plan and txn.begin), 4 prepares in parallel (each participant: dry"
@@ -54,38 +58,16 @@ SIDES = (
 )
 
 
-def _children() -> list[int]:
-    """Child process ids of this process (Linux); empty where /proc is not there."""
-    me = Path(f"/proc/{os.getpid()}/task")
-    if not me.is_dir():
-        return []
-    out: list[int] = []
-    for task in me.iterdir():
-        try:
-            out += [int(p) for p in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _Cpu:
     """CPU seconds of this process and of its children (the tool servers), summed per side over the rounds."""
 
     def __init__(self) -> None:
-        self.kids = _children()
+        self.kids = children()
         self.own = 0.0
         self.servers = 0.0
 
     def measure(self) -> tuple[float, float]:
-        return time.process_time(), sum(_cpu_seconds(k) for k in self.kids)
+        return own_cpu(), sum(cpu_seconds(k) for k in self.kids)
 
     def add(self, before: tuple[float, float], after: tuple[float, float]) -> None:
         self.own += after[0] - before[0]
@@ -267,6 +249,13 @@ async def _bench(data: Path, rounds: int, concurrent: int) -> None:
                 f"CPU per trip, direct    {cpu_direct.own / rounds * 1000:8.2f} ms client + "
                 f"{cpu_direct.servers / rounds * 1000:.2f} ms in the 4 servers ({os.cpu_count()} cores)"
             )
+            if cpu_direct.own > 0:
+                cpu_ratio = cpu_hatp.own / cpu_direct.own
+                verdict = "met" if cpu_ratio <= CPU_GOAL else "NOT met"
+                print(
+                    f"coordinator CPU per trip / the direct client's per four calls: {cpu_ratio:.2f}x  "
+                    f"(goal <= {CPU_GOAL}x: {verdict})"
+                )
         done = 0
         in_flight = anyio.CapacityLimiter(concurrent)  # at most `concurrent` transactions at once
 

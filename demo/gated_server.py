@@ -14,14 +14,16 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
+from hatp_mcp.mcp.gate import ApprovalGate, create_approval_gate, gate_tools
+from hatp_mcp.mcp.serve import serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.org import load_agents, load_directory
 
-__all__ = ["REQUIRES", "SERVER_ID", "build", "main"]
+__all__ = ["REQUIRES", "SERVER_ID", "approval_gate", "build", "main"]
 
 SERVER_ID = "mcp://payments.example"
 REQUIRES = {
@@ -46,16 +48,21 @@ def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True) 
 
     server.add_tool(charge_card)
     server.add_tool(list_charges, name="charges")
+    gate = approval_gate(db, org, clock)
+    if gated:  # `--ungated` (bench/gated.py's baseline): the same server and tool with no gate in front
+        gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
+    return server
+
+
+def approval_gate(db: str | Path, org: str | Path, clock: Clock) -> ApprovalGate:
+    """The gate this server puts in front of charge_card: the organisation's gateway keys, people and agents."""
     well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
     gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
     directory, _ignored = load_directory(org)  # the people's decision keys, from Directory-signed cards only
     agents, _ignored_agents = load_agents(org)  # whom each agent acts for, from Directory-signed agent cards only
-    gate = create_approval_gate(
+    return create_approval_gate(
         SERVER_ID, gateways, humans=directory.cards(), agents=agents, replay_cache=str(db), clock=clock
     )
-    if gated:  # `--ungated` (bench/gated.py's baseline): the same server and tool with no gate in front
-        gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
-    return server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ungated", action="store_true", help="serve charge_card without its gate (a bench baseline)")
     args = ap.parse_args(argv)
     clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
-    build(args.db, args.org, clock, gated=not args.ungated).run("stdio")
+    server = build(args.db, args.org, clock, gated=not args.ungated)
+    anyio.run(serve, server, "stdio")  # the project's stdio: the wire's limits, no thread hop per line
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
+from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
@@ -77,14 +79,31 @@ class ApprovalGate:
         definition = await _tool_definition(server, name)
         tool_digest = tool_definition_digest(definition)
         now = self.clock.now()
-        defined_at = await anyio.to_thread.run_sync(self.cache.note_definition, self.server_id, name, tool_digest, now)
         want = expected_call(self.server_id, name, arguments, spec.requirement, tool_digest)
-        if raw is None:
-            raise approval_required(want, spec.requirement)
         quote: Quote | None = None
-        if spec.quote is not None:
+        if raw is not None and spec.quote is not None:
             got = spec.quote(arguments)
             quote = await got if inspect.isawaitable(got) else got
+        # One hop to a worker thread for the cache's reads and its one durable write, with the checks between them
+        # (pure CPU, no IO): three hops before, each a wake-up and a hand-over of the interpreter lock.
+        with anyio.CancelScope(shield=True):  # the nonce is spent whole or not at all
+            await anyio.to_thread.run_sync(self._check_and_spend, name, spec, want, tool_digest, raw, quote, now)
+
+    def _check_and_spend(
+        self,
+        name: str,
+        spec: GatedTool,
+        want: ToolCall,
+        tool_digest: str,
+        raw: object,
+        quote: Quote | None,
+        now: datetime,
+    ) -> None:
+        """On a worker thread: note the tool's definition, check the approval, spend its nonces (HATP-GATE-18).
+        Raises HatpError for a missing or refused approval, and for a replay."""
+        defined_at = self.cache.note_definition(self.server_id, name, tool_digest, now)
+        if raw is None:
+            raise approval_required(want, spec.requirement)
 
         def check(nonce_used: bool) -> Approval:
             return check_approval(
@@ -102,23 +121,20 @@ class ApprovalGate:
             )
 
         approval = check(False)  # every other check first: a refused approval spends nothing
-        keys = replay_keys(approval)
-        if await anyio.to_thread.run_sync(self.cache.seen_any, self.server_id, keys):
-            check(True)
         assert approval.expires_at is not None  # check_approval refuses an approval that never expires
         # Kept until the approval and every proof in it are refused by time anyway (HATP-GATE-10, HATP-GATE-24).
         keep_until = max(parse_ts(approval.expires_at), now + self.policy.max_proof_age)
-        with anyio.CancelScope(shield=True):  # spent whole or not at all
-            spent = await anyio.to_thread.run_sync(
-                lambda: self.cache.consume_all(
-                    self.server_id,
-                    keys,
-                    approval_id=approval.approval_id,
-                    expires_at=format_ts(keep_until),
-                    now=now,
-                )
-            )
-        if not spent:  # another call spent it between the check and now: refused as a replay
+        # All or none: a key already spent (this approval again, or one of its people's proofs in another approval)
+        # spends nothing and answers False, and the check then refuses the call as a replay. No separate look first:
+        # that was a second read of what this write already decides.
+        spent = self.cache.consume_all(
+            self.server_id,
+            replay_keys(approval),
+            approval_id=approval.approval_id,
+            expires_at=format_ts(keep_until),
+            now=now,
+        )
+        if not spent:
             check(True)
 
     def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:

@@ -63,11 +63,13 @@ def explain(err: Any, model: type[BaseModel]) -> str:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
+    out = dict(pairs)  # built in C; a key given twice leaves fewer entries than pairs
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _v in pairs:
+            if k in seen:
+                raise ValueError(f"duplicate key {k!r}")
+            seen.add(k)
     return out
 
 
@@ -95,18 +97,15 @@ def _bounded_int(text: str) -> int:
     return value
 
 
-def _depth(value: Any) -> int:
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in v.values())
-        elif isinstance(v, list):
-            deepest = max(deepest, d)
-            stack.extend((c, d + 1) for c in v)
-    return deepest
+def _deeper_than(value: dict[str, Any] | list[Any], levels: int) -> bool:
+    """True when the container `value` (one level itself) nests more than `levels` levels deep. Visits containers
+    only and stops at the first path past the bound, so it recurses at most `levels` + 1 calls deep."""
+    if levels < 1:
+        return True
+    for child in value.values() if isinstance(value, dict) else value:
+        if isinstance(child, dict | list) and _deeper_than(child, levels - 1):
+            return True
+    return False
 
 
 def load_json(data: bytes, source: str = "input", *, envelope: int = 0) -> Any:
@@ -140,7 +139,7 @@ def load_json(data: bytes, source: str = "input", *, envelope: int = 0) -> Any:
         ) from exc
     except ValueError as exc:
         raise WireError("HATP-OBJ-1", f"{source}: not JSON: {exc}", path="$") from exc
-    if _depth(value) > MAX_DEPTH + envelope:
+    if isinstance(value, dict | list) and _deeper_than(value, MAX_DEPTH + envelope):
         raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$")
     return value
 

@@ -1,0 +1,41 @@
+"""CPU seconds of this process and of its child processes (the servers a bench starts), from Linux /proc.
+
+On a shared machine wall time swings with the neighbours' load; CPU per call swings much less, so the benches
+print both. Where /proc is not there the children are unknown and their CPU reads 0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+__all__ = ["children", "cpu_seconds", "own_cpu"]
+
+
+def children(pid: int | None = None) -> list[int]:
+    """Child process ids of process `pid` (default: this one) (Linux); empty where /proc is not there."""
+    me = Path(f"/proc/{os.getpid() if pid is None else pid}/task")
+    if not me.is_dir():
+        return []
+    out: list[int] = []
+    for task in me.iterdir():
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (0.0 when it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """This process's CPU seconds, every thread."""
+    return time.process_time()
