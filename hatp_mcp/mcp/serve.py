@@ -30,7 +30,16 @@ from hatp_mcp.mcp.participant_server import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 
-__all__ = ["READY_PREFIX", "add_server_arguments", "add_trust_argument", "log", "quiet", "serve"]
+__all__ = [
+    "READY_PREFIX",
+    "add_server_arguments",
+    "add_trust_argument",
+    "bind_loopback",
+    "log",
+    "quiet",
+    "serve",
+    "serve_http_beside",
+]
 
 READY_PREFIX = "HATP_READY"
 
@@ -105,13 +114,30 @@ def _http_server(app: Any, port_holder: list[int]) -> Any:
     return _Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on"))
 
 
-async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
-    app = GuardedApp(server.streamable_http_app(host="127.0.0.1"))  # the wire's limits first (HATP-WIRE-1)
+def bind_loopback(port: int) -> socket.socket:
+    """A TCP socket bound on 127.0.0.1:`port` (0: any free port). Raises OSError (e.g. the port is taken)."""
     # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets of that proto; with proto 0 every
     # JSON response waits ~40 ms for the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_http_beside(server: MCPServer | Server[Any], sock: socket.socket) -> None:
+    """Serve `server` over streamable HTTP on the bound `sock` beside its main transport (the gateway's stdio),
+    until cancelled; the main transport owns the signals and the process's end."""
+    http = _http_server(GuardedApp(server.streamable_http_app(host="127.0.0.1")), [sock.getsockname()[1]])
+    await http.serve(sockets=[sock])
+
+
+async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
+    app = GuardedApp(server.streamable_http_app(host="127.0.0.1"))  # the wire's limits first (HATP-WIRE-1)
+    sock = bind_loopback(port)
     http = _http_server(app, [sock.getsockname()[1]])
 
     def stop() -> None:
