@@ -180,14 +180,15 @@ async def _run(
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
         await tg.start(deliverer.run)
-        if beside is not None:  # the coordinator's link to this same process (HATP-MCP-35)
-            tg.start_soon(serve_http_beside, server, beside)
-            log(f"gateway: MCP for the coordinator at http://127.0.0.1:{beside.getsockname()[1]}/mcp")
         if inbox is not None:
             web = _InboxServer(uvicorn.Config(inbox[0].app, log_level="warning", lifespan="off"))
             tg.start_soon(web.serve, [inbox[1]])
             log(f"gateway: inbox at {inbox[2]}/")
-        await serve(server, transport, port, parent_watch=parent_watch)
+        async with contextlib.AsyncExitStack() as stack:
+            if beside is not None:  # the coordinator's link to this same process (HATP-MCP-35)
+                await stack.enter_async_context(serve_http_beside(server, beside))
+                log(f"gateway: MCP for the coordinator at http://127.0.0.1:{beside.getsockname()[1]}/mcp")
+            await serve(server, transport, port, parent_watch=parent_watch)
         tg.cancel_scope.cancel()
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import signal
 import socket
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -128,11 +129,18 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-async def serve_http_beside(server: MCPServer | Server[Any], sock: socket.socket) -> None:
-    """Serve `server` over streamable HTTP on the bound `sock` beside its main transport (the gateway's stdio),
-    until cancelled; the main transport owns the signals and the process's end."""
+@contextlib.asynccontextmanager
+async def serve_http_beside(server: MCPServer | Server[Any], sock: socket.socket) -> AsyncIterator[None]:
+    """Serve `server` over streamable HTTP on the bound `sock` beside its main transport (the gateway's stdio)
+    while the context is open; the main transport owns the signals and the process's end. Leaving stops uvicorn
+    the graceful way (open streams get its shutdown timeout), not by cancelling it mid-lifespan."""
     http = _http_server(GuardedApp(server.streamable_http_app(host="127.0.0.1")), [sock.getsockname()[1]])
-    await http.serve(sockets=[sock])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(http.serve, sockets=[sock]))
+        try:
+            yield
+        finally:
+            http.should_exit = True
 
 
 async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:

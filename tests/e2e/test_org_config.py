@@ -15,7 +15,6 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.humans.passkey import unb64u
-from hatp_mcp.core.model.example_plan import trip_plan
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.runtime.org_setup import OrgLayout, load_suite
 from tests.e2e.coordinator_suite import child_pids
@@ -134,16 +132,6 @@ def with_passkey(layout: OrgLayout, name: str, passkey: SoftAuthenticator) -> No
     path.write_text(json.dumps(sign_object(body, directory_key)))
 
 
-def org_plan(txn_id: str) -> dict[str, Any]:
-    """The example trip for example.org: Ann asks through the agent Claude, finance approves."""
-    plan = trip_plan(datetime.now(UTC).replace(microsecond=0), txn_id).wire()
-    plan["requester"] = {"principal": "human://example.org/ann", "agent": "agent://example.org/claude"}
-    plan["approvals"][0]["address"] = "human://example.org/role/finance-approver"
-    plan["approvals"][0].pop("chain")
-    plan.pop("escalation")
-    return plan
-
-
 async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_and_the_long_poll_commits_at_once(
     tmp_path: Path,
 ) -> None:
@@ -153,8 +141,6 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
     suite = load_suite(layout.root)
     (tmp_path / "logs").mkdir()
     inbox = f"http://localhost:{suite.inbox_port}"
-    txn_id = "txn-org-email-0001"
-    ask = f"{txn_id}/finance"
     async with smtp_receiver() as box:
         settings = json.loads(layout.gateway_settings.read_text())  # the operator adds the email channel
         settings["channels"]["email"] = {"host": "127.0.0.1", "port": box.port, "from": "approvals@example.org"}
@@ -164,7 +150,15 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
         with anyio.fail_after(120):
             async with started(servers, tmp_path / "logs", extra) as clients:
                 agent = clients["hatp-coordinator"]
-                began = await agent.call_tool("begin_transaction", {"plan": org_plan(txn_id)})
+                # as a model would: read the example plan (the organisation's own trip, fresh) and begin it
+                (example,) = (await agent.read_resource("hatp://examples/trip-plan")).contents
+                plan = json.loads(example.text)  # type: ignore[union-attr]
+                txn_id, ask = plan["txnId"], f"{plan['txnId']}/finance"
+                assert plan["requester"] == {
+                    "principal": "human://example.org/ann",
+                    "agent": "agent://example.org/claude",
+                }
+                began = await agent.call_tool("begin_transaction", {"plan": plan})
                 assert not began.is_error, began.content
                 with anyio.fail_after(30):
                     ((to, mail),) = await box.wait_for(1)
