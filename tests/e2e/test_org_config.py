@@ -1,5 +1,6 @@
-"""An organisation's Claude Desktop block as real processes: `hatp init-org`, `hatp card`, then the servers exactly
-as `hatp mcp-config --org` prints them, started over stdio by this test as Claude Desktop would start them.
+"""An organisation's Claude Desktop block as real processes: the README's "From Claude Desktop" walkthrough, its
+commands run exactly as written (`hatp init-org`, `hatp card`, `hatp mcp-config --org`, `hatp enrol`), then the
+servers exactly as the block names them, started over stdio by this test as Claude Desktop would start them.
 
 - Starting the whole block twice changes no key or pin file (bytes and mtimes), and it runs one gateway process,
   which the coordinator reaches over loopback HTTP (HATP-MCP-34, HATP-MCP-35).
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -29,36 +29,30 @@ from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.runtime.org_setup import OrgLayout, load_suite
 from tests.e2e.coordinator_suite import child_pids
 from tests.passkey_authenticator import SoftAuthenticator
+from tests.readme_walkthrough import commands, run
 from tests.runtime.delivery.receivers import smtp_receiver
 from tests.web.browserless import Browserless
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
-HATP = str(Path(sys.executable).parent / "hatp")
 ORDER = ("hatp-gateway", "hatp-directory", "hatp-coordinator")  # any order works; this one is what the test needs
 
 
-async def hatp(*args: str) -> str:
-    done = await anyio.run_process([HATP, *args], check=False)
-    assert done.returncode == 0, (args, done.stderr.decode())
-    return done.stdout.decode()
+SETUP, ENROL = commands()  # the README's walkthrough, run exactly as written
 
 
-async def make_org(root: Path) -> OrgLayout:
-    """The walkthrough's organisation: Ann asks (the agent acts for her), Ben approves travel up to $5,000."""
-    await hatp("init-org", str(root), "--name", "example.org")
-    await hatp("card", "person", "--org", str(root), "ann", "--display", "Ann Lee", "--role", "travel-requester")
-    await hatp(
-        "card", "person", "--org", str(root), "ben", "--display", "Ben Ng", "--role", "finance-approver",
-        "--authority", "travel.spend=5000:USD", "--email", "ben@mail.example.org",
-    )  # fmt: skip
-    await hatp("card", "agent", "--org", str(root), "claude", "--acts-for", "ann", "--display", "Claude")
-    return OrgLayout(root)
+async def make_org(home: Path) -> OrgLayout:
+    """The walkthrough's organisation (Ann asks, the agent Claude acts for her, Ben approves travel up to $5,000)
+    and its Claude Desktop block, by the README's own commands."""
+    for command in SETUP:
+        await run(command, home)
+    return OrgLayout(home / "hatp-example")
 
 
-async def block(root: Path) -> dict[str, Any]:
-    config: dict[str, Any] = json.loads(await hatp("mcp-config", "--org", str(root)))["mcpServers"]
-    return config
+def block(layout: OrgLayout) -> dict[str, Any]:
+    """The block the walkthrough pastes into claude_desktop_config.json."""
+    servers: dict[str, Any] = json.loads((layout.root / "claude-desktop.json").read_text())["mcpServers"]
+    return servers
 
 
 def key_files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -99,8 +93,8 @@ def gateway_processes() -> list[int]:
 async def test_HATP_MCP_35_the_org_block_runs_one_gateway_and_starting_it_twice_changes_no_key_file(
     tmp_path: Path,
 ) -> None:
-    layout = await make_org(tmp_path / "org")
-    servers = await block(layout.root)
+    layout = await make_org(tmp_path)
+    servers = block(layout)
     suite = load_suite(layout.root)
     (tmp_path / "logs").mkdir()
     gateways = [n for n, e in servers.items() if "servers.gateway" in " ".join(e["args"])]
@@ -122,11 +116,12 @@ async def test_HATP_MCP_35_the_org_block_runs_one_gateway_and_starting_it_twice_
     assert not (layout.data("gateway") / "key.jwk.json").exists()  # it signs with the organisation's gateway key
 
 
-async def enrol(layout: OrgLayout, passkey: SoftAuthenticator, gateway: dict[str, Any], logs: Path) -> None:
-    """The walkthrough's enrolment: the operator issues a code, the person registers their passkey in the web inbox
-    (the software authenticator over HTTP, where a person uses their browser), the operator approves it onto the
-    card (the Directory re-signs it), and the gateway reads the new card at its next start."""
-    link = (await hatp("enrol", "code", "--org", str(layout.root), "--human", passkey.human)).strip()
+async def enrol(home: Path, passkey: SoftAuthenticator, gateway: dict[str, Any], logs: Path) -> None:
+    """The walkthrough's enrolment, by its commands: the operator issues a code, the person registers their passkey
+    in the web inbox (the software authenticator over HTTP, where a person uses their browser), the operator lists
+    and approves it onto the card (the Directory re-signs it); the gateway reads the card at its next start."""
+    issue, listing, approve = ENROL
+    link = (await run(issue, home)).strip()
     inbox, _sep, code = link.partition("/enrol?code=")
     async with started({"hatp-gateway": gateway}, logs):
         browser = Browserless(inbox)
@@ -137,14 +132,15 @@ async def enrol(layout: OrgLayout, passkey: SoftAuthenticator, gateway: dict[str
             "/enrol/register", {"nonce": options["nonce"], "credential": credential}
         )
     assert (status, registered["state"], registered["human"]) == (200, "pending", passkey.human)
-    approved = await hatp("enrol", "approve", str(registered["enrolment"]), "--org", str(layout.root))
-    assert f"lists passkey {passkey.credential_id}" in approved
+    [pending] = json.loads(await run(listing, home))
+    assert (pending["seq"], pending["state"], pending["credential_id"]) == (1, "pending", passkey.credential_id)
+    assert f"lists passkey {passkey.credential_id}" in await run(approve, home)  # `approve 1`, as written
 
 
 async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_and_the_long_poll_commits_at_once(
     tmp_path: Path,
 ) -> None:
-    layout = await make_org(tmp_path / "org")
+    layout = await make_org(tmp_path)
     ben = SoftAuthenticator("human://example.org/ben")
     suite = load_suite(layout.root)
     (tmp_path / "logs").mkdir()
@@ -153,9 +149,9 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
         settings = json.loads(layout.gateway_settings.read_text())  # the operator adds the email channel
         settings["channels"]["email"] = {"host": "127.0.0.1", "port": box.port, "from": "approvals@example.org"}
         layout.gateway_settings.write_text(json.dumps(settings))
-        servers = await block(layout.root)
+        servers = block(layout)
         with anyio.fail_after(60):
-            await enrol(layout, ben, servers["hatp-gateway"], tmp_path / "logs")
+            await enrol(tmp_path, ben, servers["hatp-gateway"], tmp_path / "logs")
         extra = {"hatp-coordinator": ["--poll-seconds", "300"]}  # only the long poll can be this quick
         with anyio.fail_after(120):
             async with started(servers, tmp_path / "logs", extra) as clients:
@@ -186,7 +182,7 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                 )
                 with anyio.fail_after(5):  # not the 300 s poll: the gateway's answer to the long poll
                     status = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": 60}, 70)
-    assert to == ["ben@mail.example.org"] and mail["Subject"].startswith("Approval needed: travel.spend")
+    assert to == ["ben@example.org"] and mail["Subject"].startswith("Approval needed: travel.spend")
     assert f"{inbox}/asks/{txn_id}%2Ffinance" in body and "up to" in body
     assert (signed_in, who) == (200, {"human": "human://example.org/ben"})
     assert (decided, result) == (200, {"state": "approved"})
