@@ -23,8 +23,9 @@ acme.com (spec/fixtures/org, keys from its test-only-keys/), for demos and tests
   one process owns the gateway's store and its timers (escalation, reminders, delivery), and a decision made in
   its web inbox (`--inbox-port`, suite.json `gateway.inboxPort`) wakes the coordinator's long poll in that same
   process. A second gateway on the same organisation cannot start: the port is bound before anything else.
-  The coordinator's link is lazy and reconnects, so the start order in Claude Desktop does not matter; until
-  the gateway is up, an approval is not asked (HATP-MCP-6: no answer is not a refusal).
+  The coordinator's link is lazy (first used at a plan's first ask) and reconnects after a gateway restart, so
+  the start order in Claude Desktop does not matter; a plan begun while no gateway runs is aborted with
+  APPROVER_FAILED (an approver that fails never counts as a yes), to be begun again once it is up.
 - The tool servers (suite.json `participants`) run only as the coordinator's stdio children, one process per
   store, each pinned to the key init-org made for it and copied into `trust/` (never its own `public.jwk.json`).
 - The Directory (read only), and the journal when `DIR/journal-allow.json` exists (its allow-list of undo tools).
