@@ -21,8 +21,9 @@ acme.com (spec/fixtures/org, keys from its test-only-keys/), for demos and tests
   `--mcp-port P` (suite.json `gateway.mcpPort`): the same process also serves MCP on 127.0.0.1:P, and the
   coordinator reaches it there (`--gateway http://127.0.0.1:P/mcp`) instead of starting a gateway of its own. So
   one process owns the gateway's store and its timers (escalation, reminders, delivery), and a decision made in
-  its web inbox (`--inbox-port`, suite.json `gateway.inboxPort`) wakes the coordinator's long poll in that same
-  process. A second gateway on the same organisation cannot start: the port is bound before anything else.
+  its web inbox (`--inbox-port`, when suite.json `gateway.inboxPort` turns it on) wakes the coordinator's long
+  poll in that same process. A second gateway on the same organisation cannot start: the port is bound before
+  anything else.
   The coordinator's link is lazy (first used at a plan's first ask) and reconnects after a gateway restart, so
   the start order in Claude Desktop does not matter; a plan begun while no gateway runs is aborted with
   APPROVER_FAILED (an approver that fails never counts as a yes), to be begun again once it is up.
@@ -159,7 +160,8 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
             "servers.gateway",
             layout.data("gateway"),
             *("--org", str(layout.root), "--key", gateway_key),
-            *("--mcp-port", str(suite.gateway_mcp_port), "--inbox-port", str(suite.inbox_port)),
+            *("--mcp-port", str(suite.gateway_mcp_port)),
+            *(("--inbox-port", str(suite.inbox_port)) if suite.inbox_port is not None else ()),
         ),
         "hatp-coordinator": entry(
             "servers.coordinator",

@@ -5,8 +5,8 @@ DIR/.well-known/human-card.json   the organisation's public document: its Direct
 DIR/cards/                        Directory-signed Human Cards (`hatp card person`); empty at first
 DIR/agents/                       Directory-signed agent cards (`hatp card agent`); empty at first
 DIR/contacts.json                 the gateway's private contact book (0600), never in a card or a message
-DIR/gateway.json                  the gateway's settings (HATP-GW-65): the inbox URL and passkey relying party;
-                                  no delivery channel until the operator adds one (then notices are pushed)
+DIR/gateway.json                  the gateway's settings (HATP-GW-65): no delivery channel until the operator
+                                  adds one; with the web inbox on, its URL and passkey relying party (localhost)
 DIR/suite.json                    how `hatp mcp-config --org` starts the servers: ids, ports, participants
 DIR/private/                      (0700) directory.private.jwk.json, gateway.private.jwk.json, agents/ (0600)
 DIR/trust/                        the participants' public keys the coordinator pins (HATP-MCP-27, -37)
@@ -118,7 +118,7 @@ class Suite:
     coordinator_id: str
     gateway_id: str
     gateway_mcp_port: int  # the one gateway process's MCP port on 127.0.0.1, the coordinator's link (HATP-MCP-35)
-    inbox_port: int
+    inbox_port: int | None  # the web inbox on localhost; None: off
     participants: tuple[Participant, ...]
 
 
@@ -175,7 +175,7 @@ def load_suite(root: Path) -> Suite:
         coordinator_id=text(coordinator, "id", "$.coordinator"),
         gateway_id=text(gateway, "id", "$.gateway"),
         gateway_mcp_port=port(gateway, "mcpPort", "$.gateway"),
-        inbox_port=port(gateway, "inboxPort", "$.gateway"),
+        inbox_port=port(gateway, "inboxPort", "$.gateway") if gateway.get("inboxPort") is not None else None,
         participants=tuple(participants),
     )
 
@@ -202,7 +202,7 @@ def _exists(root: Path) -> HatpError:
     )
 
 
-def _build(tmp: Path, organization: str, inbox_port: int, gateway_port: int) -> None:
+def _build(tmp: Path, organization: str, inbox_port: int | None, gateway_port: int) -> None:
     layout = OrgLayout(tmp)
     for d in (layout.cards, layout.agents, layout.trust, layout.well_known.parent):
         d.mkdir(parents=True)
@@ -224,12 +224,12 @@ def _build(tmp: Path, organization: str, inbox_port: int, gateway_port: int) -> 
         },
     )
     _json(layout.contacts, {}, 0o600)
-    origin = f"http://localhost:{inbox_port}"
-    # no delivery channel yet: every notice waits in the inbox until the operator adds one (spec/gateway.md)
-    _json(
-        layout.gateway_settings,
-        {"inboxUrl": origin, "passkey": {"rpId": "localhost", "origins": [origin]}, "delivery": {}, "channels": {}},
-    )
+    # no delivery channel yet: nobody is told until the operator adds one (spec/gateway.md, Delivery)
+    settings: dict[str, Any] = {"delivery": {}, "channels": {}}
+    if inbox_port is not None:  # the web inbox on localhost: notices link there, passkeys are bound to it
+        origin = f"http://localhost:{inbox_port}"
+        settings = {"inboxUrl": origin, "passkey": {"rpId": "localhost", "origins": [origin]}} | settings
+    _json(layout.gateway_settings, settings)
     coordinator_id = f"coordinator://{organization}"
     coordinator = load_or_create_key(layout.data("coordinator"), ["coordinator"])  # made once, kept (HATP-MCP-34)
     receivers = [layout.data("gateway"), *(layout.data(n) for n in DEMO_PARTICIPANTS)]
@@ -256,8 +256,17 @@ def _build(tmp: Path, organization: str, inbox_port: int, gateway_port: int) -> 
     )
 
 
-def init_org(root: Path, organization: str, *, inbox_port: int | None = None, gateway_port: int | None = None) -> Path:
-    """Make the organisation directory `root` (see the module docstring) for `organization` (a DNS name).
+def init_org(
+    root: Path,
+    organization: str,
+    *,
+    inbox: bool = False,
+    inbox_port: int | None = None,
+    gateway_port: int | None = None,
+) -> Path:
+    """Make the organisation directory `root` (see the module docstring) for `organization` (a DNS name). The web
+    inbox is off unless `inbox` (on a port free now) or `inbox_port` is given; the gateway's MCP port is
+    `gateway_port` or one free now.
 
     Raises HatpError HATP-MCP-36 (code ORG_EXISTS: `root` exists and is not empty; nothing is written), ValueError
     (an organisation name that is no DNS name) or OSError."""
@@ -269,7 +278,8 @@ def init_org(root: Path, organization: str, *, inbox_port: int | None = None, ga
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}.init-"))
     try:
-        _build(tmp, organization, inbox_port or free_port(), gateway_port or free_port())
+        port = inbox_port if inbox_port is not None else (free_port() if inbox else None)
+        _build(tmp, organization, port, gateway_port or free_port())
         os.chmod(tmp, 0o755)
         try:
             os.rename(tmp, root)  # one step; onto an empty directory too, never onto a non-empty one

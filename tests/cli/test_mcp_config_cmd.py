@@ -84,10 +84,10 @@ def test_HATP_TRUST_10_mcp_config_makes_the_coordinators_key_and_every_receiver_
     assert (tmp_path / "coordinator" / "key.jwk.json").read_text() == key_before
 
 
-def org_with_agent(root: Path) -> Path:
+def org_with_agent(root: Path, *, inbox: bool = False) -> Path:
     from hatp_mcp.runtime.org_setup import init_org
 
-    init_org(root, "example.org")
+    init_org(root, "example.org", inbox=inbox)
     assert main(["card", "person", "--org", str(root), "ann", "--display", "Ann Lee"]) == 0
     assert main(["card", "agent", "--org", str(root), "claude", "--acts-for", "ann"]) == 0
     return root
@@ -98,7 +98,7 @@ def test_HATP_MCP_35_the_org_block_has_one_gateway_the_coordinator_reaches_over_
 ) -> None:
     from hatp_mcp.runtime.org_setup import load_suite
 
-    root = org_with_agent(tmp_path / "org")
+    root = org_with_agent(tmp_path / "org", inbox=True)
     capsys.readouterr()
     before = {str(p): p.stat().st_mtime_ns for p in root.rglob("*")}
     assert main(["mcp-config", "--org", str(root)]) == 0
@@ -164,3 +164,14 @@ def test_the_test_suites_block_says_it_is_the_test_only_acme_organisation(
 ) -> None:
     assert main(["mcp-config", "--data", str(tmp_path)]) == 0
     assert "TEST-ONLY organisation acme.com" in capsys.readouterr().err
+
+
+def test_the_org_blocks_gateway_serves_no_inbox_unless_the_organisation_turned_it_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = org_with_agent(tmp_path / "org")
+    capsys.readouterr()
+    assert main(["mcp-config", "--org", str(root)]) == 0
+    gateway = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-gateway"]["args"]
+    assert "--inbox-port" not in gateway and "--mcp-port" in gateway
+    assert json.loads((root / "gateway.json").read_text()) == {"delivery": {}, "channels": {}}
