@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
             _agents, ignored = AgentKeys.load(well_known, [card])
             target = layout.agents / f"{args.name}.json"
         if ignored:
-            return fail(f"the card would not be trusted ({ignored[0].rule} {ignored[0].reason}); nothing written", 1)
+            return fail(
+                f"the card would not be trusted ({ignored[0].rule} {ignored[0].reason}); nothing written", EXIT_PROBLEMS
+            )
         if target.exists():
             return fail(f"{target} exists: a card is never overwritten; nothing written", EXIT_PROBLEMS)
         if args.card_command == "agent":

@@ -58,3 +58,15 @@ def test_a_card_is_never_overwritten_and_an_agent_needs_its_person_first(
 def test_a_bad_authority_is_a_bad_call(org: OrgLayout, capsys: pytest.CaptureFixture[str]) -> None:
     person = ["card", "person", "--org", str(org.root), "ben", "--display", "Ben", "--authority", "5000"]
     assert main(person) == 2 and "ACTION=AMOUNT:CUR" in capsys.readouterr().err
+
+
+def test_a_decision_key_goes_on_the_card_as_its_public_half_only(org: OrgLayout, tmp_path: Path) -> None:
+    key = SigningKey.generate(["approver"])
+    (tmp_path / "ben.jwk.json").write_text(json.dumps(key.private_jwk()))  # only the public half is taken
+    person = ["card", "person", "--org", str(org.root), "ben", "--display", "Ben Ng"]
+    assert main([*person, "--decision-key", str(tmp_path / "ben.jwk.json")]) == 0
+    [card] = load_directory(org.root)[0].cards()
+    [entry] = card.keys
+    assert (entry.type, entry.id) == ("ed25519", key.kid) and key.private_jwk()["d"] not in (
+        org.cards / "ben.json"
+    ).read_text()
