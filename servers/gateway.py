@@ -112,6 +112,8 @@ def build(
     HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
     settings = load_settings(org) or GatewaySettings()
+    if any("test-only" in e.kid for e in directory.keyring.entries()):
+        log(f"gateway: organisation {directory.well_known.organization} is TEST-ONLY (its keys are published)")
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
     data.mkdir(parents=True, exist_ok=True)
