@@ -40,6 +40,8 @@ def build(org: Path, clock: Clock) -> MCPServer:
     well_known: dict[str, Any] = json.loads((org / ".well-known" / "human-card.json").read_text())
     docs = [json.loads(p.read_text()) for p in sorted((org / "cards").glob("*.json"))]
     directory, ignored = Directory.load(well_known, docs)
+    if any("test-only" in e.kid for e in directory.keyring.entries()):
+        log(f"directory: organisation {directory.well_known.organization} is TEST-ONLY (its keys are published)")
     for card in ignored:
         log(f"directory: ignored card {card.card_id}: {card.rule} {card.reason}")
     skipped = {c.index for c in ignored}

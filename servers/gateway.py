@@ -22,6 +22,11 @@
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
   for anything but localhost, with `passkey.origins` naming the proxy's https origin.
+- `--mcp-port N` (default off) also serves MCP over streamable HTTP on 127.0.0.1:N beside stdio: the one gateway
+  process of an organisation (`hatp mcp-config --org`) is the one Claude Desktop starts over stdio, and the
+  coordinator reaches that same process over this port instead of starting a second gateway on the same store
+  (HATP-MCP-35). The port is bound before anything starts, so a second gateway for the same organisation cannot
+  start beside the first ("port in use"): one process owns the timers, the delivery queue and the long polls.
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -49,7 +54,15 @@ from hatp_mcp.mcp.approver_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.question_server import serve_questions
-from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
+from hatp_mcp.mcp.serve import (
+    add_server_arguments,
+    add_trust_argument,
+    bind_loopback,
+    log,
+    quiet,
+    serve,
+    serve_http_beside,
+)
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.delivery.channels import senders_from
@@ -99,6 +112,8 @@ def build(
     HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
     settings = load_settings(org) or GatewaySettings()
+    if any("test-only" in e.kid for e in directory.keyring.entries()):
+        log(f"gateway: organisation {directory.well_known.organization} is TEST-ONLY (its keys are published)")
     for card in ignored:
         log(f"gateway: ignored card {card.card_id}: {card.rule} {card.reason}")
     data.mkdir(parents=True, exist_ok=True)
@@ -162,6 +177,7 @@ async def _run(
     transport: str,
     port: int,
     parent_watch: bool,
+    beside: socket.socket | None = None,
 ) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
@@ -170,7 +186,11 @@ async def _run(
             web = _InboxServer(uvicorn.Config(inbox[0].app, log_level="warning", lifespan="off"))
             tg.start_soon(web.serve, [inbox[1]])
             log(f"gateway: inbox at {inbox[2]}/")
-        await serve(server, transport, port, parent_watch=parent_watch)
+        async with contextlib.AsyncExitStack() as stack:
+            if beside is not None:  # the coordinator's link to this same process (HATP-MCP-35)
+                await stack.enter_async_context(serve_http_beside(server, beside))
+                log(f"gateway: MCP for the coordinator at http://127.0.0.1:{beside.getsockname()[1]}/mcp")
+            await serve(server, transport, port, parent_watch=parent_watch)
         tg.cancel_scope.cancel()
 
 
@@ -182,6 +202,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
     parser.add_argument("--inbox-port", type=int, default=None, help="serve the web inbox on this port (0: any)")
     parser.add_argument("--inbox-host", default="localhost", help="the web inbox's host (default localhost)")
+    parser.add_argument(
+        "--mcp-port",
+        type=int,
+        default=None,
+        help="also serve MCP over streamable HTTP on 127.0.0.1:N beside stdio (the coordinator's link to this one "
+        "gateway process)",
+    )
     add_trust_argument(parser)
     parser.add_argument(
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
@@ -198,6 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         inbox = None
         if args.inbox_port is not None:
             inbox = open_inbox(gateway, data, Path(args.org).resolve(), clock, args.inbox_host, args.inbox_port)
+        try:
+            beside = bind_loopback(args.mcp_port) if args.mcp_port is not None else None
+        except OSError as exc:
+            log(
+                f"gateway: cannot start: --mcp-port {args.mcp_port}: {exc.strerror or exc}; is another gateway of"
+                " this organisation running? One gateway process per store (HATP-MCP-35)"
+            )
+            return 2
     except HatpError as exc:  # an unusable well-known document or delivery settings
         log(f"gateway: cannot start: {exc.one_line()}")
         return 2
@@ -205,7 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"gateway: cannot start: {exc}")
         return 2
     try:
-        run = functools.partial(_run, server, gateway, deliverer, inbox, args.transport, args.port, args.parent_watch)
+        run = functools.partial(
+            _run, server, gateway, deliverer, inbox, args.transport, args.port, args.parent_watch, beside
+        )
         anyio.run(run)
     finally:
         gateway.store.close()

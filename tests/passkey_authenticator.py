@@ -14,7 +14,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from hatp_mcp.core.humans.passkey import b64u, decision_challenge
+from hatp_mcp.core.humans.passkey import b64u, decision_challenge, unb64u
 from hatp_mcp.core.model.evidence import PasskeyAssertion
 
 __all__ = ["ORIGIN", "RP_ID", "SoftAuthenticator"]
@@ -30,10 +30,23 @@ class SoftAuthenticator:
         self.credential_id = b64u(secrets.token_bytes(16))
         self.count = 0
 
-    def card_key(self) -> dict[str, str]:
+    def cose_key(self) -> bytes:
         nums = self.key.public_key().public_numbers()
-        cose = cbor2.dumps({1: 2, 3: -7, -1: 1, -2: nums.x.to_bytes(32, "big"), -3: nums.y.to_bytes(32, "big")})
-        return {"type": "passkey", "id": self.credential_id, "publicKey": b64u(cose)}
+        return cbor2.dumps({1: 2, 3: -7, -1: 1, -2: nums.x.to_bytes(32, "big"), -3: nums.y.to_bytes(32, "big")})
+
+    def card_key(self) -> dict[str, str]:
+        return {"type": "passkey", "id": self.credential_id, "publicKey": b64u(self.cose_key())}
+
+    def registration_json(self, challenge: bytes, *, origin: str = ORIGIN, rp_id: str = RP_ID) -> dict[str, Any]:
+        """What a browser posts after navigator.credentials.create(): this credential with a "none" attestation
+        (authenticatorData with the attested credential: zero AAGUID, the credential id, the COSE public key)."""
+        client = json.dumps({"type": "webauthn.create", "challenge": b64u(challenge), "origin": origin}).encode()
+        raw_id = unb64u(self.credential_id)
+        auth = hashlib.sha256(rp_id.encode()).digest() + bytes([0x01 | 0x04 | 0x40]) + (0).to_bytes(4, "big")
+        auth += bytes(16) + len(raw_id).to_bytes(2, "big") + raw_id + self.cose_key()
+        attestation = cbor2.dumps({"fmt": "none", "attStmt": {}, "authData": auth})
+        response = {"clientDataJSON": b64u(client), "attestationObject": b64u(attestation), "transports": ["internal"]}
+        return {"id": self.credential_id, "rawId": self.credential_id, "type": "public-key", "response": response}
 
     def credential_json(
         self, challenge: bytes, *, origin: str = ORIGIN, rp_id: str = RP_ID, uv: bool = True, count: int | None = None

@@ -97,3 +97,25 @@ async def test_the_journal_example_rolls_the_refund_back_when_the_label_fails(tm
     told = await ns["return_item"](str(tmp_path / "journal.db"))
     assert told == "ROLLED_BACK: [('refund', 'ROLLED_BACK'), ('label', 'FAILED')]"
     assert ns["refunds"] == {}  # the refund was reversed
+
+
+@pytest.mark.anyio
+async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_a_block_with_one_gateway(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from hatp_mcp.runtime.org_setup import load_suite
+    from tests.readme_walkthrough import commands, run
+
+    setup, enrol = commands()
+    assert [c.split()[1] for c in setup] == ["init-org", "card", "card", "card", "mcp-config"]
+    for command in setup:
+        await run(command, tmp_path)
+    org = tmp_path / "hatp-example"
+    servers = json.loads((org / "claude-desktop.json").read_text())["mcpServers"]
+    assert [n for n, s in servers.items() if "servers.gateway" in s["args"]] == ["hatp-gateway"]
+    assert "test-only" not in json.dumps(servers) and "acme.com" not in json.dumps(servers)
+    link = (await run(enrol[0], tmp_path)).strip()  # the rest needs Ben's browser: tests/e2e/test_org_config.py
+    assert link.startswith(f"http://localhost:{load_suite(org).inbox_port}/enrol?code=")
+    assert json.loads(await run(enrol[1], tmp_path)) == []

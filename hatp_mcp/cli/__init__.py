@@ -12,15 +12,18 @@ import sys
 from collections.abc import Callable, Sequence
 
 from hatp_mcp.cli import (
+    card_cmd,
     conformance_cmd,
     digest_cmd,
     enrol_cmd,
     example_plan_cmd,
     inbox_cmd,
+    init_org_cmd,
     keys_cmd,
     mcp_config_cmd,
     schemas_cmd,
     timeline_cmd,
+    trust_cmd,
     validate_cmd,
     vectors_cmd,
     verify_cmd,
@@ -40,6 +43,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
     "enrol": (enrol_cmd.HELP, enrol_cmd.add_arguments, enrol_cmd.run),
     "timeline": (timeline_cmd.HELP, timeline_cmd.add_arguments, timeline_cmd.run),
+    "init-org": (init_org_cmd.HELP, init_org_cmd.add_arguments, init_org_cmd.run),
+    "card": (card_cmd.HELP, card_cmd.add_arguments, card_cmd.run),
+    "trust": (trust_cmd.HELP, trust_cmd.add_arguments, trust_cmd.run),
     "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
     "conformance": (conformance_cmd.HELP, conformance_cmd.add_arguments, conformance_cmd.run),
 }

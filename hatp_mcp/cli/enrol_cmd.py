@@ -9,6 +9,9 @@
   Directory's makes a card nobody trusts: refused, nothing written). The gateway uses the card from its next start.
 - `hatp enrol refuse SEQ --data GATEWAY_DIR`.
 Only the operator holding the Directory key can approve: the gateway never signs cards.
+
+With `--org DIR` (an organisation `hatp init-org` made) the rest defaults from its layout: `--data` is
+DIR/data/gateway, `--inbox-url` the `inboxUrl` of DIR/gateway.json, and `--key` DIR/private/directory.private.jwk.json.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_js
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.runtime.org_setup import OrgLayout
 from hatp_mcp.store.inbox_state import InboxState
 
 HELP = "passkey enrolment: issue codes, list registrations, approve one onto the Directory-signed card"
@@ -32,20 +36,37 @@ HELP = "passkey enrolment: issue codes, list registrations, approve one onto the
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="enrol_command", required=True)
     code = sub.add_parser("code", help="issue a one-time enrolment code for a person")
-    code.add_argument("--data", required=True, help="the gateway's data dir")
+    code.add_argument("--data", help="the gateway's data dir (default with --org: DIR/data/gateway)")
+    code.add_argument("--org", help="an organisation dir made by hatp init-org: --data and --inbox-url from it")
     code.add_argument("--human", required=True, help="the person's human:// id")
     code.add_argument("--hours", type=float, default=24.0, help="how long the code is valid")
     code.add_argument("--inbox-url", help="print the enrolment link on this inbox")
     ls = sub.add_parser("list", help="the registrations the inbox verified")
-    ls.add_argument("--data", required=True)
+    ls.add_argument("--data")
+    ls.add_argument("--org", help="an organisation dir made by hatp init-org: --data from it")
     ok = sub.add_parser("approve", help="put a registration's passkey on the card, re-signed by the Directory")
     ok.add_argument("seq", type=int)
-    ok.add_argument("--data", required=True)
+    ok.add_argument("--data", help="the gateway's data dir (default with --org: DIR/data/gateway)")
     ok.add_argument("--org", required=True, help="the organisation dir (.well-known, cards)")
-    ok.add_argument("--key", required=True, help="the Directory's private JWK")
+    ok.add_argument("--key", help="the Directory's private JWK (default: DIR/private/directory.private.jwk.json)")
     no = sub.add_parser("refuse", help="refuse a registration")
     no.add_argument("seq", type=int)
-    no.add_argument("--data", required=True)
+    no.add_argument("--data")
+    no.add_argument("--org", help="an organisation dir made by hatp init-org: --data from it")
+
+
+def _defaults(args: argparse.Namespace) -> str | None:
+    """Fill --data, --inbox-url and --key from an organisation `hatp init-org` made. Returns what is missing."""
+    if args.org is not None:
+        layout = OrgLayout(Path(args.org))
+        if args.data is None:
+            args.data = str(layout.data("gateway"))
+        if getattr(args, "key", "") is None:
+            args.key = str(layout.directory_key)
+        if getattr(args, "inbox_url", "") is None and layout.gateway_settings.exists():
+            settings = read_json(str(layout.gateway_settings))
+            args.inbox_url = settings.get("inboxUrl") if isinstance(settings, dict) else None
+    return "--data GATEWAY_DIR (or --org DIR)" if args.data is None else None
 
 
 def _approve(state: InboxState, seq: int, org: Path, key_file: str) -> int:
@@ -76,6 +97,12 @@ def _approve(state: InboxState, seq: int, org: Path, key_file: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        missing = _defaults(args)
+    except InputError as exc:
+        return fail(str(exc))
+    if missing is not None:
+        return fail(f"give {missing}")
     data = Path(args.data)
     if not data.is_dir():
         return fail(f"{data}: not a gateway data dir")

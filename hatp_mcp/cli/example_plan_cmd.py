@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from pydantic import ValidationError
 
@@ -35,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         return fail(f"--txn-id {args.txn_id!r}: {exc.errors(include_url=False)[0]['msg']}", EXIT_BAD_INPUT)
     print(json.dumps(plan.wire(), indent=2, ensure_ascii=False))
+    print("hatp example-plan: the trip of the TEST-ONLY organisation acme.com (spec/fixtures/org)", file=sys.stderr)
     return EXIT_OK

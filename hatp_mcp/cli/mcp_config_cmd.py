@@ -11,7 +11,28 @@ agent's key to sign each plan's requester for Claude Desktop, which cannot sign 
 It also sets up the other direction (spec/mcp-binding.md HATP-TRUST-10): the coordinator's key is made under
 `DATA/coordinator` if it is not there yet (the coordinator signs with it on every start), and every tool server's
 and the gateway's `DATA/<name>/trusted-coordinators.json` names it, so they act for that coordinator and no one
-else. What it wrote is said on stderr; stdout is the JSON alone.
+else. What it wrote is said on stderr; stdout is the JSON alone. Without --org it is the TEST-ONLY organisation
+acme.com (spec/fixtures/org, keys from its test-only-keys/), for demos and tests, and says so on stderr.
+
+`hatp mcp-config --org DIR [--agent NAME]` prints the block for an organisation `hatp init-org` made
+(hatp_mcp.runtime.org_setup), and writes nothing: every key was made and pinned by the operator's steps (init-org,
+`hatp card`, `hatp trust add`) and no server rewrites one at start (HATP-MCP-34). The design (HATP-MCP-35):
+- One gateway process. Claude Desktop starts the gateway (its people's and agents' tools over stdio) with
+  `--mcp-port P` (suite.json `gateway.mcpPort`): the same process also serves MCP on 127.0.0.1:P, and the
+  coordinator reaches it there (`--gateway http://127.0.0.1:P/mcp`) instead of starting a gateway of its own. So
+  one process owns the gateway's store and its timers (escalation, reminders, delivery), and a decision made in
+  its web inbox (`--inbox-port`, when suite.json `gateway.inboxPort` turns it on) wakes the coordinator's long
+  poll in that same process. A second gateway on the same organisation cannot start: the port is bound before
+  anything else.
+  The coordinator's link is lazy (first used at a plan's first ask) and reconnects after a gateway restart, so
+  the start order in Claude Desktop does not matter; a plan begun while no gateway runs is aborted with
+  APPROVER_FAILED (an approver that fails never counts as a yes), to be begun again once it is up.
+- The tool servers (suite.json `participants`) run only as the coordinator's stdio children, one process per
+  store, each pinned to the key init-org made for it and copied into `trust/` (never its own `public.jwk.json`).
+- The Directory (read only), and the journal when `DIR/journal-allow.json` exists (its allow-list of undo tools).
+- Every server is `python -m servers.<name>` of the installed package (`servers` is part of it): no working
+  directory and no PYTHONPATH into a checkout; the interpreter is the one given (`--python`, default this one).
+- No TEST-ONLY key: an organisation whose well-known publishes one (acme.com's) is refused.
 """
 
 from __future__ import annotations
@@ -21,10 +42,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, fail, print_json
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail, print_json
+from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
+from hatp_mcp.runtime.org_setup import OrgLayout, load_suite
 
-__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "run", "trust_setup"]
+__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "org_config", "run", "trust_setup"]
 
 HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
 SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
@@ -67,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(Path.home() / ".hatp"), help="parent of each server's data directory")
     p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
     p.add_argument("--only", action="append", choices=SERVERS, help="include only these servers (repeatable)")
+    p.add_argument("--org", help="an organisation dir made by hatp init-org: its block, one gateway, no test keys")
+    p.add_argument("--agent", help="with --org: the agent (private/agents/NAME) the coordinator signs plans as")
 
 
 def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[str, Any]:
@@ -82,7 +107,94 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
     return {"mcpServers": servers}
 
 
+def _refuse(reason: str, fix: str, path: str = "$") -> HatpError:
+    return HatpError("HATP-MCP-35", reason, path=path, fix=fix, code="BAD_SUITE")
+
+
+def _agent_key(layout: OrgLayout, agent: str | None) -> Path:
+    keys = sorted(layout.agent_keys.glob("*.private.jwk.json"))
+    if agent is not None:
+        keys = [k for k in keys if k.name == f"{agent}.private.jwk.json"]
+    if len(keys) != 1:
+        found = ", ".join(k.name.removesuffix(".private.jwk.json") for k in keys) or "none"
+        raise _refuse(
+            f"the coordinator signs plans as one agent of the organisation (HATP-TXN-21); agents found: {found}",
+            "add one: hatp card agent --org DIR NAME --acts-for PERSON (or choose with --agent NAME)",
+        )
+    return keys[0]
+
+
+def _require(path: Path, what: str, fix: str) -> str:
+    if not path.exists():
+        raise _refuse(f"{path} is missing: {what}", fix)
+    return str(path)
+
+
+def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, Any]:
+    """The block for the organisation at `root` (see the module docstring). Reads only. Raises HatpError
+    HATP-MCP-35 (not an organisation made by hatp init-org, a TEST-ONLY key, no agent, a missing key or pin)."""
+    layout = OrgLayout(root.absolute())
+    suite = load_suite(layout.root)
+    well_known = _require(layout.well_known, "the well-known document", "make the organisation with hatp init-org")
+    if "test-only" in Path(well_known).read_text():
+        raise _refuse(
+            f"{well_known} publishes a TEST-ONLY key: the acme.com test organisation is for demos and tests",
+            "make your own: hatp init-org DIR --name example.org",
+        )
+    init = "it is made by hatp init-org; make the organisation again (init-org DIR2) or restore the file"
+    gateway_key = _require(layout.gateway_key, "the gateway's key", init)
+    _require(layout.data("coordinator") / "key.jwk.json", "the coordinator's key", init)
+    exe = str(Path(python).absolute())
+
+    def entry(module: str, data: Path | None, *args: str) -> dict[str, Any]:
+        where = ["--data", str(data)] if data is not None else []
+        return {"command": exe, "args": ["-m", module, "--transport", "stdio", *where, *args]}
+
+    links = []
+    for p in suite.participants:
+        pins = _require(p.keys, f"the pinned keys of {p.uri}", f"pin them: hatp trust add {p.keys} {p.uri}=KEYFILE")
+        links += [f"--participant={p.uri}=stdio:{p.module}:{p.data}", f"--participant-keys={p.uri}={pins}"]
+    gateway_url = f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp"
+    servers: dict[str, Any] = {
+        "hatp-gateway": entry(
+            "servers.gateway",
+            layout.data("gateway"),
+            *("--org", str(layout.root), "--key", gateway_key),
+            *("--mcp-port", str(suite.gateway_mcp_port)),
+            *(("--inbox-port", str(suite.inbox_port)) if suite.inbox_port is not None else ()),
+        ),
+        "hatp-coordinator": entry(
+            "servers.coordinator",
+            layout.data("coordinator"),
+            *links,
+            *("--gateway", gateway_url, "--gateway-keys", well_known, "--gateway-id", suite.gateway_id),
+            *("--org", str(layout.root), "--agent-key", str(_agent_key(layout, agent)), "--id", suite.coordinator_id),
+        ),
+        "hatp-directory": entry("servers.directory", None, "--org", str(layout.root)),
+    }
+    allow = layout.root / "journal-allow.json"
+    if allow.exists():
+        servers["hatp-journal"] = entry("servers.journal", layout.data("journal"), "--allow", str(allow))
+    return {"mcpServers": servers}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.org is not None:
+        if args.only:
+            return fail("--only is for the test suite's block; --org prints the organisation's whole block")
+        try:
+            block = org_config(Path(args.org).expanduser(), args.python, args.agent)
+        except HatpError as exc:
+            return fail(exc.one_line(), EXIT_PROBLEMS)
+        except OSError as exc:
+            return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+        print_json(block)
+        return EXIT_OK
+    print(
+        "hatp mcp-config: this block uses the TEST-ONLY organisation acme.com (spec/fixtures/org and its "
+        "test-only-keys/), for demos and tests only; for your own: hatp init-org DIR, then hatp mcp-config --org DIR",
+        file=sys.stderr,
+    )
     # by default only the servers this checkout has (the coordinator, gateway and directory land separately)
     names = tuple(args.only) if args.only else tuple(n for n in SERVERS if (ROOT / "servers" / f"{n}.py").exists())
     data = Path(args.data).expanduser()

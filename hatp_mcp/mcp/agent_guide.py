@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.model.example_plan import example_txn_id, trip_plan
+from hatp_mcp.core.model.example_plan import example_txn_id, org_trip_plan, trip_plan
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.runtime.clock import Clock
 
@@ -79,19 +79,25 @@ def plan_schema() -> dict[str, Any]:
     return copy.deepcopy(json.loads(_plan_schema()))
 
 
-def add_agent_guide(server: MCPServer, clock: Clock) -> None:
-    """Offer the example plan resource (made from `clock` at each read) and the planning prompt on `server`."""
+def add_agent_guide(server: MCPServer, clock: Clock, requester: tuple[str, str] | None = None) -> None:
+    """Offer the example plan resource (made from `clock` at each read) and the planning prompt on `server`.
+    `requester` (principal, agent): the agent card the coordinator signs as; the example is then that
+    organisation's trip (org_trip_plan), else the acme.com TEST organisation's."""
+    where = f"asked by {requester[0]} through {requester[1]}" if requester else "in the acme.com TEST organisation"
 
     @server.resource(
         EXAMPLE_PLAN_URI,
         name="example-trip-plan",
-        description="A valid trip plan in the acme.com TEST organisation (seat and room holds, a calendar event, "
-        "one final card capture, a finance approval), its times made from the coordinator's clock when read.",
+        description=f"A valid trip plan {where} (seat and room holds, a calendar event, one final card capture, "
+        "a finance approval), its times made from the coordinator's clock when read.",
         mime_type="application/json",
     )
     def example_plan() -> str:
         now = clock.now().replace(microsecond=0)
-        plan = trip_plan(now, example_txn_id(now))
+        if requester is not None:
+            plan = org_trip_plan(now, example_txn_id(now), *requester)
+        else:
+            plan = trip_plan(now, example_txn_id(now))
         return json.dumps(plan.wire(), indent=2, ensure_ascii=False)
 
     @server.prompt(name=PROMPT_NAME, description="How to write a HATP plan: tiers, the one-final rule, fresh times.")

@@ -233,4 +233,5 @@ def serve_coordinator(
             raise to_mcp_error(exc) from exc
         return json.dumps(closed, indent=2, ensure_ascii=False)
 
-    add_agent_guide(server, service.clock)
+    card = service.agent_card  # the example plan is the organisation's own when the coordinator signs as an agent
+    add_agent_guide(server, service.clock, (card.acts_for, card.id) if card is not None else None)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import signal
 import socket
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -30,7 +31,16 @@ from hatp_mcp.mcp.participant_server import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 
-__all__ = ["READY_PREFIX", "add_server_arguments", "add_trust_argument", "log", "quiet", "serve"]
+__all__ = [
+    "READY_PREFIX",
+    "add_server_arguments",
+    "add_trust_argument",
+    "bind_loopback",
+    "log",
+    "quiet",
+    "serve",
+    "serve_http_beside",
+]
 
 READY_PREFIX = "HATP_READY"
 
@@ -105,13 +115,37 @@ def _http_server(app: Any, port_holder: list[int]) -> Any:
     return _Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, lifespan="on"))
 
 
-async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
-    app = GuardedApp(server.streamable_http_app(host="127.0.0.1"))  # the wire's limits first (HATP-WIRE-1)
+def bind_loopback(port: int) -> socket.socket:
+    """A TCP socket bound on 127.0.0.1:`port` (0: any free port). Raises OSError (e.g. the port is taken)."""
     # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets of that proto; with proto 0 every
     # JSON response waits ~40 ms for the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_http_beside(server: MCPServer | Server[Any], sock: socket.socket) -> AsyncIterator[None]:
+    """Serve `server` over streamable HTTP on the bound `sock` beside its main transport (the gateway's stdio)
+    while the context is open; the main transport owns the signals and the process's end. Leaving stops uvicorn
+    the graceful way (open streams get its shutdown timeout), not by cancelling it mid-lifespan."""
+    http = _http_server(GuardedApp(server.streamable_http_app(host="127.0.0.1")), [sock.getsockname()[1]])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(http.serve, sockets=[sock]))
+        try:
+            yield
+        finally:
+            http.should_exit = True
+
+
+async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: bool) -> None:
+    app = GuardedApp(server.streamable_http_app(host="127.0.0.1"))  # the wire's limits first (HATP-WIRE-1)
+    sock = bind_loopback(port)
     http = _http_server(app, [sock.getsockname()[1]])
 
     def stop() -> None:

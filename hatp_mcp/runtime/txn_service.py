@@ -247,6 +247,11 @@ class TxnService:
             ).wire()
         check_plan_requester(plan, plan.digest(), request, self._agents, now)
 
+    @property
+    def agent_card(self) -> AgentCard | None:
+        """The agent card this coordinator signs plans as for clients that cannot sign (None: it signs none)."""
+        return self._agent_card
+
     async def begin(self, plan: Plan, request: object = None) -> TxnStatus:
         """HATP-MCP-20/21. `request` is the agent's signed AgentRequest about this plan (HATP-TXN-21). Raises
         HatpError: HATP-TXN-21 (the requester is not proven, nothing written), HATP-TXN-1 (invalid plan, nothing

@@ -72,13 +72,28 @@ def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
 
 def load_or_create_key(data: Path, roles: Iterable[str]) -> SigningKey:
     """A server's signing key `DATA/key.jwk.json`, created (mode 0600) on first use, and its public half written
-    to `DATA/public.jwk.json` (HATP-MCP-8). Raises ValueError for a key file that is not a private Ed25519 JWK,
-    OSError for IO."""
+    to `DATA/public.jwk.json` when that is absent (HATP-MCP-8). A key is made once and kept: neither file is ever
+    rewritten (HATP-MCP-34), so a copy an operator pinned stays what the server signs with.
+
+    Raises ValueError for a key file that is not a private Ed25519 JWK, or a `public.jwk.json` that is not its
+    public half (HATP-MCP-34: someone replaced one of the two); OSError for IO."""
     data.mkdir(parents=True, exist_ok=True)
     path = data / "key.jwk.json"
     if not path.exists():
         new = SigningKey.generate(roles)
         create_file(path, json.dumps(new.private_jwk()), 0o600)  # never half written; a racing start wins alike
     key = SigningKey.from_jwk(json.loads(path.read_text()))
-    replace_file(data / "public.jwk.json", json.dumps(key.public_jwk()))
+    public = data / "public.jwk.json"
+    if create_file(public, json.dumps(key.public_jwk()), 0o644):
+        return key
+    try:
+        kept: object = json.loads(public.read_text())
+    except ValueError:
+        kept = None
+    if not isinstance(kept, dict) or (kept.get("kid"), kept.get("x")) != (key.kid, key.public_jwk()["x"]):
+        raise ValueError(
+            f"HATP-MCP-34: {public} is not the public half of {path} (key {key.kid}); a server's key is made once "
+            "and kept, so one of the two was replaced: restore the pair, or move both away to make a new key "
+            "(and pin the new public key again)"
+        )
     return key

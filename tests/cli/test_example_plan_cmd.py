@@ -38,3 +38,9 @@ def test_a_bad_now_or_txn_id_exits_2_with_one_line(
     assert main(["example-plan", *args]) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and said in out.err
+
+
+def test_the_example_plan_says_on_stderr_that_its_organisation_is_test_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["example-plan"]) == 0
+    out = capsys.readouterr()
+    assert "TEST-ONLY organisation acme.com" in out.err and "TEST-ONLY" not in out.out

@@ -82,3 +82,96 @@ def test_HATP_TRUST_10_mcp_config_makes_the_coordinators_key_and_every_receiver_
     key_before = (tmp_path / "coordinator" / "key.jwk.json").read_text()
     assert main(["mcp-config", "--data", str(tmp_path)]) == 0  # again: the same key, kept
     assert (tmp_path / "coordinator" / "key.jwk.json").read_text() == key_before
+
+
+def org_with_agent(root: Path, *, inbox: bool = False) -> Path:
+    from hatp_mcp.runtime.org_setup import init_org
+
+    init_org(root, "example.org", inbox=inbox)
+    assert main(["card", "person", "--org", str(root), "ann", "--display", "Ann Lee"]) == 0
+    assert main(["card", "agent", "--org", str(root), "claude", "--acts-for", "ann"]) == 0
+    return root
+
+
+def test_HATP_MCP_35_the_org_block_has_one_gateway_the_coordinator_reaches_over_loopback_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hatp_mcp.runtime.org_setup import load_suite
+
+    root = org_with_agent(tmp_path / "org", inbox=True)
+    capsys.readouterr()
+    before = {str(p): p.stat().st_mtime_ns for p in root.rglob("*")}
+    assert main(["mcp-config", "--org", str(root)]) == 0
+    out = capsys.readouterr()
+    servers = json.loads(out.out)["mcpServers"]
+    suite = load_suite(root)
+    assert set(servers) == {"hatp-gateway", "hatp-coordinator", "hatp-directory"}
+    assert [n for n, s in servers.items() if "servers.gateway" in " ".join(s["args"])] == ["hatp-gateway"]
+    gateway, coordinator = servers["hatp-gateway"]["args"], servers["hatp-coordinator"]["args"]
+    assert gateway[gateway.index("--mcp-port") + 1] == str(suite.gateway_mcp_port)
+    assert gateway[gateway.index("--inbox-port") + 1] == str(suite.inbox_port)
+    assert coordinator[coordinator.index("--gateway") + 1] == f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp"
+    for p in suite.participants:  # pinned to the operator's copy, never to the file the server writes
+        assert f"--participant-keys={p.uri}={p.keys}" in coordinator and f"{p.data}/public.jwk.json" not in coordinator
+    assert all(set(s) == {"command", "args"} for s in servers.values())  # no cwd, no PYTHONPATH into a checkout
+    text = out.out
+    assert "test-only" not in text and "acme.com" not in text and "spec/fixtures" not in text
+    assert {str(p): p.stat().st_mtime_ns for p in root.rglob("*")} == before and out.err == ""
+
+
+def test_HATP_MCP_35_the_acme_test_organisation_is_refused_as_an_org_block(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import shutil
+
+    from tests.acme_org import ORG_DIR
+
+    root = org_with_agent(tmp_path / "org")
+    shutil.copy(ORG_DIR / ".well-known" / "human-card.json", root / ".well-known" / "human-card.json")  # planted
+    capsys.readouterr()
+    assert main(["mcp-config", "--org", str(root)]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and "HATP-MCP-35" in out.err and "TEST-ONLY key" in out.err
+    assert main(["mcp-config", "--org", str(ORG_DIR)]) == 1  # no suite.json: not made by hatp init-org
+    assert "not an organisation made by hatp init-org" in capsys.readouterr().err
+
+
+def test_HATP_MCP_35_an_org_without_an_agent_card_is_refused_saying_how_to_add_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hatp_mcp.runtime.org_setup import init_org
+
+    root = init_org(tmp_path / "org", "example.org")
+    assert main(["mcp-config", "--org", str(root)]) == 1
+    assert "hatp card agent --org DIR NAME --acts-for PERSON" in capsys.readouterr().err
+
+
+def test_the_journal_joins_the_org_block_when_the_organisation_has_its_allow_list(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = org_with_agent(tmp_path / "org")
+    (root / "journal-allow.json").write_text(json.dumps({"servers": {"shop": "http://127.0.0.1:9010/mcp"}}))
+    capsys.readouterr()
+    assert main(["mcp-config", "--org", str(root)]) == 0
+    journal = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-journal"]["args"]
+    assert journal[:2] == ["-m", "servers.journal"] and journal[journal.index("--allow") + 1] == str(
+        root / "journal-allow.json"
+    )
+
+
+def test_the_test_suites_block_says_it_is_the_test_only_acme_organisation(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["mcp-config", "--data", str(tmp_path)]) == 0
+    assert "TEST-ONLY organisation acme.com" in capsys.readouterr().err
+
+
+def test_the_org_blocks_gateway_serves_no_inbox_unless_the_organisation_turned_it_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = org_with_agent(tmp_path / "org")
+    capsys.readouterr()
+    assert main(["mcp-config", "--org", str(root)]) == 0
+    gateway = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-gateway"]["args"]
+    assert "--inbox-port" not in gateway and "--mcp-port" in gateway
+    assert json.loads((root / "gateway.json").read_text()) == {"delivery": {}, "channels": {}}

@@ -44,3 +44,39 @@ def test_a_failure_while_writing_leaves_no_file_at_the_target(
         write(target, '{"d": "secret"}')  # type: ignore[operator]
     assert not target.exists() and list(tmp_path.iterdir()) == []
     monkeypatch.setattr(files.os, "fsync", os.fsync)
+
+
+def test_HATP_MCP_34_a_servers_key_is_made_once_and_neither_file_is_rewritten_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    first = files.load_or_create_key(tmp_path, ["participant"])
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    again = files.load_or_create_key(tmp_path, ["participant"])
+    assert again.kid == first.kid
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+
+
+def test_HATP_MCP_34_a_public_key_file_replaced_by_another_key_refuses_the_start_and_is_left_as_found(
+    tmp_path: Path,
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from hatp_mcp.core.evidence.keys import SigningKey
+
+    files.load_or_create_key(tmp_path, ["participant"])
+    planted = json.dumps(SigningKey.generate(["participant"]).public_jwk())  # someone swapped the public half
+    (tmp_path / "public.jwk.json").write_text(planted)
+    with pytest.raises(ValueError, match=r"HATP-MCP-34: .*public\.jwk\.json is not the public half of"):
+        files.load_or_create_key(tmp_path, ["participant"])
+    # a real server process refuses to start on it, naming the rule, and leaves the file as it found it
+    done = subprocess.run(
+        [sys.executable, "-m", "servers.hotel", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2 and "hotel: cannot start: HATP-MCP-34" in done.stderr
+    assert (tmp_path / "public.jwk.json").read_text() == planted

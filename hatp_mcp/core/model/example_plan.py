@@ -5,6 +5,7 @@ card capture as the one final step) and a finance approval. Every time in it (cr
 expiry, the approval's decideBy, the travel dates) is relative to the `now` it is given, so a plan made now is
 valid now: a plan written out once goes stale within a day (HATP-VAL-9). `hatp example-plan` prints one; the
 coordinator serves one made at read time (hatp_mcp.mcp.agent_guide); the in-process demo and tests build on it.
+`org_trip_plan` is the same trip in another organisation, for a coordinator signing as that organisation's agent.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
 
-__all__ = ["AIRLINE", "CALENDAR", "HOTEL", "PAYMENTS", "example_txn_id", "trip_plan"]
+__all__ = ["AIRLINE", "CALENDAR", "HOTEL", "PAYMENTS", "example_txn_id", "org_trip_plan", "trip_plan"]
 
 AIRLINE = "mcp://airline.example/hatp"
 HOTEL = "mcp://hotel.example/hatp"
@@ -109,3 +110,19 @@ def trip_plan(now: datetime, txn_id: str = "txn-trip-0001", **overrides: Any) ->
     }
     plan.update(overrides)
     return Plan.model_validate(plan)
+
+
+def org_trip_plan(now: datetime, txn_id: str, principal: str, agent: str) -> Plan:
+    """The trip in `principal`'s organisation: asked by `principal` (human://ORG/NAME) through `agent`, approved by
+    that organisation's `finance-approver` role (no named chain, no escalation: those name acme.com's people).
+    Raises like trip_plan, and ValueError for a principal that is no human://ORG/NAME."""
+    org, sep, _name = principal.removeprefix("human://").partition("/")
+    if not principal.startswith("human://") or not sep or not org:
+        raise ValueError(f"{principal!r} is not a human://ORG/NAME")
+    wire = trip_plan(now, txn_id).wire()
+    approval = {k: v for k, v in wire["approvals"][0].items() if k != "chain"}
+    wire["approvals"] = [approval | {"address": f"human://{org}/role/finance-approver"}]
+    wire["requester"] = {"principal": principal, "agent": agent}
+    wire["summary"] = "Book a trip to Berlin for the Q4 offsite (agent-written)"
+    del wire["escalation"]
+    return Plan.model_validate(wire)

@@ -1,0 +1,151 @@
+"""`hatp card person|agent --org DIR NAME ...`: issue a Directory-signed card in an organisation directory.
+
+- `hatp card person --org DIR NAME --display "Ann Lee" [--role R]... [--authority ACTION=AMOUNT:CUR]...
+  [--email ADDR] [--decision-key FILE] [--timezone TZ] [--sla-seconds S]`: the Human Card of human://ORG/NAME in
+  DIR/cards (channels: the inbox, and email when --email is given; the address goes to the gateway's private
+  DIR/contacts.json, never onto the card). `--decision-key` puts an Ed25519 public key (a public or private JWK;
+  only the public half is taken) on the card for signed decisions; a passkey comes later by enrolment in the web
+  inbox (`hatp enrol`).
+- `hatp card agent --org DIR NAME --acts-for PERSON [--display TEXT]`: the agent card of agent://ORG/NAME, acting
+  for human://ORG/PERSON, with a new agent key in DIR/private/agents/NAME.private.jwk.json (0600). The coordinator
+  `hatp mcp-config --org` configures holds it and signs plans as that agent (HATP-TXN-21).
+
+Each card is signed with the Directory's key (DIR/private/directory.private.jwk.json) and checked against the
+organisation's well-known document before anything is written; an existing card is never overwritten. The
+gateway, the Directory and the coordinator read the cards when they start. Exit 0, 1 (refused: a card that would
+not be trusted, or exists), 2 (a bad call or an unreadable file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_json
+from hatp_mcp.cli.keys_cmd import public_entries
+from hatp_mcp.core.evidence.keys import SigningKey, b64u, sign_object
+from hatp_mcp.core.humans.agents import AgentKeys
+from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.runtime.org_setup import OrgLayout
+from hatp_mcp.store.files import create_file, replace_file
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "issue a Directory-signed card (a person, or the agent Claude Desktop acts as) in an organisation dir"
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+AUTHORITY = re.compile(r"^([^=]+)=(\d+(?:\.\d+)?):([A-Z]{3})$")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="card_command", required=True)
+    person = sub.add_parser("person", help="a person's Human Card (human://ORG/NAME)")
+    person.add_argument("name", help="the short name: human://ORG/NAME")
+    person.add_argument("--org", required=True, help="the organisation dir (made by hatp init-org)")
+    person.add_argument("--display", required=True, help="the person's name as people read it")
+    person.add_argument("--role", action="append", default=[], help="a role, e.g. finance-approver (repeatable)")
+    person.add_argument(
+        "--authority", action="append", default=[], help="ACTION=AMOUNT:CUR, e.g. travel.spend=5000:USD (repeatable)"
+    )
+    person.add_argument("--email", help="their email address (kept in the gateway's private contacts.json)")
+    person.add_argument("--decision-key", help="a JWK file whose Ed25519 public key they sign decisions with")
+    person.add_argument("--timezone", default="UTC")
+    person.add_argument("--sla-seconds", type=int, default=3600, help="how long they usually take to decide")
+    agent = sub.add_parser("agent", help="an agent card (agent://ORG/NAME) and the agent's new key")
+    agent.add_argument("name", help="the short name: agent://ORG/NAME")
+    agent.add_argument("--org", required=True, help="the organisation dir (made by hatp init-org)")
+    agent.add_argument("--acts-for", required=True, help="the short name of the person it acts for")
+    agent.add_argument("--display", help="its name as people read it (default: NAME)")
+
+
+def _card_key(file: str) -> dict[str, str]:
+    (entry, *more) = public_entries(read_json(file))
+    if more:
+        raise ValueError(f"{file}: give one key, not a JWKS of {1 + len(more)}")
+    return {"type": "ed25519", "id": entry.kid, "publicKey": b64u(entry.raw())}
+
+
+def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
+    authority = []
+    for item in args.authority:
+        m = AUTHORITY.match(item)
+        if m is None:
+            raise ValueError(f"--authority {item!r}: give ACTION=AMOUNT:CUR, e.g. travel.spend=5000:USD")
+        authority.append({"action": m[1], "maxAmount": [{"value": m[2], "currency": m[3]}]})
+    return {
+        "type": "hatp.card",
+        "id": f"human://{org}/{args.name}",
+        "displayName": args.display,
+        "roles": list(args.role),
+        "skills": [],
+        "authority": authority,
+        "channels": [*([{"type": "email"}] if args.email else []), {"type": "inbox"}],
+        "availability": {"timezone": args.timezone, "status": "available"},
+        "sla": {"decideSeconds": args.sla_seconds},
+        "capacity": {"maxOpen": 10, "open": 0},
+        "delegates": [],
+        "keys": [_card_key(args.decision_key)] if args.decision_key else [],
+        "issuer": issuer,
+        "issuedAt": format_ts(datetime.now(UTC).replace(microsecond=0)),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    layout = OrgLayout(Path(args.org))
+    if not NAME.match(args.name):
+        return fail(f"{args.name!r}: a short name is lowercase letters, digits, '.', '_' or '-'", EXIT_BAD_INPUT)
+    try:
+        well_known = read_json(str(layout.well_known))
+        directory_key = SigningKey.from_jwk(read_json(str(layout.directory_key)))
+        org, issuer = str(well_known["organization"]), str(well_known["directory"])
+        if args.card_command == "person":
+            card = sign_object(_person(args, org, issuer), directory_key)
+            _trusted, ignored = Directory.load(well_known, [card])
+            target = layout.cards / f"{args.name}.json"
+        else:
+            if args.display is None:
+                args.display = args.name
+            agent_key = SigningKey.generate(["agent"])
+            body = {
+                "type": "hatp.agent-card",
+                "id": f"agent://{org}/{args.name}",
+                "displayName": args.display,
+                "actsFor": f"human://{org}/{args.acts_for}",
+                "keys": [{"type": "ed25519", "id": agent_key.kid, "publicKey": b64u(agent_key.public_raw())}],
+                "issuer": issuer,
+                "issuedAt": format_ts(datetime.now(UTC).replace(microsecond=0)),
+            }
+            if not (layout.cards / f"{args.acts_for}.json").exists():
+                why = f"no card for human://{org}/{args.acts_for}: add it first (hatp card person)"
+                return fail(why, EXIT_PROBLEMS)
+            card = sign_object(body, directory_key)
+            _agents, ignored = AgentKeys.load(well_known, [card])
+            target = layout.agents / f"{args.name}.json"
+        if ignored:
+            return fail(
+                f"the card would not be trusted ({ignored[0].rule} {ignored[0].reason}); nothing written", EXIT_PROBLEMS
+            )
+        if target.exists():
+            return fail(f"{target} exists: a card is never overwritten; nothing written", EXIT_PROBLEMS)
+        if args.card_command == "agent":
+            key_file = layout.agent_keys / f"{args.name}.private.jwk.json"
+            if not create_file(key_file, json.dumps(agent_key.private_jwk(), indent=2) + "\n", 0o600):
+                return fail(f"{key_file} exists; nothing written", EXIT_PROBLEMS)
+        elif args.email:
+            contacts = read_json(str(layout.contacts)) if layout.contacts.exists() else {}
+            contacts[card["id"]] = {"email": args.email}
+            replace_file(layout.contacts, json.dumps(contacts, indent=2) + "\n", 0o600)
+        if not create_file(target, json.dumps(card, indent=1) + "\n", 0o644):
+            return fail(f"{target} exists: a card is never overwritten", EXIT_PROBLEMS)
+    except InputError as exc:
+        return fail(str(exc))
+    except (KeyError, ValueError) as exc:
+        return fail(f"{args.org}: {exc}", EXIT_BAD_INPUT)
+    except OSError as exc:
+        return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    print(f"{card['id']}: {target}")
+    return EXIT_OK
