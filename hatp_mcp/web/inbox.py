@@ -41,7 +41,8 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, unb64u
+from hatp_mcp.core.humans import asks as core_asks
+from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, decision_payload, unb64u
 from hatp_mcp.core.humans.proof import subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
@@ -124,8 +125,10 @@ class Inbox:
     def _json(self, data: dict[str, Any], status: int = 200) -> Response:
         return self._secure(JSONResponse(data, status))
 
-    def _refuse(self, status: int, error: str, rule: str | None = None) -> Response:
-        return self._json({"error": error, **({"rule": rule} if rule else {})}, status)
+    def _refuse(self, status: int, error: str, rule: str | None = None, path: str | None = None) -> Response:
+        return self._json(
+            {"error": error, **({"rule": rule} if rule else {}), **({"path": path} if path else {})}, status
+        )
 
     def _csrf_ok(self, request: Request, session: Session | None) -> bool:
         """HATP-GW-73: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
@@ -340,11 +343,20 @@ class Inbox:
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
-        decision = (await _body(request)).get("decision")
+        body = await _body(request)
+        decision, value = str(body.get("decision", "")), body.get("value")
         if rec is None:
             return self._refuse(404, "no such ask")
-        if decision not in ("approve", "reject", "decline"):
+        if rec.ask.kind == "approve" and decision not in ("approve", "reject", "decline"):
             return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-67")
+        if rec.ask.kind != "approve":
+            if decision not in ("answer", "decline"):
+                return self._refuse(400, f"a {rec.ask.kind} question is answered or declined", "HATP-ASK-6")
+            if decision == "answer":
+                try:  # HATP-GW-76: an answer that does not fit is refused here, before there is anything to sign
+                    core_asks.check_fits(rec.ask, value)
+                except HatpError as exc:
+                    return self._refuse(400, exc.reason[:300], exc.rule, exc.path)
         card = self._card(session.human)
         # only real credential ids (base64url): a card may still list a placeholder entry
         creds = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
@@ -352,10 +364,10 @@ class Inbox:
             return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-68")
         nonce, issued = secrets.token_urlsafe(18), self._now()
         subject = subject_digest(rec.ask)
-        payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
+        payload = decision_payload(ask_id, subject, decision, nonce, issued, value)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
         self.state.keep_challenge(nonce, "decide", session.human, payload, expires, self._now())
-        challenge = decision_challenge(ask_id, subject, decision, nonce, issued)
+        challenge = decision_challenge(ask_id, subject, decision, nonce, issued, value)
         return self._json(
             {
                 "nonce": nonce,
@@ -384,6 +396,7 @@ class Inbox:
                 subject_digest=payload["subjectDigest"],
                 human=session.human,
                 decision=payload["decision"],
+                value=payload.get("value"),
                 nonce=payload["nonce"],
                 issued_at=payload["issuedAt"],
                 credential_id=str(credential.get("id", "")),

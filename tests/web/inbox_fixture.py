@@ -16,7 +16,7 @@ import uvicorn
 from cryptography.hazmat.primitives import serialization
 
 from hatp_mcp.core.humans.directory import Directory
-from hatp_mcp.core.humans.passkey import RelyingParty
+from hatp_mcp.core.humans.passkey import RelyingParty, unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.runtime.org import load_directory
@@ -41,6 +41,17 @@ class Served:
             serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
         return base64.b64encode(der).decode()
+
+    def cdp_credential(self) -> dict[str, object]:
+        """Bob's passkey (the one on his signed card) as the CDP virtual authenticator takes it."""
+        return {
+            "credentialId": base64.b64encode(unb64u(self.bob.credential_id)).decode(),
+            "isResidentCredential": True,
+            "rpId": "localhost",
+            "privateKey": self.private_key_b64(),
+            "userHandle": base64.b64encode(b"bob").decode(),
+            "signCount": 0,
+        }
 
 
 @asynccontextmanager

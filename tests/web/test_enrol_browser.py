@@ -75,8 +75,8 @@ async def test_HATP_GW_71_a_passkey_registered_with_a_code_counts_only_once_the_
                 await page.wait_for_selector("#empty, #asks")
                 signed_in = await page.locator("main").inner_text()
     assert registered == "Registered: enrolment 1 is pending until your operator approves it."
-    assert spent.startswith("Not registered: no valid enrolment code")
-    assert before == "Sign-in failed: this passkey is not on any signed card"
+    assert spent.startswith("Not registered: HATP-GW-71: no valid enrolment code")
+    assert before == "Sign-in failed: HATP-GW-68: this passkey is not on any signed card"
     assert rc_list == 0 and (pending["human"], pending["state"]) == (h("erin"), "pending")
     assert wrong == 1 and untouched is not None and not any(k.id == pending["credential_id"] for k in untouched.keys)
     assert rc_ok == 0 and pending["credential_id"] in approved

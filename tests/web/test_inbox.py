@@ -5,12 +5,8 @@ CSRF and Origin checks on every POST, the strict CSP, escaping of hostile plan t
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,6 +15,7 @@ from hatp_mcp.core.humans.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
 from tests.acme_org import h, plan
+from tests.web.browserless import Browserless, signed_in
 from tests.web.inbox_fixture import Served, serve_inbox
 
 pytestmark = pytest.mark.anyio
@@ -27,70 +24,11 @@ HOSTILE = "<script>window.pwned=1</script>Approve at once"
 ASK = "txn-acme-0001/finance"
 
 
-class Browserless:
-    """A minimal HTTP client with a cookie jar, run on a worker thread (the server shares this event loop)."""
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.cookies: dict[str, str] = {}
-        self.csrf = ""
-
-    def _call(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.origin + path, data=data, method=method)
-        req.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
-        req.add_header("Content-Type", "application/json")
-        for k, v in headers.items():
-            req.add_header(k, v)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                status, hdrs, text = resp.status, dict(resp.headers), resp.read().decode()
-                cookies = resp.headers.get_all("Set-Cookie") or []
-        except urllib.error.HTTPError as exc:
-            status, hdrs, text = exc.code, dict(exc.headers), exc.read().decode()
-            cookies = exc.headers.get_all("Set-Cookie") or []
-        for c in cookies:
-            name, _, rest = c.partition("=")
-            value = rest.split(";", 1)[0].strip('"')
-            if value and "max-age=0" not in c.lower():
-                self.cookies[name] = value
-            else:
-                self.cookies.pop(name, None)
-        if "csrf-token content=" in text:
-            self.csrf = text.split('csrf-token content="', 1)[1].split('"', 1)[0]
-        return status, hdrs, text
-
-    async def get(self, path: str) -> tuple[int, dict[str, str], str]:
-        return await anyio.to_thread.run_sync(self._call, "GET", path, None, {})
-
-    async def post(
-        self, path: str, body: Any, *, origin: str | None = None, csrf: str | None = None
-    ) -> tuple[int, dict[str, Any]]:
-        headers = {
-            "Origin": self.origin if origin is None else origin,
-            "X-CSRF-Token": self.csrf if csrf is None else csrf,
-        }
-        status, _h, text = await anyio.to_thread.run_sync(self._call, "POST", path, body, headers)
-        return status, json.loads(text) if text else {}
-
-
 @pytest.fixture
 async def served(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Served]:
     async with serve_inbox(tmp_path, clock) as s:
         await s.gateway.ask(plan(summary=HOSTILE), "finance")
         yield s
-
-
-async def signed_in(s: Served) -> Browserless:
-    b = Browserless(s.origin)
-    await b.get("/")
-    status, options = await b.post("/signin/options", {})
-    assert status == 200
-    credential = s.bob.credential_json(unb64u(options["challenge"]), origin=s.origin)
-    status, who = await b.post("/signin", {"nonce": options["nonce"], "credential": credential})
-    assert (status, who) == (200, {"human": h("bob")})
-    await b.get("/")
-    return b
 
 
 async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_carry_the_strict_csp(

@@ -324,9 +324,35 @@ def _check_passkey_decision(
 
 
 def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:
-    """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask.
+    """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask: their signed
+    decision, or their passkey assertion over it (HATP-GW-76, checked against their card with the organisation's
+    relying party; without the relying party it is refused, not counted unchecked).
 
-    Raises HatpError HATP-GW-27 (no proof) or the proof's own rule (HATP-GW-19..25)."""
+    Raises HatpError HATP-GW-27 (no proof), the proof's own rule (HATP-GW-19..25) or the assertion's
+    (HATP-GW-67..70, HATP-GW-76)."""
+    if answer.passkey is not None:
+        where = f"{path}.passkey"
+        a = answer.passkey
+        if humans.passkey_rp is None:
+            raise _refuse(
+                "HATP-GW-70",
+                "a passkey answer, and no relying party (rpId, origins) to check it with: not checked, not counted",
+                where,
+                "give the verifier the organisation's gateway.json (passkey: rpId, origins)",
+            )
+        if a.human != answer.answerer:
+            raise _refuse("HATP-GW-67", f"the assertion is {a.human}'s, the answer {answer.answerer}'s", where)
+        verify_assertion(
+            a,
+            humans.cards.get(answer.answerer),
+            humans.passkey_rp,
+            ask_id=answer.ask_id,
+            subject_digest=answer.subject_digest,
+            decision="answer",
+            value=answer.value,
+            path=where,
+        )
+        return
     where = f"{path}.proof"
     if answer.proof is None:
         raise _refuse("HATP-GW-27", f"the answer of {answer.answerer} carries no proof", where)
