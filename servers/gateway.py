@@ -21,7 +21,9 @@
 - `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
-  for anything but localhost, with `passkey.origins` naming the proxy's https origin.
+  for anything but localhost, with `passkey.origins` naming the proxy's https origin. With `--records DIR` and
+  `--record-keys JWKS` it also draws finished transactions' timelines for the people asked about them
+  (`DIR/<txnId>.record.json`, checked with that keyring on every view, HATP-GW-77).
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -62,6 +64,7 @@ from hatp_mcp.store.gateway_store import DB_NAME
 from hatp_mcp.store.inbox_state import InboxState
 from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
 from hatp_mcp.web.inbox import Inbox
+from hatp_mcp.web.record_shelf import RecordShelf
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -142,7 +145,13 @@ class _InboxServer(uvicorn.Server):
 
 
 def open_inbox(
-    gateway: GatewayApprover, data: Path, org: Path, clock: Clock, host: str, port: int
+    gateway: GatewayApprover,
+    data: Path,
+    org: Path,
+    clock: Clock,
+    host: str,
+    port: int,
+    records: RecordShelf | None = None,
 ) -> tuple[Inbox, socket.socket, str]:
     """The web inbox on a socket bound now (so the origin names the real port). Raises OSError or HatpError."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -151,7 +160,7 @@ def open_inbox(
     bound = sock.getsockname()[1]
     origin = f"http://localhost:{bound}" if host == "localhost" else f"http://{host}:{bound}"
     rp = load_relying_party(org) or RelyingParty("localhost", (origin,))
-    return Inbox(gateway, InboxState(data), rp, clock), sock, origin
+    return Inbox(gateway, InboxState(data), rp, clock, records=records), sock, origin
 
 
 async def _run(
@@ -182,6 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--now", default=None, help="pin a fake clock at this RFC 3339 UTC time (tests)")
     parser.add_argument("--inbox-port", type=int, default=None, help="serve the web inbox on this port (0: any)")
     parser.add_argument("--inbox-host", default="localhost", help="the web inbox's host (default localhost)")
+    parser.add_argument(
+        "--records", help="the inbox draws timelines of the finished records in DIR/<txnId>.record.json"
+    )
+    parser.add_argument("--record-keys", help="keyring (JWKS) the records are checked with (with --records)")
     add_trust_argument(parser)
     parser.add_argument(
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
@@ -197,7 +210,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         inbox = None
         if args.inbox_port is not None:
-            inbox = open_inbox(gateway, data, Path(args.org).resolve(), clock, args.inbox_host, args.inbox_port)
+            shelf = None
+            if args.records or args.record_keys:
+                if not (args.records and args.record_keys):
+                    raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
+                ring = Keyring.from_jwks(json.loads(Path(args.record_keys).read_text()))
+                shelf = RecordShelf(Path(args.records).resolve(), ring)
+            org = Path(args.org).resolve()
+            inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf)
     except HatpError as exc:  # an unusable well-known document or delivery settings
         log(f"gateway: cannot start: {exc.one_line()}")
         return 2

@@ -43,16 +43,19 @@ from webauthn.helpers.structs import (
 
 from hatp_mcp.core.humans import asks as core_asks
 from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, decision_payload, unb64u
-from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.humans.proof import HumanKeys, subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
 from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
+from hatp_mcp.web.record_shelf import RecordShelf
+from hatp_mcp.web.timeline import render_timeline
 
 __all__ = ["CSP", "Inbox"]
 
@@ -81,8 +84,10 @@ class Inbox:
         clock: Clock,
         *,
         session_seconds: float = 900,
+        records: RecordShelf | None = None,
     ) -> None:
         self.gateway = gateway
+        self.records = records
         self.state = state
         self.rp = rp
         self.clock = clock
@@ -98,6 +103,7 @@ class Inbox:
                 Route("/enrol", self.enrol_page, methods=["GET"]),
                 Route("/enrol/options", self.enrol_options, methods=["POST"]),
                 Route("/enrol/register", self.enrol_register, methods=["POST"]),
+                Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
                 Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
                 Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
                 Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
@@ -164,7 +170,9 @@ class Inbox:
             response = self._html(request, signin_page(token))
             response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
             return response
-        return self._html(request, list_page(session.human, self._mine(session.human), session.csrf))
+        mine = self._mine(session.human)
+        timelines = {r.ask.txn_id for r in mine if r.ask.txn_id and self._finished(r) and self._shelved(r.ask.txn_id)}
+        return self._html(request, list_page(session.human, mine, session.csrf, timelines))
 
     async def show(self, request: Request) -> Response:
         session = self._session(request)
@@ -175,7 +183,33 @@ class Inbox:
         if rec is None:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
         can = rec.state == "pending" and any(s.human == session.human and s.status == "asked" for s in rec.seats)
-        return self._html(request, ask_page(rec, session.human, can, session.csrf))
+        timeline = rec.ask.txn_id is not None and self._finished(rec) and self._shelved(rec.ask.txn_id)
+        return self._html(request, ask_page(rec, session.human, can, session.csrf, timeline=timeline))
+
+    # -- timelines (HATP-GW-77) -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _finished(rec: AskRecord) -> bool:
+        return rec.state != "pending"
+
+    def _shelved(self, txn_id: str) -> bool:
+        return self.records is not None and self.records.has(txn_id)
+
+    async def timeline(self, request: Request) -> Response:
+        """A finished transaction the signed-in person was asked about, drawn with every check's result; anyone
+        else, and any transaction without a record that matches the plan they were shown, gets 404."""
+        session = self._session(request)
+        txn_id = request.path_params["txn_id"]
+        if session is None:
+            return self._secure(RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303))
+        asked = [r for r in self._mine(session.human) if r.ask.txn_id == txn_id and self._finished(r)]
+        record = self.records.get(txn_id) if self.records is not None and asked else None
+        if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
+            return self._html(request, "<!doctype html><title>Not found</title><p>No such transaction.</p>", 404)
+        assert self.records is not None
+        humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
+        problems = verify_record(record, self.records.keyring, humans=humans)
+        return self._html(request, render_timeline(record, problems, back="/"))
 
     # -- sign-in ----------------------------------------------------------------------------------------------
 

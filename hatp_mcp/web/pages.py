@@ -56,15 +56,21 @@ def _money(rec: AskRecord) -> str:
     return "; ".join(a.display() for a in rec.up_to) if rec.up_to else "no amount stated"
 
 
-def list_page(human: str, records: list[AskRecord], csrf: str) -> str:
+def list_page(human: str, records: list[AskRecord], csrf: str, timelines: set[str] | None = None) -> str:
+    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-77)."""
     rows = []
     for rec in records:
         ask = rec.ask
+        drawn = (
+            f' <a class=timeline href="/txns/{_e(ask.txn_id)}/timeline">timeline</a>'
+            if ask.txn_id and ask.txn_id in (timelines or set())
+            else ""
+        )
         what = ask.screen.action if ask.screen is not None else f"{ask.kind} question"
         who = ask.screen.requester if ask.screen is not None else (ask.requester or "")
         rows.append(
             f'<tr><td><a href="/asks/{_e(ask.ask_id)}">{_e(what)}</a></td><td>{_e(_money(rec))}</td>'
-            f"<td>{_e(ask.decide_by)}</td><td>{_e(who)}</td><td>{_e(rec.state)}</td></tr>"
+            f"<td>{_e(ask.decide_by)}</td><td>{_e(who)}</td><td>{_e(rec.state)}{drawn}</td></tr>"
         )
     table = (
         "<table id=asks><thead><tr><th>what</th><th>how much (up to)</th><th>decide by</th><th>asked for</th>"
@@ -80,7 +86,7 @@ def _agent(text: str) -> str:
     return f"<blockquote class=agent-written><strong>agent-written:</strong> {_e(text)}</blockquote>"
 
 
-def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str) -> str:
+def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str, *, timeline: bool = False) -> str:
     ask = rec.ask
     parts = [f"<h1>{_e(ask.screen.title if ask.screen else ask.kind + ' question')}</h1>"]
     parts.append(f"<p>Ask <code id=ask-id>{_e(ask.ask_id)}</code>, state <span id=state>{_e(rec.state)}</span>.</p>")
@@ -118,6 +124,8 @@ def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str) -> str:
         )
     elif can_decide:
         parts.append(answer_controls(ask))
+    if timeline and ask.txn_id:
+        parts.append(f'<p><a id=timeline href="/txns/{_e(ask.txn_id)}/timeline">The transaction\'s timeline</a></p>')
     parts.append("<p id=message></p><p><a href=/>Back to your asks</a></p>")
     return _page(f"Ask {ask.ask_id}", "".join(parts), csrf)
 
