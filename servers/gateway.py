@@ -52,6 +52,7 @@ from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.delivery.channels import senders_from
@@ -136,6 +137,9 @@ def build(
     return server, gateway, deliverer
 
 
+CARD_POLL_SECONDS = 2.0
+
+
 class _InboxServer(uvicorn.Server):
     """uvicorn without its own signal handlers: the MCP server's (hatp_mcp.mcp.serve) stop the whole process."""
 
@@ -152,6 +156,7 @@ def open_inbox(
     host: str,
     port: int,
     records: RecordShelf | None = None,
+    cards: CardWatch | None = None,
 ) -> tuple[Inbox, socket.socket, str]:
     """The web inbox on a socket bound now (so the origin names the real port). Raises OSError or HatpError."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -160,7 +165,16 @@ def open_inbox(
     bound = sock.getsockname()[1]
     origin = f"http://localhost:{bound}" if host == "localhost" else f"http://{host}:{bound}"
     rp = load_relying_party(org) or RelyingParty("localhost", (origin,))
-    return Inbox(gateway, InboxState(data), rp, clock, records=records), sock, origin
+    return Inbox(gateway, InboxState(data), rp, clock, records=records, cards=cards), sock, origin
+
+
+async def _watch_cards(cards: CardWatch) -> None:
+    """HATP-GW-78: a card the operator re-signs is used within seconds even if nobody opens the inbox (real time:
+    a file poll, not a protocol deadline)."""
+    while True:
+        await anyio.sleep(CARD_POLL_SECONDS)
+        if cards.refresh():
+            log("gateway: the organisation's cards changed; using them now")
 
 
 async def _run(
@@ -168,6 +182,7 @@ async def _run(
     gateway: GatewayApprover,
     deliverer: Deliverer,
     inbox: tuple[Inbox, socket.socket, str] | None,
+    cards: CardWatch,
     transport: str,
     port: int,
     parent_watch: bool,
@@ -175,6 +190,7 @@ async def _run(
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
         await tg.start(deliverer.run)
+        tg.start_soon(_watch_cards, cards)
         if inbox is not None:
             web = _InboxServer(uvicorn.Config(inbox[0].app, log_level="warning", lifespan="off"))
             tg.start_soon(web.serve, [inbox[1]])
@@ -209,6 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store
         )
         inbox = None
+        org = Path(args.org).resolve()
+        cards = CardWatch(
+            org,
+            gateway,
+            on_ignored=lambda c: log(f"gateway: ignored card {c.card_id}: {c.rule} {c.reason}"),
+            on_error=lambda why: log(f"gateway: {why}"),
+        )
         if args.inbox_port is not None:
             shelf = None
             if args.records or args.record_keys:
@@ -216,8 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
                 ring = Keyring.from_jwks(json.loads(Path(args.record_keys).read_text()))
                 shelf = RecordShelf(Path(args.records).resolve(), ring)
-            org = Path(args.org).resolve()
-            inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf)
+            inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
     except HatpError as exc:  # an unusable well-known document or delivery settings
         log(f"gateway: cannot start: {exc.one_line()}")
         return 2
@@ -225,7 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"gateway: cannot start: {exc}")
         return 2
     try:
-        run = functools.partial(_run, server, gateway, deliverer, inbox, args.transport, args.port, args.parent_watch)
+        run = functools.partial(
+            _run, server, gateway, deliverer, inbox, cards, args.transport, args.port, args.parent_watch
+        )
         anyio.run(run)
     finally:
         gateway.store.close()

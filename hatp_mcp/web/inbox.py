@@ -50,6 +50,7 @@ from hatp_mcp.core.model.evidence import PasskeyAssertion
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
@@ -85,9 +86,11 @@ class Inbox:
         *,
         session_seconds: float = 900,
         records: RecordShelf | None = None,
+        cards: CardWatch | None = None,
     ) -> None:
         self.gateway = gateway
         self.records = records
+        self.cards = cards  # HATP-GW-78: the cards as the operator re-signed them, seen before each passkey check
         self.state = state
         self.rp = rp
         self.clock = clock
@@ -145,6 +148,11 @@ class Inbox:
         sent = request.headers.get("x-csrf-token", "")
         expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
         return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
+
+    def _fresh(self) -> None:
+        """The organisation's cards as they are now (a passkey the operator just approved counts at once)."""
+        if self.cards is not None:
+            self.cards.refresh()
 
     def _mine(self, human: str) -> list[AskRecord]:
         out = []
@@ -233,6 +241,7 @@ class Inbox:
     async def signin(self, request: Request) -> Response:
         if not self._csrf_ok(request, None):
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        self._fresh()
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
         credential = body.get("credential") or {}
@@ -375,6 +384,7 @@ class Inbox:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        self._fresh()
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
         body = await _body(request)
@@ -417,6 +427,7 @@ class Inbox:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        self._fresh()
         ask_id = request.path_params["ask_id"]
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())

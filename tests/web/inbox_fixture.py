@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 
 from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.humans.passkey import RelyingParty, unb64u
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.runtime.org import load_directory
@@ -72,7 +73,9 @@ async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> 
     port = sock.getsockname()[1]
     origin = f"http://localhost:{port}"
     state = InboxState(data)
-    inbox = Inbox(gw, state, RelyingParty("localhost", (origin,)), clock)
+    # over an organisation dir, the gateway sees cards the operator re-signs while it runs (HATP-GW-78)
+    cards = CardWatch(org, gw) if org is not None else None
+    inbox = Inbox(gw, state, RelyingParty("localhost", (origin,)), clock, cards=cards)
     server = uvicorn.Server(uvicorn.Config(inbox.app, log_level="warning", lifespan="off"))
     try:
         async with anyio.create_task_group() as tg:
