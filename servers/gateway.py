@@ -237,8 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.records or args.record_keys:
                 if not (args.records and args.record_keys):
                     raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
-                ring = Keyring.from_jwks(json.loads(Path(args.record_keys).read_text()))
-                shelf = RecordShelf(Path(args.records).resolve(), ring)
+                shelf = RecordShelf(Path(args.records).resolve(), Path(args.record_keys).resolve())
             inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
     except HatpError as exc:  # an unusable well-known document or delivery settings
         log(f"gateway: cannot start: {exc.one_line()}")

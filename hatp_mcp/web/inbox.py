@@ -215,8 +215,11 @@ class Inbox:
         if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such transaction.</p>", 404)
         assert self.records is not None
+        ring = self.records.keyring()
+        if ring is None:  # nothing to check it with: not shown, never shown unchecked
+            return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
         humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
-        problems = verify_record(record, self.records.keyring, humans=humans)
+        problems = verify_record(record, ring, humans=humans)
         return self._html(request, render_timeline(record, problems, back="/"))
 
     # -- sign-in ----------------------------------------------------------------------------------------------

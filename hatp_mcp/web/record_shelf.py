@@ -1,8 +1,9 @@
 """Finished Transaction Records the inbox can draw as timelines (spec/gateway.md HATP-GW-77): one file per
 transaction, `DIR/<txnId>.record.json` (the record `hatp verify` reads, as the coordinator closed it; the operator
-or the demo puts it there), and the keyring (JWKS of the coordinator, the servers and the gateway) it is checked
-with. The shelf only reads: who may see which record is the inbox's decision, and what the checks found is
-`verify_record`'s (the same checks `hatp verify` makes), done on every read, never cached as a pass.
+or the demo puts it there), and the keyring file (JWKS of the coordinator, the servers and the gateway) it is
+checked with, read on every view (a key added later counts; an unreadable keyring shows nothing, never an unchecked
+record). The shelf only reads: who may see which record is the inbox's decision, and what the checks found is
+`verify_record`'s (the same checks `hatp verify` makes), done on every view, never cached as a pass.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.errors import HatpError
 
 __all__ = ["RecordShelf"]
 
@@ -21,9 +23,17 @@ MAX_BYTES = 8 * 1024 * 1024
 
 
 class RecordShelf:
-    def __init__(self, directory: Path, keyring: Keyring) -> None:
+    def __init__(self, directory: Path, keys: Path) -> None:
         self.directory = directory
-        self.keyring = keyring
+        self.keys = keys
+
+    def keyring(self) -> Keyring | None:
+        """The keyring the records are checked with, as the file holds it now; None when it cannot be read."""
+        try:
+            doc = json.loads(self.keys.read_text(encoding="utf-8"))
+            return Keyring.from_jwks(doc) if isinstance(doc, dict) else None
+        except (OSError, ValueError, HatpError):
+            return None
 
     def get(self, txn_id: str) -> dict[str, Any] | None:
         """The record of `txn_id`, or None when there is none (or the file is unreadable, too large, not a JSON

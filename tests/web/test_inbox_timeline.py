@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
@@ -28,6 +29,12 @@ HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>"
 TXN = "txn-acme-0001"
 
 
+def keys(tmp_path: Path, ring: Keyring) -> Path:
+    path = tmp_path / "keyring.json"
+    path.write_text(json.dumps(ring.to_jwks()))
+    return path
+
+
 def shelve(shelf: Path, record: dict[str, object], name: str | None = None) -> None:
     shelf.mkdir(exist_ok=True)
     (shelf / f"{name or record['txnId']}.record.json").write_text(json.dumps(record))
@@ -40,7 +47,7 @@ async def test_HATP_GW_77_bob_opens_the_timeline_of_a_transaction_he_approved_ev
         async with serve_inbox(tmp_path, clock) as served, chromium_page() as (context, page, cdp, authenticator):
             record, ring = await committed_record(served, plan(summary=HOSTILE))
             shelve(tmp_path / "records", record)
-            served.inbox.records = RecordShelf(tmp_path / "records", ring)
+            served.inbox.records = RecordShelf(tmp_path / "records", keys(tmp_path, ring))
             requested: list[str] = []
             page.on("request", lambda r: requested.append(r.url))
             await cdp.send(
@@ -75,7 +82,7 @@ async def test_HATP_GW_77_a_person_not_asked_a_record_of_another_plan_and_a_path
             record, ring = await committed_record(served, plan())
             shelf = tmp_path / "records"
             shelve(shelf, record)
-            served.inbox.records = RecordShelf(shelf, ring)
+            served.inbox.records = RecordShelf(shelf, keys(tmp_path, ring))
             # carol's own transaction, bob never asked: its record is on the shelf too
             other = plan(txn_id="txn-acme-0002", address=h("carol"))
             await served.gateway.ask(other, "finance")
@@ -88,9 +95,9 @@ async def test_HATP_GW_77_a_person_not_asked_a_record_of_another_plan_and_a_path
             _s, _h, listing = await b.get("/")
             mine, _h1, _p1 = await b.get(f"/txns/{TXN}/timeline")
             not_asked, _h2, _p2 = await b.get(f"/txns/{other.txn_id}/timeline")
-            served.inbox.records = RecordShelf(shelf / "evil", ring)
+            served.inbox.records = RecordShelf(shelf / "evil", keys(tmp_path, ring))
             another_plan, _h3, _p3 = await b.get(f"/txns/{TXN}/timeline")
-            served.inbox.records = RecordShelf(shelf / "evil", ring)
+            served.inbox.records = RecordShelf(shelf / "evil", keys(tmp_path, ring))
             climbing, _h4, _p4 = await b.get("/txns/..%2F" + TXN + "/timeline")
             signed_out, _h5, _p5 = await type(b)(served.origin).get(f"/txns/{TXN}/timeline")
     assert f'href="/txns/{TXN}/timeline"' in listing and other.txn_id not in listing
@@ -98,7 +105,7 @@ async def test_HATP_GW_77_a_person_not_asked_a_record_of_another_plan_and_a_path
     assert signed_out == 200 and "Sign in with your passkey" in _p5  # the redirect leads to sign-in
 
 
-async def test_HATP_GW_77_a_tampered_record_is_drawn_with_the_rule_that_failed_never_a_tick(
+async def test_HATP_GW_77_a_tampered_record_is_drawn_with_the_rule_that_failed_and_an_unchecked_one_not_at_all(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(30):
@@ -108,7 +115,10 @@ async def test_HATP_GW_77_a_tampered_record_is_drawn_with_the_rule_that_failed_n
             approval = next(e for e in tampered["events"] if e["event"] == "approval")
             approval["evidence"]["decisions"][0]["decision"] = "reject"
             shelve(tmp_path / "records", tampered)
-            served.inbox.records = RecordShelf(tmp_path / "records", ring)
+            served.inbox.records = RecordShelf(tmp_path / "records", keys(tmp_path, ring))
             b = await signed_in(served)
             status, _h, page = await b.get(f"/txns/{TXN}/timeline")
+            served.inbox.records = RecordShelf(tmp_path / "records", tmp_path / "no-keyring.json")
+            unchecked, _h2, said = await b.get(f"/txns/{TXN}/timeline")
     assert status == 200 and "✗ HATP-" in page and "problem(s)" in page and "the record holds" not in page
+    assert unchecked == 503 and "✓" not in said  # nothing to check it with: not drawn at all
