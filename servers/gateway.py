@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         org = Path(args.org).resolve()
         cards = CardWatch(
             org,
-            gateway,
+            gateway.use_directory,
             on_ignored=lambda c: log(f"gateway: ignored card {c.card_id}: {c.rule} {c.reason}"),
             on_error=lambda why: log(f"gateway: {why}"),
         )

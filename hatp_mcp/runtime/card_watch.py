@@ -4,10 +4,12 @@ re-signs a card (`hatp enrol approve` adds a passkey), the gateway uses it at on
 `CardWatch.refresh()` fingerprints the organisation's well-known document and cards (SHA-256 over each file's name
 and bytes); when that changed, it loads the Directory again exactly as a start would (runtime/org.py
 load_directory: every card verified against the well-known document's Directory key; a card signed by any other
-key, altered or unreadable is ignored with its rule, so its passkeys never count) and hands it to the gateway.
-A load that fails as a whole (an unusable well-known document) changes nothing and is reported; the previous,
-verified Directory stays. The inbox calls `refresh` before it signs anyone in or checks a passkey, and the gateway
-process every few seconds (servers/gateway.py), so a new card is never more than one request away.
+key, altered or unreadable is ignored with its rule, so its passkeys never count) and hands it to `use`: the
+gateway's `use_directory`, or a coordinator's `HumanKeys.use_cards` (servers/coordinator.py). A load that fails as
+a whole (an unusable well-known document) changes nothing and is reported; the previous, verified cards stay.
+The inbox calls `refresh` before it signs anyone in or checks a passkey, a coordinator before it hands on each
+answer of the gateway (FreshCardsApprover), and both processes every few seconds, so a new card is never more
+than one request away.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from hatp_mcp.core.humans.directory import IgnoredCard
+from hatp_mcp.core.humans.directory import Directory, IgnoredCard
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.runtime.org import load_directory
 
 __all__ = ["CardWatch"]
@@ -28,16 +29,16 @@ class CardWatch:
     def __init__(
         self,
         org_dir: Path,
-        gateway: GatewayApprover,
+        use: Callable[[Directory], None],
         *,
         on_ignored: Callable[[IgnoredCard], None] | None = None,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.org_dir = org_dir
-        self.gateway = gateway
+        self.use = use
         self.on_ignored = on_ignored or (lambda _card: None)
         self.on_error = on_error or (lambda _why: None)
-        self._seen = self._fingerprint()  # the gateway was built from these files
+        self._seen = self._fingerprint()  # made right after the caller loaded these files
 
     def _fingerprint(self) -> str:
         h = hashlib.sha256()
@@ -52,7 +53,7 @@ class CardWatch:
         return h.hexdigest()
 
     def refresh(self) -> bool:
-        """Load the cards again if their files changed; True when the gateway now uses a new Directory."""
+        """Load the cards again if their files changed; True when `use` was given a new Directory."""
         now = self._fingerprint()
         if now == self._seen:
             return False
@@ -64,5 +65,5 @@ class CardWatch:
         self._seen = now
         for card in ignored:
             self.on_ignored(card)
-        self.gateway.use_directory(directory)
+        self.use(directory)
         return True

@@ -46,7 +46,7 @@ def test_HATP_GW_78_a_card_the_directory_re_signs_counts_at_the_next_refresh_and
     store = SqliteGatewayStore(tmp_path / "gw")
     gw = GatewayApprover(directory=load_directory(org)[0], key=gateway_key(), store=store, clock=clock)
     ignored: list[IgnoredCard] = []
-    watch = CardWatch(org, gw, on_ignored=ignored.append)
+    watch = CardWatch(org, gw.use_directory, on_ignored=ignored.append)
     erin = SoftAuthenticator(h("erin")).card_key()
     try:
         assert watch.refresh() is False  # nothing changed: nothing reloaded
@@ -71,7 +71,7 @@ def test_HATP_GW_78_cards_that_cannot_be_loaded_at_all_leave_the_verified_direct
     before = load_directory(org)[0]
     gw = GatewayApprover(directory=before, key=gateway_key(), store=store, clock=clock)
     errors: list[str] = []
-    watch = CardWatch(org, gw, on_error=errors.append)
+    watch = CardWatch(org, gw.use_directory, on_error=errors.append)
     try:
         (org / ".well-known" / "human-card.json").write_text("{not json")
         assert watch.refresh() is False and gw.directory is before

@@ -81,6 +81,19 @@ class HumanKeys:
     def keyring_for(self, human: str) -> Keyring | None:
         return self.by_human.get(human)
 
+    def use_cards(self, cards: Iterable[HumanCard]) -> None:
+        """Hold these cards' keys instead, in place (spec/gateway.md HATP-GW-78): every holder of this HumanKeys
+        (the configuration of a coordinator's running transactions) checks with them from its next check on.
+        `cards` must be cards the Directory verified now. Raises TypeError for a HumanKeys not built by
+        `from_cards` (its mappings are not its own to change)."""
+        fresh = HumanKeys.from_cards(cards, self.passkey_rp)
+        if not isinstance(self.by_human, dict) or not isinstance(self.cards, dict):
+            raise TypeError("only a HumanKeys built by from_cards can take new cards")
+        self.by_human.clear()
+        self.by_human.update(fresh.by_human)
+        self.cards.clear()
+        self.cards.update(fresh.cards)
+
 
 def subject_digest(ask: Ask) -> str:
     """What a proof about `ask` names: the plan (or tool-call) digest of an approval, the Ask's digest otherwise."""
