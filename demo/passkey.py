@@ -11,7 +11,7 @@ with a passkey, in a real (headless) Chromium.
    authenticator, signs in to the inbox, opens the ask and approves: the assertion is over the SHA-256 of the
    canonical {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67).
 4. The trip commits; the record holds the approver's passkey assertion, and `hatp verify --org` checks it
-   offline. The record is filed where the gateway's inbox draws timelines (`--records`, HATP-GW-77) and its
+   offline. The record is filed where the gateway's inbox draws timelines (`--records`, HATP-GW-81) and its
    timeline opened in the same signed-in browser; `hatp timeline`'s page (HATP-GW-75) is written beside it.
    Screenshots of the list, the ask, the decision and the timeline are written to the data dir (printed).
 
@@ -19,7 +19,7 @@ With `--open` (`make demo-passkey OPEN=1`) nothing drives a browser: the demo pr
 for the person asked and the ask's link, and waits for a real person, bounded by the ask's deadline. They
 register a passkey at the link (HATP-GW-71); the demo, as the operator, approves the registration with the
 TEST-ONLY Directory key (`hatp enrol approve`, printed); the running gateway sees the re-signed card at once
-(HATP-GW-78); they sign in with that passkey and approve, and the trip commits as above.
+(HATP-GW-82); they sign in with that passkey and approve, and the trip commits as above.
 
 Run: .venv/bin/python -m demo.passkey [--data DIR] [--open].
 """
@@ -234,7 +234,7 @@ async def run_demo(data: Path, *, out: Callable[[str], None] = print, open_: boo
         for line in timeline(done["record"], started):
             out(line)
         out(f"  => {done['outcome']}")
-        path = records / f"{txn_id}.record.json"  # filed where the inbox draws timelines (HATP-GW-77)
+        path = records / f"{txn_id}.record.json"  # filed where the inbox draws timelines (HATP-GW-81)
         path.write_text(json.dumps(done["record"], indent=1))
         if not open_:
             await page.goto(f"{url}txns/{txn_id}/timeline")

@@ -237,7 +237,7 @@ async def _serve(
         cards: CardWatch | None = None
         try:
             humans = load_human_keys(setup.org) if setup.org is not None else None
-            if humans is not None and setup.org is not None:  # HATP-GW-78: cards re-signed meanwhile count at once
+            if humans is not None and setup.org is not None:  # HATP-GW-82: cards re-signed meanwhile count at once
                 keys = humans
 
                 def use(directory: Directory) -> None:
@@ -286,7 +286,7 @@ async def _serve(
 
 
 async def _watch_cards(cards: CardWatch) -> None:
-    """HATP-GW-78: the cards as the Directory re-signs them, also between approvals (a file poll in real time)."""
+    """HATP-GW-82: the cards as the Directory re-signs them, also between approvals (a file poll in real time)."""
     while True:
         await anyio.sleep(2.0)
         cards.refresh()

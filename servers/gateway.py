@@ -23,7 +23,7 @@
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
   for anything but localhost, with `passkey.origins` naming the proxy's https origin. With `--records DIR` and
   `--record-keys JWKS` it also draws finished transactions' timelines for the people asked about them
-  (`DIR/<txnId>.record.json`, checked with that keyring on every view, HATP-GW-77).
+  (`DIR/<txnId>.record.json`, checked with that keyring on every view, HATP-GW-81).
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
@@ -169,7 +169,7 @@ def open_inbox(
 
 
 async def _watch_cards(cards: CardWatch) -> None:
-    """HATP-GW-78: a card the operator re-signs is used within seconds even if nobody opens the inbox (real time:
+    """HATP-GW-82: a card the operator re-signs is used within seconds even if nobody opens the inbox (real time:
     a file poll, not a protocol deadline)."""
     while True:
         await anyio.sleep(CARD_POLL_SECONDS)

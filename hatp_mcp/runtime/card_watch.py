@@ -1,4 +1,4 @@
-"""A running gateway sees the organisation's cards as they are now (spec/gateway.md HATP-GW-78): when the operator
+"""A running gateway sees the organisation's cards as they are now (spec/gateway.md HATP-GW-82): when the operator
 re-signs a card (`hatp enrol approve` adds a passkey), the gateway uses it at once instead of at its next start.
 
 `CardWatch.refresh()` fingerprints the organisation's well-known document and cards (SHA-256 over each file's name

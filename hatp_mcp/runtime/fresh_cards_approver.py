@@ -1,5 +1,5 @@
 """A coordinator's Approver whose answers are handed on only after the organisation's cards were looked at again
-(spec/gateway.md HATP-GW-78): a passkey the operator put on a card a moment ago counts in the coordinator's own
+(spec/gateway.md HATP-GW-82): a passkey the operator put on a card a moment ago counts in the coordinator's own
 check of the approval (HATP-TXN-19), not only from its next start.
 
 `FreshCardsApprover(inner, refresh)` delegates every call to `inner` and, before returning an answer that may

@@ -171,7 +171,7 @@ class GatewayApprover:
         self.agents = agents or AgentKeys()
 
     def use_directory(self, directory: Directory) -> None:
-        """Use the organisation's cards as the Directory verified them now (runtime/card_watch.py, HATP-GW-78):
+        """Use the organisation's cards as the Directory verified them now (runtime/card_watch.py, HATP-GW-82):
         decisions, passkeys and routing from here on count with these cards, and only these."""
         self.directory = directory
         self.humans = HumanKeys.from_cards(directory.cards())

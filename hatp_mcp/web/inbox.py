@@ -90,7 +90,7 @@ class Inbox:
     ) -> None:
         self.gateway = gateway
         self.records = records
-        self.cards = cards  # HATP-GW-78: the cards as the operator re-signed them, seen before each passkey check
+        self.cards = cards  # HATP-GW-82: the cards as the operator re-signed them, seen before each passkey check
         self.state = state
         self.rp = rp
         self.clock = clock
@@ -194,7 +194,7 @@ class Inbox:
         timeline = rec.ask.txn_id is not None and self._finished(rec) and self._shelved(rec.ask.txn_id)
         return self._html(request, ask_page(rec, session.human, can, session.csrf, timeline=timeline))
 
-    # -- timelines (HATP-GW-77) -------------------------------------------------------------------------------
+    # -- timelines (HATP-GW-81) -------------------------------------------------------------------------------
 
     @staticmethod
     def _finished(rec: AskRecord) -> bool:
@@ -400,7 +400,7 @@ class Inbox:
             if decision not in ("answer", "decline"):
                 return self._refuse(400, f"a {rec.ask.kind} question is answered or declined", "HATP-ASK-6")
             if decision == "answer":
-                try:  # HATP-GW-76: an answer that does not fit is refused here, before there is anything to sign
+                try:  # HATP-GW-80: an answer that does not fit is refused here, before there is anything to sign
                     core_asks.check_fits(rec.ask, value)
                 except HatpError as exc:
                     return self._refuse(400, exc.reason[:300], exc.rule, exc.path)

@@ -57,7 +57,7 @@ def _money(rec: AskRecord) -> str:
 
 
 def list_page(human: str, records: list[AskRecord], csrf: str, timelines: set[str] | None = None) -> str:
-    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-77)."""
+    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-81)."""
     rows = []
     for rec in records:
         ask = rec.ask

@@ -1,5 +1,5 @@
 """The controls a person answers a choose / form / text ask with, rendered from the structured ask (spec/gateway.md
-HATP-GW-76, HATP-GW-72): radio buttons for a choose ask's options, one input per property of a form ask's JSON
+HATP-GW-80, HATP-GW-72): radio buttons for a choose ask's options, one input per property of a form ask's JSON
 Schema (text, number, checkbox, a list for an `enum`, JSON for anything else), a text area bounded by a text ask's
 `maxLength`. Every value is HTML-escaped; what the agent wrote (option labels, a field's title or description)
 is shown labelled "agent-written". The script (pages.py INBOX_JS) reads the controls back into the answer by

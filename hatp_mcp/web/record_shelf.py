@@ -1,4 +1,4 @@
-"""Finished Transaction Records the inbox can draw as timelines (spec/gateway.md HATP-GW-77): one file per
+"""Finished Transaction Records the inbox can draw as timelines (spec/gateway.md HATP-GW-81): one file per
 transaction, `DIR/<txnId>.record.json` (the record `hatp verify` reads, as the coordinator closed it; the operator
 or the demo puts it there), and the keyring file (JWKS of the coordinator, the servers and the gateway) it is
 checked with, read on every view (a key added later counts; an unreadable keyring shows nothing, never an unchecked

@@ -1,7 +1,7 @@
 """`make demo-passkey OPEN=1` (`demo.passkey --open`) end to end: the demo drives no browser, prints an enrolment
 link for the person asked and the ask's link, and waits. Here a "real person" is a Chromium whose virtual
 authenticator holds no passkey yet: it registers one at the printed link (HATP-GW-71), the demo approves the
-registration as the operator, the running gateway counts the re-signed card at once (HATP-GW-78), and the person
+registration as the operator, the running gateway counts the re-signed card at once (HATP-GW-82), and the person
 signs in with the new passkey and approves; the trip commits and `hatp verify --org` checks the assertion."""
 
 from __future__ import annotations

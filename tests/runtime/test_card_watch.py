@@ -1,4 +1,4 @@
-"""A running gateway uses the cards as the operator re-signs them (HATP-GW-78): a card re-signed by the Directory
+"""A running gateway uses the cards as the operator re-signs them (HATP-GW-82): a card re-signed by the Directory
 counts at the next refresh, with its new keys; a card re-signed by any other key is ignored with its rule (its
 passkeys never count); an unusable well-known document keeps the Directory the gateway had."""
 
@@ -40,7 +40,7 @@ def org(tmp_path: Path) -> Path:
     return tmp_path / "org"
 
 
-def test_HATP_GW_78_a_card_the_directory_re_signs_counts_at_the_next_refresh_and_one_signed_by_another_key_never(
+def test_HATP_GW_82_a_card_the_directory_re_signs_counts_at_the_next_refresh_and_one_signed_by_another_key_never(
     tmp_path: Path, org: Path, clock: FakeClock
 ) -> None:
     store = SqliteGatewayStore(tmp_path / "gw")
@@ -64,7 +64,7 @@ def test_HATP_GW_78_a_card_the_directory_re_signs_counts_at_the_next_refresh_and
         store.close()
 
 
-def test_HATP_GW_78_cards_that_cannot_be_loaded_at_all_leave_the_verified_directory_in_place(
+def test_HATP_GW_82_cards_that_cannot_be_loaded_at_all_leave_the_verified_directory_in_place(
     tmp_path: Path, org: Path, clock: FakeClock
 ) -> None:
     store = SqliteGatewayStore(tmp_path / "gw")

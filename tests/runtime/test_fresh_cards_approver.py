@@ -1,4 +1,4 @@
-"""A coordinator's view of the cards follows the Directory (HATP-GW-78): FreshCardsApprover looks at the cards again
+"""A coordinator's view of the cards follows the Directory (HATP-GW-82): FreshCardsApprover looks at the cards again
 before it hands on each answer of the gateway, and the coordinator's HumanKeys (shared by its running transactions'
 configuration) then holds the re-signed card, in place; a card signed by another key takes the person's keys away."""
 
@@ -73,7 +73,7 @@ def _passkeys(humans: HumanKeys, name: str) -> list[str]:
     return [k.id for k in card.keys if k.type == "passkey"] if card is not None else []
 
 
-async def test_HATP_GW_78_the_coordinators_cards_are_fresh_when_the_gateways_answer_is_handed_on(
+async def test_HATP_GW_82_the_coordinators_cards_are_fresh_when_the_gateways_answer_is_handed_on(
     tmp_path: Path,
 ) -> None:
     org = tmp_path / "org"

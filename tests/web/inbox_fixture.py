@@ -73,7 +73,7 @@ async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> 
     port = sock.getsockname()[1]
     origin = f"http://localhost:{port}"
     state = InboxState(data)
-    # over an organisation dir, the gateway sees cards the operator re-signs while it runs (HATP-GW-78)
+    # over an organisation dir, the gateway sees cards the operator re-signs while it runs (HATP-GW-82)
     cards = CardWatch(org, gw.use_directory) if org is not None else None
     inbox = Inbox(gw, state, RelyingParty("localhost", (origin,)), clock, cards=cards)
     server = uvicorn.Server(uvicorn.Config(inbox.app, log_level="warning", lifespan="off"))

@@ -87,7 +87,7 @@ async def test_HATP_GW_71_a_passkey_registered_with_a_code_counts_only_once_the_
     assert f"Signed in as {h('erin')}" in signed_in
 
 
-async def test_HATP_GW_78_the_running_gateway_signs_in_with_a_passkey_the_moment_the_operator_re_signs_the_card(
+async def test_HATP_GW_82_the_running_gateway_signs_in_with_a_passkey_the_moment_the_operator_re_signs_the_card(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     org = tmp_path / "org"

@@ -1,5 +1,5 @@
 """Choose / form / text asks answered in the web inbox over real HTTP, with the software authenticator: the answer is
-bound into the passkey challenge and checks offline against the card (HATP-GW-76); an answer that does not fit
+bound into the passkey challenge and checks offline against the card (HATP-GW-80); an answer that does not fit
 the ask is refused with its rule before any challenge exists, so nothing signs it (HATP-ASK-2..4); an assertion
 over one answer does not count as another. tests/web/test_questions_browser.py does it in Chromium."""
 
@@ -61,7 +61,7 @@ def keys(s: Served) -> HumanKeys:
 @pytest.mark.parametrize(
     ("ask_id", "value"), [("q-hotel", "ritz"), ("q-stay", {"nights": 3, "late": True}), ("q-diet", "no nuts")]
 )
-async def test_HATP_GW_76_bob_answers_each_kind_with_his_passkey_and_the_answer_checks_offline_against_his_card(
+async def test_HATP_GW_80_bob_answers_each_kind_with_his_passkey_and_the_answer_checks_offline_against_his_card(
     served: Served, ask_id: str, value: Any
 ) -> None:
     with anyio.fail_after(20):
@@ -80,13 +80,13 @@ async def test_HATP_GW_76_bob_answers_each_kind_with_his_passkey_and_the_answer_
     other = "adlon" if ask_id == "q-hotel" else {"nights": 9} if ask_id == "q-stay" else "anything"
     with pytest.raises(HatpError) as moved:  # the gateway's Answer altered to another value: the assertion says no
         check_answer_proof(signed.model_copy(update={"value": other}), keys(served))
-    assert (moved.value.rule, moved.value.code) == ("HATP-GW-76", "PASSKEY_WRONG_ANSWER")
+    assert (moved.value.rule, moved.value.code) == ("HATP-GW-80", "PASSKEY_WRONG_ANSWER")
     with pytest.raises(HatpError) as unchecked:  # no relying party: refused, never counted unchecked
         check_answer_proof(signed, HumanKeys.from_cards(served.gateway.directory.cards()))
     assert unchecked.value.rule == "HATP-GW-70"
 
 
-async def test_HATP_GW_76_an_assertion_over_one_answer_posted_with_another_answers_nonce_is_refused_and_changes_nothing(
+async def test_HATP_GW_80_an_assertion_over_one_answer_posted_with_another_answers_nonce_is_refused_and_changes_nothing(
     served: Served,
 ) -> None:
     with anyio.fail_after(20):

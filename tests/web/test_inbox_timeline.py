@@ -1,4 +1,4 @@
-"""Timelines inside the web inbox (HATP-GW-77): a finished transaction the signed-in person was asked about opens as
+"""Timelines inside the web inbox (HATP-GW-81): a finished transaction the signed-in person was asked about opens as
 a sequence diagram with each check's result (the checks `hatp verify --org` makes), under the inbox's strict CSP,
 nothing fetched from anywhere, hostile plan text inert; a person who was not asked, a record that names another
 plan, and a name that is a path see nothing. In Chromium and over plain HTTP."""
@@ -40,7 +40,7 @@ def shelve(shelf: Path, record: dict[str, object], name: str | None = None) -> N
     (shelf / f"{name or record['txnId']}.record.json").write_text(json.dumps(record))
 
 
-async def test_HATP_GW_77_bob_opens_the_timeline_of_a_transaction_he_approved_every_check_passes_hostile_text_inert(
+async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_every_check_passes_hostile_text_inert(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):
@@ -74,7 +74,7 @@ async def test_HATP_GW_77_bob_opens_the_timeline_of_a_transaction_he_approved_ev
     assert "@mail.acme.example" not in text and "+1-555" not in text  # no contact details
 
 
-async def test_HATP_GW_77_a_person_not_asked_a_record_of_another_plan_and_a_path_for_a_name_see_nothing(
+async def test_HATP_GW_81_a_person_not_asked_a_record_of_another_plan_and_a_path_for_a_name_see_nothing(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(30):
@@ -105,7 +105,7 @@ async def test_HATP_GW_77_a_person_not_asked_a_record_of_another_plan_and_a_path
     assert signed_out == 200 and "Sign in with your passkey" in _p5  # the redirect leads to sign-in
 
 
-async def test_HATP_GW_77_a_tampered_record_is_drawn_with_the_rule_that_failed_and_an_unchecked_one_not_at_all(
+async def test_HATP_GW_81_a_tampered_record_is_drawn_with_the_rule_that_failed_and_an_unchecked_one_not_at_all(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(30):

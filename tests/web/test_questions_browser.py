@@ -1,6 +1,6 @@
 """Choose / form / text asks answered in a real browser (Debian Chromium, Playwright, CDP virtual authenticator
 holding bob's passkey): the page draws the question from the structured ask, bob picks, fills or types, and the
-answer is signed with his passkey (HATP-GW-76); hostile agent text in the question, the options and a form's
+answer is signed with his passkey (HATP-GW-80); hostile agent text in the question, the options and a form's
 field descriptions stays inert and labelled (HATP-GW-72); an answer that does not fit is refused with its rule and
 nothing is signed (HATP-ASK-3); a POST with bob's session cookie but without the page's CSRF token is refused
 (HATP-GW-73)."""
@@ -51,7 +51,7 @@ async def answered(served: Served, ask_id: str) -> Answer:
     return Answer.model_validate(stored.evidence)
 
 
-async def test_HATP_GW_76_bob_picks_an_option_in_chromium_and_it_is_signed_with_his_passkey_hostile_labels_inert(
+async def test_HATP_GW_80_bob_picks_an_option_in_chromium_and_it_is_signed_with_his_passkey_hostile_labels_inert(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     options = [{"id": "adlon", "label": f"Hotel Adlon {HOSTILE}"}, {"id": "ritz", "label": "The Ritz"}]
@@ -74,7 +74,7 @@ async def test_HATP_GW_76_bob_picks_an_option_in_chromium_and_it_is_signed_with_
     assert signed.value == "adlon" and signed.passkey is not None and signed.passkey.value == "adlon"
 
 
-async def test_HATP_GW_76_bob_fills_a_form_in_chromium_a_missing_field_is_refused_unsigned_then_the_full_form_counts(
+async def test_HATP_GW_80_bob_fills_a_form_in_chromium_a_missing_field_is_refused_unsigned_then_the_full_form_counts(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):
@@ -105,7 +105,7 @@ async def test_HATP_GW_76_bob_fills_a_form_in_chromium_a_missing_field_is_refuse
     assert signed.passkey is not None and signed.passkey.value == signed.value
 
 
-async def test_HATP_GW_76_bob_types_a_text_answer_in_chromium_and_a_post_without_the_csrf_token_is_refused(
+async def test_HATP_GW_80_bob_types_a_text_answer_in_chromium_and_a_post_without_the_csrf_token_is_refused(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):

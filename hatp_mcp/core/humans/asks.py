@@ -99,7 +99,7 @@ def open_question(
 
 def check_fits(ask: Ask, value: Any) -> None:
     """Refuse an answer that does not fit the question ask (before anything signs it: the inbox calls this before
-    it issues a passkey challenge, HATP-GW-76). Raises HatpError HATP-ASK-2/3/4 (code ANSWER_DOES_NOT_FIT)."""
+    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4 (code ANSWER_DOES_NOT_FIT)."""
     if ask.kind == "choose":
         ids = [o.id for o in ask.options]
         if not isinstance(value, str) or value not in ids:

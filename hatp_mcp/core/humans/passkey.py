@@ -68,7 +68,7 @@ class RelyingParty:
 def decision_payload(
     ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
 ) -> dict[str, Any]:
-    """The decided payload; an answer (decision "answer", HATP-GW-76) carries its `value`, nothing else does."""
+    """The decided payload; an answer (decision "answer", HATP-GW-80) carries its `value`, nothing else does."""
     payload: dict[str, Any] = {
         "askId": ask_id,
         "subjectDigest": subject_digest,
@@ -84,7 +84,7 @@ def decision_payload(
 def decision_challenge(
     ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
 ) -> bytes:
-    """HATP-GW-67 (and HATP-GW-76 for an answer): SHA-256 of the canonical JSON of the decided payload."""
+    """HATP-GW-67 (and HATP-GW-80 for an answer): SHA-256 of the canonical JSON of the decided payload."""
     payload = decision_payload(ask_id, subject_digest, decision, nonce, issued_at, value)
     return hashlib.sha256(canonical(payload)).digest()
 
@@ -106,7 +106,7 @@ def verify_assertion(
     now: datetime | None = None,
     path: str = "$",
 ) -> int:
-    """Check one passkey decision (HATP-GW-67..69, HATP-GW-76); returns the authenticator's new sign count.
+    """Check one passkey decision (HATP-GW-67..69, HATP-GW-80); returns the authenticator's new sign count.
 
     `decision`, when given, is the decision the caller is about to count (an approve must be proven as approve);
     with decision "answer", `value` is the answer the caller is about to count, and the assertion must carry
@@ -128,14 +128,14 @@ def verify_assertion(
         )
     if (a.decision == "answer") != (a.value is not None):
         raise _refuse(
-            "HATP-GW-76",
+            "HATP-GW-80",
             "an answer's assertion carries its value, and only an answer's does",
             f"{path}.value",
             "PASSKEY_WRONG_ANSWER",
         )
     if decision == "answer" and canonical(a.value) != canonical(value):
         raise _refuse(
-            "HATP-GW-76",
+            "HATP-GW-80",
             "the assertion proves another answer than the one recorded",
             f"{path}.value",
             "PASSKEY_WRONG_ANSWER",

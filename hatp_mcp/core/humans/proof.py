@@ -82,7 +82,7 @@ class HumanKeys:
         return self.by_human.get(human)
 
     def use_cards(self, cards: Iterable[HumanCard]) -> None:
-        """Hold these cards' keys instead, in place (spec/gateway.md HATP-GW-78): every holder of this HumanKeys
+        """Hold these cards' keys instead, in place (spec/gateway.md HATP-GW-82): every holder of this HumanKeys
         (the configuration of a coordinator's running transactions) checks with them from its next check on.
         `cards` must be cards the Directory verified now. Raises TypeError for a HumanKeys not built by
         `from_cards` (its mappings are not its own to change)."""
@@ -338,11 +338,11 @@ def _check_passkey_decision(
 
 def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:
     """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask: their signed
-    decision, or their passkey assertion over it (HATP-GW-76, checked against their card with the organisation's
+    decision, or their passkey assertion over it (HATP-GW-80, checked against their card with the organisation's
     relying party; without the relying party it is refused, not counted unchecked).
 
     Raises HatpError HATP-GW-27 (no proof), the proof's own rule (HATP-GW-19..25) or the assertion's
-    (HATP-GW-67..70, HATP-GW-76)."""
+    (HATP-GW-67..70, HATP-GW-80)."""
     if answer.passkey is not None:
         where = f"{path}.passkey"
         a = answer.passkey

@@ -128,7 +128,7 @@ class HumanDecisionProof(SignedModel):
 
 class PasskeyAssertion(WireModel):
     """A person's decision proven with a passkey (spec/gateway.md HATP-GW-67..70): the decided payload
-    (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`, and for an answer its `value`, HATP-GW-76), whose
+    (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`, and for an answer its `value`, HATP-GW-80), whose
     SHA-256 over its canonical JSON is the WebAuthn challenge, and the authenticator's assertion over it (base64url
     members as WebAuthn sends them), made with `credentialId`, a passkey on the person's Directory-signed card."""
 

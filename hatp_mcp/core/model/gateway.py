@@ -124,7 +124,7 @@ class Answer(SignedModel):
     issued_at: Timestamp
     # The answerer's own signed decision (HATP-GW-27): anyone with the cards can check that they answered this.
     proof: HumanDecisionProof | None = None
-    # Or their passkey assertion over exactly this answer (HATP-GW-76), checked against the passkey on their card.
+    # Or their passkey assertion over exactly this answer (HATP-GW-80), checked against the passkey on their card.
     passkey: PasskeyAssertion | None = None
 
 
