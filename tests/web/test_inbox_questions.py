@@ -149,3 +149,17 @@ async def test_HATP_ASK_6_a_question_is_answered_or_declined_never_approved_in_t
         b = await signed_in(served)
         status, body = await b.post("/asks/q-hotel/challenge", {"decision": "approve"})
     assert (status, body["rule"]) == (400, "HATP-ASK-6")
+
+
+async def test_HATP_ASK_5_a_question_declined_with_a_passkey_passes_on_and_carries_no_answer(served: Served) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        status, options = await b.post("/asks/q-diet/challenge", {"decision": "decline"})
+        credential = served.bob.credential_json(unb64u(options["challenge"]), origin=served.origin)
+        decided, result = await b.post("/asks/q-diet/decide", {"nonce": options["nonce"], "credential": credential})
+        stored = await served.gateway.current("q-diet")
+    assert status == 200 and "value" not in options["payload"]
+    assert decided == 200 and stored.record is not None and stored.evidence is None
+    seat = next(s for s in stored.record.seats if s.human == h("bob"))
+    assert (seat.status, seat.rule) == ("excluded", "HATP-ASK-5"), stored.record.seats
+    assert result == {"state": stored.record.state} and stored.record.state != "answered"
