@@ -162,7 +162,8 @@ async function signin() {
     const credential = await getAssertion(options);
     await post("/signin", {nonce: options.nonce, credential});
     const next = new URLSearchParams(window.location.search).get("next") || "/";
-    window.location.assign(next.startsWith("/asks/") ? next : "/");  // only back into this inbox
+    const inside = next.startsWith("/asks/") || next.startsWith("/txns/");
+    window.location.assign(inside ? next : "/");  // only back into this inbox
   } catch (e) { say("Sign-in failed: " + e.message); }
 }
 async function enrol() {
