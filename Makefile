@@ -69,7 +69,7 @@ demo-undo: install
 	$(BIN)/python -m demo.undo
 
 demo-passkey: install chromium
-	$(BIN)/python -m demo.passkey
+	$(BIN)/python -m demo.passkey $(if $(OPEN),--open)
 
 bench: install postgresql
 	$(BIN)/python -m bench.run

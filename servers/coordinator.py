@@ -34,12 +34,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.humans.agents import card_of_key
+from hatp_mcp.core.humans.directory import Directory
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import Signer
@@ -49,9 +50,11 @@ from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import RequestSigner
-from hatp_mcp.runtime.interfaces import Approver
+from hatp_mcp.runtime.fresh_cards_approver import FreshCardsApprover
+from hatp_mcp.runtime.interfaces import Approver, WatchingApprover
 from hatp_mcp.runtime.org import load_agents, load_human_keys
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.txn_service import TxnService
@@ -231,8 +234,23 @@ async def _serve(
             log(f"coordinator: cannot start: {exc}")
             return 2
         approver = _approver(args, data, setup, links, keyring, clock, signer)
+        cards: CardWatch | None = None
         try:
             humans = load_human_keys(setup.org) if setup.org is not None else None
+            if humans is not None and setup.org is not None:  # HATP-GW-82: cards re-signed meanwhile count at once
+                keys = humans
+
+                def use(directory: Directory) -> None:
+                    keys.use_cards(directory.cards())
+
+                cards = CardWatch(
+                    setup.org,
+                    use,
+                    on_ignored=lambda c: log(f"coordinator: ignored card {c.card_id}: {c.rule} {c.reason}"),
+                    on_error=lambda why: log(f"coordinator: {why}"),
+                )
+                if approver is not None and hasattr(approver, "wait"):
+                    approver = FreshCardsApprover(cast(WatchingApprover, approver), cards.refresh)
             # with the organisation, every plan's requester is proven at begin (HATP-TXN-21)
             agents = load_agents(setup.org)[0] if setup.org is not None else None
             if agent_key is not None and (agents is None or card_of_key(agents, agent_key) is None):
@@ -256,12 +274,22 @@ async def _serve(
         )
         server = HatpServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
         serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
-        async with service.running():
+        async with service.running(), anyio.create_task_group() as tg:
+            if cards is not None:
+                tg.start_soon(_watch_cards, cards)
             recovered = await service.recover_unfinished()
             if recovered:
                 log(f"coordinator: finishing {len(recovered)} unfinished transaction(s): {', '.join(recovered)}")
             await serve(server, args.transport, args.port, parent_watch=args.parent_watch)
+            tg.cancel_scope.cancel()
     return 0
+
+
+async def _watch_cards(cards: CardWatch) -> None:
+    """HATP-GW-82: the cards as the Directory re-signs them, also between approvals (a file poll in real time)."""
+    while True:
+        await anyio.sleep(2.0)
+        cards.refresh()
 
 
 def _approver(

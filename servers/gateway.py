@@ -21,7 +21,9 @@
 - `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
-  for anything but localhost, with `passkey.origins` naming the proxy's https origin.
+  for anything but localhost, with `passkey.origins` naming the proxy's https origin. With `--records DIR` and
+  `--record-keys JWKS` it also draws finished transactions' timelines for the people asked about them
+  (`DIR/<txnId>.record.json`, checked with that keyring on every view, HATP-GW-81).
 - `--mcp-port N` (default off) also serves MCP over streamable HTTP on 127.0.0.1:N beside stdio: the one gateway
   process of an organisation (`hatp mcp-config --org`) is the one Claude Desktop starts over stdio, and the
   coordinator reaches that same process over this port instead of starting a second gateway on the same store
@@ -63,6 +65,7 @@ from hatp_mcp.mcp.serve import (
     serve,
     serve_http_beside,
 )
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.delivery.channels import senders_from
@@ -75,6 +78,7 @@ from hatp_mcp.store.gateway_store import DB_NAME
 from hatp_mcp.store.inbox_state import InboxState
 from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
 from hatp_mcp.web.inbox import Inbox
+from hatp_mcp.web.record_shelf import RecordShelf
 from servers._keys import load_or_create_key
 
 __all__ = ["DEFAULT_ORG", "build", "choose_key", "main"]
@@ -148,6 +152,9 @@ def build(
     return server, gateway, deliverer
 
 
+CARD_POLL_SECONDS = 2.0
+
+
 class _InboxServer(uvicorn.Server):
     """uvicorn without its own signal handlers: the MCP server's (hatp_mcp.mcp.serve) stop the whole process."""
 
@@ -157,7 +164,14 @@ class _InboxServer(uvicorn.Server):
 
 
 def open_inbox(
-    gateway: GatewayApprover, data: Path, org: Path, clock: Clock, host: str, port: int
+    gateway: GatewayApprover,
+    data: Path,
+    org: Path,
+    clock: Clock,
+    host: str,
+    port: int,
+    records: RecordShelf | None = None,
+    cards: CardWatch | None = None,
 ) -> tuple[Inbox, socket.socket, str]:
     """The web inbox on a socket bound now (so the origin names the real port). Raises OSError or HatpError."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -166,7 +180,16 @@ def open_inbox(
     bound = sock.getsockname()[1]
     origin = f"http://localhost:{bound}" if host == "localhost" else f"http://{host}:{bound}"
     rp = load_relying_party(org) or RelyingParty("localhost", (origin,))
-    return Inbox(gateway, InboxState(data), rp, clock), sock, origin
+    return Inbox(gateway, InboxState(data), rp, clock, records=records, cards=cards), sock, origin
+
+
+async def _watch_cards(cards: CardWatch) -> None:
+    """HATP-GW-82: a card the operator re-signs is used within seconds even if nobody opens the inbox (real time:
+    a file poll, not a protocol deadline)."""
+    while True:
+        await anyio.sleep(CARD_POLL_SECONDS)
+        if cards.refresh():
+            log("gateway: the organisation's cards changed; using them now")
 
 
 async def _run(
@@ -174,6 +197,7 @@ async def _run(
     gateway: GatewayApprover,
     deliverer: Deliverer,
     inbox: tuple[Inbox, socket.socket, str] | None,
+    cards: CardWatch,
     transport: str,
     port: int,
     parent_watch: bool,
@@ -182,6 +206,7 @@ async def _run(
     async with anyio.create_task_group() as tg:
         await tg.start(gateway.run)
         await tg.start(deliverer.run)
+        tg.start_soon(_watch_cards, cards)
         if inbox is not None:
             web = _InboxServer(uvicorn.Config(inbox[0].app, log_level="warning", lifespan="off"))
             tg.start_soon(web.serve, [inbox[1]])
@@ -209,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also serve MCP over streamable HTTP on 127.0.0.1:N beside stdio (the coordinator's link to this one "
         "gateway process)",
     )
+    parser.add_argument(
+        "--records", help="the inbox draws timelines of the finished records in DIR/<txnId>.record.json"
+    )
+    parser.add_argument("--record-keys", help="keyring (JWKS) the records are checked with (with --records)")
     add_trust_argument(parser)
     parser.add_argument(
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
@@ -223,8 +252,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store
         )
         inbox = None
+        org = Path(args.org).resolve()
+        cards = CardWatch(
+            org,
+            gateway.use_directory,
+            on_ignored=lambda c: log(f"gateway: ignored card {c.card_id}: {c.rule} {c.reason}"),
+            on_error=lambda why: log(f"gateway: {why}"),
+        )
         if args.inbox_port is not None:
-            inbox = open_inbox(gateway, data, Path(args.org).resolve(), clock, args.inbox_host, args.inbox_port)
+            shelf = None
+            if args.records or args.record_keys:
+                if not (args.records and args.record_keys):
+                    raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
+                shelf = RecordShelf(Path(args.records).resolve(), Path(args.record_keys).resolve())
+            inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
         try:
             beside = bind_loopback(args.mcp_port) if args.mcp_port is not None else None
         except OSError as exc:
@@ -241,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         run = functools.partial(
-            _run, server, gateway, deliverer, inbox, args.transport, args.port, args.parent_watch, beside
+            _run, server, gateway, deliverer, inbox, cards, args.transport, args.port, args.parent_watch, beside
         )
         anyio.run(run)
     finally:

@@ -6,7 +6,8 @@
 - `hatp enrol approve SEQ --data GATEWAY_DIR --org ORG --key DIRECTORY_KEY`: put registration SEQ's passkey on the
   person's card in ORG/cards and re-sign the card with the Directory's key; the new card is checked against the
   organisation's well-known document before it is written (a key the well-known does not publish as the
-  Directory's makes a card nobody trusts: refused, nothing written). The gateway uses the card from its next start.
+  Directory's makes a card nobody trusts: refused, nothing written). A running gateway uses the card at once
+  (HATP-GW-82).
 - `hatp enrol refuse SEQ --data GATEWAY_DIR`.
 Only the operator holding the Directory key can approve: the gateway never signs cards.
 

@@ -170,6 +170,12 @@ class GatewayApprover:
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
         self.agents = agents or AgentKeys()
 
+    def use_directory(self, directory: Directory) -> None:
+        """Use the organisation's cards as the Directory verified them now (runtime/card_watch.py, HATP-GW-82):
+        decisions, passkeys and routing from here on count with these cards, and only these."""
+        self.directory = directory
+        self.humans = HumanKeys.from_cards(directory.cards())
+
     # -- the Approver protocol -------------------------------------------------------------------------------
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:

@@ -41,17 +41,22 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, unb64u
-from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.humans import asks as core_asks
+from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, decision_payload, unb64u
+from hatp_mcp.core.humans.proof import HumanKeys, subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
 from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
+from hatp_mcp.web.record_shelf import RecordShelf
+from hatp_mcp.web.timeline import render_timeline
 
 __all__ = ["CSP", "Inbox"]
 
@@ -80,8 +85,12 @@ class Inbox:
         clock: Clock,
         *,
         session_seconds: float = 900,
+        records: RecordShelf | None = None,
+        cards: CardWatch | None = None,
     ) -> None:
         self.gateway = gateway
+        self.records = records
+        self.cards = cards  # HATP-GW-82: the cards as the operator re-signed them, seen before each passkey check
         self.state = state
         self.rp = rp
         self.clock = clock
@@ -97,6 +106,7 @@ class Inbox:
                 Route("/enrol", self.enrol_page, methods=["GET"]),
                 Route("/enrol/options", self.enrol_options, methods=["POST"]),
                 Route("/enrol/register", self.enrol_register, methods=["POST"]),
+                Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
                 Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
                 Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
                 Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
@@ -124,8 +134,10 @@ class Inbox:
     def _json(self, data: dict[str, Any], status: int = 200) -> Response:
         return self._secure(JSONResponse(data, status))
 
-    def _refuse(self, status: int, error: str, rule: str | None = None) -> Response:
-        return self._json({"error": error, **({"rule": rule} if rule else {})}, status)
+    def _refuse(self, status: int, error: str, rule: str | None = None, path: str | None = None) -> Response:
+        return self._json(
+            {"error": error, **({"rule": rule} if rule else {}), **({"path": path} if path else {})}, status
+        )
 
     def _csrf_ok(self, request: Request, session: Session | None) -> bool:
         """HATP-GW-73: the Origin is the inbox's own and the token is the session's (or, before sign-in, the
@@ -136,6 +148,11 @@ class Inbox:
         sent = request.headers.get("x-csrf-token", "")
         expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
         return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
+
+    def _fresh(self) -> None:
+        """The organisation's cards as they are now (a passkey the operator just approved counts at once)."""
+        if self.cards is not None:
+            self.cards.refresh()
 
     def _mine(self, human: str) -> list[AskRecord]:
         out = []
@@ -161,7 +178,9 @@ class Inbox:
             response = self._html(request, signin_page(token))
             response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
             return response
-        return self._html(request, list_page(session.human, self._mine(session.human), session.csrf))
+        mine = self._mine(session.human)
+        timelines = {r.ask.txn_id for r in mine if r.ask.txn_id and self._finished(r) and self._shelved(r.ask.txn_id)}
+        return self._html(request, list_page(session.human, mine, session.csrf, timelines))
 
     async def show(self, request: Request) -> Response:
         session = self._session(request)
@@ -172,7 +191,36 @@ class Inbox:
         if rec is None:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
         can = rec.state == "pending" and any(s.human == session.human and s.status == "asked" for s in rec.seats)
-        return self._html(request, ask_page(rec, session.human, can, session.csrf))
+        timeline = rec.ask.txn_id is not None and self._finished(rec) and self._shelved(rec.ask.txn_id)
+        return self._html(request, ask_page(rec, session.human, can, session.csrf, timeline=timeline))
+
+    # -- timelines (HATP-GW-81) -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _finished(rec: AskRecord) -> bool:
+        return rec.state != "pending"
+
+    def _shelved(self, txn_id: str) -> bool:
+        return self.records is not None and self.records.has(txn_id)
+
+    async def timeline(self, request: Request) -> Response:
+        """A finished transaction the signed-in person was asked about, drawn with every check's result; anyone
+        else, and any transaction without a record that matches the plan they were shown, gets 404."""
+        session = self._session(request)
+        txn_id = request.path_params["txn_id"]
+        if session is None:
+            return self._secure(RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303))
+        asked = [r for r in self._mine(session.human) if r.ask.txn_id == txn_id and self._finished(r)]
+        record = self.records.get(txn_id) if self.records is not None and asked else None
+        if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
+            return self._html(request, "<!doctype html><title>Not found</title><p>No such transaction.</p>", 404)
+        assert self.records is not None
+        ring = self.records.keyring()
+        if ring is None:  # nothing to check it with: not shown, never shown unchecked
+            return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
+        humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
+        problems = verify_record(record, ring, humans=humans)
+        return self._html(request, render_timeline(record, problems, back="/"))
 
     # -- sign-in ----------------------------------------------------------------------------------------------
 
@@ -196,6 +244,7 @@ class Inbox:
     async def signin(self, request: Request) -> Response:
         if not self._csrf_ok(request, None):
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
+        self._fresh()
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "signin", self._now())
         credential = body.get("credential") or {}
@@ -338,13 +387,23 @@ class Inbox:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        self._fresh()
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
-        decision = (await _body(request)).get("decision")
+        body = await _body(request)
+        decision, value = str(body.get("decision", "")), body.get("value")
         if rec is None:
             return self._refuse(404, "no such ask")
-        if decision not in ("approve", "reject", "decline"):
+        if rec.ask.kind == "approve" and decision not in ("approve", "reject", "decline"):
             return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-67")
+        if rec.ask.kind != "approve":
+            if decision not in ("answer", "decline"):
+                return self._refuse(400, f"a {rec.ask.kind} question is answered or declined", "HATP-ASK-6")
+            if decision == "answer":
+                try:  # HATP-GW-80: an answer that does not fit is refused here, before there is anything to sign
+                    core_asks.check_fits(rec.ask, value)
+                except HatpError as exc:
+                    return self._refuse(400, exc.reason[:300], exc.rule, exc.path)
         card = self._card(session.human)
         # only real credential ids (base64url): a card may still list a placeholder entry
         creds = [k.id for k in card.keys if k.type == "passkey" and _is_b64u(k.id)] if card is not None else []
@@ -352,10 +411,10 @@ class Inbox:
             return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-68")
         nonce, issued = secrets.token_urlsafe(18), self._now()
         subject = subject_digest(rec.ask)
-        payload = {"askId": ask_id, "subjectDigest": subject, "decision": decision, "nonce": nonce, "issuedAt": issued}
+        payload = decision_payload(ask_id, subject, decision, nonce, issued, value)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
         self.state.keep_challenge(nonce, "decide", session.human, payload, expires, self._now())
-        challenge = decision_challenge(ask_id, subject, decision, nonce, issued)
+        challenge = decision_challenge(ask_id, subject, decision, nonce, issued, value)
         return self._json(
             {
                 "nonce": nonce,
@@ -371,6 +430,7 @@ class Inbox:
         session = self._session(request)
         if session is None or not self._csrf_ok(request, session):
             return self._refuse(403, "cross-site, token-less or signed-out request refused", "HATP-GW-73")
+        self._fresh()
         ask_id = request.path_params["ask_id"]
         body = await _body(request)
         kept = self.state.take_challenge(str(body.get("nonce", "")), "decide", self._now())
@@ -384,6 +444,7 @@ class Inbox:
                 subject_digest=payload["subjectDigest"],
                 human=session.human,
                 decision=payload["decision"],
+                value=payload.get("value"),
                 nonce=payload["nonce"],
                 issued_at=payload["issuedAt"],
                 credential_id=str(credential.get("id", "")),

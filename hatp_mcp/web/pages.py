@@ -9,9 +9,11 @@ the inbox's own origin (the Content-Security-Policy allows nothing else); they c
 
 from __future__ import annotations
 
+import json
 from html import escape
 
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.web.questions import answer_controls
 
 __all__ = ["INBOX_JS", "ask_page", "enrol_page", "list_page", "signin_page"]
 
@@ -54,15 +56,21 @@ def _money(rec: AskRecord) -> str:
     return "; ".join(a.display() for a in rec.up_to) if rec.up_to else "no amount stated"
 
 
-def list_page(human: str, records: list[AskRecord], csrf: str) -> str:
+def list_page(human: str, records: list[AskRecord], csrf: str, timelines: set[str] | None = None) -> str:
+    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-81)."""
     rows = []
     for rec in records:
         ask = rec.ask
+        drawn = (
+            f' <a class=timeline href="/txns/{_e(ask.txn_id)}/timeline">timeline</a>'
+            if ask.txn_id and ask.txn_id in (timelines or set())
+            else ""
+        )
         what = ask.screen.action if ask.screen is not None else f"{ask.kind} question"
         who = ask.screen.requester if ask.screen is not None else (ask.requester or "")
         rows.append(
             f'<tr><td><a href="/asks/{_e(ask.ask_id)}">{_e(what)}</a></td><td>{_e(_money(rec))}</td>'
-            f"<td>{_e(ask.decide_by)}</td><td>{_e(who)}</td><td>{_e(rec.state)}</td></tr>"
+            f"<td>{_e(ask.decide_by)}</td><td>{_e(who)}</td><td>{_e(rec.state)}{drawn}</td></tr>"
         )
     table = (
         "<table id=asks><thead><tr><th>what</th><th>how much (up to)</th><th>decide by</th><th>asked for</th>"
@@ -78,7 +86,7 @@ def _agent(text: str) -> str:
     return f"<blockquote class=agent-written><strong>agent-written:</strong> {_e(text)}</blockquote>"
 
 
-def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str) -> str:
+def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str, *, timeline: bool = False) -> str:
     ask = rec.ask
     parts = [f"<h1>{_e(ask.screen.title if ask.screen else ask.kind + ' question')}</h1>"]
     parts.append(f"<p>Ask <code id=ask-id>{_e(ask.ask_id)}</code>, state <span id=state>{_e(rec.state)}</span>.</p>")
@@ -100,9 +108,13 @@ def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str) -> str:
         parts.append("</ul>")
         parts.extend(_agent(a.text) for a in screen.agent_written)
     else:
-        parts.append(f"<p>Decide by {_e(ask.decide_by)}.</p>")
+        who = f" for {_e(ask.requester)}" if ask.requester else ""
+        parts.append(f"<p>A {_e(ask.kind)} question{who}; answer by <span id=decide-by>{_e(ask.decide_by)}</span>.</p>")
         if ask.question is not None:
             parts.append(_agent(ask.question.text))
+        if rec.state == "answered" and rec.answered_by == human:
+            shown = rec.answer_value if isinstance(rec.answer_value, str) else json.dumps(rec.answer_value)
+            parts.append(f"<p>You answered: <code id=answered>{_e(shown)}</code></p>")
     if can_decide and ask.kind == "approve":
         parts.append(
             "<p id=actions>"
@@ -110,6 +122,10 @@ def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str) -> str:
             "<button type=button data-decision=reject>Reject</button> "
             "<button type=button data-decision=decline>Pass it on</button></p>"
         )
+    elif can_decide:
+        parts.append(answer_controls(ask))
+    if timeline and ask.txn_id:
+        parts.append(f'<p><a id=timeline href="/txns/{_e(ask.txn_id)}/timeline">The transaction\'s timeline</a></p>')
     parts.append("<p id=message></p><p><a href=/>Back to your asks</a></p>")
     return _page(f"Ask {ask.ask_id}", "".join(parts), csrf)
 
@@ -125,7 +141,7 @@ async function post(path, body) {
   const r = await fetch(path, {method: "POST", credentials: "same-origin",
     headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf()}, body: JSON.stringify(body)});
   const data = await r.json();
-  if (!r.ok) { throw new Error(data.error || r.statusText); }
+  if (!r.ok) { throw new Error((data.rule ? data.rule + ": " : "") + (data.error || r.statusText)); }
   return data;
 }
 function assertionJSON(cred) {
@@ -146,7 +162,8 @@ async function signin() {
     const credential = await getAssertion(options);
     await post("/signin", {nonce: options.nonce, credential});
     const next = new URLSearchParams(window.location.search).get("next") || "/";
-    window.location.assign(next.startsWith("/asks/") ? next : "/");  // only back into this inbox
+    const inside = next.startsWith("/asks/") || next.startsWith("/txns/");
+    window.location.assign(inside ? next : "/");  // only back into this inbox
   } catch (e) { say("Sign-in failed: " + e.message); }
 }
 async function enrol() {
@@ -164,15 +181,49 @@ async function enrol() {
     say("Registered: enrolment " + done.enrolment + " is " + done.state + " until your operator approves it.");
   } catch (e) { say("Not registered: " + e.message); }
 }
-async function decide(decision) {
+function field(el) {  // one control's value, by its data-type; undefined when left empty
+  const t = el.dataset.type;
+  if (t === "boolean") { return el.checked; }
+  if (el.value === "") { return undefined; }
+  if (t === "number") { return Number(el.value); }
+  if (t === "json") {
+    try { return JSON.parse(el.value); }
+    catch (e) { throw new Error((el.dataset.field || "the answer") + " is not JSON"); }
+  }
+  return el.value;
+}
+function answerValue() {  // read back from the controls questions.py drew; the gateway checks it fits
+  const box = document.getElementById("answer");
+  const kind = box.dataset.kind;
+  if (kind === "choose") {
+    const picked = box.querySelector("input[name=choice]:checked");
+    return picked ? picked.value : "";
+  }
+  if (kind === "text") { return document.getElementById("answer-text").value; }
+  if (kind === "form-json") { return field(document.getElementById("answer-json")); }
+  const value = {};
+  box.querySelectorAll("[data-field]").forEach((el) => {
+    const v = field(el);
+    if (v !== undefined) { value[el.dataset.field] = v; }
+  });
+  return value;
+}
+async function answer() {
+  let value;
+  try { value = answerValue(); } catch (e) { say("Not sent: " + e.message); return; }
+  await decide("answer", value);
+}
+async function decide(decision, value) {
   const askId = document.getElementById("ask-id").textContent;
   const base = "/asks/" + encodeURIComponent(askId);
   try {
-    const options = await post(base + "/challenge", {decision});
+    const options = await post(base + "/challenge", value === undefined ? {decision} : {decision, value});
     const credential = await getAssertion(options);
     const done = await post(base + "/decide", {nonce: options.nonce, credential});
     document.getElementById("state").textContent = done.state;
     say("Recorded: " + decision + ". The ask is " + done.state + ".");
+    const box = document.getElementById("answer");
+    if (box) { box.remove(); }
     const actions = document.getElementById("actions");
     if (actions) { actions.remove(); }
   } catch (e) { say("Not recorded: " + e.message); }
@@ -184,6 +235,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (s) { s.addEventListener("click", signin); }
   const out = document.getElementById("signout");
   if (out) { out.addEventListener("click", async () => { await post("/signout", {}); window.location.assign("/"); }); }
+  const a = document.getElementById("answer-submit");
+  if (a) { a.addEventListener("click", answer); }
   document.querySelectorAll("button[data-decision]").forEach((b) =>
     b.addEventListener("click", () => decide(b.dataset.decision)));
 });

@@ -65,8 +65,11 @@ def _label(event: Mapping[str, Any]) -> str:
     return " ".join(facts)
 
 
-def render_timeline(record: Mapping[str, Any], problems: Iterable[Any], *, title: str | None = None) -> str:
-    """The HTML page. `problems`: objects with `index`, `rule`, `reason` (core/txn/record.py Problem)."""
+def render_timeline(
+    record: Mapping[str, Any], problems: Iterable[Any], *, title: str | None = None, back: str | None = None
+) -> str:
+    """The HTML page. `problems`: objects with `index`, `rule`, `reason` (core/txn/record.py Problem); `back`: a
+    link (the inbox's own path) shown above the diagram."""
     found: dict[int, list[str]] = {}
     for p in problems:
         found.setdefault(int(p.index), []).append(str(p.rule))
@@ -124,10 +127,12 @@ def render_timeline(record: Mapping[str, Any], problems: Iterable[Any], *, title
         f"{heads}{''.join(rows)}</svg>"
     )
     name = title or f"Transaction {record.get('txnId')}"
+    nav = f'<p><a id=back href="{_e(back)}">Back to your asks</a></p>' if back else ""
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; img-src 'self'\">"
-        f"<title>{_e(name)}</title></head><body><h1>{_e(name)}</h1>"
+        f"<title>{_e(name)}</title></head><body>"
+        f"{nav}<h1>{_e(name)}</h1>"
         f"<p>outcome <strong>{_e(closed or 'open')}</strong> · {_e(verdict)} · plan "
         f"<code>{_e(record.get('planDigest'))}</code></p>{agent}{svg}</body></html>"
     )

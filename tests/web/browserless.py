@@ -11,7 +11,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-__all__ = ["Browserless"]
+from hatp_mcp.core.humans.passkey import unb64u
+from tests.acme_org import h
+from tests.web.inbox_fixture import Served
+
+__all__ = ["Browserless", "signed_in"]
 
 
 class Browserless:
@@ -59,3 +63,16 @@ class Browserless:
         }
         status, _h, text = await anyio.to_thread.run_sync(self._call, "POST", path, body, headers)
         return status, json.loads(text) if text else {}
+
+
+async def signed_in(s: Served) -> Browserless:
+    """Bob, signed in with his software passkey."""
+    b = Browserless(s.origin)
+    await b.get("/")
+    status, options = await b.post("/signin/options", {})
+    assert status == 200
+    credential = s.bob.credential_json(unb64u(options["challenge"]), origin=s.origin)
+    status, who = await b.post("/signin", {"nonce": options["nonce"], "credential": credential})
+    assert (status, who) == (200, {"human": h("bob")})
+    await b.get("/")
+    return b

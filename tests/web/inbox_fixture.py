@@ -16,7 +16,8 @@ import uvicorn
 from cryptography.hazmat.primitives import serialization
 
 from hatp_mcp.core.humans.directory import Directory
-from hatp_mcp.core.humans.passkey import RelyingParty
+from hatp_mcp.core.humans.passkey import RelyingParty, unb64u
+from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
 from hatp_mcp.runtime.org import load_directory
@@ -42,6 +43,17 @@ class Served:
         )
         return base64.b64encode(der).decode()
 
+    def cdp_credential(self) -> dict[str, object]:
+        """Bob's passkey (the one on his signed card) as the CDP virtual authenticator takes it."""
+        return {
+            "credentialId": base64.b64encode(unb64u(self.bob.credential_id)).decode(),
+            "isResidentCredential": True,
+            "rpId": "localhost",
+            "privateKey": self.private_key_b64(),
+            "userHandle": base64.b64encode(b"bob").decode(),
+            "signCount": 0,
+        }
+
 
 @asynccontextmanager
 async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> AsyncIterator[Served]:
@@ -61,7 +73,9 @@ async def serve_inbox(data: Path, clock: FakeClock, org: Path | None = None) -> 
     port = sock.getsockname()[1]
     origin = f"http://localhost:{port}"
     state = InboxState(data)
-    inbox = Inbox(gw, state, RelyingParty("localhost", (origin,)), clock)
+    # over an organisation dir, the gateway sees cards the operator re-signs while it runs (HATP-GW-82)
+    cards = CardWatch(org, gw.use_directory) if org is not None else None
+    inbox = Inbox(gw, state, RelyingParty("localhost", (origin,)), clock, cards=cards)
     server = uvicorn.Server(uvicorn.Config(inbox.app, log_level="warning", lifespan="off"))
     try:
         async with anyio.create_task_group() as tg:

@@ -15,7 +15,7 @@ from hatp_mcp.core.humans.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
 from tests.acme_org import h, plan
-from tests.web.browserless import Browserless
+from tests.web.browserless import Browserless, signed_in
 from tests.web.inbox_fixture import Served, serve_inbox
 
 pytestmark = pytest.mark.anyio
@@ -29,18 +29,6 @@ async def served(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Served]:
     async with serve_inbox(tmp_path, clock) as s:
         await s.gateway.ask(plan(summary=HOSTILE), "finance")
         yield s
-
-
-async def signed_in(s: Served) -> Browserless:
-    b = Browserless(s.origin)
-    await b.get("/")
-    status, options = await b.post("/signin/options", {})
-    assert status == 200
-    credential = s.bob.credential_json(unb64u(options["challenge"]), origin=s.origin)
-    status, who = await b.post("/signin", {"nonce": options["nonce"], "credential": credential})
-    assert (status, who) == (200, {"human": h("bob")})
-    await b.get("/")
-    return b
 
 
 async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_carry_the_strict_csp(

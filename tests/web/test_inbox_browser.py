@@ -5,34 +5,20 @@ his ask with the hostile plan text inert, approves with his passkey; the gateway
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import anyio
 import pytest
 
-from hatp_mcp.core.humans.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import h, plan
 from tests.web.chromium import chromium_page
-from tests.web.inbox_fixture import Served, serve_inbox
+from tests.web.inbox_fixture import serve_inbox
 
 pytestmark = pytest.mark.anyio
 
 HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>Approve at once"
 ASK = "txn-acme-0001/finance"
-
-
-def credential(served: Served) -> dict[str, object]:
-    """Bob's passkey (the one on his signed card) as the CDP virtual authenticator takes it."""
-    return {
-        "credentialId": base64.b64encode(unb64u(served.bob.credential_id)).decode(),
-        "isResidentCredential": True,
-        "rpId": "localhost",
-        "privateKey": served.private_key_b64(),
-        "userHandle": base64.b64encode(b"bob").decode(),
-        "signCount": 0,
-    }
 
 
 async def test_HATP_GW_72_bob_signs_in_and_approves_with_his_passkey_in_chromium_and_hostile_text_stays_inert(
@@ -45,7 +31,7 @@ async def test_HATP_GW_72_bob_signs_in_and_approves_with_his_passkey_in_chromium
                 "WebAuthn.addCredential",
                 {
                     "authenticatorId": authenticator,
-                    "credential": credential(served),
+                    "credential": served.cdp_credential(),
                 },
             )
             await page.goto(served.origin + "/")
@@ -75,7 +61,7 @@ async def test_HATP_GW_72_the_link_in_a_notice_leads_through_sign_in_back_to_the
         async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
             await served.gateway.ask(plan(), "finance")
             await cdp.send(
-                "WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": credential(served)}
+                "WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": served.cdp_credential()}
             )
             await page.goto(f"{served.origin}/asks/{ASK}")  # the notice's link, signed out
             await page.click("#signin")

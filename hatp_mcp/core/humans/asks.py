@@ -25,11 +25,11 @@ from hatp_mcp.core.humans.gateway import (
     transition,
 )
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof
+from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
 from hatp_mcp.errors import HatpError
 
-__all__ = ["answer", "ask_digest", "open_question"]
+__all__ = ["answer", "ask_digest", "check_fits", "open_question"]
 
 
 def ask_digest(ask: Ask) -> str:
@@ -97,7 +97,9 @@ def open_question(
     return open_routed(ask, seats, (1, quorum[1]), Checked(status="absent"), now)
 
 
-def _check_fits(ask: Ask, value: Any) -> None:
+def check_fits(ask: Ask, value: Any) -> None:
+    """Refuse an answer that does not fit the question ask (before anything signs it: the inbox calls this before
+    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4 (code ANSWER_DOES_NOT_FIT)."""
     if ask.kind == "choose":
         ids = [o.id for o in ask.options]
         if not isinstance(value, str) or value not in ids:
@@ -142,16 +144,17 @@ def answer(
     now: datetime,
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
+    passkey: PasskeyAssertion | None = None,
 ) -> AskRecord:
-    """Record an asked person's answer to a question ask (`proof`: their verified signed decision, kept for the
-    Answer). Raises HatpError: HATP-ASK-6 (an approval ask), HATP-ASK-2/3/4 (the answer does not fit),
-    HATP-GW-12 (after the deadline), HATP-GW-5/6/14 (who)."""
+    """Record an asked person's answer to a question ask (`proof` or `passkey`: their verified signed decision or
+    passkey assertion, kept for the Answer). Raises HatpError: HATP-ASK-6 (an approval ask), HATP-ASK-2/3/4 (the
+    answer does not fit), HATP-GW-12 (after the deadline), HATP-GW-5/6/14 (who)."""
     if rec.ask.kind == "approve":
         raise HatpError("HATP-ASK-6", f"ask {rec.ask.ask_id} is an approval; approve or reject it", path="$.kind")
     refuse_if_closed(rec, now, human)
     state = transition(state_of(rec), Event.ANSWER)
     i, seat = asked_seat(rec, human)
-    _check_fits(rec.ask, value)
+    check_fits(rec.ask, value)
     seats = list(rec.seats)
     seats[i] = seat.model_copy(
         update={"status": "decided", "decision": "answer", "decided_at": format_ts(now), "via": via}
@@ -164,6 +167,7 @@ def answer(
             "answer_value": value,
             "answered_by": human,
             "answer_proof": proof,
+            "answer_passkey": passkey,
             "closed_at": format_ts(now),
         }
     )

@@ -101,6 +101,7 @@ def build_answer(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> Ans
         nonce=nonce,
         issued_at=format_ts(now),
         proof=rec.answer_proof,
+        passkey=rec.answer_passkey,
     )
 
 

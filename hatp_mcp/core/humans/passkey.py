@@ -21,11 +21,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from webauthn import verify_authentication_response
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
 from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.humans import asks as core_asks
 from hatp_mcp.core.humans import gateway as core_gateway
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
@@ -63,19 +65,28 @@ class RelyingParty:
     origins: tuple[str, ...]
 
 
-def decision_payload(ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str) -> dict[str, str]:
-    return {
+def decision_payload(
+    ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
+) -> dict[str, Any]:
+    """The decided payload; an answer (decision "answer", HATP-GW-80) carries its `value`, nothing else does."""
+    payload: dict[str, Any] = {
         "askId": ask_id,
         "subjectDigest": subject_digest,
         "decision": decision,
         "nonce": nonce,
         "issuedAt": issued_at,
     }
+    if decision == "answer":
+        payload["value"] = value
+    return payload
 
 
-def decision_challenge(ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str) -> bytes:
-    """HATP-GW-67: SHA-256 of the canonical JSON of the decided payload."""
-    return hashlib.sha256(canonical(decision_payload(ask_id, subject_digest, decision, nonce, issued_at))).digest()
+def decision_challenge(
+    ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
+) -> bytes:
+    """HATP-GW-67 (and HATP-GW-80 for an answer): SHA-256 of the canonical JSON of the decided payload."""
+    payload = decision_payload(ask_id, subject_digest, decision, nonce, issued_at, value)
+    return hashlib.sha256(canonical(payload)).digest()
 
 
 def _refuse(rule: str, reason: str, path: str, code: str, fix: str = "") -> HatpError:
@@ -90,14 +101,16 @@ def verify_assertion(
     ask_id: str,
     subject_digest: str,
     decision: str | None = None,
+    value: Any = None,
     last_count: int = 0,
     now: datetime | None = None,
     path: str = "$",
 ) -> int:
-    """Check one passkey decision (HATP-GW-67..69); returns the authenticator's new sign count.
+    """Check one passkey decision (HATP-GW-67..69, HATP-GW-80); returns the authenticator's new sign count.
 
-    `decision`, when given, is the decision the caller is about to count (an approve must be proven as approve).
-    `now`, when given, bounds the payload's age like a proof's (HATP-GW-25). Raises HatpError.
+    `decision`, when given, is the decision the caller is about to count (an approve must be proven as approve);
+    with decision "answer", `value` is the answer the caller is about to count, and the assertion must carry
+    exactly it. `now`, when given, bounds the payload's age like a proof's (HATP-GW-25). Raises HatpError.
     """
     if a.ask_id != ask_id or a.subject_digest != subject_digest:
         raise _refuse(
@@ -112,6 +125,20 @@ def verify_assertion(
             f"the assertion proves {a.decision!r}, not {decision!r}",
             f"{path}.decision",
             "PASSKEY_WRONG_DECISION",
+        )
+    if (a.decision == "answer") != (a.value is not None):
+        raise _refuse(
+            "HATP-GW-80",
+            "an answer's assertion carries its value, and only an answer's does",
+            f"{path}.value",
+            "PASSKEY_WRONG_ANSWER",
+        )
+    if decision == "answer" and canonical(a.value) != canonical(value):
+        raise _refuse(
+            "HATP-GW-80",
+            "the assertion proves another answer than the one recorded",
+            f"{path}.value",
+            "PASSKEY_WRONG_ANSWER",
         )
     if now is not None:
         issued = parse_ts(a.issued_at)
@@ -130,7 +157,7 @@ def verify_assertion(
             "PASSKEY_NOT_ON_CARD",
             "a passkey counts once the Directory put it on the card (HATP-GW-71)",
         )
-    challenge = decision_challenge(a.ask_id, a.subject_digest, a.decision, a.nonce, a.issued_at)
+    challenge = decision_challenge(a.ask_id, a.subject_digest, a.decision, a.nonce, a.issued_at, a.value)
     try:
         client = json.loads(unb64u(a.client_data_json))
     except ValueError:
@@ -199,9 +226,9 @@ def apply_passkey(
     via: str = "inbox",
 ) -> tuple[AskRecord, int]:
     """The gateway's side: verify a passkey decision on `rec`'s ask (`subject_digest`: what a proof about the ask
-    names, core/humans/proof.py subject_digest), then
-    record it (approve, reject or decline). Returns the record and the credential's new sign count.
-    Raises HatpError (HATP-GW-25/26/67..69, then the core's)."""
+    names, core/humans/proof.py subject_digest), then record it (approve, reject, decline, or the answer to a
+    question ask). Returns the record and the credential's new sign count.
+    Raises HatpError (HATP-GW-25/26/67..69/76, then the core's: HATP-ASK-2..4 for an answer that does not fit)."""
     count = verify_assertion(
         a, card, rp, ask_id=rec.ask.ask_id, subject_digest=subject_digest, last_count=last_count, now=now
     )
@@ -213,9 +240,7 @@ def apply_passkey(
         return core_gateway.decide(rec, a.human, a.decision, now, via, passkey=a), count
     if a.decision == "decline":
         return core_gateway.decline(rec, a.human, now), count
-    raise _refuse(
-        "HATP-ASK-6", "answers are given with a signed proof, not a passkey (yet)", "$.decision", "WRONG_KIND"
-    )
+    return core_asks.answer(rec, a.human, a.value, now, via, passkey=a), count
 
 
 def passkey_counts(assertions: Sequence[PasskeyAssertion]) -> dict[str, int]:

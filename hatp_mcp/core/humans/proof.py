@@ -81,6 +81,19 @@ class HumanKeys:
     def keyring_for(self, human: str) -> Keyring | None:
         return self.by_human.get(human)
 
+    def use_cards(self, cards: Iterable[HumanCard]) -> None:
+        """Hold these cards' keys instead, in place (spec/gateway.md HATP-GW-82): every holder of this HumanKeys
+        (the configuration of a coordinator's running transactions) checks with them from its next check on.
+        `cards` must be cards the Directory verified now. Raises TypeError for a HumanKeys not built by
+        `from_cards` (its mappings are not its own to change)."""
+        fresh = HumanKeys.from_cards(cards, self.passkey_rp)
+        if not isinstance(self.by_human, dict) or not isinstance(self.cards, dict):
+            raise TypeError("only a HumanKeys built by from_cards can take new cards")
+        self.by_human.clear()
+        self.by_human.update(fresh.by_human)
+        self.cards.clear()
+        self.cards.update(fresh.cards)
+
 
 def subject_digest(ask: Ask) -> str:
     """What a proof about `ask` names: the plan (or tool-call) digest of an approval, the Ask's digest otherwise."""
@@ -324,9 +337,35 @@ def _check_passkey_decision(
 
 
 def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> None:
-    """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask.
+    """Offline: the Answer carries its answerer's valid proof of exactly this answer to this ask: their signed
+    decision, or their passkey assertion over it (HATP-GW-80, checked against their card with the organisation's
+    relying party; without the relying party it is refused, not counted unchecked).
 
-    Raises HatpError HATP-GW-27 (no proof) or the proof's own rule (HATP-GW-19..25)."""
+    Raises HatpError HATP-GW-27 (no proof), the proof's own rule (HATP-GW-19..25) or the assertion's
+    (HATP-GW-67..70, HATP-GW-80)."""
+    if answer.passkey is not None:
+        where = f"{path}.passkey"
+        a = answer.passkey
+        if humans.passkey_rp is None:
+            raise _refuse(
+                "HATP-GW-70",
+                "a passkey answer, and no relying party (rpId, origins) to check it with: not checked, not counted",
+                where,
+                "give the verifier the organisation's gateway.json (passkey: rpId, origins)",
+            )
+        if a.human != answer.answerer:
+            raise _refuse("HATP-GW-67", f"the assertion is {a.human}'s, the answer {answer.answerer}'s", where)
+        verify_assertion(
+            a,
+            humans.cards.get(answer.answerer),
+            humans.passkey_rp,
+            ask_id=answer.ask_id,
+            subject_digest=answer.subject_digest,
+            decision="answer",
+            value=answer.value,
+            path=where,
+        )
+        return
     where = f"{path}.proof"
     if answer.proof is None:
         raise _refuse("HATP-GW-27", f"the answer of {answer.answerer} carries no proof", where)

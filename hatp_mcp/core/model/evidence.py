@@ -128,15 +128,17 @@ class HumanDecisionProof(SignedModel):
 
 class PasskeyAssertion(WireModel):
     """A person's decision proven with a passkey (spec/gateway.md HATP-GW-67..70): the decided payload
-    (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`), whose SHA-256 over its canonical JSON is the
-    WebAuthn challenge, and the authenticator's assertion over it (base64url members as WebAuthn sends them),
-    made with `credentialId`, a passkey on the person's Directory-signed card."""
+    (`askId`, `subjectDigest`, `decision`, `nonce`, `issuedAt`, and for an answer its `value`, HATP-GW-80), whose
+    SHA-256 over its canonical JSON is the WebAuthn challenge, and the authenticator's assertion over it (base64url
+    members as WebAuthn sends them), made with `credentialId`, a passkey on the person's Directory-signed card."""
 
     type: Literal["hatp.passkey-assertion"] = "hatp.passkey-assertion"
     ask_id: Ident
     subject_digest: str = Field(pattern=DIGEST_PATTERN)
     human: str = Field(min_length=1, max_length=500)
     decision: Literal["approve", "reject", "decline", "answer"]
+    # The answer to a choose / form / text ask (decision "answer"), bound into the challenge; absent otherwise.
+    value: str | JsonObject | None = None
     nonce: str = Field(min_length=16, max_length=128)
     issued_at: Timestamp
     credential_id: str = Field(min_length=1, max_length=1024)

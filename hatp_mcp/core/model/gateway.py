@@ -14,7 +14,13 @@ from pydantic import Field
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp, WireModel
-from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Checked, HumanDecision, HumanDecisionProof
+from hatp_mcp.core.model.evidence import (
+    DIGEST_PATTERN,
+    Checked,
+    HumanDecision,
+    HumanDecisionProof,
+    PasskeyAssertion,
+)
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.core.model.toolcall import ToolCall
 
@@ -118,6 +124,8 @@ class Answer(SignedModel):
     issued_at: Timestamp
     # The answerer's own signed decision (HATP-GW-27): anyone with the cards can check that they answered this.
     proof: HumanDecisionProof | None = None
+    # Or their passkey assertion over exactly this answer (HATP-GW-80), checked against the passkey on their card.
+    passkey: PasskeyAssertion | None = None
 
 
 class Seat(WireModel):
@@ -154,6 +162,7 @@ class AskRecord(WireModel):
     answer_value: str | JsonObject | None = None
     answered_by: str | None = None
     answer_proof: HumanDecisionProof | None = None
+    answer_passkey: PasskeyAssertion | None = None
     closed_at: Timestamp | None = None
     code: str | None = None
     reason: str | None = None
