@@ -95,9 +95,17 @@ def apply_human_input(
 
 
 def _apply_input(
-    store: GatewayStore, ask_id: str, proof: object, now: datetime, humans: HumanKeys, via: str
+    store: GatewayStore,
+    ask_id: str,
+    proof: object,
+    now: datetime,
+    humans: HumanKeys,
+    via: str,
+    proof_seq: int | None = None,
 ) -> tuple[StoredAsk, list[str]]:
-    """`apply_human_input`, also returning who the write newly asked (decided inside its transaction)."""
+    """`apply_human_input`, also returning who the write newly asked (decided inside its transaction). With
+    `proof_seq` (a proof left in the store) the proof is settled accepted in the same write, or left to the process
+    that settled it first (HATP-GW-77)."""
     nonce = proof.get("nonce") if isinstance(proof, Mapping) else getattr(proof, "nonce", None)
     seen = _Seen()
 
@@ -115,7 +123,8 @@ def _apply_input(
             raise
 
     try:
-        return store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change), seen.newly
+        spent = store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change, proof_seq)
+        return spent, seen.newly
     except _Late as late:
         store.update(ask_id, lambda s: seen.of(s, s.with_record(core.tick(s.record, now))) if s.record else s)
         raise late.error from None
@@ -367,15 +376,16 @@ class GatewayApprover:
         """Verify and apply the proofs `hatp inbox` left for this ask; a refused one is recorded and never counts."""
         for left in self.store.proofs(ask_id, "submitted"):
             try:
-                after, newly = _apply_input(self.store, ask_id, left.proof, self.clock.now(), self.humans, "inbox")
+                after, newly = _apply_input(
+                    self.store, ask_id, left.proof, self.clock.now(), self.humans, "inbox", left.seq
+                )
             except HatpError as exc:
                 self.store.settle_proof(left.seq, "refused", exc.rule, exc.reason)
                 continue
             except KeyError:
                 self.store.settle_proof(left.seq, "refused", "HATP-GW-22", f"the gateway has no ask {ask_id!r}")
                 continue
-            self.store.settle_proof(left.seq, "accepted")
-            await self._tell(after, newly)
+            await self._tell(after, newly)  # accepted in the write that counted it
 
     async def open_question(self, *, ask_id: str, kind: str, address: str, question: str, **kw: Any) -> StoredAsk:
         """Route a choose / form / text ask (see core.asks.open_question; `agent_request`: the verified request

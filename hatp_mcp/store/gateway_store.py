@@ -184,9 +184,18 @@ class GatewayStore(Protocol):
         """The timer steps taken on an ask, in the order they were taken."""
         ...
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
         """`update` for a decision proof: `change` gets the ask and whether `nonce` was spent before; the nonce is
-        spent in the same transaction. Whatever `change` raises spends nothing. Raises KeyError (no such ask)."""
+        spent in the same transaction. Whatever `change` raises spends nothing. With `proof_seq` (a proof left in
+        the store), that proof is settled `accepted` in the same transaction, and a proof another process settled
+        already is left as it is: `change` is not called and the ask is returned unchanged (HATP-GW-77). Raises
+        KeyError (no such ask)."""
         ...
 
     def submit_proof(self, ask_id: str, proof: dict[str, Any]) -> int: ...
@@ -195,7 +204,9 @@ class GatewayStore(Protocol):
 
     def asks_with_proofs(self, status: str) -> list[str]: ...
 
-    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None: ...
+    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
+        """Record what the gateway made of a submitted proof; a proof settled already keeps its first outcome."""
+        ...
 
     def asks(self, state: str | None = None) -> list[StoredAsk]: ...
 
@@ -326,15 +337,23 @@ class SqliteGatewayStore:
             ).fetchall()
         return [TimerStep(*r) for r in rows]
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
-        """Like `update`, for a decision proof: `change` gets the ask and whether `nonce` was spent before; when
-        it returns, the nonce is spent in the same transaction. Whatever `change` raises spends nothing.
-
-        Raises KeyError when there is no such ask."""
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
+        """See GatewayStore.update_spending. Raises KeyError when there is no such ask."""
         with self._tx():
             current = self._get(ask_id)
             if current is None:
                 raise KeyError(ask_id)
+            if proof_seq is not None:
+                row = self._conn.execute("SELECT status FROM proofs WHERE seq = ?", (proof_seq,)).fetchone()
+                if row is None or row[0] != "submitted":
+                    return current  # landed (or refused) by another process: its outcome stands
+                self._conn.execute("UPDATE proofs SET status = 'accepted' WHERE seq = ?", (proof_seq,))
             used = self._conn.execute("SELECT 1 FROM used_nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
             new = change(current, used)
             self._conn.execute("INSERT INTO used_nonces (nonce, ask_id) VALUES (?, ?)", (nonce, ask_id))
@@ -375,7 +394,8 @@ class SqliteGatewayStore:
         """Record what the gateway made of a submitted proof (`accepted` or `refused` with rule and reason)."""
         with self._tx():
             self._conn.execute(
-                "UPDATE proofs SET status = ?, rule = ?, reason = ? WHERE seq = ?", (status, rule, reason, seq)
+                "UPDATE proofs SET status = ?, rule = ?, reason = ? WHERE seq = ? AND status = 'submitted'",
+                (status, rule, reason, seq),
             )
 
     def asks(self, state: str | None = None) -> list[StoredAsk]:

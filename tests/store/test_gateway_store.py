@@ -128,3 +128,21 @@ def test_HATP_GW_76_a_timer_step_is_recorded_once_and_a_write_taking_it_again_ke
     assert b.timer_steps(first.ask_id) == [step]
     a.close()
     b.close()
+
+
+def test_HATP_GW_77_a_proof_left_in_the_store_is_landed_by_one_process_and_keeps_its_first_outcome(
+    backend: Backend,
+) -> None:
+    a, b = open_gateway_store(backend.url("gateway")), open_gateway_store(backend.url("gateway"))  # two processes
+    first = a.create(stored())
+    seq = a.submit_proof(first.ask_id, {"human": "bob", "nonce": "nonce-cccccccccccccccc"})
+    landed = StoredAsk(first.ask_id, first.state, first.record, {"type": "hatp.vote", "decision": "landed"}, None)
+    calls: list[str] = []
+    a.update_spending(first.ask_id, "nonce-cccccccccccccccc", lambda s, used: calls.append("a") or landed, seq)
+    # planted: the other process listed the proof before it was landed and lands it again from that stale list
+    again = b.update_spending(first.ask_id, "nonce-cccccccccccccccc", lambda s, used: calls.append("b") or s, seq)
+    b.settle_proof(seq, "refused", "HATP-GW-6", "nonce spent")  # what a stale refusal would record
+    assert calls == ["a"] and again == landed
+    assert [(p.status, p.rule) for p in b.proofs(first.ask_id)] == [("accepted", None)]
+    a.close()
+    b.close()

@@ -171,15 +171,31 @@ class PostgresGatewayStore:
         )
         return [TimerStep(str(a), str(w), str(d), str(o), str(t)) for a, w, d, o, t in rows]
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
-        return self._write(lambda conn: self._spend(conn, ask_id, nonce, change))
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
+        return self._write(lambda conn: self._spend(conn, ask_id, nonce, change, proof_seq))
 
     def _spend(
-        self, conn: Connection[Row], ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]
+        self,
+        conn: Connection[Row],
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None,
     ) -> StoredAsk:
         current = self._get(conn, ask_id, lock=True)
         if current is None:
             raise KeyError(ask_id)
+        if proof_seq is not None:
+            row = conn.execute("SELECT status FROM proofs WHERE seq = %s FOR UPDATE", (proof_seq,)).fetchone()
+            if row is None or row[0] != "submitted":
+                return current  # landed (or refused) by another process: its outcome stands
+            conn.execute("UPDATE proofs SET status = 'accepted' WHERE seq = %s", (proof_seq,))
         used = conn.execute("SELECT 1 FROM used_nonces WHERE nonce = %s", (nonce,)).fetchone() is not None
         new = change(current, used)
         conn.execute("INSERT INTO used_nonces (nonce, ask_id) VALUES (%s, %s)", (nonce, ask_id))
@@ -217,7 +233,8 @@ class PostgresGatewayStore:
     def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
         self._write(
             lambda conn: conn.execute(
-                "UPDATE proofs SET status = %s, rule = %s, reason = %s WHERE seq = %s", (status, rule, reason, seq)
+                "UPDATE proofs SET status = %s, rule = %s, reason = %s WHERE seq = %s AND status = 'submitted'",
+                (status, rule, reason, seq),
             )
         )
 
