@@ -13,11 +13,14 @@
   well-known does not publish as a gateway key is logged as a warning at start: its votes will not verify.
 - State: GatewayStore in `DIR/gateway.db`, shared with `hatp inbox --data DIR` (another process; SQLite WAL), or
   in PostgreSQL with `--store postgresql://...` (`hatp inbox --store` the same URL). A decision made there is
-  picked up on the next poll or tick. One gateway process per store: timers are not shared between processes.
+  picked up on the next poll or tick. Several gateway processes may share one store (spec/gateway.md
+  HATP-GW-76..79): each applies a timer step in one write that records it under its owner id (`--owner`,
+  default host/pid) and claims each delivery attempt under a lease, so nothing is done twice.
 - Delivery (hatp_mcp/runtime/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and sms
   as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
-  (HATP-GW-65); the Deliverer's queue is `DIR/deliveries.db`. Without `gateway.json` nothing is pushed (every
-  notice is recorded as `inbox`: the ask waits in the inbox).
+  (HATP-GW-65); the Deliverer's queue is `deliveries.db` beside the SQLite store (`DIR/deliveries.db` by
+  default), or in the PostgreSQL store. Without `gateway.json` nothing is pushed (every notice is recorded as
+  `inbox`: the ask waits in the inbox).
 - `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
@@ -30,6 +33,7 @@
   (HATP-MCP-35). The port is bound before anything starts, so a second gateway for the same organisation cannot
   start beside the first ("port in use"): one process owns the timers, the delivery queue and the long polls.
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
+  The process says it is ready (`HATP_READY`) once its first timer round and first delivery step are done.
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
 """
@@ -73,10 +77,9 @@ from hatp_mcp.runtime.delivery.settings import GatewaySettings, load_settings
 from hatp_mcp.runtime.delivery.worker import Deliverer
 from hatp_mcp.runtime.gateway import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents, load_relying_party
-from hatp_mcp.store.deliveries import DeliveryStore
 from hatp_mcp.store.gateway_store import DB_NAME
 from hatp_mcp.store.inbox_state import InboxState
-from hatp_mcp.store.url import StoreUrl, open_gateway_store, open_txn_bindings
+from hatp_mcp.store.url import StoreUrl, open_delivery_queue, open_gateway_store, open_txn_bindings
 from hatp_mcp.web.inbox import Inbox
 from hatp_mcp.web.record_shelf import RecordShelf
 from servers._keys import load_or_create_key
@@ -109,9 +112,11 @@ def build(
     key_file: str | None = None,
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
+    owner: str | None = None,
 ) -> tuple[MCPServer, GatewayApprover, Deliverer]:
     """Load the organisation, key, settings and stores (`store_url`, default DATA/gateway.db; the delivery queue
-    in DATA/deliveries.db) and build the server. `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
+    beside it, hatp_mcp.store.url.open_delivery_queue) and build the server; `owner` names this process on the
+    timers it takes (default host/pid). `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
     flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
     HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
@@ -124,23 +129,25 @@ def build(
     key = choose_key(data, org, directory.keyring, key_file)
     if "gateway" not in key.roles:
         raise ValueError(f"key {key.kid} has roles {sorted(key.roles)}; the gateway signs with role 'gateway'")
-    store = open_gateway_store(store_url or StoreUrl.sqlite(data / DB_NAME))
+    url = store_url or StoreUrl.sqlite(data / DB_NAME)
+    store = open_gateway_store(url)
     for human, book in contacts.items():
         for channel, address in book.items():
             store.set_contact(human, channel, address)
     agents, ignored_agents = load_agents(org)
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
-    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents)
+    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents, owner=owner)
     deliverer = Deliverer(
         gateway=gateway,
-        outbox=DeliveryStore(data),
+        outbox=open_delivery_queue(url),
         senders=senders_from(settings, clock),
         settings=settings.delivery,
         inbox_url=settings.inbox_url,
         clock=clock,
     )
     gateway.notifier = deliverer  # the people are told over their channels (or the ask waits in the inbox)
+    log(f"gateway: timers and deliveries owned as {gateway.owner!r} on {url}")
     bindings = open_txn_bindings(store_url) if store_url is not None and store_url.backend != "sqlite" else None
     trust = open_trust(data, trusted_coordinators, clock, bindings)  # HATP-TRUST-10, bindings with the asks
     if trust.keyring is None:
@@ -242,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
     )
+    parser.add_argument("--owner", default=None, help="this process's name on the timers it takes (default host/pid)")
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
@@ -249,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
         store = StoreUrl.parse(args.store) if args.store else None
         server, gateway, deliverer = build(
-            data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store
+            data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store, args.owner
         )
         inbox = None
         org = Path(args.org).resolve()

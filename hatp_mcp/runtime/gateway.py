@@ -2,6 +2,10 @@
 a GatewayStore and a "gateway" signing key. It persists before it answers, signs votes, approvals and answers,
 arms SLA and deadline timers (`run`), and notifies the people it asks through a Notifier.
 
+Several gateway processes may share one store (spec/gateway.md HATP-GW-76..79): every timer step is applied in one
+store transaction that records it with this process's owner id, and who is newly asked (so told) is decided inside
+the write that asked them, so only the process whose write asked a person tells them.
+
 Transport-free: the MCP gateway server (servers/gateway.py, hatp_mcp/mcp/approver_server.py) wraps this class. Contact
 details are read from the store only to hand the Notifier a destination; they are never put into a message.
 """
@@ -43,7 +47,8 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 from hatp_mcp.runtime.org import load_directory
-from hatp_mcp.store.gateway_store import GatewayStore, StoredAsk
+from hatp_mcp.store.gateway_store import GatewayStore, Sent, StoredAsk, TimerStep, Write
+from hatp_mcp.store.owner import default_owner
 
 __all__ = ["GatewayApprover", "Notifier", "RecordingNotifier", "apply_human_input", "load_org"]
 
@@ -86,25 +91,63 @@ def apply_human_input(
     Used by the gateway, for proofs from its tools and for those `hatp inbox` left in the store. Raises KeyError
     (no such ask) or HatpError (HATP-GW-19..26 for the proof, else the core's refusal; the stored ask is
     unchanged, except that time that ran out first, a deadline or an SLA, is kept)."""
+    return _apply_input(store, ask_id, proof, now, humans, via)[0]
+
+
+def _apply_input(
+    store: GatewayStore,
+    ask_id: str,
+    proof: object,
+    now: datetime,
+    humans: HumanKeys,
+    via: str,
+    proof_seq: int | None = None,
+) -> tuple[StoredAsk, list[str]]:
+    """`apply_human_input`, also returning who the write newly asked (decided inside its transaction). With
+    `proof_seq` (a proof left in the store) the proof is settled accepted in the same write, or left to the process
+    that settled it first (HATP-GW-77)."""
     nonce = proof.get("nonce") if isinstance(proof, Mapping) else getattr(proof, "nonce", None)
+    seen = _Seen()
 
     def change(s: StoredAsk, used: bool) -> StoredAsk:
         if s.record is None:
             raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED")
         ticked = core.tick(s.record, now)
         try:
-            return s.with_record(apply_proof(ticked, proof, humans=humans, now=now, nonce_used=used, via=via)[0])
+            return seen.of(
+                s, s.with_record(apply_proof(ticked, proof, humans=humans, now=now, nonce_used=used, via=via)[0])
+            )
         except HatpError as exc:
             if ticked != s.record:  # time ran out first (deadline, SLA): keep that, then refuse
-                raise _Late(s.with_record(ticked), exc) from exc
+                raise _Late(exc) from exc
             raise
 
     try:
-        return store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change)
+        spent = store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change, proof_seq)
+        return spent, seen.newly
     except _Late as late:
-        kept, error = late.stored, late.error
-        store.update(ask_id, lambda _s: kept)
-        raise error from None
+        store.update(ask_id, lambda s: seen.of(s, s.with_record(core.tick(s.record, now))) if s.record else s)
+        raise late.error from None
+
+
+def newly_asked(before: AskRecord | None, after: AskRecord | None) -> list[str]:
+    """The people `after` asks that `before` did not (everyone asked, for a new ask)."""
+    if after is None:
+        return []
+    was = {s.human for s in before.seats if s.status == "asked"} if before is not None else set()
+    return [s.human for s in after.seats if s.status == "asked" and s.human not in was]
+
+
+class _Seen:
+    """Who one store write newly asked, taken from inside its transaction (the ask as stored then, not as last read
+    by this process): a write tried again sees the ask again, so the last call counts."""
+
+    def __init__(self) -> None:
+        self.newly: list[str] = []
+
+    def of(self, before: StoredAsk, after: StoredAsk) -> StoredAsk:
+        self.newly = newly_asked(before.record, after.record)
+        return after
 
 
 def _same_question(ask: Ask, question: QuestionRequest, requester: str) -> bool:
@@ -128,9 +171,8 @@ def verified_request(raw: object) -> AgentRequest:
 
 
 class _Late(Exception):
-    def __init__(self, stored: StoredAsk, error: HatpError) -> None:
+    def __init__(self, error: HatpError) -> None:
         super().__init__(error.one_line())
-        self.stored = stored
         self.error = error
 
 
@@ -150,6 +192,7 @@ class GatewayApprover:
         nonce: Callable[[], str] = lambda: secrets.token_urlsafe(18),
         proof_poll: timedelta = timedelta(seconds=1),
         agents: AgentKeys | None = None,
+        owner: str | None = None,
     ) -> None:
         if "gateway" not in key.roles:
             raise ValueError("the gateway signs with a key whose roles include 'gateway'")
@@ -160,6 +203,8 @@ class GatewayApprover:
         self.gateway_id = gateway_id or directory.well_known.gateway
         self.notifier = notifier or RecordingNotifier()
         self.default_window = default_window
+        # This process's name on the timer steps it takes in a store other gateway processes share (HATP-GW-76).
+        self.owner = owner or default_owner()
         self._nonce = nonce
         # How often the timer loop looks for proofs `hatp inbox` left (another process: no event reaches us).
         self.proof_poll = proof_poll
@@ -216,7 +261,7 @@ class GatewayApprover:
                 stored = StoredAsk(ask_id, "refused", None, sign_model(vote, self.key).wire(), None)
             created = self.store.create(stored, plan.txn_id, requirement_id)
             if created is stored and stored.record is not None:
-                await self._notify_new(None, stored.record)
+                await self._tell(stored, newly_asked(None, stored.record))
             elif created is stored and stored.vote is not None:
                 self.store.record_sent(ask_id, "vote", stored.vote)
             self._changed.set()
@@ -286,16 +331,14 @@ class GatewayApprover:
     async def decide(self, ask_id: str, proof: object, *, via: str = "inbox") -> StoredAsk:
         """A person approves, rejects, answers or declines, proven by their signed HumanDecisionProof (its wire
         form). Raises KeyError or HatpError (HATP-GW-19..26 for the proof, else the core's; nothing changes)."""
-        before = self.store.get(ask_id)
-        if before is None:
+        if self.store.get(ask_id) is None:
             raise KeyError(ask_id)
         try:
-            apply_human_input(self.store, ask_id, proof, self.clock.now(), self.humans, via)
+            _s, newly = _apply_input(self.store, ask_id, proof, self.clock.now(), self.humans, via)
         finally:
             self._changed.set()
         after = await self._sync(ask_id)
-        if before.record is not None and after.record is not None:
-            await self._notify_new(before.record, after.record)
+        await self._tell(after, newly)
         return after
 
     async def decide_passkey(
@@ -304,10 +347,9 @@ class GatewayApprover:
         """A person decides with their passkey (HATP-GW-67..70): verified against their signed card and recorded,
         the nonce spent in the same write. Returns the ask and the credential's new sign count. Raises KeyError or
         HatpError (nothing changes)."""
-        before = self.store.get(ask_id)
-        if before is None:
+        if self.store.get(ask_id) is None:
             raise KeyError(ask_id)
-        now, counted = self.clock.now(), []
+        now, counted, seen = self.clock.now(), [], _Seen()
 
         def change(s: StoredAsk, used: bool) -> StoredAsk:
             if s.record is None:
@@ -326,32 +368,30 @@ class GatewayApprover:
                 via=via,
             )
             counted.append(count)
-            return s.with_record(rec)
+            return seen.of(s, s.with_record(rec))
 
         try:
             self.store.update_spending(ask_id, assertion.nonce, change)
         finally:
             self._changed.set()
         after = await self._sync(ask_id)
-        if before.record is not None and after.record is not None:
-            await self._notify_new(before.record, after.record)
-        return after, counted[0]
+        await self._tell(after, seen.newly)
+        return after, counted[-1]
 
     async def _drain(self, ask_id: str) -> None:
         """Verify and apply the proofs `hatp inbox` left for this ask; a refused one is recorded and never counts."""
         for left in self.store.proofs(ask_id, "submitted"):
-            before = self.store.get(ask_id)
             try:
-                after = apply_human_input(self.store, ask_id, left.proof, self.clock.now(), self.humans)
+                after, newly = _apply_input(
+                    self.store, ask_id, left.proof, self.clock.now(), self.humans, "inbox", left.seq
+                )
             except HatpError as exc:
                 self.store.settle_proof(left.seq, "refused", exc.rule, exc.reason)
                 continue
             except KeyError:
                 self.store.settle_proof(left.seq, "refused", "HATP-GW-22", f"the gateway has no ask {ask_id!r}")
                 continue
-            self.store.settle_proof(left.seq, "accepted")
-            if before is not None and before.record is not None and after.record is not None:
-                await self._notify_new(before.record, after.record)
+            await self._tell(after, newly)  # accepted in the write that counted it
 
     async def open_question(self, *, ask_id: str, kind: str, address: str, question: str, **kw: Any) -> StoredAsk:
         """Route a choose / form / text ask (see core.asks.open_question; `agent_request`: the verified request
@@ -375,8 +415,9 @@ class GatewayApprover:
         )
         if agent_request is not None:
             rec = rec.model_copy(update={"agent_request": agent_request})
-        created = self.store.create(StoredAsk(ask_id, rec.state, rec, None, None), rec.ask.txn_id, None)
-        await self._notify_new(None, created.record or rec)
+        fresh = StoredAsk(ask_id, rec.state, rec, None, None)
+        if self.store.create(fresh, rec.ask.txn_id, None) is fresh:  # another process's ask: it told them
+            await self._tell(fresh, newly_asked(None, rec))
         self._changed.set()
         return await self._sync(ask_id)
 
@@ -484,7 +525,7 @@ class GatewayApprover:
         rec = rec.model_copy(update={"tool_call": call, "agent_request": verified_request(request)})
         stored = StoredAsk(rec.ask.ask_id, rec.state, rec, None, None)
         if self.store.create(stored) is stored:
-            await self._notify_new(None, rec)
+            await self._tell(stored, newly_asked(None, rec))
         self._changed.set()
         return await self._sync(rec.ask.ask_id)
 
@@ -523,17 +564,16 @@ class GatewayApprover:
     async def unreachable(self, ask_id: str, human: str, detail: str) -> StoredAsk:
         """HATP-GW-61: no channel reached `human`; they are excluded and the next person is asked (and told).
         An ask that closed meanwhile, or a person no longer asked, is left as it is. Raises KeyError."""
-        before = self.store.get(ask_id)
-        if before is None:
+        if self.store.get(ask_id) is None:
             raise KeyError(ask_id)
-        now = self.clock.now()
+        now, seen = self.clock.now(), _Seen()
         self.store.update(
-            ask_id, lambda s: s.with_record(core.unreachable(s.record, human, now, detail)) if s.record else s
+            ask_id,
+            lambda s: seen.of(s, s.with_record(core.unreachable(s.record, human, now, detail))) if s.record else s,
         )
         after = await self._sync(ask_id)
         self._bump()
-        if before.record is not None and after.record is not None:
-            await self._notify_new(before.record, after.record)
+        await self._tell(after, seen.newly)
         self._changed.set()  # the timers: a new person asked has an SLA
         return after
 
@@ -546,16 +586,20 @@ class GatewayApprover:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Arm SLA and deadline timers for every pending ask (also those found after a restart) and land the proofs
         `hatp inbox` leaves in the store within `proof_poll` (HATP-GW-40), without waiting for anyone to poll;
-        runs forever."""
-        task_status.started()
+        runs forever. Started once its first round is done: every timer due at start is applied (here or by
+        another process sharing the store, HATP-GW-76)."""
         wake: datetime | None = None
         scan = True
+        started = False
         while True:
             self._changed = anyio.Event()
             if await self._land_left_proofs():
                 scan = True  # a decision may have escalated or closed an ask: its timers change
             if scan or (wake is not None and wake <= self.clock.now()):
-                wake = await self._fire_due()
+                wake = await self.fire_due()
+            if not started:
+                started = True
+                task_status.started()
             tick = self.clock.now() + self.proof_poll
             scan = await self._wait(tick if wake is None else min(wake, tick))
 
@@ -569,19 +613,18 @@ class GatewayApprover:
                 await self._drain(ask_id)
         return bool(ask_ids)
 
-    async def _fire_due(self) -> datetime | None:
-        """Let time pass on every pending ask whose timer is due; return the earliest timer still ahead."""
+    async def fire_due(self) -> datetime | None:
+        """Let time pass on every pending ask whose timer is due; return the earliest timer still ahead. An ask
+        another process applied meanwhile is found no longer due inside the write (HATP-GW-76): nothing is done
+        twice."""
         wake: datetime | None = None
         for s in self.store.asks(core.AskState.PENDING.value):
             if s.record is None:
                 continue
             w = core.next_wakeup(s.record)
             if w is not None and w <= self.clock.now():
-                await self._sync(s.ask_id)
-                after = self.store.get(s.ask_id)
-                if after is not None and after.record is not None:
-                    await self._notify_new(s.record, after.record)
-                w = core.next_wakeup(after.record) if after is not None and after.record is not None else None
+                after = await self._sync(s.ask_id)
+                w = core.next_wakeup(after.record) if after.record is not None else None
                 if w is not None and w <= self.clock.now():
                     w = None  # nothing more this instant; a change wakes the loop
             if w is not None and (wake is None or w < wake):
@@ -609,15 +652,17 @@ class GatewayApprover:
 
     async def _sync(self, ask_id: str) -> StoredAsk:
         """Apply the proofs left in the store, let time pass on the ask, then (persisting before answering) sign
-        what changed."""
+        what changed. One write (HATP-GW-76): the timers applied are recorded under this process's owner id, and
+        the messages it sends (a re-signed vote, the evidence, the ask to everyone it newly asked) are kept in the
+        outbox with it; whoever it newly asked is then told, by this process only."""
         if self.store.get(ask_id) is not None:
             await self._drain(ask_id)
         now = self.clock.now()
 
-        def change(s: StoredAsk) -> StoredAsk:
+        def change(s: StoredAsk) -> Write:
             if s.record is None:
-                return s
-            rec = core.tick(s.record, now)
+                return Write(s)
+            was, rec = s.record, core.tick(s.record, now)
             s = s.with_record(rec)
             vote = s.vote
             if rec.ask.kind == "approve" and rec.tool_call is None:
@@ -634,25 +679,41 @@ class GatewayApprover:
                     else build_answer(rec, self.gateway_id, self._nonce(), now)
                 )
                 evidence = sign_model(built, self.key).wire() if built is not None else None
-            return StoredAsk(s.ask_id, s.state, rec, vote, evidence)
+            sent: list[Sent] = []
+            if vote is not None and vote != s.vote:
+                sent.append(Sent("vote", vote))
+            if evidence is not None and evidence != s.evidence:
+                sent.append(Sent(str(evidence.get("type")), evidence))
+            sent += [Sent("ask", rec.ask.wire(), human) for human in newly_asked(was, rec)]
+            steps = _timers_due(was, now, self.owner) if rec != was else ()
+            return Write(StoredAsk(s.ask_id, s.state, rec, vote, evidence), tuple(sent), steps)
 
-        before = self.store.get(ask_id)
-        if before is None:
-            raise KeyError(ask_id)
-        after = self.store.update(ask_id, change)
-        if after.vote is not None and (before.vote != after.vote):
-            self.store.record_sent(ask_id, "vote", after.vote)
-        if after.evidence is not None and before.evidence != after.evidence:
-            self.store.record_sent(ask_id, str(after.evidence.get("type")), after.evidence)
-        if before.vote != after.vote or before.evidence != after.evidence:
+        done = self.store.write(ask_id, change)
+        after = done.stored
+        if any(m.kind != "ask" for m in done.sent):
             self._bump()
+        for m in done.sent:
+            if m.kind == "ask" and m.recipient is not None and after.record is not None:
+                await self.notifier.notify(m.recipient, self.store.contacts_for(m.recipient), after.record.ask)
         return after
 
-    async def _notify_new(self, before: AskRecord | None, after: AskRecord) -> None:
-        """Notify everyone newly asked (at routing, or after an escalation or a decline)."""
-        was = {s.human for s in before.seats if s.status == "asked"} if before else set()
-        for seat in after.seats:
-            if seat.status == "asked" and seat.human not in was:
-                message = after.ask.wire()
-                self.store.record_sent(after.ask.ask_id, "ask", message, recipient=seat.human)
-                await self.notifier.notify(seat.human, self.store.contacts_for(seat.human), after.ask)
+    async def _tell(self, stored: StoredAsk, humans: list[str]) -> None:
+        """Tell each of `humans`, whom a write of this process newly asked (HATP-GW-77), that the ask waits."""
+        if stored.record is None:
+            return
+        for human in humans:
+            self.store.record_sent(stored.ask_id, "ask", stored.record.ask.wire(), recipient=human)
+            await self.notifier.notify(human, self.store.contacts_for(human), stored.record.ask)
+
+
+def _timers_due(rec: AskRecord, now: datetime, owner: str) -> tuple[TimerStep, ...]:
+    """The timers of `rec` (as stored) that are due at `now`: each asked person's SLA, the deadline."""
+    taken = format_ts(now)
+    steps = [
+        TimerStep(rec.ask.ask_id, f"sla {s.human}", s.due_at, owner, taken)
+        for s in rec.seats
+        if s.status == "asked" and s.due_at is not None and parse_ts(s.due_at) <= now
+    ]
+    if core.state_of(rec) is core.AskState.PENDING and parse_ts(rec.ask.decide_by) <= now:
+        steps.append(TimerStep(rec.ask.ask_id, "deadline", rec.ask.decide_by, owner, taken))
+    return tuple(steps)

@@ -1,6 +1,12 @@
-"""The gateway's durable delivery queue in SQLite (``DIR/deliveries.db``): one row per notice (ask, person, kind),
-keyed by its idempotency key (HATP-GW-63), with where its delivery stands (queued, sent, failed), the channel it is
-on, the attempts made there and when the next one is due.
+"""The gateway's durable delivery queue: one row per notice (ask, person, kind), keyed by its idempotency key
+(HATP-GW-63), with where its delivery stands (queued, sent, failed), the channel it is on, the attempts made there,
+when the next one is due, and the claim of the process making the attempt (owner id, epoch, lease: HATP-GW-78/79).
+
+`DeliveryQueue` is the interface; `DeliveryStore` the embedded default in SQLite (``DIR/deliveries.db``, shared by
+the gateway processes of one machine), hatp_mcp.store.postgresql.deliveries the shared one (the gateway's
+PostgreSQL database, shared by gateways on any machine). Leases run on the database's clock (SQLite: the machine's,
+which every process on one file shares; PostgreSQL: the server's), so processes whose clocks differ, or that run on
+a fake clock, judge a lapse alike.
 
 A notice is queued once (a second enqueue of the same key is a no-op), so a gateway that restarts finds every
 notice it had not sent and sends it, and never sends one it recorded as sent. The rendered notice is stored with
@@ -15,15 +21,28 @@ import threading
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from hatp_mcp.core.humans.notice import Notice, NoticeKind
+from hatp_mcp.errors import HatpError
+from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import immediate, json_text, open_db
 
-__all__ = ["DELIVERIES_DB", "Delivery", "DeliveryStore"]
+__all__ = [
+    "COLUMNS",
+    "DELIVERIES_DB",
+    "SQLITE_SCHEMA",
+    "Claim",
+    "Delivery",
+    "DeliveryQueue",
+    "DeliveryStore",
+    "claim_lost",
+    "delivery_row",
+]
 
 DELIVERIES_DB = "deliveries.db"
 
-_SCHEMA = """
+_SQLITE_V1 = """
 CREATE TABLE IF NOT EXISTS deliveries (
     key TEXT PRIMARY KEY,
     ask_id TEXT NOT NULL,
@@ -40,6 +59,17 @@ CREATE TABLE IF NOT EXISTS deliveries (
 CREATE INDEX IF NOT EXISTS deliveries_by_state ON deliveries (state, next_at);
 CREATE INDEX IF NOT EXISTS deliveries_by_ask ON deliveries (ask_id);
 """
+# 2: claims (HATP-GW-78): who makes the attempt, at which epoch, until when (julianday on the machine's clock)
+_SQLITE_V2 = (
+    "ALTER TABLE deliveries ADD COLUMN claim_owner TEXT",
+    "ALTER TABLE deliveries ADD COLUMN claim_epoch INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE deliveries ADD COLUMN claim_until REAL",
+)
+# A file written before versions (v1's statements, IF NOT EXISTS) is taken as version 0 and gains the claims.
+SQLITE_SCHEMA = Schema("gateway.deliveries", (tuple(s.strip() for s in _SQLITE_V1.split(";") if s.strip()), _SQLITE_V2))
+
+COLUMNS = "notice, state, channel, attempt, next_at, sent_via, failures"
+_SELECT = f"SELECT {COLUMNS} FROM deliveries"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +87,87 @@ class Delivery:
     failures: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A due delivery taken by one process (HATP-GW-78): only this owner, at this epoch, records its outcome."""
+
+    delivery: Delivery
+    owner: str
+    epoch: int
+
+    @property
+    def key(self) -> str:
+        return self.delivery.notice.key
+
+
+def claim_lost(claim: Claim, holder: str | None, epoch: int | None) -> HatpError:
+    """HATP-GW-79: the outcome of an attempt whose claim lapsed and was taken over (or was never held)."""
+    now = f"held by {holder!r} at epoch {epoch}" if holder else f"not held (last epoch {epoch})"
+    return HatpError(
+        "HATP-GW-79",
+        f"delivery {claim.key} is no longer claimed by {claim.owner!r} at epoch {claim.epoch} (it is {now}):"
+        " its outcome is not recorded",
+        path=f"deliveries.{claim.key}.claim",
+        code="CLAIM_LOST",
+        fix="nothing to do: the claim's lease lapsed and whoever holds it now makes the attempt (same key)",
+    )
+
+
+class DeliveryQueue(Protocol):
+    """What the Deliverer needs from its queue. Every call is durable before it returns and atomic, also between
+    processes sharing the queue (HATP-GW-78)."""
+
+    def close(self) -> None: ...
+
+    def enqueue(self, notice: Notice, at: str, state: str = "queued") -> bool:
+        """Queue `notice`, due at `at`; False (and nothing changes) when its key is already queued or sent.
+        `state="skipped"` records a notice that is not owed (nothing is sent), so the ask stops being open."""
+        ...
+
+    def get(self, key: str) -> Delivery | None: ...
+
+    def due(self, now: str) -> list[Delivery]:
+        """Every queued delivery due at or before `now`, oldest first, claimed or not."""
+        ...
+
+    def claim_due(self, now: str, owner: str, lease_seconds: float, limit: int = 64) -> list[Claim]:
+        """HATP-GW-78: take up to `limit` queued deliveries due at or before `now` (the gateway's clock) that no
+        live claim holds, each at its next epoch under a lease of `lease_seconds` (the database's clock), in one
+        atomic write; oldest first. A delivery another process holds is left to it. Raises ValueError for a
+        negative lease."""
+        ...
+
+    def next_due(self) -> str | None: ...
+
+    def kinds_for(self, ask_id: str) -> set[tuple[str, NoticeKind]]:
+        """(human, kind) of every notice of the ask ever queued, in any state."""
+        ...
+
+    def open_asks(self) -> list[str]:
+        """Asks someone was told of and not yet told it closed: the ones whose closing may owe a notice."""
+        ...
+
+    def settle(
+        self,
+        claim: Claim,
+        *,
+        state: str,
+        channel: int,
+        attempt: int,
+        next_at: str,
+        sent_via: str | None = None,
+        failures: list[str] | None = None,
+    ) -> None:
+        """Record the attempt's outcome and release the claim, only while `claim` holds the delivery (same owner,
+        same epoch). Raises HatpError HATP-GW-79 (CLAIM_LOST) otherwise; nothing is recorded then."""
+        ...
+
+    def all(self) -> list[Delivery]: ...
+
+
 class DeliveryStore:
+    """The delivery queue in SQLite. Calls are short and thread-safe."""
+
     def __init__(self, path: str | Path) -> None:
         p = Path(path)
         if p.is_dir():
@@ -65,7 +175,8 @@ class DeliveryStore:
         self.path = p
         self._conn = open_db(p)
         self._lock = threading.Lock()
-        self._conn.executescript(_SCHEMA)
+        with self._lock:
+            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(p))
 
     def close(self) -> None:
         with self._lock:
@@ -75,8 +186,6 @@ class DeliveryStore:
         return immediate(self._conn, self._lock)
 
     def enqueue(self, notice: Notice, at: str, state: str = "queued") -> bool:
-        """Queue `notice`, due at `at`; False (and nothing changes) when its key is already queued or sent.
-        `state="skipped"` records a notice that is not owed (nothing is sent), so the ask stops being open."""
         with self._tx():
             cur = self._conn.execute(
                 "INSERT OR IGNORE INTO deliveries (key, ask_id, human, kind, notice, state, next_at)"
@@ -88,15 +197,35 @@ class DeliveryStore:
     def get(self, key: str) -> Delivery | None:
         with self._lock:
             row = self._conn.execute(_SELECT + " WHERE key = ?", (key,)).fetchone()
-        return _row(row) if row else None
+        return delivery_row(row) if row else None
 
     def due(self, now: str) -> list[Delivery]:
-        """Every queued delivery due at or before `now`, oldest first."""
         with self._lock:
             rows = self._conn.execute(
                 _SELECT + " WHERE state = 'queued' AND next_at <= ? ORDER BY next_at, key", (now,)
             ).fetchall()
-        return [_row(r) for r in rows]
+        return [delivery_row(r) for r in rows]
+
+    def claim_due(self, now: str, owner: str, lease_seconds: float, limit: int = 64) -> list[Claim]:
+        """See DeliveryQueue.claim_due: in one BEGIN IMMEDIATE transaction (no other process writes between the
+        read and the updates), each row found free is updated to this owner at its next epoch."""
+        if lease_seconds < 0:
+            raise ValueError(f"lease_seconds must be >= 0, not {lease_seconds}")
+        with self._tx():
+            rows = self._conn.execute(
+                f"SELECT {COLUMNS}, key, claim_epoch FROM deliveries WHERE state = 'queued' AND next_at <= ?"
+                " AND (claim_owner IS NULL OR claim_until <= julianday('now')) ORDER BY next_at, key LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            claims = []
+            for *fields, key, epoch in rows:
+                self._conn.execute(
+                    "UPDATE deliveries SET claim_owner = ?, claim_epoch = ?,"
+                    " claim_until = julianday('now') + ? / 86400.0 WHERE key = ?",
+                    (owner, epoch + 1, lease_seconds, key),
+                )
+                claims.append(Claim(delivery_row(tuple(fields)), owner, epoch + 1))
+            return claims
 
     def next_due(self) -> str | None:
         with self._lock:
@@ -104,13 +233,11 @@ class DeliveryStore:
         return row[0] if row and row[0] is not None else None
 
     def kinds_for(self, ask_id: str) -> set[tuple[str, NoticeKind]]:
-        """(human, kind) of every notice of the ask ever queued, in any state."""
         with self._lock:
             rows = self._conn.execute("SELECT human, kind FROM deliveries WHERE ask_id = ?", (ask_id,)).fetchall()
         return {(r[0], r[1]) for r in rows}
 
     def open_asks(self) -> list[str]:
-        """Asks someone was told of and not yet told it closed: the ones whose closing may owe a notice."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT DISTINCT ask_id FROM deliveries d WHERE kind = 'ask' AND NOT EXISTS"
@@ -120,7 +247,7 @@ class DeliveryStore:
 
     def settle(
         self,
-        key: str,
+        claim: Claim,
         *,
         state: str,
         channel: int,
@@ -129,24 +256,44 @@ class DeliveryStore:
         sent_via: str | None = None,
         failures: list[str] | None = None,
     ) -> None:
+        """See DeliveryQueue.settle. Raises HatpError HATP-GW-79 (CLAIM_LOST)."""
         with self._tx():
-            self._conn.execute(
-                "UPDATE deliveries SET state = ?, channel = ?, attempt = ?, next_at = ?, sent_via = ?, failures = ?"
-                " WHERE key = ?",
-                (state, channel, attempt, next_at, sent_via, json.dumps(failures or []), key),
+            cur = self._conn.execute(
+                "UPDATE deliveries SET state = ?, channel = ?, attempt = ?, next_at = ?, sent_via = ?, failures = ?,"
+                " claim_owner = NULL, claim_until = NULL WHERE key = ? AND claim_owner = ? AND claim_epoch = ?",
+                (
+                    state,
+                    channel,
+                    attempt,
+                    next_at,
+                    sent_via,
+                    json.dumps(failures or []),
+                    claim.key,
+                    claim.owner,
+                    claim.epoch,
+                ),
             )
+            if cur.rowcount != 1:
+                row = self._conn.execute(
+                    "SELECT claim_owner, claim_epoch FROM deliveries WHERE key = ?", (claim.key,)
+                ).fetchone()
+                raise claim_lost(claim, row[0] if row else None, row[1] if row else None)
 
     def all(self) -> list[Delivery]:
         with self._lock:
             rows = self._conn.execute(_SELECT + " ORDER BY rowid").fetchall()
-        return [_row(r) for r in rows]
+        return [delivery_row(r) for r in rows]
 
 
-_SELECT = "SELECT notice, state, channel, attempt, next_at, sent_via, failures FROM deliveries"
-
-
-def _row(row: tuple[str, str, int, int, str, str | None, str]) -> Delivery:
+def delivery_row(row: tuple[object, ...]) -> Delivery:
+    """A Delivery from the row `COLUMNS` selects (both backends)."""
     notice, state, channel, attempt, next_at, sent_via, failures = row
     return Delivery(
-        Notice.from_wire(json.loads(notice)), state, channel, attempt, next_at, sent_via, json.loads(failures)
+        Notice.from_wire(json.loads(str(notice))),
+        str(state),
+        int(channel),  # type: ignore[call-overload]
+        int(attempt),  # type: ignore[call-overload]
+        str(next_at),
+        None if sent_via is None else str(sent_via),
+        json.loads(str(failures)),
     )

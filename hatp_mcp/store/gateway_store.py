@@ -1,6 +1,7 @@
 """The Human Gateway's durable state: asks (their record and the signed evidence last sent), the
 contacts table, the outbox of every message that left the gateway, the people's signed decision proofs left by
-`hatp inbox` (submitted, then accepted or refused by the gateway) and the nonces of every proof that counted.
+`hatp inbox` (submitted, then accepted or refused by the gateway), the nonces of every proof that counted, and
+the timer steps taken (an ask's SLA or deadline applied, once, by one owner: spec/gateway.md HATP-GW-76).
 
 `GatewayStore` is the interface; `SqliteGatewayStore` the embedded default (``DIR/gateway.db``),
 hatp_mcp.store.postgresql.gateway_store the shared one. Several processes share one store (the gateway and
@@ -20,10 +21,22 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import immediate, open_db
 
-__all__ = ["DB_NAME", "SQLITE_SCHEMA", "GatewayStore", "SqliteGatewayStore", "StoredAsk", "StoredProof"]
+__all__ = [
+    "DB_NAME",
+    "SQLITE_SCHEMA",
+    "GatewayStore",
+    "Sent",
+    "SqliteGatewayStore",
+    "StoredAsk",
+    "StoredProof",
+    "TimerStep",
+    "Write",
+    "step_taken",
+]
 
 DB_NAME = "gateway.db"
 
@@ -66,7 +79,24 @@ CREATE TABLE IF NOT EXISTS outbox (
     message TEXT NOT NULL
 );
 """
-SQLITE_SCHEMA = Schema("gateway", (tuple(s.strip() for s in _SQLITE_V1.split(";") if s.strip()),))
+# 2: timer steps (HATP-GW-76), one row per (ask, instant due), written in the transaction that applies the step
+_SQLITE_V2 = (
+    "CREATE TABLE timer_steps (ask_id TEXT NOT NULL, timer TEXT NOT NULL, due_at TEXT NOT NULL, owner TEXT NOT NULL,"
+    " taken_at TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (ask_id, timer, due_at))",
+)
+SQLITE_SCHEMA = Schema("gateway", (tuple(s.strip() for s in _SQLITE_V1.split(";") if s.strip()), _SQLITE_V2))
+
+
+def step_taken(step: TimerStep, holder: str) -> HatpError:
+    """HATP-GW-76: a timer step recorded already (by `holder`) is never applied again."""
+    return HatpError(
+        "HATP-GW-76",
+        f"the {step.timer} timer of ask {step.ask_id} due at {step.due_at} was applied by {holder!r};"
+        f" {step.owner!r} does not apply it again",
+        path=f"timer_steps.{step.ask_id}.{step.timer}.{step.due_at}",
+        code="TIMER_STEP_TAKEN",
+        fix="read the ask again: its next timer is the one to wait for",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +111,37 @@ class StoredAsk:
 
     def with_record(self, record: AskRecord) -> StoredAsk:
         return replace(self, record=record, state=record.state)
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A message that leaves the gateway, for the outbox: its kind, what it says, whom (None: the coordinator)."""
+
+    kind: str
+    message: dict[str, Any]
+    recipient: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerStep:
+    """One timer of an ask applied (HATP-GW-76): which (`sla HUMAN`, a person's SLA; `deadline`), the instant it was
+    due, the process that applied it (owner id) and when (that process's clock)."""
+
+    ask_id: str
+    timer: str
+    due_at: str
+    owner: str
+    taken_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One atomic change of an ask: the ask as it becomes, the messages the change sends (kept in the outbox in
+    the same transaction) and the timer steps it takes (none: it applies no timer)."""
+
+    stored: StoredAsk
+    sent: tuple[Sent, ...] = ()
+    steps: tuple[TimerStep, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +174,28 @@ class GatewayStore(Protocol):
         such ask; whatever `change` raises leaves the stored ask as it was."""
         ...
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
+    def write(self, ask_id: str, change: Callable[[StoredAsk], Write]) -> Write:
+        """HATP-GW-76: apply `change` to the stored ask in one transaction that holds it, with the messages it sends
+        (outbox) and the timer step it takes. Raises KeyError (no such ask), HatpError HATP-GW-76 (TIMER_STEP_TAKEN:
+        that step is recorded already) or whatever `change` raises; then nothing of the write is kept."""
+        ...
+
+    def timer_steps(self, ask_id: str) -> list[TimerStep]:
+        """The timer steps taken on an ask, in the order they were taken."""
+        ...
+
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
         """`update` for a decision proof: `change` gets the ask and whether `nonce` was spent before; the nonce is
-        spent in the same transaction. Whatever `change` raises spends nothing. Raises KeyError (no such ask)."""
+        spent in the same transaction. Whatever `change` raises spends nothing. With `proof_seq` (a proof left in
+        the store), that proof is settled `accepted` in the same transaction, and a proof another process settled
+        already is left as it is: `change` is not called and the ask is returned unchanged (HATP-GW-77). Raises
+        KeyError (no such ask)."""
         ...
 
     def submit_proof(self, ask_id: str, proof: dict[str, Any]) -> int: ...
@@ -124,7 +204,9 @@ class GatewayStore(Protocol):
 
     def asks_with_proofs(self, status: str) -> list[str]: ...
 
-    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None: ...
+    def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
+        """Record what the gateway made of a submitted proof; a proof settled already keeps its first outcome."""
+        ...
 
     def asks(self, state: str | None = None) -> list[StoredAsk]: ...
 
@@ -219,15 +301,59 @@ class SqliteGatewayStore:
                 self._put(new)
             return new
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
-        """Like `update`, for a decision proof: `change` gets the ask and whether `nonce` was spent before; when
-        it returns, the nonce is spent in the same transaction. Whatever `change` raises spends nothing.
-
-        Raises KeyError when there is no such ask."""
+    def write(self, ask_id: str, change: Callable[[StoredAsk], Write]) -> Write:
+        """See GatewayStore.write (HATP-GW-76). Raises KeyError, HatpError TIMER_STEP_TAKEN or what `change` raises;
+        nothing is kept then."""
         with self._tx():
             current = self._get(ask_id)
             if current is None:
                 raise KeyError(ask_id)
+            done = change(current)
+            for step in done.steps:
+                cur = self._conn.execute(
+                    "INSERT OR IGNORE INTO timer_steps (ask_id, timer, due_at, owner, taken_at) VALUES (?, ?, ?, ?, ?)",
+                    (step.ask_id, step.timer, step.due_at, step.owner, step.taken_at),
+                )
+                if cur.rowcount != 1:
+                    (holder,) = self._conn.execute(
+                        "SELECT owner FROM timer_steps WHERE ask_id = ? AND timer = ? AND due_at = ?",
+                        (step.ask_id, step.timer, step.due_at),
+                    ).fetchone()
+                    raise step_taken(step, holder)
+            if done.stored != current:
+                self._put(done.stored)
+            for sent in done.sent:
+                self._conn.execute(
+                    "INSERT INTO outbox (ask_id, kind, recipient, message) VALUES (?, ?, ?, ?)",
+                    (ask_id, sent.kind, sent.recipient, json.dumps(sent.message)),
+                )
+            return done
+
+    def timer_steps(self, ask_id: str) -> list[TimerStep]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT ask_id, timer, due_at, owner, taken_at FROM timer_steps WHERE ask_id = ? ORDER BY seq",
+                (ask_id,),
+            ).fetchall()
+        return [TimerStep(*r) for r in rows]
+
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
+        """See GatewayStore.update_spending. Raises KeyError when there is no such ask."""
+        with self._tx():
+            current = self._get(ask_id)
+            if current is None:
+                raise KeyError(ask_id)
+            if proof_seq is not None:
+                row = self._conn.execute("SELECT status FROM proofs WHERE seq = ?", (proof_seq,)).fetchone()
+                if row is None or row[0] != "submitted":
+                    return current  # landed (or refused) by another process: its outcome stands
+                self._conn.execute("UPDATE proofs SET status = 'accepted' WHERE seq = ?", (proof_seq,))
             used = self._conn.execute("SELECT 1 FROM used_nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
             new = change(current, used)
             self._conn.execute("INSERT INTO used_nonces (nonce, ask_id) VALUES (?, ?)", (nonce, ask_id))
@@ -268,7 +394,8 @@ class SqliteGatewayStore:
         """Record what the gateway made of a submitted proof (`accepted` or `refused` with rule and reason)."""
         with self._tx():
             self._conn.execute(
-                "UPDATE proofs SET status = ?, rule = ?, reason = ? WHERE seq = ?", (status, rule, reason, seq)
+                "UPDATE proofs SET status = ?, rule = ?, reason = ? WHERE seq = ? AND status = 'submitted'",
+                (status, rule, reason, seq),
             )
 
     def asks(self, state: str | None = None) -> list[StoredAsk]:

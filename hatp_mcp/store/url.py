@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hatp_mcp.store.deliveries import DELIVERIES_DB, DeliveryStore
 from hatp_mcp.store.dsn import shown
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from hatp_mcp.store.journal_store import SqliteJournalStore
@@ -22,6 +23,7 @@ from hatp_mcp.store.txn_bindings import SqliteTxnBindings
 from hatp_mcp.store.txn_log import SqliteTxnLog
 
 if TYPE_CHECKING:
+    from hatp_mcp.store.postgresql.deliveries import PostgresDeliveryQueue
     from hatp_mcp.store.postgresql.gateway_store import PostgresGatewayStore
     from hatp_mcp.store.postgresql.journal_store import PostgresJournalStore
     from hatp_mcp.store.postgresql.participant_state import PostgresParticipantStore
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StoreUrl",
+    "open_delivery_queue",
     "open_gateway_store",
     "open_journal_store",
     "open_participant_store",
@@ -126,6 +129,18 @@ def open_gateway_store(url: StoreUrl) -> SqliteGatewayStore | PostgresGatewaySto
     from hatp_mcp.store.postgresql.gateway_store import PostgresGatewayStore
 
     return PostgresGatewayStore(url.target)
+
+
+def open_delivery_queue(url: StoreUrl) -> DeliveryStore | PostgresDeliveryQueue:
+    """The gateway's delivery queue beside its asks (`close()` it): on SQLite `deliveries.db` in the gateway
+    database's folder (the gateway processes of one machine share it), on PostgreSQL the same database (gateways on
+    any machine share it: HATP-GW-78). Raises as `open_txn_log`."""
+    if url.backend == "sqlite":
+        return DeliveryStore(Path(url.target).parent / DELIVERIES_DB)
+    _psycopg()
+    from hatp_mcp.store.postgresql.deliveries import PostgresDeliveryQueue
+
+    return PostgresDeliveryQueue(url.target)
 
 
 def open_replay_cache(url: StoreUrl) -> SqliteReplayCache | PostgresReplayCache:

@@ -1,5 +1,5 @@
 """The gateway store on both backends: asks survive reopening, updates are atomic, contacts stay in their own
-table."""
+table, a timer step is recorded once (HATP-GW-76)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from hatp_mcp.core.humans.gateway import open_approval
-from hatp_mcp.store.gateway_store import StoredAsk
+from hatp_mcp.errors import HatpError
+from hatp_mcp.store.gateway_store import Sent, StoredAsk, TimerStep, Write
 from hatp_mcp.store.url import open_gateway_store
 from tests.acme_org import GATEWAY_ID, directory, plan
 from tests.store.conftest import Backend
@@ -105,3 +106,43 @@ def test_the_asks_with_submitted_proofs_are_listed_once_each_in_the_order_their_
     store.settle_proof(first, "accepted")
     assert store.asks_with_proofs("submitted") == ["a/1", "b/1"]
     assert store.asks_with_proofs("accepted") == ["b/1"]
+
+
+def test_HATP_GW_76_a_timer_step_is_recorded_once_and_a_write_taking_it_again_keeps_nothing(
+    backend: Backend,
+) -> None:
+    a, b = open_gateway_store(backend.url("gateway")), open_gateway_store(backend.url("gateway"))  # two processes
+    first = a.create(stored())
+    step = TimerStep(first.ask_id, "sla human://acme.com/frank", "2026-11-29T12:00:00Z", "gw-a", "2026-11-29T12:01:00Z")
+    moved = StoredAsk(first.ask_id, first.state, first.record, {"type": "hatp.vote", "decision": "moved"}, None)
+    a.write(first.ask_id, lambda s: Write(moved, (Sent("vote", {"decision": "moved"}),), (step,)))
+    again = TimerStep(step.ask_id, step.timer, step.due_at, "gw-b", "2026-11-29T12:01:01Z")
+    late = StoredAsk(first.ask_id, first.state, first.record, {"type": "hatp.vote", "decision": "twice"}, None)
+    with pytest.raises(HatpError) as refused:  # planted: a second process applies the same step
+        b.write(first.ask_id, lambda s: Write(late, (Sent("ask", {"n": 2}, "human://acme.com/carol"),), (again,)))
+    assert (refused.value.rule, refused.value.code) == ("HATP-GW-76", "TIMER_STEP_TAKEN")
+    assert "applied by 'gw-a'" in refused.value.reason
+    assert refused.value.path == "timer_steps.txn-acme-0001/finance.sla human://acme.com/frank.2026-11-29T12:00:00Z"
+    assert b.get(first.ask_id) == moved  # nothing of the refused write: not the ask, not its message
+    assert b.sent() == [(first.ask_id, "vote", None, {"decision": "moved"})]
+    assert b.timer_steps(first.ask_id) == [step]
+    a.close()
+    b.close()
+
+
+def test_HATP_GW_77_a_proof_left_in_the_store_is_landed_by_one_process_and_keeps_its_first_outcome(
+    backend: Backend,
+) -> None:
+    a, b = open_gateway_store(backend.url("gateway")), open_gateway_store(backend.url("gateway"))  # two processes
+    first = a.create(stored())
+    seq = a.submit_proof(first.ask_id, {"human": "bob", "nonce": "nonce-cccccccccccccccc"})
+    landed = StoredAsk(first.ask_id, first.state, first.record, {"type": "hatp.vote", "decision": "landed"}, None)
+    calls: list[str] = []
+    a.update_spending(first.ask_id, "nonce-cccccccccccccccc", lambda s, used: calls.append("a") or landed, seq)
+    # planted: the other process listed the proof before it was landed and lands it again from that stale list
+    again = b.update_spending(first.ask_id, "nonce-cccccccccccccccc", lambda s, used: calls.append("b") or s, seq)
+    b.settle_proof(seq, "refused", "HATP-GW-6", "nonce spent")  # what a stale refusal would record
+    assert calls == ["a"] and again == landed
+    assert [(p.status, p.rule) for p in b.proofs(first.ask_id)] == [("accepted", None)]
+    a.close()
+    b.close()

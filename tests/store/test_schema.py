@@ -13,7 +13,8 @@ import psycopg
 import pytest
 
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store import gateway_store, participant_state, replay_cache, txn_bindings, txn_log
+from hatp_mcp.store import deliveries, gateway_store, participant_state, replay_cache, txn_bindings, txn_log
+from hatp_mcp.store.postgresql import deliveries as pg_deliveries
 from hatp_mcp.store.postgresql import gateway_store as pg_gateway
 from hatp_mcp.store.postgresql import participant_state as pg_participant
 from hatp_mcp.store.postgresql import replay_cache as pg_replay
@@ -24,6 +25,7 @@ from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 from hatp_mcp.store.url import (
     StoreUrl,
+    open_delivery_queue,
     open_gateway_store,
     open_participant_store,
     open_replay_cache,
@@ -45,11 +47,17 @@ def _closing(opener: Callable[[StoreUrl], Any]) -> Callable[[StoreUrl], None]:
     return lambda url: opener(url).close()
 
 
+def _open_queue(url: StoreUrl) -> None:
+    """The delivery queue in the file the test names (open_delivery_queue puts it beside the gateway's database)."""
+    (deliveries.DeliveryStore(url.target) if url.backend == "sqlite" else open_delivery_queue(url)).close()
+
+
 # component: (open and close it, its SQLite schema, its PostgreSQL schema)
 STORES: dict[str, tuple[Callable[[StoreUrl], None], Schema, Schema]] = {
     "coordinator.log": (_open_log, txn_log.SQLITE_SCHEMA, pg_txn_log.SCHEMA),
     "participant.state": (_closing(open_participant_store), participant_state.SQLITE_SCHEMA, pg_participant.SCHEMA),
     "gateway": (_closing(open_gateway_store), gateway_store.SQLITE_SCHEMA, pg_gateway.SCHEMA),
+    "gateway.deliveries": (_open_queue, deliveries.SQLITE_SCHEMA, pg_deliveries.SCHEMA),
     "replay": (_closing(open_replay_cache), replay_cache.SQLITE_SCHEMA, pg_replay.SCHEMA),
     "coordinator.bindings": (_closing(open_txn_bindings), txn_bindings.SQLITE_SCHEMA, pg_bindings.SCHEMA),
 }
@@ -167,4 +175,6 @@ def test_processes_opening_one_postgresql_database_at_once_migrate_it_once(pg_ur
     for s in stores:
         s.close()
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT component, version FROM hatp_schema").fetchall() == [("gateway", 1)]
+        assert conn.execute("SELECT component, version FROM hatp_schema").fetchall() == [
+            ("gateway", pg_gateway.SCHEMA.version)
+        ]

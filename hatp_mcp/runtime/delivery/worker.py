@@ -15,6 +15,11 @@ It is the gateway's Notifier (a person newly asked is queued at once) and runs b
   never an address, in the signed routing record) and the escalation moves on to the next person. A person whose
   card lists no push channel is not pushed to (delivery `inbox`): the ask waits in their inbox, and their SLA
   hands it on if they do not come.
+- several gateway processes may share one queue (spec/gateway.md HATP-GW-78/79): an attempt is made only by the
+  process that claimed the delivery (owner id, epoch, lease on the database's clock) and its outcome is recorded
+  only while that claim holds; a claim whose process died mid-send lapses after its lease and is taken over once,
+  the notice sent again under the same key. The loop also looks again every lease (work another process queued,
+  or left when it died).
 Contact addresses are read from the gateway's contacts table at send time only; they are never stored here,
 never logged, never put in a notice.
 """
@@ -29,11 +34,12 @@ from anyio.abc import TaskStatus
 from hatp_mcp.core.humans.notice import NoticeKind, due_notices, next_reminder, render_notice
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.gateway import Ask
+from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.delivery.channels import DeliveryFailed, Sender
 from hatp_mcp.runtime.delivery.settings import DeliverySettings
 from hatp_mcp.runtime.gateway import GatewayApprover
-from hatp_mcp.store.deliveries import Delivery, DeliveryStore
+from hatp_mcp.store.deliveries import Claim, DeliveryQueue
 
 __all__ = ["PUSH_KINDS", "Deliverer"]
 
@@ -45,14 +51,19 @@ class Deliverer:
         self,
         *,
         gateway: GatewayApprover,
-        outbox: DeliveryStore,
+        outbox: DeliveryQueue,
         senders: dict[str, Sender],
         settings: DeliverySettings,
         inbox_url: str,
         clock: Clock,
+        lease_seconds: float | None = None,
     ) -> None:
         self.gateway = gateway
         self.outbox = outbox
+        # How long a claim on an attempt lasts (HATP-GW-78): past any send's timeout, so a live sender keeps it.
+        self.lease_seconds = (
+            lease_seconds if lease_seconds is not None else max(60.0, 4 * settings.send_timeout_seconds)
+        )
         self.senders = senders
         self.settings = settings
         self.inbox_url = inbox_url
@@ -71,12 +82,18 @@ class Deliverer:
     # -- the loop --------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Queue what the asks owe, send what is due, wait for the next due time or a change; forever."""
-        task_status.started()
+        """Queue what the asks owe, send what is due, wait for the next due time, a change, or a lease (what other
+        processes queued or left); forever. Started once its first step is done."""
+        started = False
         while True:
             self._wake = anyio.Event()
             changed = self.gateway.next_change()
             wake = await self.step()
+            if not started:
+                started = True
+                task_status.started()
+            again = self.clock.now() + timedelta(seconds=max(self.lease_seconds, 1.0))
+            wake = again if wake is None else min(wake, again)
             async with anyio.create_task_group() as tg:
 
                 async def until(event: anyio.Event) -> None:
@@ -89,19 +106,22 @@ class Deliverer:
 
                 tg.start_soon(until, self._wake)
                 tg.start_soon(until, changed)
-                if wake is not None:
-                    tg.start_soon(timer, wake)
+                tg.start_soon(timer, wake)
 
     async def step(self) -> datetime | None:
         """One pass: queue owed notices, send the due ones. Returns when the next one is due (None: on a change)."""
         now = self.clock.now()
         wake = self._scan(now)
         for _ in range(8):  # a failed channel hands its notice to the next one at once: send that too
-            ready = self.outbox.due(format_ts(now))
+            ready = self.outbox.claim_due(format_ts(now), self.gateway.owner, self.lease_seconds)
             if not ready:
                 break
-            for delivery in ready:
-                await self._attempt(delivery)
+            for claim in ready:
+                try:
+                    await self._attempt(claim)
+                except HatpError as exc:  # HATP-GW-79: our lease lapsed mid-attempt; the new holder's outcome counts
+                    if exc.code != "CLAIM_LOST":
+                        raise
         due = self.outbox.next_due()
         times = [t for t in (wake, parse_ts(due) if due else None) if t is not None]
         return min(times, default=None)
@@ -144,18 +164,20 @@ class Deliverer:
         kinds = [c.type for c in card.channels if c.type in PUSH_KINDS]
         return [k for k in dict.fromkeys(kinds) if k in self.senders and k in book]
 
-    async def _attempt(self, d: Delivery) -> None:
+    async def _attempt(self, claim: Claim) -> None:
+        """One attempt on a delivery this process claimed. Raises HatpError HATP-GW-79 when the claim was lost."""
+        d = claim.delivery
         notice, now = d.notice, self.clock.now()
-        if notice.kind != "ask" and self._superseded(d):
-            self.outbox.settle(notice.key, state="dropped", channel=d.channel, attempt=d.attempt, next_at=d.next_at)
+        if notice.kind != "ask" and self._superseded(claim):
+            self.outbox.settle(claim, state="dropped", channel=d.channel, attempt=d.attempt, next_at=d.next_at)
             return
         channels = self.channels_for(notice.human)
         if not channels:
-            self.outbox.settle(notice.key, state="inbox", channel=0, attempt=0, next_at=d.next_at)
+            self.outbox.settle(claim, state="inbox", channel=0, attempt=0, next_at=d.next_at)
             return
         index = d.channel
         if index >= len(channels):  # the card lost a channel since: everything it still lists was tried
-            await self._unreachable(d, d.failures)
+            await self._unreachable(claim, d.failures)
             return
         kind = channels[index]
         address = self.gateway.store.contacts_for(notice.human).get(kind)
@@ -169,18 +191,16 @@ class Deliverer:
             if attempt < self.settings.attempts_per_channel:
                 wait = min(self.settings.backoff_seconds * 2 ** (attempt - 1), self.settings.max_backoff_seconds)
                 at = format_ts(now + timedelta(seconds=wait))
-                self.outbox.settle(
-                    notice.key, state="queued", channel=index, attempt=attempt, next_at=at, failures=failures
-                )
+                self.outbox.settle(claim, state="queued", channel=index, attempt=attempt, next_at=at, failures=failures)
             elif index + 1 < len(channels):
                 self.outbox.settle(
-                    notice.key, state="queued", channel=index + 1, attempt=0, next_at=format_ts(now), failures=failures
+                    claim, state="queued", channel=index + 1, attempt=0, next_at=format_ts(now), failures=failures
                 )
             else:
-                await self._unreachable(d, failures, index)
+                await self._unreachable(claim, failures, index)
             return
         self.outbox.settle(
-            notice.key,
+            claim,
             state="sent",
             channel=index,
             attempt=d.attempt + 1,
@@ -189,8 +209,9 @@ class Deliverer:
             failures=d.failures,  # the failed attempts before it stay on record
         )
 
-    def _superseded(self, d: Delivery) -> bool:
+    def _superseded(self, claim: Claim) -> bool:
         """A reminder for someone no longer asked (or an ask that closed) is not sent."""
+        d = claim.delivery
         if d.notice.kind != "reminder":
             return False
         stored = self.gateway.store.get(d.notice.ask_id)
@@ -198,10 +219,11 @@ class Deliverer:
             return True
         return not any(s.human == d.notice.human and s.status == "asked" for s in stored.record.seats)
 
-    async def _unreachable(self, d: Delivery, failures: list[str], index: int | None = None) -> None:
+    async def _unreachable(self, claim: Claim, failures: list[str], index: int | None = None) -> None:
+        d = claim.delivery
         notice = d.notice
-        self.outbox.settle(
-            notice.key,
+        self.outbox.settle(  # fenced first: only the claim's holder hands the person on
+            claim,
             state="failed",
             channel=index if index is not None else d.channel,
             attempt=d.attempt,

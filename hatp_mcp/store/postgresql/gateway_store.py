@@ -17,7 +17,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from hatp_mcp.core.model.gateway import AskRecord
-from hatp_mcp.store.gateway_store import StoredAsk, StoredProof
+from hatp_mcp.store.gateway_store import StoredAsk, StoredProof, TimerStep, Write, step_taken
 from hatp_mcp.store.postgresql.pools import open_pool, run
 from hatp_mcp.store.schema import Schema
 
@@ -39,6 +39,11 @@ SCHEMA = Schema(
             "CREATE TABLE used_nonces (nonce TEXT PRIMARY KEY, ask_id TEXT NOT NULL)",
             "CREATE TABLE outbox (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, ask_id TEXT NOT NULL,"
             " kind TEXT NOT NULL, recipient TEXT, message TEXT NOT NULL)",
+        ),
+        (  # 2: timer steps (HATP-GW-76), written in the transaction that applies the step
+            "CREATE TABLE timer_steps (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, ask_id TEXT NOT NULL,"
+            " timer TEXT NOT NULL, due_at TEXT NOT NULL, owner TEXT NOT NULL, taken_at TEXT NOT NULL,"
+            " UNIQUE (ask_id, timer, due_at))",
         ),
     ),
 )
@@ -127,15 +132,70 @@ class PostgresGatewayStore:
             self._put(conn, new)
         return new
 
-    def update_spending(self, ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]) -> StoredAsk:
-        return self._write(lambda conn: self._spend(conn, ask_id, nonce, change))
+    def write(self, ask_id: str, change: Callable[[StoredAsk], Write]) -> Write:
+        """See GatewayStore.write (HATP-GW-76): the ask's row held (FOR UPDATE) from the read to the commit."""
+        return self._write(lambda conn: self._write_step(conn, ask_id, change))
+
+    def _write_step(self, conn: Connection[Row], ask_id: str, change: Callable[[StoredAsk], Write]) -> Write:
+        current = self._get(conn, ask_id, lock=True)
+        if current is None:
+            raise KeyError(ask_id)
+        done = change(current)
+        for step in done.steps:
+            taken = conn.execute(
+                "INSERT INTO timer_steps (ask_id, timer, due_at, owner, taken_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (ask_id, timer, due_at) DO NOTHING RETURNING seq",
+                (step.ask_id, step.timer, step.due_at, step.owner, step.taken_at),
+            ).fetchone()
+            if taken is None:
+                row = conn.execute(
+                    "SELECT owner FROM timer_steps WHERE ask_id = %s AND timer = %s AND due_at = %s",
+                    (step.ask_id, step.timer, step.due_at),
+                ).fetchone()
+                raise step_taken(step, str(row[0]) if row else "another process")
+        if done.stored != current:
+            self._put(conn, done.stored)
+        for sent in done.sent:
+            conn.execute(
+                "INSERT INTO outbox (ask_id, kind, recipient, message) VALUES (%s, %s, %s, %s)",
+                (ask_id, sent.kind, sent.recipient, json.dumps(sent.message)),
+            )
+        return done
+
+    def timer_steps(self, ask_id: str) -> list[TimerStep]:
+        rows = self._read(
+            lambda conn: conn.execute(
+                "SELECT ask_id, timer, due_at, owner, taken_at FROM timer_steps WHERE ask_id = %s ORDER BY seq",
+                (ask_id,),
+            ).fetchall()
+        )
+        return [TimerStep(str(a), str(w), str(d), str(o), str(t)) for a, w, d, o, t in rows]
+
+    def update_spending(
+        self,
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None = None,
+    ) -> StoredAsk:
+        return self._write(lambda conn: self._spend(conn, ask_id, nonce, change, proof_seq))
 
     def _spend(
-        self, conn: Connection[Row], ask_id: str, nonce: str, change: Callable[[StoredAsk, bool], StoredAsk]
+        self,
+        conn: Connection[Row],
+        ask_id: str,
+        nonce: str,
+        change: Callable[[StoredAsk, bool], StoredAsk],
+        proof_seq: int | None,
     ) -> StoredAsk:
         current = self._get(conn, ask_id, lock=True)
         if current is None:
             raise KeyError(ask_id)
+        if proof_seq is not None:
+            row = conn.execute("SELECT status FROM proofs WHERE seq = %s FOR UPDATE", (proof_seq,)).fetchone()
+            if row is None or row[0] != "submitted":
+                return current  # landed (or refused) by another process: its outcome stands
+            conn.execute("UPDATE proofs SET status = 'accepted' WHERE seq = %s", (proof_seq,))
         used = conn.execute("SELECT 1 FROM used_nonces WHERE nonce = %s", (nonce,)).fetchone() is not None
         new = change(current, used)
         conn.execute("INSERT INTO used_nonces (nonce, ask_id) VALUES (%s, %s)", (nonce, ask_id))
@@ -173,7 +233,8 @@ class PostgresGatewayStore:
     def settle_proof(self, seq: int, status: str, rule: str | None = None, reason: str | None = None) -> None:
         self._write(
             lambda conn: conn.execute(
-                "UPDATE proofs SET status = %s, rule = %s, reason = %s WHERE seq = %s", (status, rule, reason, seq)
+                "UPDATE proofs SET status = %s, rule = %s, reason = %s WHERE seq = %s AND status = 'submitted'",
+                (status, rule, reason, seq),
             )
         )
 

@@ -16,13 +16,12 @@ looking at once share the lapsed transactions, never both taking one.
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Sequence
 
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
+from hatp_mcp.store.owner import default_owner
 from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
@@ -54,11 +53,6 @@ SCHEMA = Schema(
 _LEASED = "clock_timestamp() + make_interval(secs => %s)"
 
 Row = tuple[object, ...]
-
-
-def default_owner() -> str:
-    """This process's owner id: host and pid (unique among the coordinators sharing one database)."""
-    return f"{socket.gethostname()}/{os.getpid()}"
 
 
 class PostgresTxnLog:
