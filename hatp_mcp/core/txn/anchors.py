@@ -45,7 +45,8 @@ class AnchorStatus(Enum):
 class Anchoring:
     """What `check_anchors` found. `inside_heads`: heads carried by evidence in the record and checked;
     `outside`: outside pieces checked against the record; `outside_heads`: those that carry a head;
-    `pinned_to`: the highest event index a head that holds pins (None: no head holds); `beyond`: outside pieces an
+    `pinned_to`: the highest event index a head that holds pins (with outside evidence: one of the outside
+    answers' heads, the parties' own word; None: no such head holds); `beyond`: outside pieces an
     open copy cannot settle (their head or their answer lies past its end); `parties`: who signed the outside ones."""
 
     problems: tuple[Problem, ...]
@@ -128,26 +129,28 @@ def check_anchors(
     them; `closed`: the record ends in record.closed (an open copy may simply be older than an outside answer)."""
     digests = [_safe_digest(e) if isinstance(e, Mapping) else None for e in events]
     problems: list[Problem] = []
-    pinned: int | None = None
+    pinned: int | None = None  # by any head that holds
     inside = 0
-    recorded: dict[str, int] = {}
+    recorded: dict[str, int | None] = {}  # evidence digest -> the seq its head pins (None: no head, or it fails)
     for k, raw in enumerate(events):
         evidence = raw.get("evidence") if isinstance(raw, Mapping) else None
         if not isinstance(evidence, Mapping):
             continue
         found = _safe_digest(evidence)
-        if found is not None:
-            recorded.setdefault(found, k)
         head = _head(evidence)
-        if head is None:
-            continue
-        inside += 1
-        problem = _inside(k, evidence, head, events, digests)
-        if problem is not None:
-            problems.append(problem)
-        else:
-            pinned = max(pinned if pinned is not None else -1, head[0])
+        holds: int | None = None
+        if head is not None:
+            inside += 1
+            problem = _inside(k, evidence, head, events, digests)
+            if problem is not None:
+                problems.append(problem)
+            else:
+                holds = head[0]
+                pinned = max(pinned if pinned is not None else -1, holds)
+        if found is not None and found not in recorded:
+            recorded[found] = holds
     count = heads = beyond = 0
+    outside_pinned: int | None = None  # by the heads of the outside answers alone
     parties: list[str] = []
     for j, item in enumerate(outside):
         where = f"outside[{j}]"
@@ -165,8 +168,10 @@ def check_anchors(
         head = _head(item)
         heads += head is not None
         own = _safe_digest(item)
-        at = recorded.get(own) if own is not None else None
-        if at is not None:  # the record holds this very answer; its head was checked with the record's evidence
+        if own is not None and own in recorded:  # the record holds this very answer; its head was checked there
+            held = recorded[own]
+            if held is not None:
+                outside_pinned = max(outside_pinned if outside_pinned is not None else -1, held)
             continue
         if head is not None:
             seq, value = head
@@ -193,7 +198,7 @@ def check_anchors(
                     )
                 )
                 continue
-            pinned = max(pinned if pinned is not None else -1, seq)
+            outside_pinned = max(outside_pinned if outside_pinned is not None else -1, seq)
         if not closed:
             beyond += 1
             continue
@@ -205,7 +210,7 @@ def check_anchors(
                 "or the answer was dropped (a closed record holds every answer its coordinator got)",
             )
         )
-    return Anchoring(tuple(problems), inside, count, heads, pinned, beyond, tuple(parties))
+    return Anchoring(tuple(problems), inside, count, heads, outside_pinned if count else pinned, beyond, tuple(parties))
 
 
 def _inside(
