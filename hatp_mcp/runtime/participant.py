@@ -51,7 +51,7 @@ from hatp_mcp.core.participant.branch import (
     renew_lease,
 )
 from hatp_mcp.core.participant.coordinator_auth import check_vote
-from hatp_mcp.core.participant.record_head import head_of
+from hatp_mcp.core.participant.record_head import check_commit_head, head_of
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.fencing import FencingLocks
@@ -319,7 +319,9 @@ class ParticipantRuntime:
                     return self._committed(row, found.undo_token, now, head)
                 return await self._perform(row, branch, now, head)
             # HATP-TRUST-7: the commit rests on this branch's own yes vote; if not, refused and nothing is kept
-            check_vote(req.vote_digest, (row.answers.get("prepare") or {}).get("vote"))
+            own_vote = (row.answers.get("prepare") or {}).get("vote")
+            check_vote(req.vote_digest, own_vote)
+            check_commit_head(head, own_vote)  # HATP-REC-23: refused before anything is written
             try:
                 branch = self._prepared(row, req.plan_digest, now)
                 versions, scope = await self._ops[branch.operation].current(branch, now)
