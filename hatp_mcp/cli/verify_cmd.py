@@ -92,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(record, dict):
         return fail(f"{args.record}: a record is a JSON object")
     if is_journal_record(record):
+        if outside:  # never silently ignored: a check asked for and not made would read as passed
+            return fail(
+                f"{args.record}: --evidence checks a Transaction Record against its parties' answers; this is "
+                "a saga's journal record, which has none"
+            )
         return _journal(record, ring, args)
     try:
         humans = _humans(args.org) if args.org else None
