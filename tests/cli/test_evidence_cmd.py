@@ -75,7 +75,7 @@ async def test_HATP_REC_22_verify_says_what_the_parties_evidence_covered(
 async def test_HATP_REC_21_verify_with_a_participants_export_refuses_the_record_cut_and_re_signed(
     tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record_path, keys, record, world = await run_committed(tmp_path, clock)
+    _, keys, record, world = await run_committed(tmp_path, clock)
     hotel = export(tmp_path, "hotel", capsys)
     begin = record["events"][0]
     at, author = begin["at"], begin["author"]
