@@ -139,13 +139,14 @@ def run(args: argparse.Namespace) -> int:
 def _anchors(anchoring: Anchoring | None) -> dict[str, Any]:
     """HATP-REC-22: the counts behind `anchoring`, so `checked` is never a check of nothing."""
     if anchoring is None:
-        return {"insideHeads": 0, "outside": 0, "outsideHeads": 0, "pinnedTo": None, "beyond": 0}
+        return {"insideHeads": 0, "outside": 0, "outsideHeads": 0, "pinnedTo": None, "beyond": 0, "unrecorded": 0}
     return {
         "insideHeads": anchoring.inside_heads,
         "outside": anchoring.outside,
         "outsideHeads": anchoring.outside_heads,
         "pinnedTo": anchoring.pinned_to,
         "beyond": anchoring.beyond,
+        "unrecorded": anchoring.unrecorded,
     }
 
 

@@ -29,6 +29,8 @@ __all__ = ["AnchorStatus", "Anchoring", "check_anchors"]
 # Which outside evidence can anchor: the kinds a participant signs, and the member naming the party it speaks for.
 _KINDS = {"hatp.vote": ("voter", frozenset({"participant", "gateway"})), "hatp.receipt": ("participant", None)}
 _RECEIPT_ROLES = frozenset({"participant"})
+# The answers that report an effect made or refused: a closed record must hold every one a party exports.
+_EFFECTS = frozenset({"commit", "compensate"})
 
 
 class AnchorStatus(Enum):
@@ -47,7 +49,9 @@ class Anchoring:
     `outside`: outside pieces checked against the record; `outside_heads`: those that carry a head;
     `pinned_to`: the highest event index a head that holds pins (with outside evidence: one of the outside
     answers' heads, the parties' own word; None: no such head holds); `beyond`: outside pieces an
-    open copy cannot settle (their head or their answer lies past its end); `parties`: who signed the outside ones."""
+    open copy cannot settle (their head or their answer lies past its end); `unrecorded`: votes and receipts other
+    than commit and compensate ones that the record does not hold, their heads holding (an answer can honestly be
+    lost: a timed-out prepare); `parties`: who signed the outside ones."""
 
     problems: tuple[Problem, ...]
     inside_heads: int
@@ -56,6 +60,7 @@ class Anchoring:
     pinned_to: int | None
     beyond: int
     parties: tuple[str, ...]
+    unrecorded: int = 0
 
     @property
     def status(self) -> AnchorStatus:
@@ -84,6 +89,11 @@ class Anchoring:
             f"{self.outside} outside answer(s) from {', '.join(self.parties)} checked against the record "
             f"({self.outside_heads} with a head): {pinned}"
         )
+        if self.unrecorded:
+            line += (
+                f"; {self.unrecorded} vote(s) or receipt(s) are not in the record (lost or dropped answers that "
+                "report no effect; their heads hold)"
+            )
         if self.beyond:
             line += f"; {self.beyond} lie past the end of this open copy and were not settled"
         return line
@@ -149,7 +159,7 @@ def check_anchors(
                 pinned = max(pinned if pinned is not None else -1, holds)
         if found is not None and found not in recorded:
             recorded[found] = holds
-    count = heads = beyond = 0
+    count = heads = beyond = unrecorded = 0
     outside_pinned: int | None = None  # by the heads of the outside answers alone
     parties: list[str] = []
     for j, item in enumerate(outside):
@@ -202,15 +212,20 @@ def check_anchors(
         if not closed:
             beyond += 1
             continue
+        if not (item.get("type") == "hatp.receipt" and item.get("phase") in _EFFECTS):
+            unrecorded += 1
+            continue
         problems.append(
             Problem(
                 -1,
                 "HATP-REC-21",
-                f"{where}: the record leaves out {_describe(item)}, signed at {item.get('issuedAt')}: it was cut "
-                "or the answer was dropped (a closed record holds every answer its coordinator got)",
+                f"{where}: the record leaves out {_describe(item)}, signed at {item.get('issuedAt')}: the record was "
+                "cut or dropped it, or the answer never reached the coordinator; either way it does not show what "
+                "this party did",
             )
         )
-    return Anchoring(tuple(problems), inside, count, heads, outside_pinned if count else pinned, beyond, tuple(parties))
+    pinned_to = outside_pinned if count else pinned
+    return Anchoring(tuple(problems), inside, count, heads, pinned_to, beyond, tuple(parties), unrecorded)
 
 
 def _inside(

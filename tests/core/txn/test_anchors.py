@@ -197,3 +197,21 @@ async def test_HATP_REC_22_heads_inside_the_record_alone_are_not_called_checked(
     assert found.anchoring is not None and found.anchoring.status is AnchorStatus.INTERNAL
     assert found.anchoring.inside_heads == 12  # 4 x (vote, prepare receipt, commit receipt)
     assert "a shortened, re-signed record would pass (pass --evidence)" in found.anchoring.summary()
+
+
+async def test_HATP_REC_21_a_lost_vote_is_counted_as_not_recorded_but_a_left_out_commit_receipt_is_refused(
+    clock: FakeClock,
+) -> None:
+    world, record, outside = await committed(clock)
+    vote = next(e for e in outside if e["type"] == "hatp.vote" and e["voter"] == AIRLINE)
+    commit = next(e for e in outside if e.get("phase") == "commit" and e["participant"] == AIRLINE)
+    # answers the record never got (a prepare answered twice, the first answer lost), their heads holding
+    lost_vote = resign(vote, world.keys["airline"], issuedAt="2026-11-29T10:00:01Z")
+    found = check_record(record, world.keyring, evidence=[*outside, lost_vote])
+    assert found.problems == ()  # an answer can honestly be lost, and a dropped vote only allows an abort
+    assert found.anchoring is not None and found.anchoring.unrecorded == 1
+    assert "1 vote(s) or receipt(s) are not in the record" in found.anchoring.summary()
+    other_commit = resign(commit, world.keys["airline"], issuedAt="2026-11-29T10:00:02Z")
+    found = check_record(record, world.keyring, evidence=[other_commit])
+    assert [(p.index, p.rule) for p in found.problems] == [(-1, "HATP-REC-21")]
+    assert found.problems[0].reason.endswith("either way it does not show what this party did")
