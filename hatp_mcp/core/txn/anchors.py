@@ -14,6 +14,7 @@ was actually checked, so a summary never calls a record anchored on nothing (HAT
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -21,6 +22,7 @@ from typing import Any
 
 from hatp_mcp.core.evidence.canonical import CanonicalError, digest
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError, check_party, verify_object
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.txn.problem import Problem
 
@@ -29,6 +31,8 @@ __all__ = ["AnchorStatus", "Anchoring", "check_anchors"]
 # Which outside evidence can anchor: the kinds a participant signs, and the member naming the party it speaks for.
 _KINDS = {"hatp.vote": ("voter", frozenset({"participant", "gateway"})), "hatp.receipt": ("participant", None)}
 _RECEIPT_ROLES = frozenset({"participant"})
+_MAX_SEQ = 1_000_000  # RecordEvent.seq's bound
+_DIGEST = re.compile(DIGEST_PATTERN)
 # The answers that report an effect made or refused: a closed record must hold every one a party exports.
 _EFFECTS = frozenset({"commit", "compensate"})
 
@@ -100,14 +104,32 @@ class Anchoring:
 
 
 def _head(evidence: Mapping[str, Any]) -> tuple[int, str] | None:
-    """The (seq, digest) an evidence object's `recordHead` names; None without one (or a malformed one)."""
+    """The (seq, digest) an evidence object's `recordHead` names; None without one. Call `_bad_head` first."""
     head = evidence.get("recordHead")
     if not isinstance(head, Mapping):
         return None
-    seq, value = head.get("seq"), head.get("digest")
-    if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(value, str):
+    return int(head["seq"]), str(head["digest"])
+
+
+def _bad_head(evidence: Mapping[str, Any]) -> str | None:
+    """Why the `recordHead` an evidence object carries is no head (a RecordHead's shape), or None. A head that
+    cannot be checked is never taken for no head at all (fail closed)."""
+    if "recordHead" not in evidence or evidence["recordHead"] is None:
         return None
-    return seq, value
+    head = evidence["recordHead"]
+    seq = head.get("seq") if isinstance(head, Mapping) else None
+    value = head.get("digest") if isinstance(head, Mapping) else None
+    if (
+        not isinstance(head, Mapping)
+        or set(head) != {"seq", "digest"}
+        or not isinstance(seq, int)
+        or isinstance(seq, bool)
+        or not 0 <= seq <= _MAX_SEQ
+        or not isinstance(value, str)
+        or not _DIGEST.match(value)
+    ):
+        return f"recordHead {head!r} is not {{seq: 0..{_MAX_SEQ}, digest: sha256:<64 hex>}}"
+    return None
 
 
 def _describe(evidence: Mapping[str, Any]) -> str:
@@ -147,6 +169,10 @@ def check_anchors(
         if not isinstance(evidence, Mapping):
             continue
         found = _safe_digest(evidence)
+        malformed = _bad_head(evidence)
+        if malformed is not None:
+            problems.append(Problem(k, "HATP-REC-20", f"{_describe(evidence)}: {malformed}"))
+            continue
         head = _head(evidence)
         holds: int | None = None
         if head is not None:
@@ -167,9 +193,9 @@ def check_anchors(
         if not isinstance(item, Mapping):
             problems.append(Problem(-1, "HATP-REC-21", f"{where} is not a signed vote or receipt"))
             continue
-        bad = _outside_evidence(where, item, keyring, plan, plan_digest)
-        if bad is not None:
-            problems.append(bad)
+        refused = _outside_evidence(where, item, keyring, plan, plan_digest)
+        if refused is not None:
+            problems.append(refused)
             continue
         count += 1
         party = str(item.get("participant", item.get("voter")))
@@ -274,6 +300,9 @@ def _outside_evidence(
         return Problem(-1, "HATP-REC-21", f"{where} is a {kind!r}, not a party's signed vote or receipt")
     field, roles = _KINDS[str(kind)]
     party = item.get(field)
+    bad = _bad_head(item)
+    if bad is not None:
+        return Problem(-1, "HATP-REC-21", f"{where}: {bad}")
     try:
         kid = verify_object(item, keyring, None, where)
         entry = keyring.get(kid)

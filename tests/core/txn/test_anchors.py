@@ -215,3 +215,31 @@ async def test_HATP_REC_21_a_lost_vote_is_counted_as_not_recorded_but_a_left_out
     found = check_record(record, world.keyring, evidence=[other_commit])
     assert [(p.index, p.rule) for p in found.problems] == [(-1, "HATP-REC-21")]
     assert found.problems[0].reason.endswith("either way it does not show what this party did")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [{"seq": -1, "digest": "sha256:" + "0" * 64}, {"seq": 1}, {"seq": True, "digest": "x"}, [1], "head"],
+)
+async def test_HATP_REC_20_a_head_that_cannot_be_checked_is_refused_never_taken_for_no_head(
+    clock: FakeClock, head: Any
+) -> None:
+    world, record, outside = await committed(clock)
+    events = copy.deepcopy(record["events"])
+    k = index(record, "commit")
+    events[k]["evidence"] = resign(events[k]["evidence"], world.keys[_name(events[k]["author"])], recordHead=head)
+    forged = rechain(record, events, world.keys["coordinator"])
+    found = check_record(forged, world.keyring)
+    anchored = [p for p in found.problems if p.rule == "HATP-REC-20"]
+    assert [p.index for p in anchored] == [k]
+    assert "is not {seq: 0..1000000, digest: sha256:<64 hex>}" in anchored[0].reason
+    # the receipt does not parse, so it is no commit receipt either: the outcome rule says the commit is unproven
+    assert {p.rule for p in found.problems} == {"HATP-REC-20", "HATP-REC-13"}
+    bad = resign(outside[0], world.keys["airline"], recordHead=head)  # outside[0]: the airline's vote
+    found = check_record(record, world.keyring, evidence=[bad])
+    assert [(p.index, p.rule) for p in found.problems] == [(-1, "HATP-REC-21")]
+
+
+def _name(party: str) -> str:
+    """The trip world's key name for a participant URI (mcp://airline.example/hatp -> airline)."""
+    return party.split("//")[1].split(".")[0]
