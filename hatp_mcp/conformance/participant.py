@@ -6,8 +6,9 @@ signed with its own key, and the planted violations a participant must refuse wi
 the wire object (HATP-OBJ-3), state-changing requests with no proof, a proof by an untrusted key, a stale proof, a
 proof replayed for another method (HATP-TRUST-1..4, 8), a commit naming another plan digest (HATP-TRUST-5) or
 another vote (HATP-TRUST-7), or a decision that comes before the head its vote answered at (HATP-REC-23); and every
-answer must sign the record head it was given (HATP-REC-19). Every vote and receipt that comes back is verified against the keys the server advertises (HATP-MCP-1, 4). Each
-check's result says what was sent, what was expected and what came back.
+answer must sign the record head it was given (HATP-REC-19). Every vote and receipt that comes back is verified
+against the keys the server advertises (HATP-MCP-1, 4). Each check's result says what was sent, what was expected
+and what came back.
 """
 
 from __future__ import annotations
