@@ -16,6 +16,7 @@ from hatp_mcp.cli import (
     conformance_cmd,
     digest_cmd,
     enrol_cmd,
+    evidence_cmd,
     example_plan_cmd,
     inbox_cmd,
     init_org_cmd,
@@ -34,6 +35,7 @@ __all__ = ["COMMANDS", "main"]
 # name -> (add_arguments, run). Add a subcommand by adding its module here.
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "verify": (verify_cmd.HELP, verify_cmd.add_arguments, verify_cmd.run),
+    "evidence": (evidence_cmd.HELP, evidence_cmd.add_arguments, evidence_cmd.run),
     "digest": (digest_cmd.HELP, digest_cmd.add_arguments, digest_cmd.run),
     "keys": (keys_cmd.HELP, keys_cmd.add_arguments, keys_cmd.run),
     "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),

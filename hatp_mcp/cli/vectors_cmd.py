@@ -3,8 +3,10 @@ can test itself without running this one.
 
 Each file is generated here from fixed inputs and fixed test-only keys (Ed25519 signatures are deterministic, so
 the output is too): canonical JSON inputs with their RFC 8785 bytes and digests (the RFC's own examples and
-number vectors among them), the keys, a plan with its normalized wire form and digest, and signed evidence (a
-vote and receipts) with the exact bytes each signature covers, plus tampered copies that must fail. `--check`
+number vectors among them), the keys, a plan with its normalized wire form and digest, signed evidence (a vote and
+receipts) and approvals (a gated tool call's and a plan's, with a person's own proof) with the exact bytes each
+signature covers, plus tampered copies that must fail, and a whole signed record with its anchored heads and a
+planted violation (hatp_mcp/cli/vector_record.py). `--check`
 regenerates and compares, so the committed files cannot drift from the code (a test runs it). The keys are
 public test vectors: never trust them for anything.
 """
@@ -19,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail
+from hatp_mcp.cli.vector_keys import KEYS, key
+from hatp_mcp.cli.vector_record import approval_vectors, record_vectors
 from hatp_mcp.core.evidence.canonical import canonical
-from hatp_mcp.core.evidence.keys import SigningKey, b64u, sign_object, signing_bytes
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object, signing_bytes
 from hatp_mcp.core.model.plan import Plan
 
 __all__ = ["HELP", "add_arguments", "generated", "run"]
 
-HELP = "write or check the interop vectors in spec/vectors/ (canonical JSON, digests, keys, signed evidence)"
+HELP = "write or check the interop vectors in spec/vectors/ (canonical JSON, digests, keys, evidence, a record)"
 
 _TRIP = Path(__file__).resolve().parents[2] / "spec" / "fixtures" / "hatp" / "trip.valid.json"
 
@@ -65,23 +69,6 @@ _REFUSED: tuple[tuple[str, str], ...] = (
     ("an-unsafe-integer", '{"n": 9007199254740992}'),
     ("a-lone-surrogate", '{"s": "\\ud800"}'),
 )
-# Test-only keys: 32-byte seeds derived from their names, so anyone can rebuild them.
-_KEYS = {
-    "coordinator": (["coordinator"], "coordinator://acme.com/coord-1"),
-    "airline": (["participant"], "mcp://airline.example/hatp"),
-    "gateway": (["gateway"], "gateway://acme.com"),
-}
-
-
-def _key(name: str) -> SigningKey:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    seed = hashlib.sha256(f"hatp interop vector key: {name}".encode()).digest()
-    public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
-    x = b64u(public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
-    roles, _party = _KEYS[name]
-    return SigningKey.from_jwk({"kty": "OKP", "crv": "Ed25519", "kid": name, "x": x, "d": b64u(seed), "roles": roles})
 
 
 def _canonical_cases() -> list[dict[str, Any]]:
@@ -127,9 +114,9 @@ def _signed_case(name: str, body: dict[str, Any], key: SigningKey, tamper: tuple
 
 
 def _evidence(plan: Plan) -> list[dict[str, Any]]:
-    airline = _key("airline")
+    airline = key("airline")
     base = {"txnId": plan.txn_id, "branchId": "seat", "planDigest": plan.digest(), "issuedAt": "2026-12-01T09:00:05Z"}
-    participant = _KEYS["airline"][1]
+    participant = KEYS["airline"][1]
     vote = {"type": "hatp.vote", **base, "voter": participant, "decision": "yes"}
     prepare = {
         "type": "hatp.receipt",
@@ -165,7 +152,7 @@ def generated() -> dict[str, str]:
         "keys.json": {
             "about": "TEST-ONLY Ed25519 keys (private JWKs; d is the 32-byte seed sha256('hatp interop vector key: "
             "<name>')). Public test vectors: never trust them for anything.",
-            "keys": {name: {**_key(name).private_jwk(), "party": party} for name, (_r, party) in _KEYS.items()},
+            "keys": {name: {**key(name).private_jwk(), "party": party} for name, (_r, party) in KEYS.items()},
         },
         "plan.json": {
             "about": "A plan as an agent wrote it (`input`), its normalized wire form (parsed, nulls omitted, "
@@ -182,6 +169,8 @@ def generated() -> dict[str, str]:
             "planDigest": plan.digest(),
             "cases": _evidence(plan),
         },
+        "approvals.json": approval_vectors(plan),
+        "record.json": record_vectors(plan),
     }
     return {name: json.dumps(doc, indent=2, ensure_ascii=False) + "\n" for name, doc in docs.items()}
 

@@ -1,5 +1,10 @@
-"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--json] [--open]`: check a Transaction Record offline,
-or a saga's journal record (`type: hatp.journal`, spec/journal.md HATP-JRN-12): chain, signatures, closure, replay.
+"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--evidence FILE]... [--json] [--open]`: check a
+Transaction Record offline, or a saga's journal record (`type: hatp.journal`, spec/journal.md HATP-JRN-12): chain,
+signatures, closure, replay.
+
+With `--evidence FILE` (what `hatp evidence` exports from a participant's store: the votes and receipts it signed)
+it also checks the record against the parties' own copies: a record cut or rewritten before a head a party signed,
+or leaving out a party's answer, is refused (spec/hatp.md HATP-REC-19..22).
 
 With `--org DIR` (an organisation dir: `.well-known/human-card.json` and `cards/*.json`) it also checks that every
 human decision in the record's approvals carries that person's own proof, against the Directory-signed cards.
@@ -11,9 +16,11 @@ import argparse
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.cli.evidence_cmd import EXPORT_TYPE
 from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.humans.proof import HumanKeys
 from hatp_mcp.core.journal.record import is_journal_record, verify_journal
+from hatp_mcp.core.txn.anchors import Anchoring
 from hatp_mcp.core.txn.record import Verified, check_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys
@@ -26,6 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keys", required=True, help="keyring JSON (a JWKS whose keys list their roles)")
     p.add_argument("--json", action="store_true", help="print {ok, problems} as JSON")
     p.add_argument("--open", action="store_true", help="accept a record that is not closed yet (in progress)")
+    p.add_argument(
+        "--evidence",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="votes and receipts a party kept (hatp evidence's export, a list, or one object); repeatable",
+    )
     p.add_argument(
         "--org",
         metavar="DIR",
@@ -43,10 +57,30 @@ def _humans(org: str) -> HumanKeys:
         raise InputError(f"{org}: {exc}") from exc
 
 
+def _outside(paths: list[str]) -> list[Any]:
+    """The pieces of outside evidence in the `--evidence` files, in order. Raises InputError."""
+    out: list[Any] = []
+    for path in paths:
+        doc = read_json(path)
+        if isinstance(doc, dict) and doc.get("type") == EXPORT_TYPE and isinstance(doc.get("evidence"), list):
+            out.extend(doc["evidence"])
+        elif isinstance(doc, list):
+            out.extend(doc)
+        elif isinstance(doc, dict) and doc.get("type") in ("hatp.vote", "hatp.receipt"):
+            out.append(doc)
+        else:
+            raise InputError(
+                f"{path}: outside evidence is `hatp evidence`'s export ({EXPORT_TYPE}), a list of signed votes "
+                "and receipts, or one of them"
+            )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         ring_doc = read_json(args.keys)
         record = read_json(args.record)
+        outside = _outside(args.evidence)
     except InputError as exc:
         return fail(str(exc))
     if not isinstance(ring_doc, dict):
@@ -58,14 +92,20 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(record, dict):
         return fail(f"{args.record}: a record is a JSON object")
     if is_journal_record(record):
+        if outside:  # never silently ignored: a check asked for and not made would read as passed
+            return fail(
+                f"{args.record}: --evidence checks a Transaction Record against its parties' answers; this is "
+                "a saga's journal record, which has none"
+            )
         return _journal(record, ring, args)
     try:
         humans = _humans(args.org) if args.org else None
     except InputError as exc:
         return fail(str(exc))
-    found = check_record(record, ring, require_closed=not args.open, humans=humans)
+    found = check_record(record, ring, require_closed=not args.open, humans=humans, evidence=outside)
     problems = found.problems
     proofs = _proofs(found, humans is not None)
+    anchoring = found.anchoring
     if args.json:
         print_json(
             {
@@ -75,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
                 "grounds": list(found.grounds),
                 "humanDecisions": found.human_decisions,
                 "humanProofs": proofs,
+                "anchoring": anchoring.status.value if anchoring is not None else "none",
+                "anchors": _anchors(anchoring),
             }
         )
     elif problems:
@@ -89,7 +131,23 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"  outcome {found.outcome} is justified by the record: " + "; ".join(found.grounds))
         print(f"  {_proofs_line(found, proofs)}")
+        if anchoring is not None:
+            print(f"  {anchoring.summary()}")
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _anchors(anchoring: Anchoring | None) -> dict[str, Any]:
+    """HATP-REC-22: the counts behind `anchoring`, so `checked` is never a check of nothing."""
+    if anchoring is None:
+        return {"insideHeads": 0, "outside": 0, "outsideHeads": 0, "pinnedTo": None, "beyond": 0, "unrecorded": 0}
+    return {
+        "insideHeads": anchoring.inside_heads,
+        "outside": anchoring.outside,
+        "outsideHeads": anchoring.outside_heads,
+        "pinnedTo": anchoring.pinned_to,
+        "beyond": anchoring.beyond,
+        "unrecorded": anchoring.unrecorded,
+    }
 
 
 def _proofs(found: Verified, checked: bool) -> str:

@@ -2,12 +2,13 @@
 
 The runner is a coordinator (target.py): it builds a one-branch plan on an operation the server advertises, sends
 the ordinary flows (quote, prepare, repeat, renew a hold, commit, repeat, compensate, abort, prepare after abort)
-signed with its own key, and the
-planted violations a participant must refuse with no effect: params that are not the wire object (HATP-OBJ-3),
-state-changing requests with no proof, a proof by an untrusted key, a stale proof, a proof replayed for another
-method (HATP-TRUST-1..4, 8), a commit naming another plan digest (HATP-TRUST-5) or another vote (HATP-TRUST-7).
-Every vote and receipt that comes back is verified against the keys the server advertises (HATP-MCP-1, 4). Each
-check's result says what was sent, what was expected and what came back.
+signed with its own key, and the planted violations a participant must refuse with no effect: params that are not
+the wire object (HATP-OBJ-3), state-changing requests with no proof, a proof by an untrusted key, a stale proof, a
+proof replayed for another method (HATP-TRUST-1..4, 8), a commit naming another plan digest (HATP-TRUST-5) or
+another vote (HATP-TRUST-7), or a decision that comes before the head its vote answered at (HATP-REC-23); and every
+answer must sign the record head it was given (HATP-REC-19). Every vote and receipt that comes back is verified
+against the keys the server advertises (HATP-MCP-1, 4). Each check's result says what was sent, what was expected
+and what came back.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from hatp_mcp.conformance.report import Report
 from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
 from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     CommitRequest,
@@ -74,6 +75,7 @@ class _Run:
         self.identity = session.identity
         self.operation = ""
         self.tier = ""
+        self._chains: dict[str, RecordChain] = {}  # the runner's own record of each plan (by plan digest)
 
     def check(self, rule: str, name: str, sent: str, expected: str, got: str, passed: bool) -> bool:
         return self.s.check(rule, name, sent, expected, got, passed)
@@ -119,22 +121,33 @@ class _Run:
             }
         )
 
+    def chain(self, plan: Plan) -> RecordChain:
+        """The runner's record of `plan`: begun once; a prepare names its head then (HATP-REC-19)."""
+        found = self._chains.get(plan.digest())
+        if found is None:
+            found = self._chains[plan.digest()] = RecordChain(plan, self.identity.key, self.identity.coordinator)
+            found.append("txn.begin", format_ts(self.now()))
+        return found
+
     def prepare_params(self, plan: Plan, **changes: Any) -> dict[str, Any]:
+        begin = self.chain(plan).events[0]  # every prepare is sent at the head of begin (seq 0)
         req = PrepareRequest(
             txn_id=plan.txn_id,
             branch_id="b1",
             plan_digest=plan.digest(),
             plan=plan,
             coordinator=self.identity.coordinator,
+            record_head=RecordHead(seq=0, event_digest=digest(begin)),
         )
         return {**req.wire(), **changes}
 
     def decision(self, plan: Plan) -> dict[str, Any]:
-        """The coordinator-signed commit decision a commit carries (HATP-TRUST-7)."""
-        chain = RecordChain(plan, self.identity.key, self.identity.coordinator)
-        at = format_ts(self.now())
-        chain.append("txn.begin", at)
-        return chain.append("decision", at, {"decision": "commit", "reason": "conformance run"})
+        """The coordinator-signed commit decision a commit carries (HATP-TRUST-7), after the prepare's head."""
+        chain = self.chain(plan)
+        for event in chain.events:
+            if event.get("event") == "decision":
+                return event
+        return chain.append("decision", format_ts(self.now()), {"decision": "commit", "reason": "conformance run"})
 
     def commit_params(self, plan: Plan, prepared: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
         receipt = prepared.get("receipt") or {}
@@ -325,6 +338,15 @@ class _Run:
         vote, receipt = result.get("vote") or {}, result.get("receipt") or {}
         if problem is None and (vote.get("decision"), receipt.get("outcome")) != ("yes", "ok"):
             problem = f"vote {vote.get('decision')} {vote.get('code')}, receipt {receipt.get('outcome')}"
+        sent_head = params.get("recordHead")
+        self.check(
+            "HATP-REC-19",
+            "the vote and the receipt of a prepare sign the record head the prepare named",
+            f"a signed prepare naming recordHead {sent_head}",
+            f"vote.recordHead and receipt.recordHead both {sent_head}",
+            f"vote {vote.get('recordHead')}, receipt {receipt.get('recordHead')}",
+            vote.get("recordHead") == sent_head == receipt.get("recordHead"),
+        )
         self.check(
             "HATP-PART-1",
             "a prepare is answered with a yes vote and an ok receipt, signed by an advertised key over the plan digest",
@@ -391,11 +413,34 @@ class _Run:
             plan,
             "prepared",
         )
+        at_begin = {**self.decision(plan), "seq": 0}
+        del at_begin["prev"]
+        await self.refused(
+            "HATP-REC-23",
+            "a commit whose decision comes before the head its vote answered at is refused",
+            "hatp/txn/commit",
+            self.sign("commit", {**params, "decision": sign_object(at_begin, self.identity.key)}),
+            "a signed commit whose (signed) decision event is at seq 0, the head the vote answered at",
+            "HEAD_REORDERED",
+            plan,
+            "prepared",
+        )
 
     async def commit_flow(self, plan: Plan, prepared: dict[str, Any]) -> dict[str, Any] | None:
         """The commit and its repeat; the ok commit receipt, or None."""
         got = await self.send("hatp/txn/commit", self.sign("commit", self.commit_params(plan, prepared)))
         receipt = (got.result or {}).get("receipt")
+        decision = self.decision(plan)
+        want = {"seq": decision["seq"], "digest": digest(decision)}
+        signed = receipt.get("recordHead") if isinstance(receipt, dict) else None
+        self.check(
+            "HATP-REC-19",
+            "a commit receipt signs the head of the decision event the commit carried",
+            f"a signed commit carrying the decision event at seq {decision['seq']}",
+            f"receipt.recordHead {want} (the decision's seq and the digest of the event as sent)",
+            f"receipt.recordHead {signed}",
+            signed == want,
+        )
         problem = self.evidence_problem(receipt, "receipt", plan, "commit")
         if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
             problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"

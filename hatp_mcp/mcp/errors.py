@@ -70,6 +70,7 @@ CODES: dict[str, int] = {
     "DECISION_UNPROVEN": -32085,
     "VOTE_MISMATCH": -32086,
     "STALE_COORDINATOR": -32087,
+    "HEAD_REORDERED": -32088,  # a commit decided before the vote it rests on (spec/hatp.md HATP-REC-23)
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 P = ParamSpec("P")

@@ -22,7 +22,7 @@ from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.estimate import OperationBounds
-from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     CommitRequest,
@@ -311,7 +311,9 @@ class CoordinatorRuntime:
             elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
                 decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
                 vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
-                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote)
+                # HATP-REC-19: the head is durable (written above) before a party signs it
+                head = chain.head_at
+                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote, head)
                 children.spawn(log.counted(call))
             elif isinstance(cmd, Ask | Poll):
                 children.spawn(self._approve(machine.plan, cmd, children.post))
@@ -385,9 +387,11 @@ class CoordinatorRuntime:
         post: Callable[[Event], None],
         decision: dict[str, Any] | None = None,
         vote: str | None = None,
+        head: RecordHead | None = None,
     ) -> None:
         """Send one participant call; a commit carries `decision`, the signed decision event, and `vote`, the digest
-        of the branch's yes vote it rests on (HATP-TRUST-7)."""
+        of the branch's yes vote it rests on (HATP-TRUST-7); the other calls name `head`, the record's durable head,
+        which the answer signs (HATP-REC-19; a commit's answer signs the decision's own head)."""
         branch = plan.branch(cmd.branch_id)
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
@@ -412,6 +416,7 @@ class CoordinatorRuntime:
                     plan=plan,
                     coordinator=self.config.coordinator,
                     quote_only=cmd.quote_only,
+                    record_head=head,
                 )
                 res = await self._bounded(bound, lambda: p.prepare(req))
                 event = PrepareAnswer(branch_id=b, vote=res.vote, receipt=res.receipt)
@@ -427,13 +432,17 @@ class CoordinatorRuntime:
                     )
                     res2 = await self._bounded(bound, lambda: p.commit(creq))
                 elif isinstance(cmd, SendRenew):
-                    rreq = RenewRequest(txn_id=t, branch_id=b, plan_digest=digest, lease_seconds=cmd.lease_seconds)
+                    rreq = RenewRequest(
+                        txn_id=t, branch_id=b, plan_digest=digest, lease_seconds=cmd.lease_seconds, record_head=head
+                    )
                     res2 = await self._bounded(bound, lambda: p.renew(rreq))
                 elif isinstance(cmd, SendAbort):
-                    areq = AbortRequest(txn_id=t, branch_id=b, plan_digest=digest, reason=cmd.reason)
+                    areq = AbortRequest(txn_id=t, branch_id=b, plan_digest=digest, reason=cmd.reason, record_head=head)
                     res2 = await self._bounded(bound, lambda: p.abort(areq))
                 else:
-                    ureq = CompensateRequest(txn_id=t, branch_id=b, plan_digest=digest, undo_token=cmd.undo_token)
+                    ureq = CompensateRequest(
+                        txn_id=t, branch_id=b, plan_digest=digest, undo_token=cmd.undo_token, record_head=head
+                    )
                     res2 = await self._bounded(bound, lambda: p.compensate(ureq))
                 event = ReceiptAnswer(branch_id=b, receipt=res2.receipt)
         except Exception as exc:  # a participant's failure is data for the machine; cancellation passes

@@ -22,7 +22,7 @@ from typing import Any
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Preconditions, Receipt, Vote
+from hatp_mcp.core.model.evidence import Preconditions, Receipt, RecordHead, Vote
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -51,13 +51,14 @@ from hatp_mcp.core.participant.branch import (
     renew_lease,
 )
 from hatp_mcp.core.participant.coordinator_auth import check_vote
+from hatp_mcp.core.participant.record_head import check_commit_head, head_of
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.fencing import FencingLocks
 from hatp_mcp.runtime.operation import DryRun, Operation, Performed, StoreOperation
 from hatp_mcp.store.participant_state import BranchRow, ParticipantStore, SqliteParticipantStore
 
-__all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed", "StoreOperation"]
+__all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed", "StoreOperation", "kept_evidence"]
 
 
 class _BranchLock:
@@ -150,6 +151,7 @@ class ParticipantRuntime:
         code: str | None = None,
         reason: str | None = None,
         decide_by: str | None = None,
+        head: RecordHead | None = None,
     ) -> dict[str, Any]:
         vote = Vote(
             txn_id=row.txn_id,
@@ -160,6 +162,7 @@ class ParticipantRuntime:
             code=code,
             reason=reason,
             decide_by=decide_by,
+            record_head=head,
             issued_at=format_ts(self._clock.now()),
         )
         return sign_object(vote.wire(), self._key)
@@ -177,8 +180,8 @@ class ParticipantRuntime:
         )
         return sign_object(receipt.wire(), self._key)
 
-    def _refusal(self, row: BranchRow, phase: str, exc: HatpError) -> dict[str, Any]:
-        return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000])
+    def _refusal(self, row: BranchRow, phase: str, exc: HatpError, head: RecordHead | None) -> dict[str, Any]:
+        return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000], record_head=head)
 
     # -- phase 1 -------------------------------------------------------------------------------------------
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
@@ -187,6 +190,7 @@ class ParticipantRuntime:
 
     async def _prepare(self, req: PrepareRequest) -> PrepareResult:
         now = self._clock.now()
+        head = req.record_head  # HATP-REC-19: every answer signs the head the request named
         phase = "quote" if req.quote_only else "prepare"
         row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
         state = BranchState(row.state)
@@ -195,28 +199,28 @@ class ParticipantRuntime:
         if first is not None and state is not BranchState.NONE and not lapsed:
             return PrepareResult.model_validate(first)  # HATP-PART-6: the first answer, again
         if state in (BranchState.ABORTED, BranchState.COMMITTED, BranchState.COMPENSATED, BranchState.REFUSED):
-            return self._no(row, phase, "ALREADY_" + state.name, f"this branch is already {state.value}")
+            return self._no(row, phase, "ALREADY_" + state.name, f"this branch is already {state.value}", head)
         try:
             branch = self._check_request(req)
         except HatpError as exc:
-            return self._no(row, phase, exc.code, exc.reason, store=False)
+            return self._no(row, phase, exc.code, exc.reason, head, store=False)
         row.plan_digest = req.plan_digest
         row.branch = branch.wire()
         op = self._ops[branch.operation]
         dry = await op.dry_run(branch, now)
         if dry.pending_until is not None:  # HATP-PART-9: nothing held, nothing kept
             return PrepareResult(
-                vote=self._vote(row, "pending", decide_by=format_ts(dry.pending_until)),
-                receipt=self._receipt(row, phase, "in-doubt", code="PENDING"),
+                vote=self._vote(row, "pending", decide_by=format_ts(dry.pending_until), head=head),
+                receipt=self._receipt(row, phase, "in-doubt", code="PENDING", record_head=head),
             )
         if dry.refuse_code is not None:
-            return self._no(row, phase, dry.refuse_code, dry.refuse_reason or dry.refuse_code)
+            return self._no(row, phase, dry.refuse_code, dry.refuse_reason or dry.refuse_code, head)
         try:
             check_cost(branch, dry.cost, self._index(req, branch))
         except HatpError as exc:
-            return self._no(row, phase, exc.code, exc.reason)
+            return self._no(row, phase, exc.code, exc.reason, head)
         if req.quote_only or branch.tier != "hold":
-            return self._yes(row, phase, dry, now, None, quote=req.quote_only)
+            return self._yes(row, phase, dry, now, None, head, quote=req.quote_only)
         lease = grant_lease(branch, now, self._max_lease, self._max_horizon)
         if state is BranchState.PREPARED:  # the hold lapsed: place it again (HATP-TXN-8)
             row.machine = BranchMachine(state).fire(BranchEvent.LOST)
@@ -224,16 +228,24 @@ class ParticipantRuntime:
         if in_store is not None:  # HATP-PART-13: the hold and the answer in one durable transaction
             with self._atomic():
                 in_store.hold_now(req.txn_id, branch, lease)
-                return self._yes(row, phase, dry, now, lease)
+                return self._yes(row, phase, dry, now, lease, head)
         await op.place_hold(req.txn_id, branch, lease)
-        return self._yes(row, phase, dry, now, lease)
+        return self._yes(row, phase, dry, now, lease, head)
 
     def _yes(
-        self, row: BranchRow, phase: str, dry: DryRun, now: datetime, lease: Lease | None, *, quote: bool = False
+        self,
+        row: BranchRow,
+        phase: str,
+        dry: DryRun,
+        now: datetime,
+        lease: Lease | None,
+        head: RecordHead | None,
+        *,
+        quote: bool = False,
     ) -> PrepareResult:
         """Vote yes (a quote, or a prepare whose hold, if any, is placed) and keep the answer."""
         pre = Preconditions(versions=dict(dry.versions), credential_scope=dry.credential_scope)
-        extra: dict[str, Any] = {"preconditions": pre, "reported_cost": dry.cost}
+        extra: dict[str, Any] = {"preconditions": pre, "reported_cost": dry.cost, "record_head": head}
         if quote:
             extra["valid_until"] = format_ts(now + timedelta(seconds=self._quote_valid))
             row.machine = row.machine.fire(BranchEvent.QUOTE)
@@ -244,15 +256,17 @@ class ParticipantRuntime:
                 extra["hold_horizon"] = format_ts(lease.horizon)
             row.machine = row.machine.fire(BranchEvent.PREPARE_YES)
             row.preconditions = pre.wire()
-        result = PrepareResult(vote=self._vote(row, "yes"), receipt=self._receipt(row, phase, "ok", **extra))
+        result = PrepareResult(vote=self._vote(row, "yes", head=head), receipt=self._receipt(row, phase, "ok", **extra))
         row.answers[phase] = _answer(result)
         self.store.put(row)
         return result
 
-    def _no(self, row: BranchRow, phase: str, code: str, reason: str, *, store: bool = True) -> PrepareResult:
+    def _no(
+        self, row: BranchRow, phase: str, code: str, reason: str, head: RecordHead | None, *, store: bool = True
+    ) -> PrepareResult:
         result = PrepareResult(
-            vote=self._vote(row, "no", code, reason[:2000]),
-            receipt=self._receipt(row, phase, "refused", code=code, reason=reason[:2000]),
+            vote=self._vote(row, "no", code, reason[:2000], head=head),
+            receipt=self._receipt(row, phase, "refused", code=code, reason=reason[:2000], record_head=head),
         )
         if store and BranchState(row.state) in (BranchState.NONE, BranchState.QUOTED):
             row.machine = row.machine.fire(BranchEvent.PREPARE_NO)
@@ -293,6 +307,7 @@ class ParticipantRuntime:
     async def commit(self, req: CommitRequest) -> BranchResult:
         async with self._lock(req.txn_id, req.branch_id):
             now = self._clock.now()
+            head = head_of(req.decision)  # HATP-REC-19: a commit answers at the decision it carries out
             row = self.store.get(req.txn_id, req.branch_id) or BranchRow(req.txn_id, req.branch_id, req.plan_digest)
             if "commit" in row.answers:
                 return BranchResult.model_validate(row.answers["commit"])  # HATP-PART-6
@@ -301,17 +316,19 @@ class ParticipantRuntime:
                 branch = Branch.model_validate(row.branch)
                 found = await self._ops[branch.operation].lookup(idempotency_key(row.txn_id, row.branch_id), branch)
                 if found is not None:
-                    return self._committed(row, found.undo_token, now)
-                return await self._perform(row, branch, now)
+                    return self._committed(row, found.undo_token, now, head)
+                return await self._perform(row, branch, now, head)
             # HATP-TRUST-7: the commit rests on this branch's own yes vote; if not, refused and nothing is kept
-            check_vote(req.vote_digest, (row.answers.get("prepare") or {}).get("vote"))
+            own_vote = (row.answers.get("prepare") or {}).get("vote")
+            check_vote(req.vote_digest, own_vote)
+            check_commit_head(head, own_vote)  # HATP-REC-23: refused before anything is written
             try:
                 branch = self._prepared(row, req.plan_digest, now)
                 versions, scope = await self._ops[branch.operation].current(branch, now)
                 check_preconditions(req.preconditions, versions, scope)
                 check_preconditions(Preconditions.model_validate(row.preconditions or {}), versions, scope)
             except HatpError as exc:
-                result = BranchResult(receipt=self._refusal(row, "commit", exc))
+                result = BranchResult(receipt=self._refusal(row, "commit", exc, head))
                 if BranchState(row.state) is BranchState.PREPARED:
                     row.answers["commit"] = _answer(result)
                     self.store.put(row)
@@ -319,39 +336,41 @@ class ParticipantRuntime:
             row.machine = row.machine.fire(BranchEvent.COMMIT_INTENT)
             in_store = self._in_store.get(branch.operation)
             if in_store is not None:
-                return self._perform_in_store(in_store, row, branch, now)
+                return self._perform_in_store(in_store, row, branch, now, head)
             self.store.put(row)  # HATP-PART-10: the intent is durable before the effect
-            return await self._perform(row, branch, now)
+            return await self._perform(row, branch, now, head)
 
-    def _perform_in_store(self, op: StoreOperation, row: BranchRow, branch: Branch, now: datetime) -> BranchResult:
+    def _perform_in_store(
+        self, op: StoreOperation, row: BranchRow, branch: Branch, now: datetime, head: RecordHead | None
+    ) -> BranchResult:
         """HATP-PART-13: the effect and the answer in ONE durable transaction; the intent is never written."""
         key = idempotency_key(row.txn_id, row.branch_id)
         try:
             with self._atomic():
-                return self._committed(row, op.perform_now(row.txn_id, branch, now, key=key), now)
+                return self._committed(row, op.perform_now(row.txn_id, branch, now, key=key), now, head)
         except HatpError as exc:  # the operation refused: its writes were rolled back, nothing happened
-            return self._commit_refused(row, exc)
+            return self._commit_refused(row, exc, head)
 
-    async def _perform(self, row: BranchRow, branch: Branch, now: datetime) -> BranchResult:
+    async def _perform(self, row: BranchRow, branch: Branch, now: datetime, head: RecordHead | None) -> BranchResult:
         """Run the effect of a `committing` branch with its idempotency key, then keep and answer the result."""
         key = idempotency_key(row.txn_id, row.branch_id)
         try:
             undo = await self._ops[branch.operation].perform(row.txn_id, branch, now, key=key)
         except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
-            return self._commit_refused(row, exc)
-        return self._committed(row, undo, now)
+            return self._commit_refused(row, exc, head)
+        return self._committed(row, undo, now, head)
 
-    def _commit_refused(self, row: BranchRow, exc: HatpError) -> BranchResult:
+    def _commit_refused(self, row: BranchRow, exc: HatpError, head: RecordHead | None) -> BranchResult:
         row.machine = row.machine.fire(BranchEvent.COMMIT_REFUSED)
-        result = BranchResult(receipt=self._refusal(row, "commit", exc))
+        result = BranchResult(receipt=self._refusal(row, "commit", exc, head))
         row.answers["commit"] = _answer(result)
         self.store.put(row)
         return result
 
-    def _committed(self, row: BranchRow, undo: str | None, now: datetime) -> BranchResult:
+    def _committed(self, row: BranchRow, undo: str | None, now: datetime, head: RecordHead | None) -> BranchResult:
         row.machine = row.machine.fire(BranchEvent.COMMIT)
         row.committed_at = format_ts(now)
-        result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo))
+        result = BranchResult(receipt=self._receipt(row, "commit", "ok", undo_token=undo, record_head=head))
         row.answers["commit"] = _answer(result)
         self.store.put(row)
         return result
@@ -376,14 +395,14 @@ class ParticipantRuntime:
             try:
                 nxt = row.machine.fire(BranchEvent.ABORT)
             except HatpError as exc:  # committed: only compensate can undo it
-                return BranchResult(receipt=self._refusal(row, "abort", exc))
+                return BranchResult(receipt=self._refusal(row, "abort", exc, req.record_head))
             if state is BranchState.PREPARED and row.branch is not None:
                 branch = Branch.model_validate(row.branch)
                 if branch.tier == "hold":
                     await self._ops[branch.operation].release_hold(req.txn_id, branch)
             row.machine = nxt
             row.lease = None
-            result = BranchResult(receipt=self._receipt(row, "abort", "ok"))
+            result = BranchResult(receipt=self._receipt(row, "abort", "ok", record_head=req.record_head))
             row.answers["abort"] = _answer(result)
             self.store.put(row)
             return result
@@ -399,7 +418,7 @@ class ParticipantRuntime:
                     self._compensable(row, now)
                     row.machine = row.machine.fire(BranchEvent.COMPENSATE_INTENT)
                 except HatpError as exc:
-                    return BranchResult(receipt=self._refusal(row, "compensate", exc))
+                    return BranchResult(receipt=self._refusal(row, "compensate", exc, req.record_head))
                 self.store.put(row)  # HATP-PART-12: the intent is durable before the undo
             assert row.branch is not None
             branch = Branch.model_validate(row.branch)
@@ -408,11 +427,11 @@ class ParticipantRuntime:
                 await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now, key=key)
             except HatpError as exc:  # the operation refused: nothing was undone
                 row.machine = row.machine.fire(BranchEvent.COMPENSATE_REFUSED)
-                result = BranchResult(receipt=self._refusal(row, "compensate", exc))
+                result = BranchResult(receipt=self._refusal(row, "compensate", exc, req.record_head))
                 self.store.put(row)
                 return result
             row.machine = row.machine.fire(BranchEvent.COMPENSATE)
-            result = BranchResult(receipt=self._receipt(row, "compensate", "ok"))
+            result = BranchResult(receipt=self._receipt(row, "compensate", "ok", record_head=req.record_head))
             row.answers["compensate"] = _answer(result)
             self.store.put(row)
             return result
@@ -449,7 +468,7 @@ class ParticipantRuntime:
                     row.machine = row.machine.fire(BranchEvent.LOST)
                     row.lease = None
                     self.store.put(row)
-                return BranchResult(receipt=self._refusal(row, "renew", exc))
+                return BranchResult(receipt=self._refusal(row, "renew", exc, req.record_head))
             self.store.put(row)
             receipt = self._receipt(
                 row,
@@ -457,6 +476,7 @@ class ParticipantRuntime:
                 "ok",
                 lease_expires_at=format_ts(row.lease.expires_at),
                 hold_horizon=format_ts(row.lease.horizon),
+                record_head=req.record_head,
             )
             return BranchResult(receipt=receipt)
 
@@ -490,3 +510,16 @@ class ParticipantRuntime:
     def fenced_write(self, resource: str, token: int) -> None:
         """Call before a write guarded by a lock. Raises HatpError HATP-LOCK-2 for a stale token."""
         self.locks.check(resource, token)
+
+
+def kept_evidence(store: ParticipantStore, txn_id: str) -> list[dict[str, Any]]:
+    """Every vote and receipt this participant kept for `txn_id` (its first answer per phase, HATP-PART-6), as it
+    signed them: what it exports for `hatp verify --evidence` to check a record against (HATP-REC-21)."""
+    out: list[dict[str, Any]] = []
+    for row in store.branches(txn_id):
+        for phase in ("quote", "prepare", "commit", "abort", "compensate"):
+            answer = row.answers.get(phase)
+            if answer is None:
+                continue
+            out.extend(answer[name] for name in ("vote", "receipt") if isinstance(answer.get(name), dict))
+    return out

@@ -104,6 +104,10 @@ class ParticipantStore(Protocol):
 
     def put(self, row: BranchRow) -> None: ...
 
+    def branches(self, txn_id: str) -> list[BranchRow]:
+        """Every branch row of one transaction, by branchId (what `hatp evidence` exports, HATP-REC-21)."""
+        ...
+
     def get_lock(self, resource: str) -> dict[str, object] | None:
         """A lock's state (`LockTable.export`), so fencing tokens keep growing across restarts."""
         ...
@@ -124,6 +128,9 @@ class MemoryParticipantStore:
 
     def put(self, row: BranchRow) -> None:
         self._rows[(row.txn_id, row.branch_id)] = row.copy()
+
+    def branches(self, txn_id: str) -> list[BranchRow]:
+        return [self._rows[k].copy() for k in sorted(self._rows) if k[0] == txn_id]
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
         found = self._locks.get(resource)
@@ -218,6 +225,13 @@ class SqliteParticipantStore:
             "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)",
             (row.txn_id, row.branch_id, row.to_json()),
         )
+
+    def branches(self, txn_id: str) -> list[BranchRow]:
+        with self.database.lock:
+            found = self.database.conn.execute(
+                "SELECT branch_id, row FROM branch_state WHERE txn_id = ? ORDER BY branch_id", (txn_id,)
+            ).fetchall()
+        return [BranchRow.from_json(txn_id, branch_id, text) for branch_id, text in found]
 
     def get_lock(self, resource: str) -> dict[str, object] | None:
         with self.database.lock:

@@ -9,7 +9,9 @@ stdio. Modes (each a planted violation `hatp conformance participant` must name 
 - `quote-forever`: a quote's receipt states no validUntil, re-signed (breaks HATP-MODE-3);
 - `renew-past-horizon`: a renewal's receipt puts the lease a day past the hold's horizon, re-signed (breaks
   HATP-PART-4);
-- `compensate-hold`: compensating a committed hold is answered with a signed ok receipt (breaks HATP-PART-7).
+- `compensate-hold`: compensating a committed hold is answered with a signed ok receipt (breaks HATP-PART-7);
+- `no-head`: the record head a request names, or a commit's decision carries, is ignored: no answer signs one and
+  a commit decided before its vote's head is carried out (breaks HATP-REC-19, HATP-REC-23).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ MODES = (
     "quote-forever",
     "renew-past-horizon",
     "compensate-hold",
+    "no-head",
 )
 
 
@@ -86,6 +89,8 @@ class Broken:
         return sign_object({**body, **changes}, self.key)
 
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
+        if self.mode == "no-head":
+            req = req.model_copy(update={"record_head": None})
         result = await self.runtime.prepare(req)
         if self.mode == "quote-forever" and req.quote_only:
             receipt = {k: v for k, v in result.receipt.items() if k not in ("validUntil", "signature")}
@@ -104,6 +109,8 @@ class Broken:
         return result
 
     async def commit(self, req: CommitRequest) -> BranchResult:
+        if self.mode == "no-head":  # the decision was checked (HATP-TRUST-7), then its head ignored
+            req = req.model_copy(update={"decision": None})
         result = await self.runtime.commit(req)
         if self.mode == "commit-again":
             self.commits += 1  # stands for the effect made again: a new answer each time

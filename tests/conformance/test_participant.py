@@ -74,9 +74,17 @@ async def test_HATP_CONF_2_a_server_that_does_not_trust_the_runner_fails_the_run
     ("mode", "broken"),
     [
         # the planted violations: each breaks these rules and no other
-        (
+        (  # HATP-REC-23 too: the commit sent without auth was admitted, so the branch is no longer prepared
             "trust-anyone",
-            ["HATP-TRUST-1", "HATP-TRUST-2", "HATP-TRUST-3", "HATP-TRUST-4", "HATP-TRUST-5", "HATP-TRUST-7"],
+            [
+                "HATP-TRUST-1",
+                "HATP-TRUST-2",
+                "HATP-TRUST-3",
+                "HATP-TRUST-4",
+                "HATP-TRUST-5",
+                "HATP-TRUST-7",
+                "HATP-REC-23",
+            ],
         ),
         ("unsigned-yes", ["HATP-PART-1"]),
         ("other-digest", ["HATP-PART-1", "HATP-PART-6"]),
@@ -84,6 +92,7 @@ async def test_HATP_CONF_2_a_server_that_does_not_trust_the_runner_fails_the_run
         ("quote-forever", ["HATP-MODE-3"]),
         ("renew-past-horizon", ["HATP-PART-4"]),
         ("compensate-hold", ["HATP-PART-7"]),
+        ("no-head", ["HATP-REC-19", "HATP-REC-23"]),
     ],
 )
 async def test_HATP_CONF_4_a_broken_participant_is_reported_by_the_rules_it_breaks(

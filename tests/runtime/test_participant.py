@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from demo.trip_world import AIRLINE, CALENDAR, PAYMENTS, World, build_world, trip_plan
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.evidence.canonical import digest
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.evidence.signing import verify_raw
-from hatp_mcp.core.model.evidence import Preconditions
+from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     CommitRequest,
@@ -27,6 +28,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime, Performed
 from hatp_mcp.store.participant_state import MemoryParticipantStore
+from tests.coordinators import KEY, decision_event
 from tests.txn_helpers import settle
 
 
@@ -324,3 +326,31 @@ async def test_HATP_PART_12_a_compensation_retried_after_a_crash_undoes_again_wi
     done = await cal.compensate(req)
     assert done.receipt["outcome"] == "ok"
     assert seen == [(f"{plan.txn_id}:event", "compensating")] * 2
+
+
+@pytest.mark.anyio
+async def test_HATP_REC_19_every_answer_signs_the_head_its_request_named_and_a_commit_the_decisions_own(
+    world: World, clock: FakeClock
+) -> None:
+    plan = trip_plan(clock.now())
+    cal = world.participants[CALENDAR]
+    head = RecordHead(seq=2, event_digest="sha256:" + "a" * 64)
+    prepared = await cal.prepare(prep(plan, "event", record_head=head))
+    assert prepared.vote["recordHead"] == prepared.receipt["recordHead"] == {"seq": 2, "digest": "sha256:" + "a" * 64}
+    decision = decision_event(plan.txn_id, plan.digest())  # a decision event at seq 1 ...
+    at_five = sign_object({**decision, "seq": 5}, KEY)  # ... and one at seq 5, after the vote's head
+    pre = Preconditions.model_validate(prepared.receipt["preconditions"])
+    fields = {"txn_id": plan.txn_id, "branch_id": "event", "plan_digest": plan.digest(), "preconditions": pre}
+    vote = digest(prepared.vote)
+    # HATP-REC-23: a decision at seq 1 comes before the head (2) the vote answered at: refused, nothing kept
+    with pytest.raises(HatpError) as refused:
+        await cal.commit(CommitRequest(**fields, decision=decision, vote_digest=vote))
+    assert (refused.value.rule, refused.value.code) == ("HATP-REC-23", "HEAD_REORDERED")
+    assert world.event.effects == []
+    status = await cal.status(StatusRequest(txn_id=plan.txn_id, branch_id="event"))
+    assert status.state == "prepared"
+    committed = (await cal.commit(CommitRequest(**fields, decision=at_five, vote_digest=vote))).receipt
+    assert committed["outcome"] == "ok" and committed["recordHead"] == {"seq": 5, "digest": digest(at_five)}
+    aborted = trip_plan(clock.now(), "txn-aborted")
+    abort = AbortRequest(txn_id=aborted.txn_id, branch_id="event", plan_digest=aborted.digest(), record_head=head)
+    assert (await cal.abort(abort)).receipt["recordHead"] == head.wire()

@@ -26,12 +26,24 @@ __all__ = [
     "Preconditions",
     "Quorum",
     "Receipt",
+    "RecordHead",
     "RoutedHuman",
     "RoutingRecord",
     "Vote",
 ]
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
+class RecordHead(WireModel):
+    """A head of a Transaction Record a party saw when it answered (spec/hatp.md HATP-REC-19): the `seq` of an
+    event and the digest of that event's canonical form (signature included). One head pins the whole chain up to
+    it (each event names the digest of the one before), so a record that was cut or rewritten before it no longer
+    holds an event `seq` with that digest."""
+
+    seq: int = Field(ge=0, le=1_000_000)
+    # on the wire `digest` (WireModel.digest is the model's own digest)
+    event_digest: str = Field(alias="digest", pattern=DIGEST_PATTERN)
 
 
 class Vote(SignedModel):
@@ -46,6 +58,8 @@ class Vote(SignedModel):
     code: str | None = Field(default=None, max_length=64)
     reason: str | None = Field(default=None, max_length=2000)
     decide_by: Timestamp | None = None
+    # the record head the coordinator named in the request this vote answers (HATP-REC-19)
+    record_head: RecordHead | None = None
     issued_at: Timestamp
 
 
@@ -74,6 +88,9 @@ class Receipt(SignedModel):
     hold_horizon: Timestamp | None = None
     valid_until: Timestamp | None = None
     undo_token: str | None = Field(default=None, max_length=500)
+    # the record head this answer saw (HATP-REC-19): a commit's is its `decision` event, the others' the
+    # coordinator's head as the request named it
+    record_head: RecordHead | None = None
     issued_at: Timestamp
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from hatp_mcp.core.model.base import Ident, JsonObject, Seconds, Timestamp, WireModel
-from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions, RecordHead
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 
@@ -51,6 +51,8 @@ class PrepareRequest(WireModel):
     coordinator: str = Field(min_length=1, max_length=500)
     quote_only: bool = False
     terms: ApprovalTerms | None = None
+    # the coordinator's durable record head when it sent this request; the answer signs it (HATP-REC-19)
+    record_head: RecordHead | None = None
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
@@ -85,6 +87,8 @@ class AbortRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     reason: str | None = Field(default=None, max_length=2000)
+    # the coordinator's durable record head when it sent this request; the answer signs it (HATP-REC-19)
+    record_head: RecordHead | None = None
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
@@ -96,6 +100,8 @@ class CompensateRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     undo_token: str | None = Field(default=None, max_length=500)
+    # the coordinator's durable record head when it sent this request; the answer signs it (HATP-REC-19)
+    record_head: RecordHead | None = None
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
@@ -107,6 +113,8 @@ class RenewRequest(WireModel):
     branch_id: Ident
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
     lease_seconds: Seconds
+    # the coordinator's durable record head when it sent this request; the answer signs it (HATP-REC-19)
+    record_head: RecordHead | None = None
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 

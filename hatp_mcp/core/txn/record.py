@@ -22,10 +22,11 @@ from hatp_mcp.core.evidence.canonical import CanonicalError, digest
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
 from hatp_mcp.core.model.wire import error_path
+from hatp_mcp.core.txn.anchors import Anchoring, check_anchors
 from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
@@ -73,6 +74,13 @@ class RecordChain:
     @property
     def head(self) -> str | None:
         return self._head
+
+    @property
+    def head_at(self) -> RecordHead | None:
+        """The head as a party signs it (HATP-REC-19): the last event's seq and digest; None before the first."""
+        if self._head is None:
+            return None
+        return RecordHead(seq=len(self._events) - 1, event_digest=self._head)
 
     @property
     def closed(self) -> bool:
@@ -150,12 +158,14 @@ class Verified:
     """What `check_record` found: every problem, and what was actually checked (so a summary never claims a
     check that checked nothing). `outcome` is None for a record that is not closed (its outcome is not checked);
     `grounds` are the sentences that justify the outcome (HATP-REC-10..16); `human_decisions` counts the human
-    decisions inside the record's approvals (their proofs are checked only with `humans`)."""
+    decisions inside the record's approvals (their proofs are checked only with `humans`); `anchoring` what the
+    head checks covered (HATP-REC-19..22; None when the record could not be read far enough to check any)."""
 
     problems: tuple[Problem, ...]
     outcome: str | None
     grounds: tuple[str, ...]
     human_decisions: int
+    anchoring: Anchoring | None = None
 
 
 def verify_record(
@@ -164,9 +174,11 @@ def verify_record(
     *,
     require_closed: bool = True,
     humans: HumanKeys | None = None,
+    evidence: Sequence[Any] = (),
 ) -> list[Problem]:
     """Check a record offline; return every problem found (empty: it holds). See `check_record`."""
-    return list(check_record(record, keyring, require_closed=require_closed, humans=humans).problems)
+    found = check_record(record, keyring, require_closed=require_closed, humans=humans, evidence=evidence)
+    return list(found.problems)
 
 
 def check_record(
@@ -175,6 +187,7 @@ def check_record(
     *,
     require_closed: bool = True,
     humans: HumanKeys | None = None,
+    evidence: Sequence[Any] = (),
 ) -> Verified:
     """Check a record offline: every problem found, and what the checks covered.
 
@@ -184,9 +197,30 @@ def check_record(
     the evidence in it (HATP-REC-10..16, hatp_mcp.core.txn.outcome).
     With `humans` (the keys on the organisation's Directory-signed cards) it also checks that every human decision
     inside an approval carries that person's own valid proof (HATP-GW-19..27); without it those are not checked.
+    Every head a party signed inside the record is checked against it (HATP-REC-20), and `evidence` (votes and
+    receipts the parties kept themselves) against the record too (HATP-REC-21): a record cut or rewritten before
+    an answer a party signed is caught only that way.
     """
     problems, outcome, grounds, decisions = _check_record(record, keyring, require_closed, humans)
-    return Verified(tuple(problems), outcome, grounds, decisions)
+    anchoring = _anchoring(record, keyring, evidence)
+    if anchoring is not None:
+        problems = [*problems, *anchoring.problems]
+    return Verified(tuple(problems), outcome, grounds, decisions, anchoring)
+
+
+def _anchoring(record: Mapping[str, Any], keyring: Keyring, evidence: Sequence[Any]) -> Anchoring | None:
+    """HATP-REC-20/21 over a record whose plan parses and that has events; None otherwise (nothing to anchor)."""
+    events = record.get("events")
+    if not isinstance(events, list) or not events:
+        return None
+    try:
+        plan = Plan.model_validate(record.get("plan"))
+        actual = plan.digest()
+    except (ValidationError, CanonicalError):
+        return None
+    last = events[-1]
+    closed = isinstance(last, dict) and last.get("event") == CLOSE_EVENT
+    return check_anchors(events, plan, actual, keyring, evidence, closed=closed)
 
 
 def _check_record(

@@ -55,6 +55,16 @@ class PostgresParticipantStore:
         )
         return BranchRow.from_json(txn_id, branch_id, str(found[0])) if found else None
 
+    def branches(self, txn_id: str) -> list[BranchRow]:
+        found = run(
+            self._pool,
+            lambda conn: conn.execute(
+                "SELECT branch_id, row FROM branch_state WHERE txn_id = %s ORDER BY branch_id", (txn_id,)
+            ).fetchall(),
+            idempotent=True,
+        )
+        return [BranchRow.from_json(txn_id, str(branch_id), str(text)) for branch_id, text in found]
+
     def put(self, row: BranchRow) -> None:
         text = row.to_json()
         run(
