@@ -226,6 +226,7 @@ async def _serve(
                     "participant",
                     pinned=setup.participant_keys.get(uri),
                     trust_dir=data if args.trust_advertised_keys else None,
+                    on_unreachable=lambda why: log(f"coordinator: WARNING {why}"),
                 )
                 for entry in own.entries():  # bound to `uri` (HATP-SIG-6): counted for its own branches only
                     keyring.add(entry)

@@ -13,13 +13,14 @@ key files.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.links import Link, advertised_keyring
 from hatp_mcp.store.files import create_file
 
@@ -105,23 +106,51 @@ def tofu_file(data: Path, name: str) -> Path:
 
 
 async def participant_keyring(
-    name: str, link: Link, role: str, *, pinned: KeySource | None, trust_dir: Path | None
+    name: str,
+    link: Link,
+    role: str,
+    *,
+    pinned: KeySource | None,
+    trust_dir: Path | None,
+    on_unreachable: Callable[[str], None] | None = None,
 ) -> Keyring:
     """The keys that count for participant `name` on `link`, each bound to `name` (HATP-SIG-6): its pinned keys
     (HATP-MCP-27); without them, when
     `trust_dir` is given (trust on first use allowed), the keys kept there from the first connect, or the ones it
     advertises now, which are then kept (HATP-MCP-28).
 
+    A participant with pinned (or kept) keys that cannot be reached now counts with those keys alone, its
+    advertisement not compared, and `on_unreachable` is told so (HATP-MCP-27): a coordinator must start to
+    finish its transactions while one of its participants is down, and its evidence is checked against the pins
+    whatever it advertises.
+
     Raises HatpError HATP-MCP-27 (an advertised key not pinned), HATP-MCP-28 (no pinned keys and trust on first
-    use not allowed; nothing is sent to the participant), HATP-MCP-1 / TransportFailed (from the connection),
-    OSError or ValueError (an unreadable key file)."""
+    use not allowed; nothing is sent to the participant), HATP-MCP-1 / TransportFailed (from the connection, when
+    no keys are pinned or kept), OSError or ValueError (an unreadable key file)."""
     if pinned is None and trust_dir is None:
         raise unpinned(name)
-    advertised = await advertised_keyring(link, role)
+    kept = tofu_file(trust_dir, name) if trust_dir is not None else None
+    try:
+        advertised = await advertised_keyring(link, role)
+    except TransportFailed as exc:
+        if pinned is None and (kept is None or not kept.exists()):
+            raise
+        if pinned is not None:
+            source, keys = describe(pinned), read_keys(pinned)
+        else:
+            assert kept is not None
+            source, keys = f"first seen, kept in {kept}", read_keys(kept)
+        ring = check_pinned(name, Keyring(), keys, role, source)
+        if on_unreachable is not None:
+            on_unreachable(
+                f"{name} is unreachable now ({exc.reason}): its evidence counts only with the keys pinned for it "
+                f"({source}); what it advertises was NOT compared with them (HATP-MCP-27) and is not until it is "
+                "reached again at the next start"
+            )
+        return ring
     if pinned is not None:
         return check_pinned(name, advertised, read_keys(pinned), role, describe(pinned))
-    assert trust_dir is not None
-    kept = tofu_file(trust_dir, name)
+    assert kept is not None
     if kept.exists():
         return check_pinned(name, advertised, read_keys(kept), role, f"first seen, kept in {kept}")
     if len(advertised) == 0:

@@ -130,3 +130,33 @@ async def test_HATP_MCP_28_a_racing_first_connect_that_kept_other_keys_wins_and_
                 await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
     assert info.value.rule == "HATP-MCP-27"  # the kept keys are the first writer's, and the hotel's are not them
     assert read_keys(kept).to_jwks()["keys"][0]["kid"] == other.kid
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when this returns: nothing listens there
+
+
+async def test_HATP_MCP_27_a_pinned_participant_down_at_start_counts_with_its_pins_and_says_nothing_was_compared(
+    tmp_path: Path,
+) -> None:
+    pinned = SigningKey.generate(["participant"])
+    said: list[str] = []
+    down = Target(url=f"http://127.0.0.1:{_closed_port()}/mcp")
+    with anyio.fail_after(30):
+        async with open_links({HOTEL: down}, tmp_path) as links:
+            got = await participant_keyring(
+                HOTEL,
+                links[HOTEL],
+                "participant",
+                pinned=pinned.public_jwk(),
+                trust_dir=None,
+                on_unreachable=said.append,
+            )
+            with pytest.raises(pins.TransportFailed):  # nothing pinned or kept: nothing to count with
+                await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
+    assert got.get(pinned.kid) is not None and got.get(pinned.kid).party == HOTEL  # type: ignore[union-attr]
+    assert len(said) == 1 and HOTEL in said[0] and "NOT compared" in said[0] and "HATP-MCP-27" in said[0]
