@@ -93,6 +93,7 @@ class _Module:
     factories: dict[str, set[str]]
     aliases: dict[str, str]
     maps: dict[str, set[str]]
+    names: dict[str, set[str]]  # module-level `RULE = "HATP-JRN-13"`
 
 
 def _rule_of(node: ast.expr, names: dict[str, set[str]], module: _Module) -> set[str]:
@@ -105,7 +106,7 @@ def _rule_of(node: ast.expr, names: dict[str, set[str]], module: _Module) -> set
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         return module.maps.get(node.value.id, set())
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-        return names.get(node.id, set())
+        return names.get(node.id) or module.names.get(node.id, set())
     if isinstance(node, ast.Call):
         f = node.func
         fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
@@ -158,11 +159,12 @@ def _is_rule(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(RULE.fullmatch(node.value))
 
 
-def _module_tables(tree: ast.Module) -> tuple[dict[str, str], dict[str, set[str]]]:
+def _module_tables(tree: ast.Module) -> tuple[dict[str, str], dict[str, set[str]], dict[str, set[str]]]:
     """Module-level dict literals whose values are all rule ids: by their keys (aliases, when the keys are names)
-    and by their own name (maps)."""
+    and by their own name (maps); and module-level names bound to a rule id (`RULE = "HATP-JRN-13"`)."""
     aliases: dict[str, str] = {}
     maps: dict[str, set[str]] = {}
+    names = _local_names(tree, {})
     for node in tree.body:
         target, value = (
             (node.targets[0], node.value)
@@ -181,7 +183,7 @@ def _module_tables(tree: ast.Module) -> tuple[dict[str, str], dict[str, set[str]
             if isinstance(k, ast.Constant) and isinstance(k.value, str) and not RULE.fullmatch(k.value):
                 assert isinstance(v, ast.Constant)
                 aliases[k.value] = v.value
-    return aliases, maps
+    return aliases, maps, names
 
 
 def _factories(tree: ast.Module, source: str, module: _Module) -> dict[str, set[str]]:
@@ -326,6 +328,10 @@ class _Parsed:
     parents: dict[ast.AST, ast.AST]
     aliases: dict[str, str]
     maps: dict[str, set[str]]
+    names: dict[str, set[str]]
+
+    def module(self, factories: dict[str, set[str]]) -> _Module:
+        return _Module(factories, self.aliases, self.maps, self.names)
 
 
 def _parse_all(root: Path) -> list[_Parsed]:
@@ -334,9 +340,9 @@ def _parse_all(root: Path) -> list[_Parsed]:
         rel = str(path.relative_to(root))
         source = path.read_text()
         tree = ast.parse(source, filename=rel)
-        aliases, maps = _module_tables(tree)
+        aliases, maps, names = _module_tables(tree)
         aliases.update(ALIASES.get(rel, {}))
-        out.append(_Parsed(rel, source, tree, _parents(tree), aliases, maps))
+        out.append(_Parsed(rel, source, tree, _parents(tree), aliases, maps, names))
     return out
 
 
@@ -399,21 +405,21 @@ def _fallbacks(m: _Parsed) -> Iterator[tuple[str, Site]]:
                     yield rule, dataclasses.replace(site, kind="message")
 
 
-def find_sites(root: Path = ROOT, manual: dict[str, list[tuple[str, str]]] = MANUAL_SITES) -> Sites:
+def find_sites(root: Path = ROOT, manual: dict[str, list[tuple[str, str, str]]] = MANUAL_SITES) -> Sites:
     """Every rule's sites in `root`/hatp_mcp: its reports and its `manual` sites; for a rule with neither, the
     fallbacks (an `if` commented with the id, a guarded report whose message names it)."""
     parsed = _parse_all(root)
     public: dict[str, set[str]] = {}
     for m in parsed:
-        for name, rules in _factories(m.tree, m.source, _Module({}, m.aliases, m.maps)).items():
+        for name, rules in _factories(m.tree, m.source, m.module({})).items():
             if not name.startswith("_"):
                 public.setdefault(name, set()).update(rules)
     sites: dict[str, set[Site]] = {}
     unmutable: dict[str, set[str]] = {}
     weak: dict[str, set[Site]] = {}
     for m in parsed:
-        own = _factories(m.tree, m.source, _Module({}, m.aliases, m.maps))
-        module = _Module({**public, **own}, m.aliases, m.maps)
+        own = _factories(m.tree, m.source, m.module({}))
+        module = m.module({**public, **own})
         for rule, site, line in _reports(m, module):
             if site is None:
                 unmutable.setdefault(rule, set()).add(f"{m.rel}:{line}")
@@ -422,7 +428,7 @@ def find_sites(root: Path = ROOT, manual: dict[str, list[tuple[str, str]]] = MAN
         for rule, site in _fallbacks(m):
             weak.setdefault(rule, set()).add(site)
     for rule, named in manual.items():
-        sites.setdefault(rule, set()).update(_manual_site(root, rel, needle) for rel, needle in named)
+        sites.setdefault(rule, set()).update(_manual_site(root, rel, needle, off) for rel, needle, off in named)
     for rule, found in weak.items():
         if rule not in sites:
             sites[rule] = found
@@ -432,18 +438,24 @@ def find_sites(root: Path = ROOT, manual: dict[str, list[tuple[str, str]]] = MAN
     )
 
 
-def _manual_site(root: Path, rel: str, needle: str) -> Site:
-    """The `if` whose test's source is exactly `needle` in `rel` (exactly one), as a site."""
+def _manual_site(root: Path, rel: str, needle: str, off: str) -> Site:
+    """The condition (an `if`'s test, or a part of one) whose source is `needle` in `rel` (exactly one; whitespace
+    does not count), as a site where it becomes `off`."""
     source = (root / rel).read_text()
     found = [
-        node.test
+        sub
         for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.If) and ast.get_source_segment(source, node.test) == needle
+        if isinstance(node, ast.If)
+        for sub in ast.walk(node.test)
+        if _squeezed(ast.get_source_segment(source, sub) or "") == _squeezed(needle)
     ]
     if len(found) != 1:
-        raise LookupError(f"tests/mutation/manual_sites.py: {rel}: {len(found)} ifs test {needle!r}, not one")
-    t = found[0]
-    return Site(rel, t.lineno, t.col_offset, t.end_lineno or 0, t.end_col_offset or 0, "manual", "False")
+        raise LookupError(f"tests/mutation/manual_sites.py: {rel}: {len(found)} conditions read {needle!r}, not one")
+    return _span(rel, found[0], "manual", off)
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
 
 
 def _outermost(sites: list[Site]) -> list[Site]:
