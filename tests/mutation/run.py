@@ -58,13 +58,38 @@ class Outcome:
     seconds: float = 0.0
     detail: str = ""
 
-    def row(self) -> str:
+    def cells(self) -> dict[str, str]:
+        """The row's cells, but for the static `reports not switchable` (write_table fills it from the code)."""
         kinds = sorted({s.kind for s in self.sites})
-        sites = f"{len(self.sites)} ({', '.join(kinds)})" if self.sites else "0"
         result = "exempt: survived" if self.result == "survived" and self.rule in EXEMPT else self.result
-        by = f"`{self.killer}`" if self.killer else ""
-        others = f"{len(self.others_failed)}/{self.others_run}" if self.others_run else ""
-        return f"| {self.rule} | {sites} | {self.tests} | {self.ran or ''} | {result} | {by} | {others} |"
+        return {
+            "rule": self.rule,
+            "sites switched off": f"{len(self.sites)} ({', '.join(kinds)})" if self.sites else "0",
+            "tests naming it": str(self.tests),
+            "tests run": str(self.ran or ""),
+            "result": result,
+            "killed by": f"`{self.killer}`" if self.killer else "",
+            "others failed": f"{len(self.others_failed)}/{self.others_run}" if self.others_run else "",
+        }
+
+    def row(self) -> str:
+        return _row(self.cells())
+
+
+COLUMNS = (
+    "rule",
+    "sites switched off",
+    "reports not switchable",
+    "tests naming it",
+    "tests run",
+    "result",
+    "killed by",
+    "others failed",
+)
+
+
+def _row(cells: dict[str, str]) -> str:
+    return "| " + " | ".join(cells.get(c, "") for c in COLUMNS) + " |"
 
 
 @contextmanager
@@ -196,47 +221,52 @@ of the repository), and whether the test functions that name the rule (spec/viol
 least one of them fails with the check off. `survived`: all of them pass, so no planted violation shows the check
 is needed (allowed only with a reason in tests/mutation/exemptions.py). `no-site`: no place in the code reports the
 id (a rule kept by construction, by ordering or by another rule's check), so nothing was switched off: never
-counted as killed. `others failed`: of a few tests of other rules checked in the same files, how many failed too.
+counted as killed. A report `not switchable` computes a value the code goes on to use (`kid = _verify(...)`), so
+it stays on. `others failed`: of a few tests of other rules checked in the same files, how many failed too.
 
 Written by `make mutation` (tests/mutation/run.py); `--rules ID ...` re-runs and rewrites only those rows. A test
 fails when the rule list or the number of sites here differs from the code's, or when a rule survives unexempted.
 
-| rule | sites (kinds) | tests naming it | tests run | result | killed by | others failed |
-|---|---|---|---|---|---|---|
 """
 
 
-def read_rows(path: Path = TABLE) -> dict[str, list[str]]:
-    """rule -> the cells of its row in the committed table."""
+def read_rows(path: Path = TABLE) -> dict[str, dict[str, str]]:
+    """rule -> its row in the committed table, by column."""
     if not path.exists():
         return {}
-    rows = {}
+    rows: dict[str, dict[str, str]] = {}
+    names: list[str] = []
     for line in path.read_text().splitlines():
-        if line.startswith("| HATP-"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0]] = cells
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| rule |"):
+            names = [{"sites (kinds)": "sites switched off"}.get(n, n) for n in cells]  # the first table's name
+        elif line.startswith("| HATP-"):
+            rows[cells[0]] = dict(zip(names, cells, strict=True))
     return rows
 
 
-def write_table(outcomes: Sequence[Outcome], path: Path = TABLE) -> str:
-    """The table with these outcomes' rows replaced, in the spec's order; the rows of rules no longer defined
-    are dropped."""
-    rows = {rule: "| " + " | ".join(cells) + " |" for rule, cells in read_rows(path).items()}
-    rows.update({o.rule: o.row() for o in outcomes})
+def write_table(outcomes: Sequence[Outcome], sites: Sites, path: Path = TABLE) -> str:
+    """The table with these outcomes' rows replaced, in the spec's order (rows of rules no longer defined are
+    dropped); `reports not switchable` is read from the code for every row. Returns the summary line."""
+    rows = read_rows(path)
+    rows.update({o.rule: o.cells() for o in outcomes})
     rules = list(spec_rules())
-    lines = [rows.get(r, f"| {r} | ? | ? |  | not run |  |  |") for r in rules]
-    results = [r.split("|")[5].strip() for r in lines]
-    counts = {
-        k: sum(1 for r in results if r == k) for k in ("killed", "survived", "exempt: survived", "no-site", "no-test")
-    }
+    lines = []
+    counts = dict.fromkeys(("killed", "survived", "exempt: survived", "no-site", "no-test"), 0)
+    for r in rules:
+        cells = rows.get(r, {"rule": r, "result": "not run"})
+        cells["reports not switchable"] = str(len(sites.unmutable.get(r, [])))
+        if cells["result"] in counts:
+            counts[cells["result"]] += 1
+        lines.append(_row(cells))
     summary = (
-        f"\n{len(rules)} rules: {counts['killed']} killed, {counts['survived']} survived, "
+        f"{len(rules)} rules: {counts['killed']} killed, {counts['survived']} survived, "
         f"{counts['exempt: survived']} survived with an exemption, {counts['no-site']} with no site, "
-        f"{counts['no-test']} with no test naming them, {len(rules) - sum(counts.values())} not run or broken.\n"
+        f"{counts['no-test']} with no test naming them, {len(rules) - sum(counts.values())} not run or broken."
     )
-    text = HEADER + "\n".join(lines) + "\n" + summary
-    path.write_text(text)
-    return summary.strip()
+    header = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|\n"
+    path.write_text(HEADER + header + "\n".join(lines) + "\n\n" + summary + "\n")
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -253,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     outcomes = run_rules(rules, jobs=args.jobs)
-    print("| rule | sites | tests | run | result | killed by | others failed |")
+    print("| " + " | ".join(COLUMNS) + " |")
     for o in outcomes:
         print(o.row())
     bad = [o for o in outcomes if o.result == "error" or (o.result == "survived" and o.rule not in EXEMPT)]
@@ -269,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{v} {k}" for k, v in counts.items())
     )
     if args.write:
-        print(write_table(outcomes))
+        print(write_table(outcomes, find_sites()))
     return 1 if bad else 0
 
 
