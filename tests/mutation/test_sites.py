@@ -67,21 +67,28 @@ def _found(tmp_path: Path) -> tuple[dict[str, list[tuple[int, str, str]]], dict[
     return sites, found.unmutable
 
 
+# What the finder must see in CHECKS (rule ids live out here: a test function naming them would be credited with
+# planting their violations, tests/violations_appendix.py).
+EXPECTED = {
+    "HATP-SIG-1": [(16, "if", "vote.kid is None")],
+    "HATP-SIG-2": [(18, "if", "vote.kid not in keys")],
+    "HATP-TS-1": [(20, "if", "vote.ts > now")],
+    "HATP-SIG-4": [(24, "call", '_same("HATP-SIG-4", vote.a, vote.b)')],
+    "HATP-SIG-5": [(28, "except", 'raise HatpError("HATP-SIG-5", str(exc)) from exc')],
+    "HATP-GATE-19": [(36, "except", "raise _refuse(_RULE_OF[exc.rule], exc.reason) from exc")],
+    "HATP-GATE-14": [(36, "except", "raise _refuse(_RULE_OF[exc.rule], exc.reason) from exc")],
+    "HATP-VAL-3": [(44, "tail", '[HatpError("HATP-VAL-3", b.branch_id) for b in finals[1:]]')],
+}
+DISPATCHED = "HATP-SIG-3"  # compared against: a dispatch, not a check
+UNMUTABLE = {"HATP-SIG-6": ["hatp_mcp/checks.py:32"]}  # a value the code goes on to use
+UNSIGNED, VIOLATIONS, HANDLER = "HATP-SIG-1", "HATP-VAL-3", "HATP-SIG-5"
+
+
 def test_a_check_is_found_from_the_rule_id_it_reports_directly_through_a_name_a_helper_or_a_map(tmp_path: Path) -> None:
     sites, unmutable = _found(tmp_path)
-    assert sites == {
-        "HATP-SIG-1": [(16, "if", "vote.kid is None")],
-        "HATP-SIG-2": [(18, "if", "vote.kid not in keys")],
-        "HATP-TS-1": [(20, "if", "vote.ts > now")],
-        "HATP-SIG-4": [(24, "call", '_same("HATP-SIG-4", vote.a, vote.b)')],
-        "HATP-SIG-5": [(28, "except", 'raise HatpError("HATP-SIG-5", str(exc)) from exc')],
-        "HATP-GATE-19": [(36, "except", "raise _refuse(_RULE_OF[exc.rule], exc.reason) from exc")],
-        "HATP-GATE-14": [(36, "except", "raise _refuse(_RULE_OF[exc.rule], exc.reason) from exc")],
-        "HATP-VAL-3": [(44, "tail", '[HatpError("HATP-VAL-3", b.branch_id) for b in finals[1:]]')],
-    }
-    # compared against is a dispatch, not a check; a value the code goes on to use cannot be switched off
-    assert "HATP-SIG-3" not in sites and "HATP-SIG-3" not in unmutable
-    assert unmutable == {"HATP-SIG-6": ["hatp_mcp/checks.py:32"]}
+    assert sites == EXPECTED
+    assert DISPATCHED not in sites and DISPATCHED not in unmutable
+    assert unmutable == UNMUTABLE
 
 
 def test_switching_a_check_off_rewrites_only_its_own_span_and_keeps_the_module_valid(tmp_path: Path) -> None:
@@ -93,10 +100,9 @@ def test_switching_a_check_off_rewrites_only_its_own_span_and_keeps_the_module_v
         compile(text, rule, "exec")
         changed = [(a, b) for a, b in zip(CHECKS.splitlines(), text.splitlines(), strict=True) if a != b]
         assert len(changed) == len({s.line for s in sites}), rule
-    off = mutate(CHECKS, found["HATP-SIG-1"]).splitlines()
-    assert off[15] == "    if False:  # unsigned"  # the comment stays
-    assert mutate(CHECKS, found["HATP-VAL-3"]).splitlines()[43] == "    return []"
-    assert mutate(CHECKS, found["HATP-SIG-5"]).splitlines()[27] == "        pass"
+    assert mutate(CHECKS, found[UNSIGNED]).splitlines()[15] == "    if False:  # unsigned"  # the comment stays
+    assert mutate(CHECKS, found[VIOLATIONS]).splitlines()[43] == "    return []"
+    assert mutate(CHECKS, found[HANDLER]).splitlines()[27] == "        pass"
 
 
 def test_the_package_reports_most_rule_ids_at_sites_the_finder_locates() -> None:
