@@ -15,7 +15,7 @@ must be what the statement reports: one compared against (`exc.rule == ...`), us
   a `raise` becomes `return` in a function that returns nothing, a `return` returns what the function's other
   returns give when nothing is wrong (`[]`, `None`).
 
-For a rule with none of these, weaker evidence: an `if` whose line carries a comment naming the id (`comment`), or
+For a rule reported nowhere at all, weaker evidence: an `if` whose line carries a comment naming the id (`comment`), or
 a guarded report whose message names it (`message`); the table shows the kind.
 
 A report found nowhere of these (a value computed through a check, `kid = _verify(..., "HATP-TXN-2", ...)`, or a
@@ -198,9 +198,12 @@ def _factories(tree: ast.Module, source: str, module: _Module) -> dict[str, set[
             continue
         if _ok_return(node, source) is not None:
             continue  # a check that returns its refusal (`None` when all is well): its own return is the site
-        names = _local_names(node, module.maps)
+        # a helper that looks its rule up by a name its caller passes (`EXCLUSION_RULES[reason]`) is no factory:
+        # each call's own alias (`_ex(who, "authority", ...)`) names the one rule it reports
+        plain = _Module(module.factories, module.aliases, {}, module.names)
+        names = _local_names(node, {})
         value = last.value
-        rules = {r for arg in [*value.args, *(k.value for k in value.keywords)] for r in _rule_of(arg, names, module)}
+        rules = {r for arg in [*value.args, *(k.value for k in value.keywords)] for r in _rule_of(arg, names, plain)}
         if rules:
             out.setdefault(node.name, set()).update(rules)
     return out
@@ -430,7 +433,7 @@ def find_sites(root: Path = ROOT, manual: dict[str, list[tuple[str, str, str]]] 
     for rule, named in manual.items():
         sites.setdefault(rule, set()).update(_manual_site(root, rel, needle, off) for rel, needle, off in named)
     for rule, found in weak.items():
-        if rule not in sites:
+        if rule not in sites and rule not in unmutable:  # a rule reported where it cannot be switched off stays so
             sites[rule] = found
     return Sites(
         {r: _outermost(sorted(s)) for r, s in sites.items()},
