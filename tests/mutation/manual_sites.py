@@ -10,6 +10,12 @@ from __future__ import annotations
 MANUAL_SITES: dict[str, list[tuple[str, str, str]]] = {
     # begin validates the plan: the coordinator refuses it (as HATP-TXN-1) when the validator reports anything
     "HATP-MCP-20": [("hatp_mcp/core/txn/machine.py", "violations", "False")],
+    # the approval deadline's timer aborts while a requirement is not yet approved (the abort names no rule id)
+    "HATP-TXN-7": [
+        ("hatp_mcp/core/txn/timers.py", 'any(t.approvals.status.get(r.id) != "yes" for r in t.plan.approvals)', "False")
+    ],
+    # a lost hold is placed again (its `else` branch): with the check off it is given up as lapsed instead
+    "HATP-TXN-8": [("hatp_mcp/core/txn/phase2.py", "t.state in (T.IN_DOUBT,) or irreversible_done(t)", "True")],
     # the inbox lists a person's own asks only: with the filter off it lists every ask
     "HATP-GW-72": [
         (

@@ -210,3 +210,15 @@ def test_a_quote_receipt_does_not_answer_a_prepare() -> None:
     refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert refused and refused[0]["rule"] == "HATP-TXN-2" and "quote" in refused[0]["reason"]
     assert c.state is TxnState.ABORTING
+
+
+def test_HATP_TXN_16_a_pending_vote_without_its_signed_deadline_is_refused_and_aborts() -> None:
+    c, _ = started()
+    base = {"txnId": c.plan.txn_id, "branchId": "seat", "planDigest": c.plan.digest(), "issuedAt": format_ts(NOW)}
+    vote = sign_object({"type": "hatp.vote", **base, "voter": AIRLINE, "decision": "pending"}, KEYS["airline"])
+    receipt = {"type": "hatp.receipt", **base, "participant": AIRLINE, "phase": "prepare", "outcome": "in-doubt"}
+    out = c.handle(PrepareAnswer(branch_id="seat", vote=vote, receipt=sign_object(receipt, KEYS["airline"])), NOW)
+    refused = [x for x in out if isinstance(x, Record) and x.event == "vote.refused"]
+    assert [r.body for r in refused] == [{"branchId": "seat", "rule": "HATP-TXN-16", "code": "NO_DEADLINE"}]
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)  # never waited on without a bound
+    assert c.state is TxnState.ABORTING
