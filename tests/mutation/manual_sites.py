@@ -16,6 +16,16 @@ MANUAL_SITES: dict[str, list[tuple[str, str, str]]] = {
     ],
     # a lost hold is placed again (its `else` branch): with the check off it is given up as lapsed instead
     "HATP-TXN-8": [("hatp_mcp/core/txn/phase2.py", "t.state in (T.IN_DOUBT,) or irreversible_done(t)", "True")],
+    # before a commit step a short lease is renewed: with the check off no lease is renewed before committing
+    "HATP-TXN-9": [
+        (
+            "hatp_mcp/core/txn/commit.py",
+            "expires is None or (expires <= now + timedelta(seconds=need) and expires < h.horizons.get(b, expires))",
+            "False",
+        )
+    ],
+    # a replacement commits only on a logged commit decision: with the check off it presumes commit, not abort
+    "HATP-TXN-12": [("hatp_mcp/core/txn/phase2.py", 'decision == "commit"', "True")],
     # the inbox lists a person's own asks only: with the filter off it lists every ask
     "HATP-GW-72": [
         (

@@ -1,9 +1,12 @@
 """Where each rule's check lives in hatp_mcp, found from the source, and the source with that check switched off.
 
-A check site is found from the rule id it reports: a string constant that is exactly the id (`"HATP-TXN-2"`), a
-local name bound to one (`rule = "HATP-TXN-3"`), or a call of a module's own helper whose body unconditionally
-returns or raises an error carrying one (`def _not_payable(...): return HatpError("HATP-GATE-23", ...)`). The id
-must be what the statement reports: one compared against (`exc.rule == ...`), used as a key of a mapping or in an
+A check site is found from the rule id it reports: a string constant that is exactly the id (`"HATP-TXN-2"`, or a
+`"rule"` member's value), a name bound to one (`rule = "HATP-TXN-3"` in the function, `RULE = "HATP-JRN-13"` in the
+module), an alias a module-level table gives it (`EXCLUSION_RULES = {"authority": "HATP-GW-4"}`; for the saga's
+rule names, manual_sites.ALIASES), a lookup in such a table (`_HUMAN_RULES[exc.rule]` reports each of its ids), or a
+call of a helper whose body ends returning an error carrying one (`def _not_payable(...): return HatpError(
+"HATP-GATE-23", ...)`; public helpers count across modules). The id must be what the statement reports: one
+compared against (`exc.rule == ...`), used as a key of a mapping or in an
 `if`'s own test is a dispatch, not a check. Each such report makes one site:
 
 - `if`: the nearest `if` whose body reports the id: its test becomes `False`, so the guard never fires;
@@ -20,8 +23,8 @@ a guarded report whose message names it (`message`); the table shows the kind.
 
 A report found nowhere of these (a value computed through a check, `kid = _verify(..., "HATP-TXN-2", ...)`, or a
 `raise` in the handler of a `try` that computes a value the code goes on to use) is counted but never mutated: with
-no value to go on with, switching it off is not defined. A rule whose check cannot be located this way may be named
-in tests/mutation/manual_sites.py.
+no value to go on with, switching it off is not defined. A check that reports no id (a timer's abort, a filter) may
+be named in tests/mutation/manual_sites.py (`manual`: a condition and what it becomes with the check off).
 
 The mutation is textual, at the AST node's own span, so the rest of the file (comments included) is unchanged.
 Nothing here is imported by the package: it only rewrites a copy (tests/mutation/run.py).
