@@ -9,7 +9,8 @@ still pass (`others`: how many failed, evidence that the switch was not only thi
 (`no-site`) or no test (`no-test`) is never counted as killed.
 
 Prints a table and, with `--write`, writes it to spec/mutation.md (rows of the rules run replace their old rows).
-Exits 1 when a rule that is not exempt (tests/mutation/exemptions.py) survives or a run breaks.
+Exits 1 when a rule that is not exempt (tests/mutation/exemptions.py) survives or a run breaks. `--each-site`
+switches each site off alone instead (a stricter look: which sites no test needs), and only prints.
 """
 
 from __future__ import annotations
@@ -170,41 +171,63 @@ def _run_one(repo: Path, outcome: Outcome, own: list[tuple[str, str]], controls:
 
 
 def run_rules(rules: Sequence[str], jobs: int = 2, progress: bool = True) -> list[Outcome]:
-    """Each rule's outcome, run `jobs` at a time (each worker in its own copy of the repository)."""
+    """Each rule's outcome, all its sites switched off together, run `jobs` at a time (each worker in its own copy
+    of the repository)."""
     sites = find_sites()
     tests = planted()
-    outcomes = {r: Outcome(r, sites.sites.get(r, []), len(set(tests.get(r, [])))) for r in rules}
-    todo: list[str] = []
-    for rule, o in outcomes.items():
+    outcomes = [Outcome(r, sites.sites.get(r, []), len(set(tests.get(r, [])))) for r in rules]
+    _run_all(outcomes, sites, tests, jobs, progress)
+    return outcomes
+
+
+def run_each_site(rules: Sequence[str], jobs: int = 2, progress: bool = True) -> list[Outcome]:
+    """One outcome per site of each rule, switched off alone: shows a site that no test needs even where another
+    site of the same rule kills the rule's mutant."""
+    sites = find_sites()
+    tests = planted()
+    outcomes = [Outcome(r, [site], len(set(tests.get(r, [])))) for r in rules for site in sites.sites.get(r, [])]
+    _run_all(outcomes, sites, tests, jobs, progress)
+    return outcomes
+
+
+def _run_all(
+    outcomes: list[Outcome], sites: Sites, tests: dict[str, list[tuple[str, str]]], jobs: int, progress: bool
+) -> None:
+    todo: list[Outcome] = []
+    for o in outcomes:
         if not o.sites:
             o.result = "no-site"
         elif not o.tests:
             o.result = "no-test"
         else:
-            todo.append(rule)
+            todo.append(o)
     # the rules with the most tests first, so a long one does not start last
-    todo.sort(key=lambda r: -outcomes[r].tests)
+    todo.sort(key=lambda o: -o.tests)
     lock = threading.Lock()
     free: list[Path] = []
     with _copies(min(jobs, len(todo))) as repos:
         free.extend(repos)
 
-        def work(rule: str) -> None:
+        def work(o: Outcome) -> None:
             with lock:
                 repo = free.pop()
             try:
-                own = sorted(set(tests[rule]))
-                _run_one(repo, outcomes[rule], [list(t) for t in own], [list(t) for t in _controls(rule, sites, tests)])
+                own = [list(t) for t in sorted(set(tests[o.rule]))]
+                _run_one(repo, o, own, [list(t) for t in _controls(o.rule, sites, tests)])
             finally:
                 with lock:
                     free.append(repo)
             if progress:
-                o = outcomes[rule]
-                print(f"{o.rule}: {o.result} ({o.ran} run, {o.seconds:.1f} s) {o.killer}{o.detail[:200]}", flush=True)
+                where = o.sites[0].label() if len(o.sites) == 1 else f"{len(o.sites)} sites"
+                others = f", others failed: {o.others_failed}" if o.others_failed else ""
+                print(
+                    f"{o.rule} ({where}): {o.result} ({o.ran} run, {o.seconds:.1f} s{others}) {o.killer}"
+                    f"{o.detail[:200]}",
+                    flush=True,
+                )
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             list(pool.map(work, todo))
-    return [outcomes[r] for r in rules]
 
 
 @contextmanager
@@ -274,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rules", nargs="*", help="rule ids (default: every rule the spec defines)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--write", action="store_true", help=f"write the rows to {TABLE.relative_to(ROOT)}")
+    p.add_argument(
+        "--each-site", action="store_true", help="switch each site off alone and print which ones no test needs"
+    )
     args = p.parse_args(argv)
     defined = list(spec_rules())
     rules = args.rules or defined
@@ -282,6 +308,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"not rules the spec defines: {', '.join(unknown)}", file=sys.stderr)
         return 2
     started = time.monotonic()
+    if args.each_site:
+        each = run_each_site(rules, jobs=args.jobs)
+        for o in each:
+            print(f"| {o.rule} | {o.sites[0].label()} | {o.result} | {o.killer} |")
+        alive = sum(1 for o in each if o.result == "survived")
+        print(f"{len(each)} sites in {time.monotonic() - started:.0f} s: {alive} no test needs", file=sys.stderr)
+        return 1 if any(o.result == "error" for o in each) else 0
     outcomes = run_rules(rules, jobs=args.jobs)
     print("| " + " | ".join(COLUMNS) + " |")
     for o in outcomes:
