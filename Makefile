@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak soak-processes fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak soak-processes fuzz mutation schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -85,6 +85,10 @@ soak-processes: install
 # 100,000 hostile inputs per parser and boundary (about an hour here); prints inputs, refusals, accepted, crashes
 fuzz: install
 	$(BIN)/python -m tests.fuzz.run --examples 100000
+
+# Every rule's check switched off by its rule id, one at a time; its planted violations must notice (spec/mutation.md)
+mutation: install
+	$(BIN)/python -m tests.mutation.run --write
 
 schemas: install
 	$(BIN)/hatp schemas --write spec/schemas

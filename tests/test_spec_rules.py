@@ -3,6 +3,9 @@
 A test references a rule by naming it, as `HATP-SIG-3` or, in a function name, `HATP_SIG_3`.
 
 A rule is defined in spec/*.md by a list item that starts with its id in bold: `- **HATP-SIG-3** ...`.
+
+Naming is the weak half: tests/mutation/test_table.py asks, for every rule whose check the code reports, for a test
+that fails when that check is switched off (spec/mutation.md, `make mutation`).
 """
 
 from __future__ import annotations

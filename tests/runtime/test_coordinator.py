@@ -162,7 +162,7 @@ async def test_an_invalid_plan_is_refused_at_begin_and_nothing_is_logged_or_call
 
 
 @pytest.mark.anyio
-async def test_a_precondition_change_aborts_undoes_what_ran_and_never_retries(clock: FakeClock) -> None:
+async def test_a_precondition_change_aborts_undoes_what_ran_and_never_retries_HATP_TXN_6(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=60)})
     coord = world.coordinator()
 
@@ -182,7 +182,7 @@ async def test_a_precondition_change_aborts_undoes_what_ran_and_never_retries(cl
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("tier", ["compensate", "final", "hold"])
-async def test_a_commit_refused_at_each_tier(clock: FakeClock, tier: str) -> None:
+async def test_a_commit_refused_at_each_tier_HATP_TXN_6(clock: FakeClock, tier: str) -> None:
     world = build_world(clock)
     if tier == "compensate":
         world.event.perform = _refuse  # type: ignore[method-assign]
@@ -222,7 +222,7 @@ async def test_a_pending_approval_is_polled_until_the_human_decides_HATP_TXN_7(c
 
 
 @pytest.mark.anyio
-async def test_no_decision_by_the_deadline_aborts_and_withdraws_the_ask(clock: FakeClock) -> None:
+async def test_no_decision_by_the_deadline_aborts_and_withdraws_the_ask_HATP_TXN_7(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(decision="never")})
     start = clock.now()
     coord = world.coordinator()
@@ -250,7 +250,7 @@ async def test_holds_capped_below_what_was_asked_are_renewed_while_the_human_dec
 
 
 @pytest.mark.anyio
-async def test_a_shorter_hold_horizon_shrinks_the_approval_deadline(clock: FakeClock) -> None:
+async def test_a_shorter_hold_horizon_shrinks_the_approval_deadline_HATP_TXN_8(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(decision="never")}, max_horizon_seconds=2000)
     start = clock.now()
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
@@ -278,7 +278,7 @@ def lose_the_seat_hold_once(world: World, clock: FakeClock) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_lost_hold_is_placed_again_without_asking_the_human_twice(clock: FakeClock) -> None:
+async def test_a_lost_hold_is_placed_again_without_asking_the_human_twice_HATP_TXN_8(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1200)})
     lose_the_seat_hold_once(world, clock)
     result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
@@ -291,7 +291,7 @@ async def test_a_lost_hold_is_placed_again_without_asking_the_human_twice(clock:
 
 
 @pytest.mark.anyio
-async def test_a_hold_that_cannot_be_placed_again_aborts_before_any_commit(clock: FakeClock) -> None:
+async def test_a_hold_that_cannot_be_placed_again_aborts_before_any_commit_HATP_TXN_8(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1200)})
     lose_the_seat_hold_once(world, clock)
     world.seat.sold_out = True  # the seat went to someone else meanwhile
@@ -406,7 +406,7 @@ async def test_approval_first_quotes_then_asks_then_places_the_holds_HATP_MODE_3
 
 
 @pytest.mark.anyio
-async def test_an_approval_after_the_quotes_expired_aborts(clock: FakeClock) -> None:
+async def test_an_approval_after_the_quotes_expired_aborts_HATP_MODE_3(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1200)})
     coord = world.coordinator()
     result = await drive(clock, lambda: coord.run(trip_plan(clock.now(), mode="approval-first")))
@@ -477,7 +477,7 @@ async def test_a_pending_participant_is_asked_again_until_it_votes_yes_HATP_PART
 
 
 @pytest.mark.anyio
-async def test_a_participant_still_pending_at_its_deadline_aborts_the_transaction(clock: FakeClock) -> None:
+async def test_a_participant_still_pending_at_its_deadline_aborts_the_transaction_HATP_TXN_16(clock: FakeClock) -> None:
     world = build_world(clock)
     world.pay.pending_until = clock.now() + timedelta(seconds=600)
     world.pay.promised_by = clock.now() + timedelta(seconds=300)  # it promised less than it needs
@@ -490,7 +490,7 @@ async def test_a_participant_still_pending_at_its_deadline_aborts_the_transactio
 
 
 @pytest.mark.anyio
-async def test_the_approval_deadline_leaves_room_to_commit_by_the_plans_commit_by(clock: FakeClock) -> None:
+async def test_the_approval_deadline_leaves_room_to_commit_by_the_plans_commit_by_HATP_TXN_7(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript(after_seconds=1200)})
     at = (clock.now() + timedelta(seconds=1000)).strftime("%Y-%m-%dT%H:%M:%SZ")
     plan = trip_plan(clock.now(), deadlines={"decideBy": at, "commitBy": at})

@@ -47,6 +47,20 @@ async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_c
     assert other == 404
 
 
+async def test_HATP_GW_72_an_ask_bob_was_not_asked_is_neither_listed_nor_shown_nor_open_to_his_decision(
+    served: Served,
+) -> None:
+    theirs = "txn-acme-0002/finance"
+    await served.gateway.ask(plan(address="human://acme.com/alice", txn_id="txn-acme-0002"), "finance")
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        _s, _h, page = await b.get("/")
+        shown, _h2, _p = await b.get(f"/asks/{theirs}")
+        challenged, _body = await b.post(f"/asks/{theirs}/challenge", {"decision": "approve"})
+    assert f'href="/asks/{ASK}"' in page and theirs not in page
+    assert (shown, challenged) == (404, 404)  # like an ask that does not exist
+
+
 async def test_HATP_GW_67_a_decision_is_proven_by_a_passkey_over_its_own_challenge_and_its_nonce_works_once(
     served: Served,
 ) -> None:

@@ -256,6 +256,14 @@ def test_an_amount_the_arguments_do_not_carry_is_refused_under_HATP_GATE_20() ->
     assert e.value.rule == "HATP-GATE-20"
 
 
+def test_a_payee_that_is_not_a_non_empty_string_is_refused_under_HATP_GATE_20() -> None:
+    for payee in (42, "", None, ["acme"]):
+        with pytest.raises(HatpError) as e:
+            expected_call(SERVER, "charge_card", {**ARGS, "payee": payee}, REQ, TOOL_DIGEST)
+        assert (e.value.rule, e.value.path) == ("HATP-GATE-20", "arguments/payee"), payee
+        assert "payee string" in e.value.fix
+
+
 def test_json_pointers_follow_rfc_6901() -> None:
     doc = {"a/b": {"m~n": [10, 20]}, "": 1}
     assert resolve_pointer(doc, "/a~1b/m~0n/1") == 20

@@ -172,6 +172,20 @@ def test_declining_passes_the_ask_to_the_next_eligible_person_under_HATP_ASK_5()
     assert sum(1 for x in rr.values() if x.status == "asked") == 1
 
 
+def test_when_everyone_eligible_declined_the_ask_is_exhausted_and_votes_no_under_HATP_GW_15() -> None:
+    rec = opened(address="human://acme.com/role/finance-approver")
+    for _ in range(len(routing_record(rec).humans)):
+        asked = [x.human for x in routing_record(rec).humans if x.status == "asked"]
+        if not asked:
+            break
+        assert state_of(rec) is AskState.PENDING
+        rec = decline(rec, asked[0], NOW)
+    assert state_of(rec) is AskState.EXHAUSTED
+    vote = build_vote(rec, GATEWAY_ID, NOW)
+    assert vote.decision == "no" and vote.code == "NO_ELIGIBLE_APPROVER"
+    assert (vote.reason or "").startswith("HATP-GW-15: no eligible person left after")
+
+
 def test_an_approval_address_must_be_human_under_HATP_ADDR_4() -> None:
     with pytest.raises(HatpError) as e:
         opened(address="agent://acme.com/travel-bot")

@@ -368,6 +368,11 @@ def test_arguments_must_be_canonical_json_and_outputs_are_never_dropped_HATP_JRN
     with pytest.raises(HatpError) as err:
         r.m.handle(StartStep(step_id="s1", tool="refund", args={"usd": 40.5}, has_undo=True), NOW)
     assert err.value.rule == "HATP-CANON-2" and r.m.steps == []
+    for not_an_object in (["usd", "40.50"], "usd=40.50", None):
+        with pytest.raises(HatpError) as err:
+            r.m.handle(StartStep(step_id="s1", tool="refund", args=not_an_object, has_undo=True), NOW)  # type: ignore[arg-type]
+        assert (err.value.rule, err.value.code, err.value.path) == ("HATP-JRN-11", "BAD_ARGUMENTS", "args")
+        assert r.m.steps == []
     r.feed(StartStep(step_id="s1", tool="refund", args={"usd": "40.50"}, has_undo=True))
     out = r.feed(StepCompleted(step_id="s1", output={"usd": 40.5}))
     body = next(c for c in out if isinstance(c, Write)).body

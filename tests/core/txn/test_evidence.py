@@ -10,9 +10,15 @@ import pytest
 from demo.trip_world import AIRLINE, trip_plan
 from hatp_mcp.core.evidence.keys import sign_object
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.money import plan_money
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.txn.evidence import check_approver_answer, check_branch_receipt, check_branch_vote
+from hatp_mcp.core.txn.evidence import (
+    check_approval_meets,
+    check_approver_answer,
+    check_branch_receipt,
+    check_branch_vote,
+)
 from hatp_mcp.errors import HatpError
 from tests.core.txn.test_machine import KEYS, NOW, RING, answer
 
@@ -290,6 +296,17 @@ def test_HATP_TXN_20_with_the_cards_an_approver_without_authority_for_the_plans_
     err = _meets(plan, human_keys(), **changes)
     assert (err.rule, err.code, err.path) == ("HATP-TXN-20", "AUTHORITY", "approval.decisions[1].approver")
     assert "$500.00 is below $2,500.00" in err.reason
+
+
+def test_HATP_TXN_20_an_approval_for_a_requirement_the_plan_does_not_have_meets_nothing() -> None:
+    from tests.acme_org import plan as acme_plan
+
+    plan = acme_plan(["2500"])
+    _, approval = _gateway_answer(plan, requirementId="legal")
+    with pytest.raises(HatpError) as err:
+        check_approval_meets(plan, "legal", Approval.model_validate(approval), None)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-20", "BAD_EVIDENCE")
+    assert err.value.reason == "no approval requirement 'legal'"
 
 
 def test_HATP_TXN_21_a_plans_requester_counts_only_as_the_agents_card_proves_it() -> None:

@@ -17,6 +17,7 @@ from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (
     Decide,
     PrepareAnswer,
+    ReceiptAnswer,
     Record,
     SendAbort,
     SendCommit,
@@ -89,6 +90,19 @@ def test_an_error_while_handling_restores_the_state_and_data() -> None:
     assert (c.state, dict(c._d.phase1.votes), set(c._d.phase1.inflight)) == before  # HATP-TXN-13: unchanged
     c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"]), NOW)  # and it still works
     assert c._d.phase1.votes["seat"] == "yes"
+
+
+def test_a_receipt_for_a_branch_the_plan_does_not_have_is_refused_and_changes_nothing_HATP_TXN_2() -> None:
+    c, _ = started()
+    before = c._d.snapshot()
+    with pytest.raises(HatpError) as err:
+        c.handle(ReceiptAnswer(branch_id="nope", receipt={"phase": "renew"}), NOW)
+    assert (err.value.rule, err.value.code, err.value.reason) == (
+        "HATP-TXN-2",
+        "BAD_EVIDENCE",
+        "no branch 'nope' in this plan",
+    )
+    assert c._d.snapshot() == before
 
 
 def test_an_error_after_a_phase_changed_the_data_restores_every_group_and_the_timers(
@@ -209,4 +223,16 @@ def test_a_quote_receipt_does_not_answer_a_prepare() -> None:
     out = c.handle(answer(c.plan, "seat", AIRLINE, KEYS["airline"], phase="quote"), NOW)
     refused = [x.body for x in out if isinstance(x, Record) and x.event == "evidence.refused"]
     assert refused and refused[0]["rule"] == "HATP-TXN-2" and "quote" in refused[0]["reason"]
+    assert c.state is TxnState.ABORTING
+
+
+def test_HATP_TXN_16_a_pending_vote_without_its_signed_deadline_is_refused_and_aborts() -> None:
+    c, _ = started()
+    base = {"txnId": c.plan.txn_id, "branchId": "seat", "planDigest": c.plan.digest(), "issuedAt": format_ts(NOW)}
+    vote = sign_object({"type": "hatp.vote", **base, "voter": AIRLINE, "decision": "pending"}, KEYS["airline"])
+    receipt = {"type": "hatp.receipt", **base, "participant": AIRLINE, "phase": "prepare", "outcome": "in-doubt"}
+    out = c.handle(PrepareAnswer(branch_id="seat", vote=vote, receipt=sign_object(receipt, KEYS["airline"])), NOW)
+    refused = [x for x in out if isinstance(x, Record) and x.event == "vote.refused"]
+    assert [r.body for r in refused] == [{"branchId": "seat", "rule": "HATP-TXN-16", "code": "NO_DEADLINE"}]
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)  # never waited on without a bound
     assert c.state is TxnState.ABORTING
