@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench soak soak-processes fuzz schemas vectors violations clean
+.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -73,6 +73,10 @@ demo-passkey: install chromium
 
 bench: install postgresql
 	$(BIN)/python -m bench.run
+
+# 200 concurrent trips over two and three coordinator processes on one PostgreSQL (make test runs 40)
+scale-out: install postgresql
+	HATP_TRIPS=200 $(BIN)/python -m pytest tests/e2e/test_coordinators_share_one_log.py
 
 # 10,000 trips in process under injected faults and coordinator crashes; prints counts per fault and outcome
 soak: install

@@ -50,15 +50,16 @@ async def launch_coordinator(
     *,
     routes: Mapping[str, str] | None = None,
     module: str = "servers.coordinator",
+    lease: str = LEASE,
     extra: Sequence[str] = (),
 ) -> HttpProcess:
-    """One coordinator process (owner `name`, data folder `name`) on the shared log. `routes`: where it reaches each
-    tool server (default: the servers themselves)."""
+    """One coordinator process (owner `name`, data folder `name`) on the shared log, its leases `lease` seconds long.
+    `routes`: where it reaches each tool server (default: the servers themselves)."""
     to = {n: suite.procs[n].url for n in PARTICIPANTS} | dict(routes or {})
     args = [f"--participant={uri(n)}={to[n]}" for n in PARTICIPANTS]
     args += [f"--participant-keys={uri(n)}={suite.data / n / 'public.jwk.json'}" for n in PARTICIPANTS]
     args += ["--gateway", suite.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
-    args += ["--store", log_url, "--owner", name, "--lease-seconds", LEASE, "--call-timeout", "60", *extra]
+    args += ["--store", log_url, "--owner", name, "--lease-seconds", lease, "--call-timeout", "60", *extra]
     return await suite.stack.enter_async_context(launch_http(module, suite.data / name, extra=args, ready_timeout=60))
 
 
