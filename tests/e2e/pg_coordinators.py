@@ -5,7 +5,7 @@ multi-coordinator fault tests (spec/store.md HATP-STORE-4..6, spec/mcp-binding.m
 every named coordinator under the one coordinator id; `launch_coordinator` starts one coordinator (or a crash-point
 child, tests/crash/coordinator_process_child.py) on the shared log with a short lease; `said` waits, bounded, for a
 line on a process's stderr; `effects` reads a tool server's effect ledger once it stopped; `signers` says which
-coordinator process signed each run of a record's events.
+coordinator process signed each run of a record's events; `unattended_trip` is a trip without an approval.
 """
 
 from __future__ import annotations
@@ -13,19 +13,21 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from tests.acme_org import ORG_DIR
 from tests.coordinators import COORDINATOR, trust_coordinator_dirs
-from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, uri
+from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, trip, uri
 from tests.e2e.test_postgresql_suite import PgSuite
 from tests.postgres_cluster import Cluster
 
-__all__ = ["LEASE", "effects", "launch_coordinator", "said", "signers", "start_receivers"]
+__all__ = ["LEASE", "effects", "launch_coordinator", "said", "signers", "start_receivers", "unattended_trip"]
 
 LEASE = "2"  # seconds: a coordinator stopped or killed loses its transactions about 2 s later
 
@@ -69,6 +71,18 @@ async def said(proc: HttpProcess, text: str, seconds: float = 30) -> None:
     with anyio.fail_after(seconds):
         while not any(text in line for line in proc.lines):  # noqa: ASYNC110 (another task's lines; no event)
             await anyio.sleep(0.05)
+
+
+def unattended_trip(prefix: str, i: int) -> Plan:
+    """Trip i: its own seat, check-in day and calendar slot; no approval (no person in the loop); each branch
+    bounded at 60 s (on a busy 2-core machine hundreds of calls queue at each tool server)."""
+    day = (date(2026, 12, 10) + timedelta(days=i)).isoformat()
+    wire = trip(f"{prefix}-{i:04d}", day, f"{i % 60 + 1}{'ABCDEF'[i // 60 % 6]}").wire()
+    wire["approvals"] = []
+    wire.pop("escalation", None)
+    for branch in wire["branches"]:
+        branch["maxDurationSeconds"] = 60
+    return Plan.model_validate(wire)
 
 
 def effects(data: Path, server: str) -> list[tuple[str, str]]:

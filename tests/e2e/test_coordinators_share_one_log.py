@@ -15,7 +15,6 @@ import json
 import os
 from collections import Counter
 from contextlib import AsyncExitStack
-from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,8 @@ from mcp import Client
 from hatp_mcp.core.evidence.keys import PublicKeyEntry
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.call import call_raw
-from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip
-from tests.e2e.pg_coordinators import effects, launch_coordinator, signers, start_receivers
+from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems
+from tests.e2e.pg_coordinators import effects, launch_coordinator, signers, start_receivers, unattended_trip
 from tests.postgres_cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -40,23 +39,12 @@ BEGINS_AT_ONCE = 16
 LEASE = "30"  # begin calls in flight at once (each returns once its trip is durable; the trips run on)
 
 
-def unattended_trip(i: int) -> Plan:
-    """Trip i: its own seat, check-in day and calendar slot; no approval; each branch bounded at 60 s."""
-    day = (date(2026, 12, 10) + timedelta(days=i)).isoformat()
-    wire = trip(f"txn-many-{i:04d}", day, f"{i % 60 + 1}{'ABCDEF'[i // 60 % 6]}").wire()
-    wire["approvals"] = []
-    wire.pop("escalation", None)
-    for branch in wire["branches"]:
-        branch["maxDurationSeconds"] = 60
-    return Plan.model_validate(wire)
-
-
 @pytest.mark.parametrize("coordinators", [2, 3])
 async def test_HATP_STORE_4_concurrent_trips_over_several_coordinators_are_all_or_nothing_each_under_one_owner(
     tmp_path: Path, postgres: Cluster, coordinators: int
 ) -> None:
     names = [f"c{k}" for k in range(coordinators)]
-    plans = [unattended_trip(i) for i in range(TRIPS)]
+    plans = [unattended_trip("txn-many", i) for i in range(TRIPS)]
     owner_of = {p.txn_id: names[i % coordinators] for i, p in enumerate(plans)}
     done: dict[str, dict[str, Any]] = {}
     async with AsyncExitStack() as stack:
