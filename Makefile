@@ -57,7 +57,8 @@ test: lint typecheck pytest
 
 # Tests marked known_flaky (left out of make test until their flake is found), ten times each
 test-flaky: install postgresql
-	for i in 1 2 3 4 5 6 7 8 9 10; do $(BIN)/python -m pytest -m known_flaky || exit 1; done
+	for i in 1 2 3 4 5 6 7 8 9 10; do $(BIN)/python -m pytest -m known_flaky; rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "no test is marked known_flaky"; exit 0; fi; [ $$rc -eq 0 ] || exit 1; done
 
 demo-mcp: install
 	$(BIN)/python -m demo.trip
