@@ -5,7 +5,11 @@ the person approved, A decides commit and its commits leave. Its commit to the p
 wire (a TCP relay the test controls) and A is SIGSTOPped. A's lease lapses; B takes the trip over at epoch 2,
 recovers it from the log and commits it. Then A's held commit reaches the payments server, and A is SIGCONTed: the
 payments server refuses that commit (STALE_COORDINATOR) and the log refuses A's appends; every effect happened
-once, and the record verifies."""
+once, and the record verifies.
+
+The relay holds and judges whole requests: the SDK names a request's method in its head (Mcp-Method) and writes
+the head and the body separately, so a relay that stopped A on seeing the head alone would release a request
+whose body A never sent, which the server then waits for forever (the flake this test had under load)."""
 
 from __future__ import annotations
 
@@ -23,24 +27,38 @@ from anyio.abc import SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import Client
 
-from hatp_mcp.mcp.launch import HttpProcess, launch_http
-from tests.acme_org import ORG_DIR
-from tests.coordinators import trust_coordinator_dirs
-from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, problems, trip, uri
-from tests.e2e.test_postgresql_suite import PgSuite
+from tests.e2e.coordinator_suite import Agent, problems, trip
+from tests.e2e.pg_coordinators import launch_coordinator, said, start_receivers
 from tests.postgres_cluster import Cluster
 
-# known_flaky: about 2 runs in 12 timed out under heavy load waiting for the payments server to answer the commit the
-# relay released, after B had committed (the test's relay, not the fencing, is suspected). Left out of make test
-# until that is found; tests/runtime/test_coordinator_takeover.py proves the same fencing deterministically.
-pytestmark = [pytest.mark.e2e, pytest.mark.anyio, pytest.mark.known_flaky]
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 TXN = "txn-fence-1"
-LEASE = "2"  # seconds: A's lease lapses about 2 s after it is stopped
+COMMIT = b"hatp/txn/commit"
+
+
+def whole_requests(buffer: bytearray) -> list[bytes]:
+    """The complete HTTP/1.1 requests at the front of `buffer` (taken out of it): each its head and the
+    Content-Length bytes of its body. A request's method is named in its head too (the SDK's Mcp-Method header),
+    so a request is judged, held and released whole: never headers on the wire and the body still in the client."""
+    found = []
+    while (end := buffer.find(b"\r\n\r\n")) >= 0:
+        fields = dict(
+            (name.strip().lower(), value.strip())
+            for name, _, value in (line.partition(":") for line in buffer[:end].decode("latin-1").split("\r\n")[1:])
+        )
+        assert "transfer-encoding" not in fields, fields  # the SDK's client sends a length; a relay of bytes needs it
+        total = end + 4 + int(fields.get("content-length", "0"))
+        if len(buffer) < total:
+            break
+        found.append(bytes(buffer[:total]))
+        del buffer[:total]
+    return found
 
 
 class Relay:
-    """A TCP relay in front of one server. While `holding`, what clients send waits (in order) until `release`;
-    `caught` is set once a held chunk names hatp/txn/commit. What the server answers is kept in `answers`."""
+    """A TCP relay in front of one server. While `holding`, the requests clients send wait (in order) until
+    `release`; `caught` is set once a whole held request (head and body) calls hatp/txn/commit. What the server
+    answers is kept in `answers`."""
 
     def __init__(self, port: int) -> None:
         self.upstream = port
@@ -68,7 +86,7 @@ class Relay:
 
             async def forward(queue: MemoryObjectReceiveStream[tuple[bool, bytes]]) -> None:
                 reopened = False
-                async for held, chunk in queue:
+                async for held, request in queue:
                     if held:
                         await self.released.wait()
                         if not reopened:  # what was held goes on a new connection (the old one may be closing)
@@ -77,16 +95,19 @@ class Relay:
                     if not upstream:
                         upstream.append(await anyio.connect_tcp("127.0.0.1", self.upstream))
                         tg.start_soon(down, upstream[0])
-                    await upstream[0].send(chunk)
+                    await upstream[0].send(request)
 
-            # read ahead of what is held: a request's headers and body may come as separate chunks
             send, receive = anyio.create_memory_object_stream[tuple[bool, bytes]](max_buffer_size=math.inf)
             tg.start_soon(forward, receive)
+            buffer = bytearray()
             async with send:
                 async for chunk in client:
-                    if self.holding and b"hatp/txn/commit" in chunk:
-                        self.caught.set()
-                    await send.send((self.holding, chunk))
+                    buffer += chunk
+                    for request in whole_requests(buffer):
+                        held = self.holding
+                        await send.send((held, request))
+                        if held and COMMIT in request.partition(b"\r\n\r\n")[2]:
+                            self.caught.set()
             tg.cancel_scope.cancel()
 
 
@@ -101,41 +122,15 @@ async def relay_to(port: int) -> AsyncIterator[tuple[Relay, int]]:
         tg.cancel_scope.cancel()
 
 
-async def coordinator(
-    suite: PgSuite, stack: AsyncExitStack, name: str, log_url: str, routes: dict[str, str]
-) -> HttpProcess:
-    args = [f"--participant={uri(n)}={routes[n]}" for n in PARTICIPANTS]
-    args += [f"--participant-keys={uri(n)}={suite.data / n / 'public.jwk.json'}" for n in PARTICIPANTS]
-    args += ["--gateway", suite.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
-    args += ["--store", log_url, "--owner", name, "--lease-seconds", LEASE, "--call-timeout", "60"]
-    return await stack.enter_async_context(launch_http("servers.coordinator", suite.data / name, extra=args))
-
-
-async def said(proc: HttpProcess, text: str, seconds: float = 30) -> None:
-    """Wait, bounded, until another process's stderr (read by its launcher's own task) holds `text`: looked at every
-    50 ms, as nothing else signals it. Not a timed assertion: a process that never says it fails the test."""
-    with anyio.fail_after(seconds):
-        while not any(text in line for line in proc.lines):  # noqa: ASYNC110 (another task's lines; no event)
-            await anyio.sleep(0.05)
-
-
 async def test_HATP_TRUST_9_a_coordinator_stopped_past_its_lease_is_fenced_after_another_took_over(
     tmp_path: Path, postgres: Cluster
 ) -> None:
     async with AsyncExitStack() as stack:
-        suite = PgSuite(tmp_path, postgres, stack)
-        for name, extra in [*((n, []) for n in PARTICIPANTS), ("gateway", ["--org", str(ORG_DIR)])]:
-            # both coordinators' keys, under the one coordinator id, in every receiver's trust list
-            trust_coordinator_dirs([tmp_path / name], [tmp_path / "a", tmp_path / "b"])
-            suite.stores[name] = postgres.new_database()
-            suite.procs[name] = await stack.enter_async_context(
-                launch_http(f"servers.{name}", tmp_path / name, extra=[*extra, "--store", suite.stores[name]])
-            )
+        suite = await start_receivers(tmp_path, postgres, stack, ["a", "b"])  # both keys, one coordinator id
         log_url = postgres.new_database()
-        direct = {n: suite.procs[n].url for n in PARTICIPANTS}
         relay, relay_port = await stack.enter_async_context(relay_to(suite.procs["payments"].port))
-        a = await coordinator(suite, stack, "a", log_url, {**direct, "payments": f"http://127.0.0.1:{relay_port}/mcp"})
-        b = await coordinator(suite, stack, "b", log_url, direct)
+        a = await launch_coordinator(suite, "a", log_url, routes={"payments": f"http://127.0.0.1:{relay_port}/mcp"})
+        b = await launch_coordinator(suite, "b", log_url)
         try:
             with anyio.fail_after(120):
                 async with Client(a.url) as client:
@@ -144,7 +139,7 @@ async def test_HATP_TRUST_9_a_coordinator_stopped_past_its_lease_is_fenced_after
                     await agent.asked(TXN)
                 relay.holding = True  # from now on what A sends the payments server waits on the wire
                 await suite.decide(TXN, "approve")
-                await relay.caught.wait()  # A's commit to the payments server is on the wire
+                await relay.caught.wait()  # A's whole commit to the payments server is on the wire
                 os.kill(a.pid, signal.SIGSTOP)  # A holds the lease, its decision durable, its commit in flight
 
                 async with Client(b.url) as client:  # B takes the lapsed lease over and finishes the trip

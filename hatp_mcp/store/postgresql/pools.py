@@ -7,7 +7,8 @@ that is one statement whose second run changes nothing (a read, an upsert of a w
 simply run again; any other work is one transaction, run again only when the connection was lost before its commit
 was sent (it kept nothing). A connection lost during the commit leaves the outcome unknown: that raises
 psycopg.OperationalError, and what was written is committed whole or not at all, never reported durable when it
-was not (HATP-STORE-2).
+was not (HATP-STORE-2). A session the server ended because it sat idle inside its transaction (HATP-STORE-7)
+kept nothing either, its commit included, and is tried again.
 Migrations run under a transaction-scoped advisory lock, so several processes starting at once on one database
 migrate it once.
 
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from psycopg import AsyncConnection, Connection, OperationalError
+from psycopg.errors import IdleInTransactionSessionTimeout
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from hatp_mcp.errors import HatpError
@@ -153,9 +155,9 @@ def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[
 
 
 async def open_async_pool(
-    url: str, schema: Schema, *, max_size: int = 4
+    url: str, schema: Schema, *, max_size: int = 4, options: str | None = None
 ) -> AsyncConnectionPool[AsyncConnection[tuple[object, ...]]]:
-    """`open_pool` for asyncio."""
+    """`open_pool` for asyncio. `options`: libpq `options` for every pooled session (e.g. `-c name=value`)."""
     try:
         async with await AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
             _check_durable(await (await conn.execute(_DURABILITY)).fetchone(), where(url))
@@ -168,7 +170,7 @@ async def open_async_pool(
         max_size=max_size,
         open=False,
         check=AsyncConnectionPool.check_connection,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, **({"options": options} if options else {})},
         name=f"hatp-{schema.component}",
     )
     try:
@@ -219,6 +221,12 @@ async def run_async(
                     result = await work(conn)
                     committing = True
                 return result
+        except IdleInTransactionSessionTimeout:
+            # the server ended the session while it sat idle inside the transaction (HATP-STORE-7; the process was
+            # paused or starved): it was waiting for this client, so nothing was committed, a COMMIT included
+            if attempt == ATTEMPTS:
+                raise
+            await pool.check()
         except OperationalError:
             if committing or attempt == ATTEMPTS:
                 raise

@@ -10,7 +10,10 @@ the database's clock (one clock for every coordinator). The append of a plan mak
 epoch 1; every later append is checked, in its write's own database transaction and under a row lock, against
 the epoch its appender holds, and refused (HATP-STORE-5, STALE_COORDINATOR) when another coordinator took the
 transaction over since. `take_lapsed` takes over lapsed leases with ``FOR UPDATE SKIP LOCKED``: coordinators
-looking at once share the lapsed transactions, never both taking one.
+looking at once share the lapsed transactions, never both taking one. Skipping a locked row must not mean skipping
+it for ever: the server ends a session of this log that sits idle inside a database transaction for longer than
+half a lease (HATP-STORE-7), so a coordinator stopped in the middle of a write (paused, or its machine gone with
+its TCP connection still open) lets go of the lease rows it locked, and its lapsed transactions are taken over.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
 from hatp_mcp.store.txn_log import GroupCommit, Lease, LogEntry, LoggedTxn, Pending, not_owner
 
-__all__ = ["SCHEMA", "PostgresTxnLog"]
+__all__ = ["SCHEMA", "PostgresTxnLog", "session_options"]
 
 SCHEMA = Schema(
     "coordinator.log",
@@ -55,6 +58,13 @@ _LEASED = "clock_timestamp() + make_interval(secs => %s)"
 Row = tuple[object, ...]
 
 
+def session_options(lease_seconds: float) -> str:
+    """HATP-STORE-7: the libpq options of every session of a log whose leases last `lease_seconds`: idle inside a
+    database transaction for half a lease (at least 1 s), the server ends the session and rolls it back."""
+    limit_ms = max(int(lease_seconds * 500), 1000)
+    return f"-c idle_in_transaction_session_timeout={limit_ms}"
+
+
 class PostgresTxnLog:
     """Open with `await PostgresTxnLog.open(url)`; `await aclose()` it. `owner`: this coordinator's owner id in
     `txn_lease`; `lease_seconds`: how long a lease lasts unrenewed (the owner renews at a third of it)."""
@@ -75,7 +85,8 @@ class PostgresTxnLog:
     @classmethod
     async def open(cls, url: str, owner: str | None = None, lease_seconds: float = 30.0) -> PostgresTxnLog:
         """Raises psycopg.OperationalError / psycopg_pool.PoolTimeout (unreachable) or HatpError HATP-STORE-1."""
-        return cls(await open_async_pool(url, SCHEMA), owner, lease_seconds)
+        pool = await open_async_pool(url, SCHEMA, options=session_options(lease_seconds))
+        return cls(pool, owner, lease_seconds)
 
     async def aclose(self) -> None:
         await self._pool.close()

@@ -5,10 +5,13 @@ expiry), never by waiting."""
 from __future__ import annotations
 
 import anyio
+import psycopg
 import pytest
+from psycopg.errors import IdleInTransactionSessionTimeout
 
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.postgresql.txn_log import PostgresTxnLog
+from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
+from hatp_mcp.store.postgresql.txn_log import SCHEMA, PostgresTxnLog, session_options
 from hatp_mcp.store.txn_log import Lease, LogEntry, TxnLeases
 
 
@@ -131,3 +134,58 @@ async def test_HATP_STORE_6_concurrent_takers_share_the_lapsed_transactions_neve
         await a.aclose()
         for log in takers:
             await log.aclose()
+
+
+@pytest.mark.anyio
+async def test_HATP_STORE_7_a_coordinator_stopped_inside_a_log_write_does_not_keep_its_lapsed_lease(
+    pg_url: str,
+) -> None:
+    """HATP-STORE-7 (planted: A's session stops inside a write, holding the lease row as an append's fence does)"""
+    a = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)  # lapsed at once; its sessions end idle after 1 s
+    b = await PostgresTxnLog.open(pg_url, "B", lease_seconds=300)
+    stopped = await psycopg.AsyncConnection.connect(pg_url, options=session_options(a.lease_seconds))
+    try:
+        with anyio.fail_after(30):
+            await begin(a, "t1")
+            await stopped.execute("BEGIN")
+            await stopped.execute("SELECT epoch FROM txn_lease WHERE txn_id = 't1' FOR SHARE")
+            # ... and A's process is stopped here (SIGSTOP, a pause, a machine gone with its socket open)
+            assert await b.take_lapsed(10) == []  # the row is locked: skipped, not waited for
+            async with await psycopg.AsyncConnection.connect(pg_url) as waiter, waiter.transaction():
+                # the server ends A's idle session after the limit, and the row lock goes with it
+                await waiter.execute("SELECT 1 FROM txn_lease WHERE txn_id = 't1' FOR UPDATE")
+            assert await b.take_lapsed(10) == [Lease("t1", 2)]
+            with pytest.raises(IdleInTransactionSessionTimeout):
+                await stopped.execute("SELECT 1")  # A's session was ended: what it had begun was rolled back
+    finally:
+        await stopped.close()
+        await a.aclose()
+        await b.aclose()
+
+
+@pytest.mark.anyio
+async def test_HATP_STORE_7_a_write_whose_idle_session_the_server_ended_is_written_on_a_fresh_one(pg_url: str) -> None:
+    """HATP-STORE-7: the ended session kept nothing, so the write is tried again (once) and kept once"""
+    log = await PostgresTxnLog.open(pg_url, "A", lease_seconds=0)
+    await begin(log, "t1")
+    pool = await open_async_pool(pg_url, SCHEMA, options=session_options(0))
+    tries = 0
+
+    async def write(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        nonlocal tries
+        tries += 1
+        await conn.execute("INSERT INTO txn_decision (txn_id, n, decision) VALUES ('t1', 0, 'abort')")
+        if tries == 1:  # this process stalls here, inside its transaction, until the server ends the session
+            async with await psycopg.AsyncConnection.connect(pg_url) as waiter, waiter.transaction():
+                await waiter.execute("LOCK TABLE txn_decision IN EXCLUSIVE MODE")  # granted once that session ended
+
+    try:
+        with anyio.fail_after(30):
+            await run_async(pool, write, idempotent=False)
+        assert tries == 2
+        async with pool.connection() as conn:
+            rows = await (await conn.execute("SELECT decision FROM txn_decision WHERE txn_id = 't1'")).fetchall()
+        assert rows == [("abort",)]
+    finally:
+        await pool.close()
+        await log.aclose()
