@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import stdio_client
 
+from hatp_mcp.mcp.errors import CODES
 from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.launch import launch_http, stdio_params
 
@@ -114,4 +115,5 @@ async def test_the_proxy_over_http_refuses_a_call_without_a_callers_token_and_no
     for err in (refused, rollback):
         assert isinstance(err.value.data, dict)
         assert (err.value.data["rule"], err.value.data["code"]) == ("HATP-JRN-17", "CALLER_UNPROVEN")
+        assert err.value.code == CODES["CALLER_UNPROVEN"] == -32089  # its own number, not the generic -32069
     assert effects == {"effects": []}  # the refused refund never reached the shop
