@@ -49,7 +49,7 @@ from hatp_mcp.core.journal.machine import RetryPolicy
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.hatp_server import HatpServer
-from hatp_mcp.mcp.journal_callers import CallerTokens
+from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, read_callers
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -136,19 +136,6 @@ def read_alert(args: argparse.Namespace) -> DeliveredAlert | None:
     return alert
 
 
-def read_callers(args: argparse.Namespace) -> CallerTokens | None:
-    """The callers over HTTP (HATP-JRN-17). Raises ValueError for HTTP without --callers (any local process could
-    otherwise roll back any saga) or a malformed file; OSError."""
-    if args.callers is None:
-        if args.transport == "http":
-            raise ValueError(
-                "--transport http needs --callers FILE (each caller's id and the SHA-256 of its bearer token):"
-                " the journal does not serve unauthenticated callers over HTTP"
-            )
-        return None
-    return CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers)
-
-
 def _alert(delivered: DeliveredAlert | None) -> Alert:
     """Every dead letter on stderr; with --alert-to also to its people (raising when nobody was reached, so the
     dead letter stays unalerted and is sent again when the journal next opens)."""
@@ -187,10 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alert-link", help="with --alert-to: the link in the alert (default: gateway.json's inboxUrl)")
     p.add_argument("--approval-wait", type=float, default=900.0, help="seconds to wait for a gated undo's approval")
     p.add_argument("--approval-poll", type=float, default=2.0, help="seconds between looks at a pending approval")
-    p.add_argument(
-        "--callers",
-        help="HTTP (required there): the callers file, each caller's id and the SHA-256 of its bearer token",
-    )
+    add_callers_argument(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -257,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         allowed, tools = read_allow_list(Path(args.allow))
         gated = read_gated(args)
         delivered = read_alert(args)
-        callers = read_callers(args)
+        callers = read_callers(args, "journal")
         if gated is not None and _GATEWAY in allowed:
             raise ValueError(f"{args.allow}: {_GATEWAY!r} is the gateway's own link name; name that server otherwise")
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")

@@ -28,7 +28,7 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.journal_callers import CallerTokens, caller_middleware
+from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import JournalingProxy
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -57,10 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     add_server_arguments(p)
     p.add_argument("--upstream", required=True, help="http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
     p.add_argument("--undo-map", required=True, help="JSON: which upstream tool undoes which")
-    p.add_argument(
-        "--callers",
-        help="HTTP (required there): the callers file, each caller's id and the SHA-256 of its bearer token",
-    )
+    add_callers_argument(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -111,9 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         undo_map = UndoMap.parse(json.loads(Path(args.undo_map).read_text()))
         target = parse_upstream(args.upstream)
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
-        if args.transport == "http" and args.callers is None:
-            raise ValueError("--transport http needs --callers FILE: the proxy serves no unauthenticated callers")
-        callers = CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers) if args.callers else None
+        callers = read_callers(args, "journaling proxy")
     except (OSError, ValueError) as exc:
         log(f"journal-proxy: cannot start: {exc}")
         return 2

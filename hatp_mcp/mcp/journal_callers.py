@@ -14,14 +14,17 @@ caller, and nothing changes. Tokens are compared by their digests in constant ti
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import hashlib
 import hmac
+import json
 import re
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -35,12 +38,14 @@ from hatp_mcp.mcp.errors import to_mcp_error
 __all__ = [
     "RULE",
     "CallerTokens",
+    "add_callers_argument",
     "bearer_client",
     "caller_middleware",
     "current_caller",
     "hash_token",
     "new_token",
     "not_owner",
+    "read_callers",
 ]
 
 RULE = "HATP-JRN-17"
@@ -144,3 +149,24 @@ def caller_middleware(tokens: CallerTokens) -> ServerMiddleware[Any]:
             _caller.reset(token)
 
     return check
+
+
+def add_callers_argument(p: argparse.ArgumentParser) -> None:
+    """`--callers FILE`, the journal's and the journaling proxy's callers over HTTP."""
+    p.add_argument(
+        "--callers",
+        help="HTTP (required there): the callers file, each caller's id and the SHA-256 of its bearer token",
+    )
+
+
+def read_callers(args: argparse.Namespace, who: str) -> CallerTokens | None:
+    """The callers over HTTP (HATP-JRN-17) of the server `who` names. Raises ValueError for HTTP without --callers
+    (any local process could otherwise roll back any saga) or a malformed file; OSError."""
+    if args.callers is None:
+        if args.transport == "http":
+            raise ValueError(
+                "--transport http needs --callers FILE (each caller's id and the SHA-256 of its bearer token):"
+                f" the {who} does not serve unauthenticated callers over HTTP"
+            )
+        return None
+    return CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers)
