@@ -25,8 +25,8 @@ from typing import Protocol
 
 from hatp_mcp.core.humans.notice import Notice, NoticeKind
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import immediate, json_text, open_db
+from hatp_mcp.store.schema import Schema
+from hatp_mcp.store.sqlite import immediate, json_text, open_versioned
 
 __all__ = [
     "COLUMNS",
@@ -169,14 +169,8 @@ class DeliveryStore:
     """The delivery queue in SQLite. Calls are short and thread-safe."""
 
     def __init__(self, path: str | Path) -> None:
-        p = Path(path)
-        if p.is_dir():
-            p = p / DELIVERIES_DB
-        self.path = p
-        self._conn = open_db(p)
         self._lock = threading.Lock()
-        with self._lock:
-            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(p))
+        self.path, self._conn = open_versioned(path, SQLITE_SCHEMA, self._lock, DELIVERIES_DB)
 
     def close(self) -> None:
         with self._lock:

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import immediate, open_db
+from hatp_mcp.store.schema import Schema
+from hatp_mcp.store.sqlite import immediate, open_versioned
 
 __all__ = [
     "DB_NAME",
@@ -223,14 +223,8 @@ class SqliteGatewayStore:
     """Durable asks, contacts and outbox in ``DIR/gateway.db``. Calls are short and thread-safe."""
 
     def __init__(self, path: str | Path) -> None:
-        p = Path(path)
-        if p.is_dir():
-            p = p / DB_NAME
-        self.path = p
-        self._conn = open_db(p)
         self._lock = threading.Lock()
-        with self._lock:
-            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(p))
+        self.path, self._conn = open_versioned(path, SQLITE_SCHEMA, self._lock, DB_NAME)
 
     def close(self) -> None:
         with self._lock:

@@ -15,7 +15,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["immediate", "json_text", "open_db"]
+from hatp_mcp.store.schema import Schema, migrate_sqlite
+
+__all__ = ["immediate", "json_text", "open_db", "open_versioned"]
 
 
 def json_text(obj: Any) -> str:
@@ -59,3 +61,17 @@ def immediate(conn: sqlite3.Connection, lock: threading.Lock) -> Iterator[None]:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+def open_versioned(
+    path: str | Path, schema: Schema, lock: threading.Lock, default_name: str
+) -> tuple[Path, sqlite3.Connection]:
+    """A store's database: `path`, or `path/default_name` when `path` is a folder, opened (open_db) and its schema
+    created or migrated under `lock` (HATP-STORE-1: a newer schema than this code's raises HatpError)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / default_name
+    conn = open_db(p)
+    with lock:
+        migrate_sqlite(conn, schema, str(p))
+    return p, conn
