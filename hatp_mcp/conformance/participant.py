@@ -185,6 +185,13 @@ class _Run:
                 return f"{kind}.{name} is {obj.get(name)!r}, not {value!r}"
         return None
 
+    def ok_receipt_problem(self, receipt: Any, plan: Plan, phase: str) -> str | None:
+        """Why `receipt` is not this participant's signed `phase` receipt with outcome ok, or None."""
+        problem = self.evidence_problem(receipt, "receipt", plan, phase)
+        if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
+            problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+        return problem
+
     # -- the checks --------------------------------------------------------------------------------------------
 
     def advertisement(self) -> bool:
@@ -441,9 +448,7 @@ class _Run:
             f"receipt.recordHead {signed}",
             signed == want,
         )
-        problem = self.evidence_problem(receipt, "receipt", plan, "commit")
-        if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
-            problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+        problem = self.ok_receipt_problem(receipt, plan, "commit")
         after = await self.state(plan)
         self.check(
             "HATP-PART-1",
@@ -506,12 +511,10 @@ class _Run:
             return
         got = await self.send("hatp/txn/renew", self.sign("renew", self.renew_params(plan, 10 * 365 * 24 * 3600)))
         receipt = (got.result or {}).get("receipt")
-        problem = self.evidence_problem(receipt, "receipt", plan, "renew")
+        problem = self.ok_receipt_problem(receipt, plan, "renew")
         if problem is None and isinstance(receipt, dict):
             lease, horizon = receipt.get("leaseExpiresAt"), receipt.get("holdHorizon")
-            if receipt.get("outcome") != "ok":
-                problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
-            elif not (isinstance(lease, str) and isinstance(horizon, str)):
+            if not (isinstance(lease, str) and isinstance(horizon, str)):
                 problem = f"the receipt states leaseExpiresAt {lease!r} and holdHorizon {horizon!r}"
             elif parse_ts(lease) > parse_ts(horizon):
                 problem = f"the lease runs to {lease}, past the hold's horizon {horizon}"
@@ -554,9 +557,7 @@ class _Run:
             )
             return
         receipt = (got.result or {}).get("receipt")
-        problem = self.evidence_problem(receipt, "receipt", plan, "compensate")
-        if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
-            problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+        problem = self.ok_receipt_problem(receipt, plan, "compensate")
         self.check(
             "HATP-PART-7",
             "a committed compensate-tier branch is compensated with its undo token, in a signed receipt",
@@ -583,9 +584,7 @@ class _Run:
             return
         got = await self.send("hatp/txn/abort", self.sign("abort", self.abort_params(plan)))
         receipt = (got.result or {}).get("receipt")
-        problem = self.evidence_problem(receipt, "receipt", plan, "abort")
-        if problem is None and isinstance(receipt, dict) and receipt.get("outcome") != "ok":
-            problem = f"receipt outcome {receipt.get('outcome')} {receipt.get('code')}"
+        problem = self.ok_receipt_problem(receipt, plan, "abort")
         after = await self.state(plan)
         self.check(
             "HATP-PART-1",
