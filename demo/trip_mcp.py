@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -208,9 +209,39 @@ async def run_trip(data: Path, *, out: Callable[[str], None] = _say, interactive
     return outcomes
 
 
+class Interrupted(Exception):
+    """Ctrl-C arrived: the trips were cancelled and every server process stopped."""
+
+
 async def _bounded(data: Path, interactive: bool) -> dict[str, str]:
-    with anyio.fail_after(3600 if interactive else 300):  # a person at the inbox may take a while
-        return await run_trip(data, interactive=interactive)
+    """run_trip, bounded, and stopped cleanly by ctrl-c. The SIGINT is taken here rather than left to asyncio, which
+    turns it into a KeyboardInterrupt only when the cancelled trip ends in CancelledError: a server connection
+    that breaks while its process is being stopped ends it in an exception group instead, and the interrupt was
+    then reported as a crash (exit 1)."""
+    interrupted = False
+    outcomes: dict[str, str] = {}
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def on_sigint() -> None:
+                nonlocal interrupted
+                with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(on_sigint)
+            with anyio.fail_after(3600 if interactive else 300):  # a person at the inbox may take a while
+                outcomes = await run_trip(data, interactive=interactive)
+            tg.cancel_scope.cancel()
+    except BaseException:
+        if interrupted:  # what broke while the servers were being stopped is part of the stop
+            raise Interrupted from None
+        raise
+    if interrupted:
+        raise Interrupted
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="hatp-demo-") as tmp:
                 outcomes = anyio.run(_bounded, Path(tmp), args.interactive)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         print("interrupted; every server process was stopped", file=sys.stderr)
         return 130
     return 0 if sorted(outcomes.values()) == ["ABORTED", "COMMITTED"] else 1

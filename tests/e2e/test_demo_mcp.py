@@ -63,17 +63,23 @@ def servers_using(data: Path) -> list[str]:
 
 
 async def test_ctrl_c_during_the_mcp_demo_stops_every_server_process(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "demo.trip", "--data", str(tmp_path)]
+    # --interactive: the demo waits for a person with every server running, so the ctrl-c surely lands mid-run (the
+    # plain demo can finish both trips before a loaded machine delivers the signal, and then rightly exits 0)
+    cmd = [sys.executable, "-m", "demo.trip", "--interactive", "--data", str(tmp_path)]
+    lines: list[str] = []
     with anyio.fail_after(90):
         async with await anyio.open_process(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT) as proc:
             assert proc.stdout is not None
             stream = BufferedByteReceiveStream(proc.stdout)
-            first = (await stream.receive_until(b"\n", 1 << 16)).decode()
+            while not lines or " approve txn-" not in lines[-1]:
+                lines.append((await stream.receive_until(b"\n", 1 << 16)).decode())
             running = servers_using(tmp_path)
             proc.send_signal(signal.SIGINT)
             code = await proc.wait()
-    assert first.startswith("started 7 MCP server processes") and len(running) == 7
-    assert code == 130
+            assert proc.stderr is not None
+            err = b"".join([chunk async for chunk in proc.stderr]).decode(errors="replace")
+    assert lines[0].startswith("started 7 MCP server processes") and len(running) == 7
+    assert code == 130, (code, err[-3000:])
     assert servers_using(tmp_path) == []
 
 
