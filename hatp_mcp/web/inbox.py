@@ -30,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from webauthn import generate_registration_options, verify_authentication_response, verify_registration_response
 from webauthn.helpers import options_to_json
 from webauthn.helpers.cose import COSEAlgorithmIdentifier
@@ -76,6 +77,29 @@ CSRF_COOKIE = "hatp_csrf"
 CHALLENGE_SECONDS = 300
 
 
+class _StrictHeaders:
+    """Every response of the app carries _HEADERS (HATP-GW-74): the pages, the JSON answers, the redirects, and the
+    answers Starlette writes itself (404 for a path no route matches, 405, a 500), set as the response starts."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._raw = [(k.lower().encode(), v.encode()) for k, v in _HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def strict_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k for k, _ in self._raw}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": kept + self._raw}
+            await send(message)
+
+        await self.app(scope, receive, strict_send)
+
+
 class Inbox:
     def __init__(
         self,
@@ -96,21 +120,23 @@ class Inbox:
         self.clock = clock
         self.session_seconds = session_seconds
         self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
-        self.app = Starlette(
-            routes=[
-                Route("/", self.home, methods=["GET"]),
-                Route("/static/inbox.js", self.script, methods=["GET"]),
-                Route("/signin/options", self.signin_options, methods=["POST"]),
-                Route("/signin", self.signin, methods=["POST"]),
-                Route("/signout", self.signout, methods=["POST"]),
-                Route("/enrol", self.enrol_page, methods=["GET"]),
-                Route("/enrol/options", self.enrol_options, methods=["POST"]),
-                Route("/enrol/register", self.enrol_register, methods=["POST"]),
-                Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
-                Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
-                Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
-                Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
-            ]
+        self.app: ASGIApp = _StrictHeaders(
+            Starlette(
+                routes=[
+                    Route("/", self.home, methods=["GET"]),
+                    Route("/static/inbox.js", self.script, methods=["GET"]),
+                    Route("/signin/options", self.signin_options, methods=["POST"]),
+                    Route("/signin", self.signin, methods=["POST"]),
+                    Route("/signout", self.signout, methods=["POST"]),
+                    Route("/enrol", self.enrol_page, methods=["GET"]),
+                    Route("/enrol/options", self.enrol_options, methods=["POST"]),
+                    Route("/enrol/register", self.enrol_register, methods=["POST"]),
+                    Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
+                    Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
+                    Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
+                    Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
+                ]
+            )
         )
 
     # -- plumbing ---------------------------------------------------------------------------------------------
@@ -122,17 +148,11 @@ class Inbox:
         sid = request.cookies.get(SESSION_COOKIE)
         return self.state.session(sid, self._now()) if sid else None
 
-    @staticmethod
-    def _secure(response: Response) -> Response:
-        for k, v in _HEADERS.items():
-            response.headers[k] = v
-        return response
-
     def _html(self, request: Request, body: str, status: int = 200) -> Response:
-        return self._secure(HTMLResponse(body, status))
+        return HTMLResponse(body, status)
 
     def _json(self, data: dict[str, Any], status: int = 200) -> Response:
-        return self._secure(JSONResponse(data, status))
+        return JSONResponse(data, status)
 
     def _refuse(self, status: int, error: str, rule: str | None = None, path: str | None = None) -> Response:
         return self._json(
@@ -169,7 +189,7 @@ class Inbox:
     # -- pages ------------------------------------------------------------------------------------------------
 
     async def script(self, request: Request) -> Response:
-        return self._secure(Response(INBOX_JS, media_type="text/javascript"))
+        return Response(INBOX_JS, media_type="text/javascript")
 
     async def home(self, request: Request) -> Response:
         session = self._session(request)
@@ -186,7 +206,7 @@ class Inbox:
         session = self._session(request)
         ask_id = request.path_params["ask_id"]
         if session is None:  # a link from a notice: sign in, then come back here
-            return self._secure(RedirectResponse(f"/?next={quote('/asks/' + ask_id, safe='/')}", 303))
+            return RedirectResponse(f"/?next={quote('/asks/' + ask_id, safe='/')}", 303)
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
         if rec is None:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
@@ -209,7 +229,7 @@ class Inbox:
         session = self._session(request)
         txn_id = request.path_params["txn_id"]
         if session is None:
-            return self._secure(RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303))
+            return RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303)
         asked = [r for r in self._mine(session.human) if r.ask.txn_id == txn_id and self._finished(r)]
         record = self.records.get(txn_id) if self.records is not None and asked else None
         if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:

@@ -124,3 +124,24 @@ async def test_a_post_whose_body_is_not_a_json_object_is_refused_not_a_server_er
         status, body = await b.post(f"/asks/{ASK}/challenge", ["approve"])
         decided, refused = await b.post(f"/asks/{ASK}/decide", "nonce")
     assert (status, body["rule"]) == (400, "HATP-GW-67") and (decided, refused["rule"]) == (400, "HATP-GW-67")
+
+
+async def test_HATP_GW_74_a_path_no_route_matches_and_a_method_a_route_does_not_take_carry_the_strict_headers_too(
+    served: Served,
+) -> None:
+    """Starlette's own answers (404 for an unmatched path, 405 for a wrong method) are responses of the inbox as
+    much as its pages: a bare 404 without the CSP let a path echo land in a page with no policy at all."""
+    with anyio.fail_after(20):
+        b = Browserless(served.origin)
+        missing = await b.get("/no/such/page?<script>x</script>")
+        wrong_method = await b.get("/signin")
+    for status, headers, _text in (missing, wrong_method):
+        lower = {k.lower(): v for k, v in headers.items()}
+        assert lower["content-security-policy"] == CSP, (status, headers)
+        assert (lower["x-content-type-options"], lower["referrer-policy"], lower["cache-control"]) == (
+            "nosniff",
+            "no-referrer",
+            "no-store",
+        )
+        assert lower["x-frame-options"] == "DENY"
+    assert (missing[0], wrong_method[0]) == (404, 405)
