@@ -3,7 +3,7 @@
 ```json
 {"inboxUrl": "https://approvals.acme.example",
  "delivery": {"attemptsPerChannel": 3, "backoffSeconds": 30, "maxBackoffSeconds": 600,
-              "remindBeforeSeconds": 900, "sendTimeoutSeconds": 10},
+              "remindBeforeSeconds": 900, "sendTimeoutSeconds": 10, "concurrentSends": 8},
  "channels": {"email": {"host": "smtp.acme.example", "port": 587, "from": "approvals@acme.example",
                         "starttls": true, "username": "hatp", "password": {"env": "HATP_SMTP_PASSWORD"}},
               "chat": {"url": {"file": "/etc/hatp/chat-webhook-url"}, "secret": {"env": "HATP_CHAT_SECRET"}},
@@ -91,6 +91,7 @@ class DeliverySettings:
     max_backoff_seconds: float = 600.0
     remind_before_seconds: float = 900.0
     send_timeout_seconds: float = 10.0
+    concurrent_sends: int = 8  # HATP-GW-83: attempts in flight at once, different people's
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,16 @@ class GatewaySettings:
     email: EmailSettings | None = None
     chat: WebhookSettings | None = None
     sms: WebhookSettings | None = None
+
+
+_DELIVERY_KEYS = (
+    "attemptsPerChannel",
+    "backoffSeconds",
+    "maxBackoffSeconds",
+    "remindBeforeSeconds",
+    "sendTimeoutSeconds",
+    "concurrentSends",
+)
 
 
 def _positive(raw: Mapping[str, Any], key: str, default: float, path: str, whole: bool = False) -> Any:
@@ -122,12 +133,19 @@ def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySet
     d = raw.get("delivery", {})
     if not isinstance(d, dict):
         raise _bad("$.delivery", "delivery is an object", "see spec/gateway.md")
+    unknown = set(d) - set(_DELIVERY_KEYS)
+    if unknown:  # a misspelt bound must not silently become the default
+        name = sorted(unknown)[0]
+        raise _bad(
+            f"$.delivery.{name}", f"unknown delivery setting {name!r}", f"use one of {', '.join(_DELIVERY_KEYS)}"
+        )
     delivery = DeliverySettings(
         attempts_per_channel=_positive(d, "attemptsPerChannel", 3, "$.delivery", whole=True),
         backoff_seconds=_positive(d, "backoffSeconds", 30, "$.delivery"),
         max_backoff_seconds=_positive(d, "maxBackoffSeconds", 600, "$.delivery"),
         remind_before_seconds=_positive(d, "remindBeforeSeconds", 900, "$.delivery"),
         send_timeout_seconds=_positive(d, "sendTimeoutSeconds", 10, "$.delivery"),
+        concurrent_sends=_positive(d, "concurrentSends", 8, "$.delivery", whole=True),
     )
     channels = raw.get("channels", {})
     if not isinstance(channels, dict) or set(channels) - {"email", "chat", "sms"}:

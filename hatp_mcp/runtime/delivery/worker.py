@@ -19,7 +19,9 @@ It is the gateway's Notifier (a person newly asked is queued at once) and runs b
   process that claimed the delivery (owner id, epoch, lease on the database's clock) and its outcome is recorded
   only while that claim holds; a claim whose process died mid-send lapses after its lease and is taken over once,
   the notice sent again under the same key. The loop also looks again every lease (work another process queued,
-  or left when it died).
+  or left when it died);
+- attempts for different people run side by side, at most `concurrentSends` at once, one person's in order
+  (HATP-GW-83): one hanging channel delays only the person it is trying to reach.
 Contact addresses are read from the gateway's contacts table at send time only; they are never stored here,
 never logged, never put in a notice.
 """
@@ -116,15 +118,32 @@ class Deliverer:
             ready = self.outbox.claim_due(format_ts(now), self.gateway.owner, self.lease_seconds)
             if not ready:
                 break
-            for claim in ready:
-                try:
-                    await self._attempt(claim)
-                except HatpError as exc:  # HATP-GW-79: our lease lapsed mid-attempt; the new holder's outcome counts
-                    if exc.code != "CLAIM_LOST":
-                        raise
+            await self._attempt_all(ready)
         due = self.outbox.next_due()
         times = [t for t in (wake, parse_ts(due) if due else None) if t is not None]
         return min(times, default=None)
+
+    async def _attempt_all(self, ready: list[Claim]) -> None:
+        """HATP-GW-83: one person's notices in claim order, different people's side by side, at most
+        `concurrent_sends` attempts at once: a channel that hangs (until its send timeout) holds back only the
+        person it is trying to reach."""
+        by_person: dict[str, list[Claim]] = {}
+        for claim in ready:
+            by_person.setdefault(claim.delivery.notice.human, []).append(claim)
+        limiter = anyio.CapacityLimiter(self.settings.concurrent_sends)
+
+        async def in_order(claims: list[Claim]) -> None:
+            for claim in claims:
+                async with limiter:
+                    try:
+                        await self._attempt(claim)
+                    except HatpError as exc:  # HATP-GW-79: our lease lapsed mid-attempt; the new holder's counts
+                        if exc.code != "CLAIM_LOST":
+                            raise
+
+        async with anyio.create_task_group() as tg:
+            for claims in by_person.values():
+                tg.start_soon(in_order, claims)
 
     def _scan(self, now: datetime) -> datetime | None:
         remind = timedelta(seconds=self.settings.remind_before_seconds)

@@ -63,3 +63,19 @@ def test_HATP_GW_65_a_secret_file_others_can_read_is_refused_and_an_unknown_sett
     with pytest.raises(HatpError) as unknown:
         parse_settings({"channels": {"chat": CHAT}, "planOverrides": {}}, env={"HATP_CHAT_SECRET": "x"})
     assert (unknown.value.rule, unknown.value.path) == ("HATP-GW-65", "$.planOverrides")
+
+
+def test_HATP_GW_65_a_misspelt_delivery_bound_is_refused_not_silently_the_default() -> None:
+    with pytest.raises(HatpError) as unknown:
+        parse_settings({"delivery": {"concurentSends": 2}})
+    assert (unknown.value.rule, unknown.value.path) == ("HATP-GW-65", "$.delivery.concurentSends")
+    assert "concurrentSends" in unknown.value.fix
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "8"])
+def test_HATP_GW_83_concurrent_sends_is_a_positive_whole_number(bad: object) -> None:
+    assert parse_settings({"delivery": {"concurrentSends": 3}}).delivery.concurrent_sends == 3
+    assert parse_settings({}).delivery.concurrent_sends == 8
+    with pytest.raises(HatpError) as refused:
+        parse_settings({"delivery": {"concurrentSends": bad}})
+    assert (refused.value.rule, refused.value.path) == ("HATP-GW-65", "$.delivery.concurrentSends")

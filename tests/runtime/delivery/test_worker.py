@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hatp_mcp.core.humans.notice import Notice
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.delivery.channels import ChatChannel, Sender, SmsChannel
 from hatp_mcp.runtime.delivery.settings import DeliverySettings, WebhookSettings
@@ -189,3 +190,50 @@ async def test_a_reminder_for_someone_the_ask_moved_past_is_dropped_not_sent(
     await d.step()
     states = {r.notice.kind: r.state for r in d.outbox.all() if r.notice.human == FRANK}
     assert states["reminder"] == "dropped" and len(hooks["sms"].received) == 1
+
+
+class _StuckSms:
+    """An sms gateway that takes every message and answers none of them until the test lets it."""
+
+    kind = "sms"
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.waiting: list[str] = []
+
+    async def send(self, address: str, notice: Notice) -> None:
+        self.waiting.append(notice.human)
+        await self.release.wait()
+
+
+class _Told:
+    """A channel that says when it has delivered a message."""
+
+    def __init__(self, inner: Sender) -> None:
+        self.kind = inner.kind
+        self.inner = inner
+        self.delivered = anyio.Event()
+
+    async def send(self, address: str, notice: Notice) -> None:
+        await self.inner.send(address, notice)
+        self.delivered.set()
+
+
+async def test_HATP_GW_83_one_persons_stuck_channel_does_not_hold_back_another_persons_notice(
+    tmp_path: Path, clock: FakeClock, hooks: dict[str, Hook]
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    d = deliverer(gw, tmp_path, hooks, clock)
+    stuck, chat = _StuckSms(), _Told(d.senders["chat"])
+    d.senders.update(sms=stuck, chat=chat)
+    await gw.ask(plan(address=FRANK), "finance")  # frank's notice is claimed first: his sms never answers
+    await gw.ask(plan(address=h("carol"), txn_id="txn-acme-0002"), "finance")  # carol's goes by chat
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(d.step)
+            await chat.delivered.wait()  # carol is told while frank's sms still hangs
+            assert stuck.waiting == [FRANK] and not stuck.release.is_set()
+            stuck.release.set()
+    states = {row.notice.human: (row.state, row.sent_via) for row in d.outbox.all()}
+    assert states == {FRANK: ("sent", "sms"), h("carol"): ("sent", "chat")}
+    assert [b["channel"] for b in hooks["chat"].received] == ["chat-id-U0CAROL77"]
