@@ -119,8 +119,8 @@ async def calls(n: int) -> tuple[_Side, _Side, _Side, _InProcess]:
             approvals = [approve(tool_call, clock.now(), args=a) for a in args]
             for i in range(n + 10):
                 meta: Any = {APPROVAL_META_KEY: approvals[i]}
-                rounds = ((gated, gated_c, meta), (carry, carry_c, meta), (plain, plain_c, None))
-                for side, client, with_meta in rounds:
+                turn = [(gated, gated_c, meta), (carry, carry_c, meta), (plain, plain_c, None)]
+                for side, client, with_meta in turn[i % 3 :] + turn[: i % 3]:  # each side leads in turn
                     c0, t0 = side.cpu_now(), time.perf_counter()
                     r = await client.call_tool("charge_card", args[i], meta=with_meta)
                     t1, c1 = time.perf_counter(), side.cpu_now()
@@ -239,6 +239,15 @@ def verify_rate(rounds: int = 200) -> tuple[float, int]:
     return events / best, events // len(records)
 
 
+def _round_ratios(a: list[float], b: list[float], rounds: int = 5) -> list[float]:
+    """p50(a)/p50(b) over each of `rounds` consecutive slices of the calls (one slice per call when fewer)."""
+    size = max(1, len(a) // rounds)
+    return [
+        statistics.median(a[i : i + size]) / statistics.median(b[i : i + size])
+        for i in range(0, size * (len(a) // size), size)
+    ]
+
+
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 200
     gated, plain, carry, gate = anyio.run(calls, n)
@@ -254,6 +263,11 @@ def main() -> int:
     print(f"  gated               p50 {g * 1e3:7.2f} ms   server CPU {gated.cpu / n * 1e3:6.2f} ms/call")
     verdict = "met" if ratio <= CALL_GOAL else "NOT met"
     print(f"  gated / ungated: {ratio:.2f}x  (goal <= {CALL_GOAL}x: {verdict})")
+    per_round = _round_ratios(gated.walls, plain.walls)
+    print(
+        f"    the same ratio in {len(per_round)} consecutive rounds of {n // len(per_round)} calls: "
+        + ", ".join(f"{r:.2f}" for r in per_round)
+    )
     if plain.cpu > 0:
         print(f"  server CPU per call, gated / ungated: {gated.cpu / plain.cpu:.2f}x")
     floor = (u + gate.wall) / u
