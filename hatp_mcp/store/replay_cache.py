@@ -149,14 +149,17 @@ class SqliteReplayCache:
         (even if the same digest was seen long ago, so flipping a tool away and back does not revive approvals
         issued before the flip).
         """
+        newest = "SELECT digest, since FROM tool_definition WHERE server = ? AND tool = ? ORDER BY rowid DESC LIMIT 1"
         with self._lock:
+            # Every gated call asks, and the answer is nearly always "unchanged": a plain read (WAL: it waits for
+            # no writer, takes no write lock, commits nothing). Only a change takes the write lock, and reads again
+            # under it, so two processes noting the same change record one epoch.
+            row = self._db.execute(newest, (server, tool)).fetchone()
+            if row is not None and row[0] == digest:
+                return parse_ts(row[1])
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                row = self._db.execute(
-                    "SELECT digest, since FROM tool_definition WHERE server = ? AND tool = ?"
-                    " ORDER BY rowid DESC LIMIT 1",
-                    (server, tool),
-                ).fetchone()
+                row = self._db.execute(newest, (server, tool)).fetchone()
                 if row is not None and row[0] == digest:
                     self._db.execute("COMMIT")
                     return parse_ts(row[1])

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from hatp_mcp.store.replay_cache import ReplayCache
+from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
+from hatp_mcp.store.sqlite import open_db
 from hatp_mcp.store.url import open_replay_cache
 from tests.store.conftest import Backend
 
@@ -94,3 +96,31 @@ def test_concurrent_spends_of_overlapping_keys_let_exactly_one_through(backend: 
     for t in threads:
         t.join(timeout=30)
     assert sorted(results) == [False] * 7 + [True]
+
+
+def test_an_unchanged_tool_definition_is_read_without_waiting_for_another_writer_under_HATP_GATE_9(
+    tmp_path: Path,
+) -> None:
+    """Every gated call notes its tool's definition; while it is unchanged that is a plain read, which in WAL waits
+    for no writer (another process holding the write lock through its fsync). A change still takes the lock."""
+    db = tmp_path / "gate.db"
+    cache = SqliteReplayCache(db)
+    digest = "sha256:" + "a" * 64
+    assert cache.note_definition(SERVER, "charge_card", digest, NOW) == NOW
+    other = open_db(db)  # another process's connection, in the middle of its own write
+    other.execute("BEGIN IMMEDIATE")
+    got: list[datetime] = []
+    reader = threading.Thread(
+        target=lambda: got.append(cache.note_definition(SERVER, "charge_card", digest, NOW + timedelta(hours=1)))
+    )
+    try:
+        reader.start()
+        reader.join(timeout=10)  # bounded: a read that waited for the lock would wait out busy_timeout (30 s)
+        assert got == [NOW]
+    finally:
+        other.execute("ROLLBACK")
+        reader.join(timeout=60)
+        other.close()
+    changed = NOW + timedelta(hours=2)
+    assert cache.note_definition(SERVER, "charge_card", "sha256:" + "b" * 64, changed) == changed
+    cache.close()

@@ -38,6 +38,12 @@ class AgentKeys:
     verify_agent_card returned): nothing else makes an agent's key count."""
 
     cards: Mapping[str, AgentCard] = field(default_factory=dict)
+    # The keyring each card's keys make, keyed by exactly those keys (id, type, public key): a pure function of
+    # them, so a card replaced in `cards`, or holding other keys, never meets another card's keyring. At most one
+    # entry per agent: an entry is replaced when the agent's keys change.
+    _rings: dict[str, tuple[tuple[tuple[str, str, str], ...], Keyring]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_cards(cls, cards: Sequence[AgentCard]) -> AgentKeys:
@@ -64,14 +70,21 @@ class AgentKeys:
         return self.cards.get(agent)
 
     def keyring_for(self, agent: str) -> Keyring | None:
+        """The agent's ed25519 keys from its verified card (role "agent"), or None without a card. Built once per
+        set of keys (every gated call asks); the keyring is shared: read it, never add to it."""
         card = self.cards.get(agent)
         if card is None:
             return None
+        keys = tuple((k.id, k.type, k.public_key) for k in card.keys)
+        held = self._rings.get(agent)
+        if held is not None and held[0] == keys:
+            return held[1]
         ring = Keyring()
-        for k in card.keys:
-            if k.type == "ed25519":
-                jwk = {"kty": "OKP", "crv": "Ed25519", "kid": k.id, "x": k.public_key, "roles": ["agent"]}
+        for kid, kind, public_key in keys:
+            if kind == "ed25519":
+                jwk = {"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": public_key, "roles": ["agent"]}
                 ring.add(PublicKeyEntry.from_jwk(jwk))
+        self._rings[agent] = (keys, ring)
         return ring
 
 

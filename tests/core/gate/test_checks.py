@@ -132,6 +132,25 @@ def test_a_forged_signature_is_refused_under_HATP_GATE_3() -> None:
     assert err.rule == "HATP-GATE-3" and "HATP-SIG-4" in err.reason
 
 
+def test_a_signature_remembered_as_verified_vouches_for_no_other_bytes_or_key_under_HATP_GATE_3() -> None:
+    """The gate's keyring remembers the signatures it verified (the SHA-256 of the exact key, signature and signed
+    bytes), so one it checked before is not checked again. That memo never stands in for another check: the same
+    signature over altered bytes, or relabelled as another trusted gateway key's, is verified and refused."""
+    ring = keyring()
+    other = SigningKey.generate(roles=["gateway"], kid="second-gateway")
+    ring.add_signer(other)
+    doc = issue()
+    assert check(doc, trusted=ring).approval_id == doc["approvalId"]
+    assert check(doc, trusted=ring).approval_id == doc["approvalId"]  # remembered: the same triple again
+    tampered = {**doc, "expiresAt": "2026-11-29T10:10:00Z"}
+    err = refused(tampered, trusted=ring)
+    assert err.rule == "HATP-GATE-3" and "HATP-SIG-4" in err.reason
+    relabelled = {**doc, "signature": {**doc["signature"], "kid": other.kid}}
+    err = refused(relabelled, trusted=ring)
+    assert err.rule == "HATP-GATE-3" and "HATP-SIG-4" in err.reason
+    assert check(doc, trusted=ring).approval_id == doc["approvalId"]
+
+
 def test_an_approval_signed_by_an_untrusted_gateway_is_refused_under_HATP_GATE_4() -> None:
     doc = issue()
     rogue = SigningKey.generate(roles=["gateway"], kid="rogue-gateway")

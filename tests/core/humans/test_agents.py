@@ -10,7 +10,7 @@ import pytest
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.errors import HatpError
-from tests.acme_org import AGENT, agent_doc, agent_keys, agent_request, directory_key, h, well_known
+from tests.acme_org import AGENT, agent_doc, agent_key, agent_keys, agent_request, directory_key, h, well_known
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 DIGEST = "sha256:" + "cd" * 32
@@ -66,3 +66,33 @@ def test_HATP_GW_48_a_request_for_another_person_another_subject_or_stale_is_ref
     assert refused(agent_request(DIGEST, NOW), subject="plan").rule == "HATP-GW-48"
     stale = refused(agent_request(DIGEST, NOW - timedelta(hours=1)))
     assert (stale.rule, stale.path) == ("HATP-GW-48", "$.request.issuedAt")
+
+
+def test_HATP_GW_47_the_keyring_kept_for_an_agent_card_vouches_for_no_other_key_or_bytes() -> None:
+    """AgentKeys builds each card's keyring once (every gated call asks for it). What it keeps is keyed by the
+    card's exact keys: a request signed by another key under the card's kid, a request altered after a good one
+    verified, or a card replaced by one with another key never meet the keyring built before."""
+    good_card = agent_keys().card(AGENT)
+    assert good_card is not None
+    cards = {AGENT: good_card}
+    agents = AgentKeys(cards)
+    good = agent_request(DIGEST, NOW)
+    opts = {"subject": "tool-call", "subject_digest": DIGEST, "now": NOW}
+
+    def verdict(raw: object) -> str:
+        try:
+            return verify_request(raw, agents, **opts)  # type: ignore[arg-type]
+        except HatpError as exc:
+            return f"{exc.rule}: {exc.reason}"
+
+    assert verdict(good) == h("dana")
+    assert agents.keyring_for(AGENT) is agents.keyring_for(AGENT)  # built once
+    impostor = SigningKey.generate(["agent"], agent_key().kid)  # the card's kid, another key
+    assert verdict(agent_request(DIGEST, NOW, key=impostor)).startswith("HATP-GW-47: the agent request's signature")
+    assert verdict({**good, "nonce": "n" * 24}).startswith("HATP-GW-47: the agent request's signature")
+    assert verdict(good) == h("dana")  # the good request still verifies, the bad ones left nothing behind
+    # The Directory re-issues the card with the impostor's key (a rotation): the old key counts no more.
+    rotated_key = good_card.keys[0].model_copy(update={"public_key": impostor.public_jwk()["x"]})
+    cards[AGENT] = good_card.model_copy(update={"keys": [rotated_key]})
+    assert verdict(good).startswith("HATP-GW-47: the agent request's signature")
+    assert verdict(agent_request(DIGEST, NOW, key=impostor)) == h("dana")
