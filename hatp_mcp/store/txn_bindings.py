@@ -5,8 +5,9 @@ One row per txnId, written once by the first request a trusted coordinator prove
 racing for one txnId cannot both win. `SqliteTxnBindings` keeps them in `DIR/coordinators.db` (a receiver's
 --data), hatp_mcp.store.postgresql.txn_bindings in PostgreSQL; `MemoryTxnBindings` for in-memory servers and
 tests. Beside each binding, the highest coordinator epoch the receiver has admitted for the txnId (HATP-TRUST-9,
-fencing): `advance` raises it, never lowers it, in one step. No protocol logic: the checks are
-hatp_mcp/core/participant/coordinator_auth.py's.
+fencing): `advance` raises it, never lowers it, in one step; a txnId with no epoch row is at epoch 0, so a request
+that raises nothing (the usual case: the same coordinator, the same epoch) writes nothing. No protocol logic: the
+checks are hatp_mcp/core/participant/coordinator_auth.py's.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class SqliteTxnBindings:
 
     def advance(self, txn_id: str, epoch: int) -> int:
         with self._lock:
+            kept = self._conn.execute("SELECT epoch FROM txn_epochs WHERE txn_id = ?", (txn_id,)).fetchone()
+            highest = int(kept[0]) if kept is not None else 0  # no row: nothing above epoch 0 was admitted
+            if epoch <= highest:  # nothing to raise, so nothing to write (a durable write costs a sync)
+                return highest
             row = self._conn.execute(
                 "INSERT INTO txn_epochs (txn_id, epoch) VALUES (?, ?) ON CONFLICT (txn_id)"
                 " DO UPDATE SET epoch = MAX(epoch, excluded.epoch) RETURNING epoch",

@@ -4,10 +4,12 @@ also when they race."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from pathlib import Path
 
 from hatp_mcp.core.participant.coordinator_auth import Binding
-from hatp_mcp.store.txn_bindings import MemoryTxnBindings, TxnBindings
+from hatp_mcp.store.txn_bindings import MemoryTxnBindings, SqliteTxnBindings, TxnBindings
 from hatp_mcp.store.url import open_txn_bindings
 from tests.store.conftest import Backend
 
@@ -59,3 +61,30 @@ def test_HATP_TRUST_9_the_highest_epoch_is_only_ever_raised_and_survives_a_resta
         assert store.advance("txn-2", 1) == 1  # per transaction
     again = backend.closing(open_txn_bindings(backend.url("epochs")))
     assert again.advance("txn-1", 1) == 2
+
+
+def test_an_epoch_that_raises_nothing_writes_nothing(tmp_path: Path) -> None:
+    """HATP-TRUST-9 keeps the highest epoch durable; a request at or below it (every request of a coordinator that
+    holds no lease is at epoch 0) changes nothing, so it costs no durable write (another connection sees the
+    database unchanged), and the highest still holds after a restart."""
+    path = tmp_path / "coordinators.db"
+    store = SqliteTxnBindings(path)
+    watcher = sqlite3.connect(path)
+
+    def version() -> int:
+        return int(watcher.execute("PRAGMA data_version").fetchone()[0])
+
+    before = version()
+    assert store.advance("txn-1", 0) == 0  # no row is epoch 0
+    assert version() == before
+    assert store.advance("txn-1", 2) == 2
+    raised = version()
+    assert raised != before
+    assert store.advance("txn-1", 2) == 2
+    assert store.advance("txn-1", 1) == 2
+    assert version() == raised
+    store.close()
+    again = SqliteTxnBindings(path)
+    assert again.advance("txn-1", 0) == 2
+    again.close()
+    watcher.close()

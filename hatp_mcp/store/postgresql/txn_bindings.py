@@ -1,7 +1,8 @@
 """The txnId -> coordinator bindings a receiver keeps, on PostgreSQL: the `TxnBindings` of
 hatp_mcp.store.txn_bindings (HATP-TRUST-5). A binding is inserted only when its txnId has none (``ON CONFLICT DO
 NOTHING``), then the one that holds is read back: of two processes binding one txnId at once, both read the first.
-The highest coordinator epoch per txnId (HATP-TRUST-9) is raised with ``GREATEST`` in one upsert.
+The highest coordinator epoch per txnId (HATP-TRUST-9) is raised with ``GREATEST`` in one upsert, written only when
+it rises (a txnId with no row is at epoch 0).
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class PostgresTxnBindings:
 
     def advance(self, txn_id: str, epoch: int) -> int:
         def raise_to(conn: Connection[Row]) -> Row | None:
+            kept = conn.execute("SELECT epoch FROM txn_epochs WHERE txn_id = %s", (txn_id,)).fetchone()
+            highest = int(str(kept[0])) if kept is not None else 0  # no row: nothing above epoch 0 was admitted
+            if epoch <= highest:  # nothing to raise, so nothing to write
+                return (highest,)
             return conn.execute(
                 "INSERT INTO txn_epochs (txn_id, epoch) VALUES (%s, %s) ON CONFLICT (txn_id)"
                 " DO UPDATE SET epoch = GREATEST(txn_epochs.epoch, EXCLUDED.epoch) RETURNING epoch",
