@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.evidence.canonical import canonical, digest
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object, verify_object
+from hatp_mcp.core.evidence.canonical import canonical, digest, digest_bytes
+from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object, sign_object_canonical, verify_object
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.txn_log import LogEntry, SqliteTxnLog
@@ -78,8 +78,9 @@ async def floor(path: Path, records: list[dict[str, Any]], appends_per_txn: int,
                     evidence = e.get("evidence")
                     if evidence is not None:  # its producer signs it; the coordinator verifies it
                         verify_object(sign_object(evidence, signer), ring)
-                    signed = sign_object(e, signer)  # the coordinator signs the event
-                    digest(signed)  # and chains it
+                    # the coordinator signs the event and chains it, from one canonicalization (as RecordChain does)
+                    signed, signed_bytes = sign_object_canonical(e, signer)
+                    digest_bytes(signed_bytes)
                     batch.append(LogEntry("event", signed))
                 await log.append(record["txnId"], batch)
 

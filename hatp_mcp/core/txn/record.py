@@ -18,8 +18,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
+from hatp_mcp.core.evidence.canonical import CanonicalError, digest, digest_bytes
+from hatp_mcp.core.evidence.keys import (
+    Keyring,
+    SignatureError,
+    SigningKey,
+    check_party,
+    sign_object_canonical,
+    verify_object,
+)
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
@@ -66,6 +73,8 @@ class RecordChain:
         self._author = author
         self._events: list[dict[str, Any]] = [dict(e) for e in events]
         self._head: str | None = digest(self._events[-1]) if self._events else None
+        self._head_at: RecordHead | None = None  # head_at, built once per head
+        self._at: str | None = None  # the last `at` append checked (a batch of events shares one)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -80,7 +89,10 @@ class RecordChain:
         """The head as a party signs it (HATP-REC-19): the last event's seq and digest; None before the first."""
         if self._head is None:
             return None
-        return RecordHead(seq=len(self._events) - 1, event_digest=self._head)
+        seq = len(self._events) - 1
+        if self._head_at is None or self._head_at.seq != seq:  # frozen: one per head serves every send
+            self._head_at = RecordHead(seq=seq, event_digest=self._head)
+        return self._head_at
 
     @property
     def closed(self) -> bool:
@@ -104,7 +116,8 @@ class RecordChain:
         if not self._events and event != BEGIN_EVENT:
             raise ValueError(f"the first event must be {BEGIN_EVENT!r}")
         who = author or self._author
-        _check_append(event, who, at, body, evidence)
+        _check_append(event, who, at if at != self._at else None, body, evidence)
+        self._at = at
         raw: dict[str, Any] = {
             "type": "hatp.event",
             "txnId": self.plan.txn_id,
@@ -119,9 +132,10 @@ class RecordChain:
             raw["prev"] = self._head
         if evidence is not None:
             raw["evidence"] = dict(evidence)
-        signed = sign_object(raw, self._key)
+        # one canonicalization serves the signature and the chain's digest of the signed event (the same bytes)
+        signed, signed_bytes = sign_object_canonical(raw, self._key)
         self._events.append(signed)
-        self._head = digest(signed)
+        self._head = digest_bytes(signed_bytes)
         return signed
 
     def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -140,14 +154,16 @@ class RecordChain:
 
 
 def _check_append(event: object, author: object, at: object, body: object, evidence: object) -> None:
-    """What RecordEvent refuses among append's arguments, checked without building a model. Raises ValueError."""
+    """What RecordEvent refuses among append's arguments, checked without building a model; `at` None: the same
+    timestamp as the append before, already checked. Raises ValueError."""
     if not isinstance(event, str) or not 1 <= len(event) <= 64:
         raise ValueError(f"event name {event!r} must be a string of 1 to 64 characters")
     if not isinstance(author, str) or not 1 <= len(author) <= 500:
         raise ValueError(f"author {author!r} must be a string of 1 to 500 characters")
-    if not isinstance(at, str):
-        raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
-    parse_ts(at)  # raises ValueError naming the value
+    if at is not None:
+        if not isinstance(at, str):
+            raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
+        parse_ts(at)  # raises ValueError naming the value
     for name, value in (("body", body), ("evidence", evidence)):
         if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
             raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
