@@ -55,7 +55,7 @@ def b64u(data: bytes) -> str:
 
 def b64u_decode(text: str) -> bytes:
     """Decode unpadded base64url; raises ValueError on anything else."""
-    if not isinstance(text, str) or any(c in text for c in "=+/ \n"):
+    if not isinstance(text, str) or "=" in text or "+" in text or "/" in text or " " in text or "\n" in text:
         raise ValueError("not unpadded base64url")
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -127,6 +127,12 @@ class PublicKeyEntry:
     key: Ed25519PublicKey
     roles: tuple[str, ...]
     party: str | None = None
+    _raw: bytes = field(init=False, repr=False, compare=False)  # the key's 32 bytes, read once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_raw", self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        )
 
     @classmethod
     def from_jwk(cls, jwk: Mapping[str, Any]) -> PublicKeyEntry:
@@ -163,7 +169,7 @@ class PublicKeyEntry:
         return out
 
     def raw(self) -> bytes:
-        return self.key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return self._raw
 
 
 _REMEMBERED = 4096  # verified (key, signature, message) triples a keyring keeps: a few hundred transactions' worth
@@ -297,7 +303,8 @@ def _with_signature(unsigned: bytes, body: Mapping[str, Any], signed: Mapping[st
     """`unsigned` (the canonical form of `body`) with the member `"signature": member` in its place. The members
     named after "signature" close the object, and each member prints alone, so they are the tail of `unsigned`
     exactly as they print in an object of their own; anything else (no such tail) is canonicalized whole."""
-    after = {k: v for k, v in body.items() if _utf16(k) > _SIGNATURE_UNITS}
+    # an ASCII name compares alike in code points and in UTF-16 code units
+    after = {k: v for k, v in body.items() if (k > "signature" if k.isascii() else _utf16(k) > _SIGNATURE_UNITS)}
     field = b'"signature":' + member
     if not after:
         return unsigned[:-1] + (b"," if body else b"") + field + b"}"
@@ -318,7 +325,12 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
     """
     sig = obj.get("signature")
     spath = f"{path}.signature"
-    if not isinstance(sig, Mapping) or not all(isinstance(sig.get(f), str) for f in ("alg", "kid", "sig")):
+    if not (
+        isinstance(sig, Mapping)
+        and isinstance(sig.get("alg"), str)
+        and isinstance(sig.get("kid"), str)
+        and isinstance(sig.get("sig"), str)
+    ):
         raise SignatureError("HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it")
     if sig["alg"] != ALG:
         raise SignatureError(
