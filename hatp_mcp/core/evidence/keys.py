@@ -326,7 +326,7 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
     sig = obj.get("signature")
     spath = f"{path}.signature"
     if not (
-        isinstance(sig, Mapping)
+        (type(sig) is dict or isinstance(sig, Mapping))
         and isinstance(sig.get("alg"), str)
         and isinstance(sig.get("kid"), str)
         and isinstance(sig.get("sig"), str)

@@ -120,8 +120,9 @@ class _Check:
 def _events(events: Sequence[Any]) -> list[_Ev]:
     out = []
     times: dict[str, datetime | None] = {}  # the events of one batch share their `at`: parsed once
+    # `type(x) is dict` first: a plain dict is a Mapping, and the ABC check costs more than the test
     for i, raw in enumerate(events):
-        if not isinstance(raw, Mapping) or raw.get("event") == "record.closed":
+        if not (type(raw) is dict or isinstance(raw, Mapping)) or raw.get("event") == "record.closed":
             continue
         stamp = raw.get("at")
         at: datetime | None = None
@@ -136,11 +137,10 @@ def _events(events: Sequence[Any]) -> list[_Ev]:
                 times[stamp] = at
         body = raw.get("body")
         evidence = raw.get("evidence")
-        held = evidence if isinstance(evidence, Mapping) else {}
+        held = evidence if type(evidence) is dict or isinstance(evidence, Mapping) else {}
+        said = body if type(body) is dict or isinstance(body, Mapping) else {}
         kind = _kind(held)
-        out.append(
-            _Ev(i, str(raw.get("event")), at, body if isinstance(body, Mapping) else {}, held, kind, _about(held, kind))
-        )
+        out.append(_Ev(i, str(raw.get("event")), at, said, held, kind, _about(held, kind)))
     return out
 
 

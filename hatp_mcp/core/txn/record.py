@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,7 +166,9 @@ def _check_append(event: object, author: object, at: object, body: object, evide
             raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
         parse_ts(at)  # raises ValueError naming the value
     for name, value in (("body", body), ("evidence", evidence)):
-        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+        if value is not None and not (
+            (type(value) is dict or isinstance(value, Mapping)) and all(map(isinstance, value, repeat(str)))
+        ):
             raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
 
 
