@@ -35,7 +35,6 @@ __all__ = [
     "b64u_decode",
     "check_party",
     "sign_object",
-    "sign_object_canonical",
     "signing_bytes",
     "verify_object",
 ]
@@ -277,43 +276,6 @@ def sign_object(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     """Return a copy of `obj` (a JSON object) with ``signature: {alg, kid, sig}`` set."""
     body = {k: v for k, v in obj.items() if k != "signature"}
     return {**body, "signature": {"alg": ALG, "kid": key.kid, "sig": key.sign(canonical(body))}}
-
-
-def sign_object_canonical(obj: Mapping[str, Any], key: SigningKey) -> tuple[dict[str, Any], bytes]:
-    """`sign_object`, and the canonical bytes of the signed object (what its digest covers), from one
-    canonicalization of the object instead of two: the signed form is the unsigned one with the `signature`
-    member inserted where RFC 8785's key order puts it. The bytes equal `canonical(signed)` exactly (a test holds
-    the two equal on arbitrary objects); raises CanonicalError like `canonical`."""
-    body = {k: v for k, v in obj.items() if k != "signature"}
-    unsigned = canonical(body)
-    signature = {"alg": ALG, "kid": key.kid, "sig": key.sign(unsigned)}
-    signed = {**body, "signature": signature}
-    return signed, _with_signature(unsigned, body, signed, canonical(signature))
-
-
-def _utf16(key: str) -> bytes:
-    # RFC 8785 section 3.2.3 orders members by the UTF-16 code units of their names; big-endian bytes compare alike
-    return key.encode("utf-16-be", "surrogatepass")
-
-
-_SIGNATURE_UNITS = _utf16("signature")
-
-
-def _with_signature(unsigned: bytes, body: Mapping[str, Any], signed: Mapping[str, Any], member: bytes) -> bytes:
-    """`unsigned` (the canonical form of `body`) with the member `"signature": member` in its place. The members
-    named after "signature" close the object, and each member prints alone, so they are the tail of `unsigned`
-    exactly as they print in an object of their own; anything else (no such tail) is canonicalized whole."""
-    # an ASCII name compares alike in code points and in UTF-16 code units
-    after = {k: v for k, v in body.items() if (k > "signature" if k.isascii() else _utf16(k) > _SIGNATURE_UNITS)}
-    field = b'"signature":' + member
-    if not after:
-        return unsigned[:-1] + (b"," if body else b"") + field + b"}"
-    tail = canonical(after)[1:]  # the members after "signature", and the closing brace
-    if len(after) == len(body) and unsigned == b"{" + tail:
-        return b"{" + field + b"," + tail
-    if unsigned.endswith(b"," + tail):
-        return unsigned[: -len(tail)] + field + b"," + tail
-    return canonical(signed)
 
 
 def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = None, path: str = "$") -> str:

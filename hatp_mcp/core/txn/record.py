@@ -13,21 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest, digest_bytes
-from hatp_mcp.core.evidence.keys import (
-    Keyring,
-    SignatureError,
-    SigningKey,
-    check_party,
-    sign_object_canonical,
-    verify_object,
-)
+from hatp_mcp.core.evidence.canonical import CanonicalError, canonical, digest, digest_bytes
+from hatp_mcp.core.evidence.keys import ALG, Keyring, SignatureError, SigningKey, check_party, verify_object
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
@@ -43,6 +36,7 @@ __all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "Verified"
 
 BEGIN_EVENT = "txn.begin"
 _DIGEST = re.compile(DIGEST_PATTERN)
+_B64U = re.compile(r"[A-Za-z0-9_-]*")
 # Which keyring roles may sign each kind of evidence carried in an event.
 EVIDENCE_ROLES: dict[str, frozenset[str]] = {
     "hatp.vote": frozenset({"participant", "gateway"}),
@@ -75,6 +69,11 @@ class RecordChain:
         self._events: list[dict[str, Any]] = [dict(e) for e in events]
         self._head: str | None = digest(self._events[-1]) if self._events else None
         self._head_at: RecordHead | None = None  # head_at, built once per head
+        # An event's members after "signature" in RFC 8785's order are txnId and type, both strings this chain
+        # fixes: they close every event's canonical form, so the signed form is the unsigned one with the
+        # signature member put in before them (see _signed_bytes).
+        self._tail = b',"txnId":' + canonical(plan.txn_id) + b',"type":"hatp.event"}'
+        self._sig_prefix = b'{"alg":"' + ALG.encode() + b'","kid":' + canonical(key.kid) + b',"sig":"'
         self._at: str | None = None  # the last `at` append checked (a batch of events shares one)
 
     @property
@@ -133,11 +132,22 @@ class RecordChain:
             raw["prev"] = self._head
         if evidence is not None:
             raw["evidence"] = dict(evidence)
-        # one canonicalization serves the signature and the chain's digest of the signed event (the same bytes)
-        signed, signed_bytes = sign_object_canonical(raw, self._key)
+        unsigned = canonical(raw)  # what the signature covers (sign_object's bytes: raw has no signature member)
+        sig = self._key.sign(unsigned)
+        signed = {**raw, "signature": {"alg": ALG, "kid": self._key.kid, "sig": sig}}
         self._events.append(signed)
-        self._head = digest_bytes(signed_bytes)
+        self._head = digest_bytes(self._signed_bytes(unsigned, sig, signed))
         return signed
+
+    def _signed_bytes(self, unsigned: bytes, sig: str, signed: Mapping[str, Any]) -> bytes:
+        """canonical(signed), from the unsigned bytes: one canonicalization serves the signature and the chain's
+        digest. Exact by construction: the canonical form ends with the txnId and type members (the tail, fixed
+        per chain), and the signature member, `{"alg","kid","sig"}` with `sig` base64url (nothing to escape),
+        goes right before them. Anything else is canonicalized whole (tests hold the two equal)."""
+        if unsigned.endswith(self._tail) and _B64U.fullmatch(sig):
+            cut = len(unsigned) - len(self._tail)
+            return b"".join((unsigned[:cut], b',"signature":', self._sig_prefix, sig.encode(), b'"}', self._tail))
+        return canonical(signed)
 
     def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Append `record.closed` stating the outcome and how many events precede it."""
