@@ -62,15 +62,18 @@ class _Ev:
     at: datetime | None
     body: Mapping[str, Any]
     evidence: Mapping[str, Any]
+    kind: str | None  # the evidence's `type`
+    about: str | None  # the branch or requirement the signed evidence names (never the coordinator-written body)
 
-    def kind(self) -> str | None:
-        kind = self.evidence.get("type")
-        return kind if isinstance(kind, str) else None
 
-    def about(self) -> str | None:
-        """The branch or requirement the signed evidence names (never the coordinator-written body)."""
-        got = self.evidence.get("requirementId") if self.kind() == "hatp.approval" else self.evidence.get("branchId")
-        return got if isinstance(got, str) else None
+def _kind(evidence: Mapping[str, Any]) -> str | None:
+    kind = evidence.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def _about(evidence: Mapping[str, Any], kind: str | None) -> str | None:
+    got = evidence.get("requirementId") if kind == "hatp.approval" else evidence.get("branchId")
+    return got if isinstance(got, str) else None
 
 
 @dataclass
@@ -82,6 +85,14 @@ class _Check:
     evs: list[_Ev]
     problems: list[Problem] = field(default_factory=list)
     grounds: list[str] = field(default_factory=list)
+    # the events by (evidence kind, what it is about) and by name, each in record order: built once, asked often
+    by_evidence: dict[tuple[str | None, str | None], list[_Ev]] = field(default_factory=dict)
+    by_name: dict[str, list[_Ev]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for e in self.evs:
+            self.by_evidence.setdefault((e.kind, e.about), []).append(e)
+            self.by_name.setdefault(e.name, []).append(e)
 
     def fail(self, index: int, rule: str, reason: str) -> None:
         self.problems.append(Problem(index, rule, reason))
@@ -89,12 +100,12 @@ class _Check:
     def signed(self, kind: str, about: str, lo: int = -1, hi: int | None = None) -> list[_Ev]:
         """The events carrying evidence of `kind` about branch or requirement `about`, strictly between lo and hi."""
         top = sys.maxsize if hi is None else hi
-        return [e for e in self.evs if lo < e.i < top and e.kind() == kind and e.about() == about]
+        return [e for e in self.by_evidence.get((kind, about), ()) if lo < e.i < top]
 
     def said(self, name: str, lo: int = -1, hi: int | None = None) -> list[_Ev]:
         """The events named `name`, strictly between lo and hi."""
         top = sys.maxsize if hi is None else hi
-        return [e for e in self.evs if lo < e.i < top and e.name == name]
+        return [e for e in self.by_name.get(name, ()) if lo < e.i < top]
 
     def receipt_ok(self, b: Branch, e: _Ev, phase: str) -> bool:
         """The receipt is the branch participant's, for `phase`, outcome ok (HATP-TXN-2)."""
@@ -108,24 +119,28 @@ class _Check:
 
 def _events(events: Sequence[Any]) -> list[_Ev]:
     out = []
+    times: dict[str, datetime | None] = {}  # the events of one batch share their `at`: parsed once
+    # `type(x) is dict` first: a plain dict is a Mapping, and the ABC check costs more than the test
     for i, raw in enumerate(events):
-        if not isinstance(raw, Mapping) or raw.get("event") == "record.closed":
+        if not (type(raw) is dict or isinstance(raw, Mapping)) or raw.get("event") == "record.closed":
             continue
-        try:
-            at = parse_ts(raw["at"]) if isinstance(raw.get("at"), str) else None
-        except ValueError:
-            at = None
+        stamp = raw.get("at")
+        at: datetime | None = None
+        if isinstance(stamp, str):
+            if stamp in times:
+                at = times[stamp]
+            else:
+                try:
+                    at = parse_ts(stamp)
+                except ValueError:
+                    at = None
+                times[stamp] = at
         body = raw.get("body")
         evidence = raw.get("evidence")
-        out.append(
-            _Ev(
-                i,
-                str(raw.get("event")),
-                at,
-                body if isinstance(body, Mapping) else {},
-                evidence if isinstance(evidence, Mapping) else {},
-            )
-        )
+        held = evidence if type(evidence) is dict or isinstance(evidence, Mapping) else {}
+        said = body if type(body) is dict or isinstance(body, Mapping) else {}
+        kind = _kind(held)
+        out.append(_Ev(i, str(raw.get("event")), at, said, held, kind, _about(held, kind)))
     return out
 
 
@@ -353,8 +368,8 @@ def _abort_grounds(c: _Check, d: _Ev, after: int) -> None:
 
 def _ground(c: _Check, e: _Ev, d: _Ev, branches: Mapping[str, Branch], requirements: set[str]) -> list[str]:
     """What one event says that justifies the abort decided at `d` (empty: nothing)."""
-    about = e.about() or ""
-    kind = e.kind()
+    about = e.about or ""
+    kind = e.kind
     if kind == "hatp.vote" and e.evidence.get("decision") == "no":
         code = e.evidence.get("code")
         if about in branches:
@@ -446,9 +461,9 @@ def _left_to_recover(c: _Check, where: int) -> None:
     commit after the final step that was refused."""
     left = [e.name for e in c.evs if e.name in ("hold.lapsed", "recovery.offered")]
     left += [
-        f"{e.about()} {e.evidence.get('phase')} {e.evidence.get('outcome')}"
+        f"{e.about} {e.evidence.get('phase')} {e.evidence.get('outcome')}"
         for e in c.evs
-        if e.kind() == "hatp.receipt"
+        if e.kind == "hatp.receipt"
         and e.evidence.get("phase") in ("abort", "compensate", "commit")
         and e.evidence.get("outcome") != "ok"
     ]

@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
+from hatp_mcp.core.evidence.canonical import CanonicalError, canonical, digest, digest_bytes
+from hatp_mcp.core.evidence.keys import ALG, Keyring, SignatureError, SigningKey, check_party, verify_object
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
@@ -35,6 +36,7 @@ __all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "Verified"
 
 BEGIN_EVENT = "txn.begin"
 _DIGEST = re.compile(DIGEST_PATTERN)
+_B64U = re.compile(r"[A-Za-z0-9_-]*")
 # Which keyring roles may sign each kind of evidence carried in an event.
 EVIDENCE_ROLES: dict[str, frozenset[str]] = {
     "hatp.vote": frozenset({"participant", "gateway"}),
@@ -66,6 +68,13 @@ class RecordChain:
         self._author = author
         self._events: list[dict[str, Any]] = [dict(e) for e in events]
         self._head: str | None = digest(self._events[-1]) if self._events else None
+        self._head_at: RecordHead | None = None  # head_at, built once per head
+        # An event's members after "signature" in RFC 8785's order are txnId and type, both strings this chain
+        # fixes: they close every event's canonical form, so the signed form is the unsigned one with the
+        # signature member put in before them (see _signed_bytes).
+        self._tail = b',"txnId":' + canonical(plan.txn_id) + b',"type":"hatp.event"}'
+        self._sig_prefix = b'{"alg":"' + ALG.encode() + b'","kid":' + canonical(key.kid) + b',"sig":"'
+        self._at: str | None = None  # the last `at` append checked (a batch of events shares one)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -80,7 +89,10 @@ class RecordChain:
         """The head as a party signs it (HATP-REC-19): the last event's seq and digest; None before the first."""
         if self._head is None:
             return None
-        return RecordHead(seq=len(self._events) - 1, event_digest=self._head)
+        seq = len(self._events) - 1
+        if self._head_at is None or self._head_at.seq != seq:  # frozen: one per head serves every send
+            self._head_at = RecordHead(seq=seq, event_digest=self._head)
+        return self._head_at
 
     @property
     def closed(self) -> bool:
@@ -104,7 +116,8 @@ class RecordChain:
         if not self._events and event != BEGIN_EVENT:
             raise ValueError(f"the first event must be {BEGIN_EVENT!r}")
         who = author or self._author
-        _check_append(event, who, at, body, evidence)
+        _check_append(event, who, at if at != self._at else None, body, evidence)
+        self._at = at
         raw: dict[str, Any] = {
             "type": "hatp.event",
             "txnId": self.plan.txn_id,
@@ -119,10 +132,22 @@ class RecordChain:
             raw["prev"] = self._head
         if evidence is not None:
             raw["evidence"] = dict(evidence)
-        signed = sign_object(raw, self._key)
+        unsigned = canonical(raw)  # what the signature covers (sign_object's bytes: raw has no signature member)
+        sig = self._key.sign(unsigned)
+        signed = {**raw, "signature": {"alg": ALG, "kid": self._key.kid, "sig": sig}}
         self._events.append(signed)
-        self._head = digest(signed)
+        self._head = digest_bytes(self._signed_bytes(unsigned, sig, signed))
         return signed
+
+    def _signed_bytes(self, unsigned: bytes, sig: str, signed: Mapping[str, Any]) -> bytes:
+        """canonical(signed), from the unsigned bytes: one canonicalization serves the signature and the chain's
+        digest. Exact by construction: the canonical form ends with the txnId and type members (the tail, fixed
+        per chain), and the signature member, `{"alg","kid","sig"}` with `sig` base64url (nothing to escape),
+        goes right before them. Anything else is canonicalized whole (tests hold the two equal)."""
+        if unsigned.endswith(self._tail) and _B64U.fullmatch(sig):
+            cut = len(unsigned) - len(self._tail)
+            return b"".join((unsigned[:cut], b',"signature":', self._sig_prefix, sig.encode(), b'"}', self._tail))
+        return canonical(signed)
 
     def close(self, at: str, outcome: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Append `record.closed` stating the outcome and how many events precede it."""
@@ -140,16 +165,20 @@ class RecordChain:
 
 
 def _check_append(event: object, author: object, at: object, body: object, evidence: object) -> None:
-    """What RecordEvent refuses among append's arguments, checked without building a model. Raises ValueError."""
+    """What RecordEvent refuses among append's arguments, checked without building a model; `at` None: the same
+    timestamp as the append before, already checked. Raises ValueError."""
     if not isinstance(event, str) or not 1 <= len(event) <= 64:
         raise ValueError(f"event name {event!r} must be a string of 1 to 64 characters")
     if not isinstance(author, str) or not 1 <= len(author) <= 500:
         raise ValueError(f"author {author!r} must be a string of 1 to 500 characters")
-    if not isinstance(at, str):
-        raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
-    parse_ts(at)  # raises ValueError naming the value
+    if at is not None:
+        if not isinstance(at, str):
+            raise ValueError(f"at {at!r} must be a wire timestamp like 2026-11-29T10:00:00Z")
+        parse_ts(at)  # raises ValueError naming the value
     for name, value in (("body", body), ("evidence", evidence)):
-        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+        if value is not None and not (
+            (type(value) is dict or isinstance(value, Mapping)) and all(map(isinstance, value, repeat(str)))
+        ):
             raise ValueError(f"{name} must be a JSON object (string keys), not {type(value).__name__}")
 
 

@@ -6,8 +6,12 @@ import copy
 from typing import Any
 
 import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
+from hatp_mcp.core.evidence.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
+from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.txn.record import Problem, RecordChain, verify_record
 from tests.factories import signed_trip_record, trip_plan
@@ -214,3 +218,44 @@ def test_HATP_SIG_6_a_gateway_vote_naming_another_gateway_is_reported(made: Any)
     ev["evidence"] = sign_object(ev["evidence"], keys["gateway"])
     record["events"][9] = sign_object(ev, keys["coordinator"])
     assert (9, "HATP-SIG-6") in rules(verify_record(record, ring))
+
+
+_PLAN = Plan.model_validate(trip_plan())
+_leaf = st.none() | st.booleans() | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER) | st.text()
+_json = st.recursive(
+    _leaf, lambda i: st.lists(i, max_size=4) | st.dictionaries(st.text(), i, max_size=4), max_leaves=16
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.text(min_size=1, max_size=40),  # the signer's kid: anything, escapes and non-BMP characters included
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.text(), _json, max_size=4), st.none() | st.dictionaries(st.text(), _json, max_size=4)
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_the_chain_digests_each_signed_event_exactly_as_canonicalizing_it_again_would(
+    kid: str, steps: list[tuple[dict[str, Any], dict[str, Any] | None]]
+) -> None:
+    """RecordChain digests the signed event from the bytes it signed (the signature member put in before txnId and
+    type): the digest, the link the next event names and the signature must be those of the event canonicalized
+    whole and signed by sign_object, byte for byte (rfc8785 as the outside oracle)."""
+    key = SigningKey.generate(["coordinator"], kid=kid)
+    chain = RecordChain(_PLAN, key, "coordinator://c")
+    chain.append("txn.begin", "2026-11-29T10:00:00Z")
+    for body, evidence in steps:
+        signed = chain.append("note", "2026-11-29T10:00:01Z", body, evidence)
+        assert chain.head == digest(signed) == digest_bytes(rfc8785.dumps(signed))
+        assert signed == sign_object({k: v for k, v in signed.items() if k != "signature"}, key)
+    ring = Keyring()
+    ring.add_signer(key)
+    assert chain.events[1]["prev"] == digest(chain.events[0])
+    assert all(e.get("prev") == digest(p) for p, e in zip(chain.events, chain.events[1:], strict=False))
+    # the chain links and the coordinator's signatures hold (the arbitrary evidence is not evidence, HATP-REC-8)
+    found = {p.rule for p in verify_record(chain.record(), ring, require_closed=False)}
+    assert not found & {"HATP-REC-1", "HATP-REC-2", "HATP-REC-3", "HATP-SIG-4"}
+    assert all(verify_object(e, ring, "coordinator") == key.kid for e in chain.events)
