@@ -7,6 +7,14 @@ rule names (`schema`, `pivot-ordering`, `class-coherence`, `mandate`, `undo-ttl`
 compare one to one; spec/validation.md defines them as HATP-SAGA-1..6. Numbers may be floats here (money in
 EUR as JSON numbers), so the key hash canonicalizes with floats allowed. This module must not read the clock or
 do IO: `now` is an argument.
+
+Reading a plan: the pydantic models below are the schema (spec/schemas is generated from them) and explain every
+schema violation, but building them costs more than all six rules. So a plan that provably matches is read straight
+from its JSON, in one pass that takes only what the model takes (`_view_of_json`); anything that pass is not sure
+of goes to the model, which reports exactly as before or, taking the plan after all, hands its members back to the
+same reader. The rules run on what that reader gives (`SagaView`), whichever way it came. tests/core/validate/
+test_saga.py holds the model path as the oracle: the same violations (rule, path, message) on generated near-valid
+sagas, and the same values read.
 """
 
 from __future__ import annotations
@@ -15,7 +23,6 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import datetime
-from itertools import compress
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -99,26 +106,26 @@ def step_key_hash(step: dict[str, Any]) -> str:
 
 
 class SagaView:
-    """What the rules read of a plan that matches the schema: the plan's members, and one list per step member
-    (None where a step leaves an optional member out; spends as floats, as the model holds them).
+    """A plan that matches the schema, as the rules read it: its members, its steps as JSON objects (every member
+    checked), and a few summaries taken in the same pass, so that a rule with nothing to report sees so without
+    walking the steps again.
 
-    Built straight from the JSON when it provably matches (`_view_of_json`), else from the validated `SagaPlan`
-    (`of_model`); both give the same values, so the rules report the same either way."""
+    One reader builds it (`_view_of_json`), from the JSON itself when that provably matches, else from the members
+    the validated `SagaPlan` holds (`_json_of_model`), so the rules read the same values either way."""
 
     __slots__ = (
         "cap",
         "classes",
-        "durations",
         "expires",
         "expires_at",
         "ids",
-        "keys",
+        "odd_keys",
         "pivot",
         "saga_id",
-        "spends",
-        "tools",
-        "ttls",
-        "undos",
+        "shipped",
+        "spent",
+        "steps",
+        "windows",
     )
 
     def __init__(  # positional: this runs once per plan validated
@@ -127,46 +134,26 @@ class SagaView:
         pivot: int,
         cap: float,
         expires_at: str,
+        steps: list[dict[str, Any]],
         ids: list[str],
-        tools: list[str],
         classes: list[str],
-        undos: list[str | None],
-        keys: list[str],
-        ttls: list[int | None],
-        spends: list[float | None],
-        durations: list[int | None],
+        shipped: list[str],
+        odd_keys: list[int],
+        windows: list[int],
+        spent: list[float],
     ) -> None:
         self.saga_id = saga_id
         self.pivot = pivot
-        self.cap = cap  # mandate.maxSpendEur
+        self.cap = cap  # mandate.maxSpendEur, as a float
         self.expires_at = expires_at  # mandate.expiresAt as written
         self.expires = parse_ts(expires_at)
-        self.ids = ids
-        self.tools = tools
-        self.classes = classes
-        self.undos = undos  # compensation.tool
-        self.keys = keys  # idempotencyKey
-        self.ttls = ttls  # undoTtlSeconds
-        self.spends = spends  # maxSpendEur
-        self.durations = durations  # maxDurationSeconds
-
-    @classmethod
-    def of_model(cls, plan: SagaPlan) -> SagaView:
-        steps = plan.steps
-        return cls(
-            plan.saga_id,
-            plan.pivot_index,
-            plan.mandate.max_spend_eur,
-            plan.mandate.expires_at,
-            [s.id for s in steps],
-            [s.tool for s in steps],
-            [s.step_class for s in steps],
-            [None if s.compensation is None else s.compensation.tool for s in steps],
-            [s.idempotency_key for s in steps],
-            [s.undo_ttl_seconds for s in steps],
-            [s.max_spend_eur for s in steps],
-            [s.max_duration_seconds for s in steps],
-        )
+        self.steps = steps
+        self.ids = ids  # each step's id
+        self.classes = classes  # each step's class
+        self.shipped = shipped  # the class of each step that ships a compensation, in step order
+        self.odd_keys = odd_keys  # the steps whose idempotencyKey is not `<sagaId>:<id>`
+        self.windows = windows  # the steps that declare undoTtlSeconds
+        self.spent = spent  # each maxSpendEur declared, as a float, in step order
 
 
 _CLASSES = frozenset({"compensable", "retriable", "irreversible"})
@@ -182,14 +169,20 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _view_of_json(value: Any) -> SagaView | None:
-    """The view of `value` read straight from the JSON when `SagaPlan` takes it for certain; None when not sure.
+def _spend(step: dict[str, Any]) -> float | None:
+    """A step's maxSpendEur as the model holds it: a float (an int in the JSON is exact up to 2**53)."""
+    x = step.get("maxSpendEur")
+    return None if x is None else float(x)
 
-    Accepts only plain dicts, lists, strs, ints and floats that the model accepts unchanged (ints up to 2**53 in
+
+def _view_of_json(value: Any) -> SagaView | None:
+    """The view of `value` when `SagaPlan` takes it for certain; None when not sure (the model then decides).
+
+    Takes only plain dicts, lists, strs, ints and floats that the model takes as they are (ints up to 2**53 in
     float fields, which it turns into the same floats): anything else, such as a member given by its Python name,
     a str subclass or a huge spend, goes to the model, which decides and explains. A member this format does not
-    define, or a null one, shows as a length that does not add up. Written for speed: one pass, no calls per
-    member."""
+    define, or a null one, shows as a length that does not add up. Written for speed: one pass over the steps,
+    no call per member."""
     if type(value) is not dict:
         return None
     try:
@@ -222,15 +215,15 @@ def _view_of_json(value: Any) -> SagaView | None:
             cap = float(cap)
         elif type(cap) is not float or not cap >= 0:  # NaN fails too
             return None
+        head = f"{saga_id}:"
         ids: list[str] = []
-        tools: list[str] = []
         classes: list[str] = []
-        undos: list[str | None] = []
-        keys: list[str] = []
-        ttls: list[int | None] = []
-        spends: list[float | None] = []
-        durations: list[int | None] = []
-        for s in steps:
+        shipped: list[str] = []
+        odd_keys: list[int] = []
+        windows: list[int] = []
+        spent: list[float] = []
+        texts = [saga_id, signature, agent, model]
+        for s in steps:  # the step's index is len(ids)
             if type(s) is not dict:
                 return None
             sid, tool, cls, key = s["id"], s["tool"], s["class"], s["idempotencyKey"]
@@ -245,7 +238,6 @@ def _view_of_json(value: Any) -> SagaView | None:
                 and cls in _CLASSES
             ):
                 return None
-            undo = ttl = spend = duration = None
             if len(s) > 4:
                 comp, ttl = s.get("compensation"), s.get("undoTtlSeconds")
                 spend, duration = s.get("maxSpendEur"), s.get("maxDurationSeconds")
@@ -255,12 +247,7 @@ def _view_of_json(value: Any) -> SagaView | None:
                     if type(comp) is not dict:
                         return None
                     undo, args = comp.get("tool"), comp.get("args")
-                    if not (
-                        type(undo) is str
-                        and undo
-                        and len(comp) == 1 + (args is not None)
-                        and (undo.isascii() or _encodable(undo))
-                    ):
+                    if not (type(undo) is str and undo and len(comp) == 1 + (args is not None)):
                         return None
                     if args is not None:
                         if type(args) is not dict:
@@ -268,56 +255,90 @@ def _view_of_json(value: Any) -> SagaView | None:
                         for k in args:
                             if type(k) is not str:
                                 return None
-                if ttl is not None and not (type(ttl) is int and ttl > 0):
-                    return None
+                    texts.append(undo)
+                    shipped.append(cls)
+                if ttl is not None:
+                    if not (type(ttl) is int and ttl > 0):
+                        return None
+                    windows.append(len(ids))
                 if duration is not None and not (type(duration) is int and duration >= 0):
                     return None
                 if spend is not None:
                     if type(spend) is int and 0 <= spend <= _EXACT:
-                        spend = float(spend)
-                    elif type(spend) is not float or not spend >= 0:
+                        spent.append(float(spend))
+                    elif type(spend) is float and spend >= 0:
+                        spent.append(spend)
+                    else:
                         return None
+            if key != head + sid:
+                odd_keys.append(len(ids))
             ids.append(sid)
-            tools.append(tool)
             classes.append(cls)
-            undos.append(undo)
-            keys.append(key)
-            ttls.append(ttl)
-            spends.append(spend)
-            durations.append(duration)
-        texts = "".join(ids + tools + keys) + saga_id + signature + agent + model
-        if not (texts.isascii() or _encodable(texts)):
+            texts.append(tool)
+            texts.append(key)
+        text = "".join(ids) + "".join(texts)
+        if not (text.isascii() or _encodable(text)):
             return None
-        # parse_ts refuses what the model's timestamp check refuses (ValueError)
-        return SagaView(saga_id, pivot, cap, expires_at, ids, tools, classes, undos, keys, ttls, spends, durations)
+        # parse_ts refuses (ValueError) what the model's timestamp check refuses
+        return SagaView(saga_id, pivot, cap, expires_at, steps, ids, classes, shipped, odd_keys, windows, spent)
     except (KeyError, ValueError):  # a required member missing, or a timestamp parse_ts refuses
         return None
+
+
+def _json_of_model(plan: SagaPlan) -> dict[str, Any]:
+    """The members of a validated plan that the rules read, as JSON the fast reader takes (ints made floats where
+    the model made them floats; a str subclass as its str)."""
+    steps = []
+    for s in plan.steps:
+        step: dict[str, Any] = {
+            "id": str(s.id),
+            "tool": str(s.tool),
+            "class": str(s.step_class),
+            "idempotencyKey": str(s.idempotency_key),
+        }
+        if s.compensation is not None:
+            step["compensation"] = {"tool": str(s.compensation.tool)}
+        if s.undo_ttl_seconds is not None:
+            step["undoTtlSeconds"] = s.undo_ttl_seconds
+        if s.max_spend_eur is not None:
+            step["maxSpendEur"] = s.max_spend_eur
+        if s.max_duration_seconds is not None:
+            step["maxDurationSeconds"] = s.max_duration_seconds
+        steps.append(step)
+    return {
+        "sagaId": str(plan.saga_id),
+        "planVersion": plan.plan_version,
+        "authoredBy": {"agent": str(plan.authored_by.agent), "model": str(plan.authored_by.model)},
+        "signature": str(plan.signature),
+        "pivotIndex": plan.pivot_index,
+        "mandate": {"maxSpendEur": plan.mandate.max_spend_eur, "expiresAt": str(plan.mandate.expires_at)},
+        "steps": steps,
+    }
 
 
 def _keys_and_ids(view: SagaView) -> list[Violation]:
     """Schema-level refinements: unique step ids, and keys that start `<sagaId>:<stepId>` (as that validator's
     schema demands)."""
-    ids, keys = view.ids, view.keys
-    head = f"{view.saga_id}:"
-    bases = [head + sid for sid in ids]
+    ids = view.ids
     shared = len(set(ids)) != len(ids)
-    if bases == keys and not shared:
-        return []  # every key is its two-part form and every id is its own
+    if not shared and not view.odd_keys:
+        return []  # every id is its own and every key is `<sagaId>:<id>`
     out: list[Violation] = []
     seen: dict[str, int] = {}
-    for i, sid in enumerate(ids):
-        if shared:
-            if sid in seen:
-                out.append(
-                    Violation(
-                        rule="schema",
-                        path=f"steps[{i}].id",
-                        message=f'steps[{i}] reuses the id "{sid}" of steps[{seen[sid]}]: idempotency keys derive '
-                        f"from step ids, so two steps would share one. Give each step its own id.",
-                    )
+    head = f"{view.saga_id}:"
+    for i, s in enumerate(view.steps):
+        sid = ids[i]
+        if sid in seen:
+            out.append(
+                Violation(
+                    rule="schema",
+                    path=f"steps[{i}].id",
+                    message=f'steps[{i}] reuses the id "{sid}" of steps[{seen[sid]}]: idempotency keys derive '
+                    f"from step ids, so two steps would share one. Give each step its own id.",
                 )
-            seen.setdefault(sid, i)
-        base, key = bases[i], keys[i]
+            )
+        seen.setdefault(sid, i)
+        base, key = head + sid, s["idempotencyKey"]
         if key == base:
             continue
         if not key.startswith(base + ":"):
@@ -357,25 +378,27 @@ def check_pivot_ordering(view: SagaView, raw: dict[str, Any], now: datetime) -> 
     if classes[:p].count("compensable") == p == classes.count("compensable"):
         return []  # every step before the pivot is compensable and none after it: nothing to name
     out: list[Violation] = []
-    ids, tools = view.ids, view.tools
+    steps = view.steps
     for i, c in enumerate(classes):
         if i < p and c != "compensable":
+            s = steps[i]
             out.append(
                 Violation(
                     rule="pivot-ordering",
                     path=f"steps[{i}].class",
-                    message=f'Step "{ids[i]}" ({tools[i]}) is {c} but comes before the pivot (index {p}): if a '
+                    message=f'Step "{s["id"]}" ({s["tool"]}) is {c} but comes before the pivot (index {p}): if a '
                     f"later step fails it cannot be undone. Make it compensable, or move it to or past the pivot.",
                 )
             )
         elif i >= p and c == "compensable":
+            s = steps[i]
             out.append(
                 Violation(
                     rule="pivot-ordering",
                     path=f"steps[{i}].class",
-                    message=f'Step "{ids[i]}" ({tools[i]}) is compensable but sits at or after the pivot (index {p}), '
-                    f"where nothing is rolled back: its compensation would never run. Move it before the pivot, or "
-                    f"class it retriable or irreversible.",
+                    message=f'Step "{s["id"]}" ({s["tool"]}) is compensable but sits at or after the pivot (index '
+                    f"{p}), where nothing is rolled back: its compensation would never run. Move it before the "
+                    f"pivot, or class it retriable or irreversible.",
                 )
             )
     return out
@@ -383,30 +406,29 @@ def check_pivot_ordering(view: SagaView, raw: dict[str, Any], now: datetime) -> 
 
 def check_class_coherence(view: SagaView, raw: dict[str, Any], now: datetime) -> list[Violation]:
     """HATP-SAGA-3 (`class-coherence`)."""
-    classes, undos = view.classes, view.undos
-    shipped = list(compress(classes, undos))  # the classes of the steps that ship a compensation (a tool is never "")
+    classes, shipped = view.classes, view.shipped
     if "irreversible" not in shipped and shipped.count("compensable") == classes.count("compensable"):
         return []  # no irreversible step ships an undo and every compensable one does
     out: list[Violation] = []
-    ids, tools = view.ids, view.tools
-    for i, (c, undo) in enumerate(zip(classes, undos, strict=True)):
-        if c == "irreversible" and undo is not None:
+    for i, s in enumerate(view.steps):
+        c, comp = classes[i], s.get("compensation")
+        if c == "irreversible" and comp is not None:
             out.append(
                 Violation(
                     rule="class-coherence",
                     path=f"steps[{i}].compensation",
-                    message=f'Step "{ids[i]}" ({tools[i]}) claims irreversible and also ships an undo '
-                    f"({undo}): it is lying about one of them. Drop the compensation, or class it "
+                    message=f'Step "{s["id"]}" ({s["tool"]}) claims irreversible and also ships an undo '
+                    f"({comp['tool']}): it is lying about one of them. Drop the compensation, or class it "
                     f"compensable.",
                 )
             )
-        elif c == "compensable" and undo is None:
+        elif c == "compensable" and comp is None:
             out.append(
                 Violation(
                     rule="class-coherence",
                     path=f"steps[{i}].compensation",
-                    message=f'Step "{ids[i]}" ({tools[i]}) claims compensable but ships no compensation: a step that '
-                    f"can be undone must say how. Declare compensation {{tool, args}}, or class it differently.",
+                    message=f'Step "{s["id"]}" ({s["tool"]}) claims compensable but ships no compensation: a step '
+                    f"that can be undone must say how. Declare compensation {{tool, args}}, or class it differently.",
                 )
             )
     return out
@@ -418,26 +440,25 @@ def _eur(x: float) -> str:
 
 def check_mandate(view: SagaView, raw: dict[str, Any], now: datetime) -> list[Violation]:
     """HATP-SAGA-4 (`mandate`): each step and all steps together within maxSpendEur; the mandate not expired."""
-    cap, spends = view.cap, view.spends
+    cap, spent = view.cap, view.spent
     out: list[Violation] = []
-    if spends.count(None) != len(spends):  # some step declares a spend
-        spent = [x for x in spends if x is not None]
+    if spent:
         if max(spent) > cap:  # spends are never NaN: some step alone is over the cap
-            for i, x in enumerate(spends):
+            for i, s in enumerate(view.steps):
+                x = _spend(s)
                 if x is not None and x > cap:
                     out.append(
                         Violation(
                             rule="mandate",
                             path=f"steps[{i}].maxSpendEur",
-                            message=f'Step "{view.ids[i]}" ({view.tools[i]}) may spend {_eur(x)}, over the '
-                            f"mandate's {_eur(cap)}. Lower the step's spend, or ask the principal for a larger "
-                            f"mandate.",
+                            message=f'Step "{s["id"]}" ({s["tool"]}) may spend {_eur(x)}, over the mandate\'s '
+                            f"{_eur(cap)}. Lower the step's spend, or ask the principal for a larger mandate.",
                         )
                     )
         if not out:
             total = sum(spent)
             if total > cap:
-                parts = " + ".join(f"{sid} {x:g}" for sid, x in zip(view.ids, spends, strict=True) if x is not None)
+                parts = " + ".join(f"{s['id']} {x:g}" for s in view.steps if (x := _spend(s)) is not None)
                 out.append(
                     Violation(
                         rule="mandate",
@@ -460,13 +481,12 @@ def check_mandate(view: SagaView, raw: dict[str, Any], now: datetime) -> list[Vi
     return out
 
 
-def _parts(view: SagaView, first: int, last: int) -> str:
+def _parts(steps: list[dict[str, Any]], first: int, last: int) -> str:
     """`s1 30s + s2 14400s + ...`: the declared durations of steps first..last, at most _PARTS_SHOWN named."""
-    ids, durations = view.ids, view.durations
     named = [
-        f"{ids[j]} {durations[j]}s"
+        f"{steps[j]['id']} {d}s"
         for j in range(first, min(last, first + _PARTS_SHOWN - 1) + 1)
-        if durations[j] is not None
+        if (d := steps[j].get("maxDurationSeconds")) is not None
     ]
     rest = last - first + 1 - min(last - first + 1, _PARTS_SHOWN)
     return " + ".join(named) + (f" + {rest} more steps" if rest else "")
@@ -478,60 +498,61 @@ def check_undo_ttl(view: SagaView, raw: dict[str, Any], now: datetime) -> list[V
     Linear in the steps: the declared durations from each step to the pivot come from one suffix sum, each
     unbounded step is reported once, and messages name a bounded number of steps. A window that the declared
     durations alone already blow is reported too, even when an unbounded step on its path is also reported."""
-    p, ttls = view.pivot, view.ttls
-    if p >= len(ttls):
+    p, steps, classes = view.pivot, view.steps, view.classes
+    if p >= len(steps):
         return []  # pivot-ordering owns this failure
-    if ttls[:p].count(None) == p:
-        return []  # no step before the pivot declares an undo window
-    classes, durations, ids, tools = view.classes, view.durations, view.ids, view.tools
-    windows = [i for i in range(p) if ttls[i] is not None and classes[i] == "compensable"]
-    first = windows[0] if windows else p
-    # after[i]: declared seconds of steps i+1..p; unbounded_after[i]: the first unbounded step in i+1..p, or None.
-    # Only i >= first is read.
-    after = [0] * (p + 1)
-    unbounded_after: list[int | None] = [None] * (p + 1)
-    for i in range(p - 1, first - 1, -1):
-        d = durations[i + 1]
-        after[i] = after[i + 1] + (d or 0)
-        unbounded_after[i] = i + 1 if d is None else unbounded_after[i + 1]
+    windows = [i for i in view.windows if i < p and classes[i] == "compensable"]
     out: list[Violation] = []
     if windows:
-        ttl = ttls[first]
-        for j in range(first + 1, p + 1):
-            if durations[j] is not None:
-                continue
-            # the first window whose path holds step j is the one named; every window before j is blown by it
-            if j < p:
-                fix = f'Declare maxDurationSeconds on "{ids[j]}", or move the human step past the pivot.'
+        # One backward pass over the steps after the first window up to the pivot: the unbounded steps, and for
+        # each window the declared seconds from its end to the pivot's end (and whether an unbounded step is on it).
+        first = windows[0]
+        unbounded: list[int] = []
+        worst: list[tuple[int, bool]] = [(0, True)] * len(windows)
+        k, declared = len(windows) - 1, 0
+        for j in range(p, first, -1):
+            d = steps[j].get("maxDurationSeconds")
+            if d is None:
+                unbounded.append(j)
             else:
-                fix = f'Declare maxDurationSeconds on the pivot "{ids[j]}".'
+                declared += d
+            while k >= 0 and windows[k] == j - 1:
+                worst[k] = (declared, not unbounded)
+                k -= 1
+        opener, pivot = steps[first], steps[p]
+        for j in reversed(unbounded):
+            # the first window whose path holds step j is the one named; every window before j is blown by it
+            s = steps[j]
+            if j < p:
+                fix = f'Declare maxDurationSeconds on "{s["id"]}", or move the human step past the pivot.'
+            else:
+                fix = f'Declare maxDurationSeconds on the pivot "{s["id"]}".'
             out.append(
                 Violation(
                     rule="undo-ttl",
                     path=f"steps[{j}].maxDurationSeconds",
-                    message=f'Step "{ids[j]}" ({tools[j]}) declares no maxDurationSeconds: its worst-case duration '
-                    f'is unbounded, so the {ttl}s undo window of "{ids[first]}" ({tools[first]}) cannot be '
-                    f'shown to last until the pivot "{ids[p]}" ends. {fix}',
+                    message=f'Step "{s["id"]}" ({s["tool"]}) declares no maxDurationSeconds: its worst-case duration '
+                    f'is unbounded, so the {opener["undoTtlSeconds"]}s undo window of "{opener["id"]}" '
+                    f'({opener["tool"]}) cannot be shown to last until the pivot "{pivot["id"]}" ends. {fix}',
                 )
             )
-    for i in windows:
-        ttl = ttls[i] or 0
-        worst = after[i]
-        if worst <= ttl:
-            continue
-        bounded = unbounded_after[i] is None
-        parts = _parts(view, i + 1, p)
-        at_least = "" if bounded else "at least "
-        out.append(
-            Violation(
-                rule="undo-ttl",
-                path=f"steps[{i}].undoTtlSeconds",
-                message=f'The undo of "{ids[i]}" ({tools[i]}) works for {ttl}s, but from its end to the '
-                f'end of the pivot "{ids[p]}" can take {at_least}{worst}s ({parts}): the rollback could expire '
-                f"before the saga knows it needs it. Lengthen undoTtlSeconds to at least {worst}, shorten those "
-                f"steps, or move the step closer to the pivot.",
+        for i, (seconds, bounded) in zip(windows, worst, strict=True):
+            s = steps[i]
+            ttl = s["undoTtlSeconds"]
+            if seconds <= ttl:
+                continue
+            parts = _parts(steps, i + 1, p)
+            at_least = "" if bounded else "at least "
+            out.append(
+                Violation(
+                    rule="undo-ttl",
+                    path=f"steps[{i}].undoTtlSeconds",
+                    message=f'The undo of "{s["id"]}" ({s["tool"]}) works for {ttl}s, but from its end to the end of '
+                    f'the pivot "{pivot["id"]}" can take {at_least}{seconds}s ({parts}): the rollback could expire '
+                    f"before the saga knows it needs it. Lengthen undoTtlSeconds to at least {seconds}, shorten "
+                    f"those steps, or move the step closer to the pivot.",
+                )
             )
-        )
     if len(out) > 1:
         out.sort(key=lambda v: _step_index(v.path))
     return out
@@ -545,15 +566,13 @@ def check_key_integrity(view: SagaView, raw: dict[str, Any], now: datetime) -> l
     """HATP-SAGA-6 (`key-integrity`): a three-part key's hash is the hash of the step's canonical bytes."""
     out: list[Violation] = []
     raw_steps = raw["steps"]
-    saga_id = view.saga_id
-    shortest = len(saga_id) + 2  # a key `<sagaId>:<stepId>:...` is at least this much longer than its step id
-    for i, (sid, key) in enumerate(zip(view.ids, view.keys, strict=True)):
-        if len(key) < len(sid) + shortest:
-            continue  # a two-part key claims no hash
-        prefix = f"{saga_id}:{sid}:"
+    for i in view.odd_keys:  # a key that is `<sagaId>:<id>` claims no hash
+        s = view.steps[i]
+        prefix = f"{view.saga_id}:{s['id']}:"
+        key = s["idempotencyKey"]
         if not key.startswith(prefix):
             continue
-        claimed, tool = key[len(prefix) :], view.tools[i]
+        claimed = key[len(prefix) :]
         try:
             actual = step_key_hash(raw_steps[i])
         except CanonicalError as exc:  # fail closed: a claim that cannot be checked is not a kept claim
@@ -561,9 +580,9 @@ def check_key_integrity(view: SagaView, raw: dict[str, Any], now: datetime) -> l
                 Violation(
                     rule="key-integrity",
                     path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{sid}" ({tool}) claims the key hash "{claimed}", but the step has no exact '
-                    f"RFC 8785 form ({exc.reason} at steps[{i}]{exc.path[1:]}), so the claim cannot be checked. "
-                    f"{exc.fix or 'Remove that value'}, then recompute the key.",
+                    message=f'Step "{s["id"]}" ({s["tool"]}) claims the key hash "{claimed}", but the step has no '
+                    f"exact RFC 8785 form ({exc.reason} at steps[{i}]{exc.path[1:]}), so the claim cannot be "
+                    f"checked. {exc.fix or 'Remove that value'}, then recompute the key.",
                 )
             )
             continue
@@ -572,9 +591,10 @@ def check_key_integrity(view: SagaView, raw: dict[str, Any], now: datetime) -> l
                 Violation(
                     rule="key-integrity",
                     path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{sid}" ({tool}) carries the key hash "{claimed}", but the step\'s canonical '
-                    f'bytes hash to "{actual}": same key, different bytes, exactly the replay the key exists to '
-                    f'catch. Recompute the key as "{prefix}{actual}", or restore the step it was computed over.',
+                    message=f'Step "{s["id"]}" ({s["tool"]}) carries the key hash "{claimed}", but the step\'s '
+                    f'canonical bytes hash to "{actual}": same key, different bytes, exactly the replay the key '
+                    f'exists to catch. Recompute the key as "{prefix}{actual}", or restore the step it was computed '
+                    f"over.",
                 )
             )
     return out
@@ -595,13 +615,15 @@ def validate_saga(value: Any, now: datetime) -> list[Violation]:
     """Every violation of a saga artifact at `now`: schema violations only when it does not match its schema.
 
     A plan that provably matches is read straight from its JSON; anything else is validated as `SagaPlan`, which
-    reports every schema violation (or, where it takes the plan after all, gives the same view)."""
+    reports every schema violation, or takes the plan after all and gives the members the rules read."""
     view = _view_of_json(value)
     if view is None:
         plan, errors = schema_violations(SagaPlan, value)
         if not isinstance(plan, SagaPlan):
             return errors
-        view = SagaView.of_model(plan)
+        view = _view_of_json(_json_of_model(plan))
+        if view is None:  # cannot happen: the model's members are what the reader takes; never run rules unread
+            raise AssertionError("the saga reader refused the members of a validated SagaPlan")
     refinements = _keys_and_ids(view)
     if refinements:
         return refinements
