@@ -270,12 +270,12 @@ def _view_of_json(value: Any) -> SagaView | None:
                         spent.append(spend)
                     else:
                         return None
-            if key != head + sid:
+            if key != head + sid:  # else the key's text is checked with the saga's id and the step's
                 odd_keys.append(len(ids))
+                texts.append(key)
             ids.append(sid)
             classes.append(cls)
             texts.append(tool)
-            texts.append(key)
         text = "".join(ids) + "".join(texts)
         if not (text.isascii() or _encodable(text)):
             return None
