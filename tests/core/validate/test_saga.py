@@ -20,6 +20,7 @@ from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.validate import saga as saga_mod
 from hatp_mcp.core.validate.saga import SagaPlan, SagaView, step_key_hash, validate_saga
 from hatp_mcp.core.validate.violation import Violation
+from tests.core.validate.saga_oracle import oracle_validate_saga
 from tests.core.validate.test_validator import NOW
 
 SAGA = Path(__file__).resolve().parents[3] / "spec" / "fixtures" / "saga" / "supplier-onboarding.valid.json"
@@ -291,8 +292,9 @@ def test_a_hashed_key_over_a_value_without_a_canonical_form_fails_closed_HATP_SA
     assert said in v.message and "cannot be checked" in v.message
 
 
-# The fast path (the plan read straight from its JSON) against the model path (SagaPlan, then the same rules): the
-# same violations, rule, path and message, on near-valid sagas. The model path is the oracle.
+# The fast path (the plan read straight from its JSON) against the model path (SagaPlan, which hands its members
+# back to the same reader) and against the oracle (saga_oracle.py: the rules as they ran over the models before the
+# fast path): the same violations, rule, path and message, on near-valid sagas.
 
 FIXTURE_PLANS = [
     json.loads(p.read_text()) for p in sorted(SAGA.parent.glob("*.json")) if not p.name.endswith(".expected.json")
@@ -446,8 +448,9 @@ def _read(view: SagaView) -> str:
 @settings(max_examples=1500, deadline=None)
 @given(near_valid_sagas(), st.sampled_from(NOWS))
 def test_the_fast_path_reports_exactly_what_the_model_path_reports_HATP_SAGA_1(doc: Any, now: datetime) -> None:
-    fast = validate_saga(doc, now)
-    assert [v.to_dict() for v in fast] == [v.to_dict() for v in _by_model(doc, now)]
+    fast = [v.to_dict() for v in validate_saga(doc, now)]
+    assert fast == [v.to_dict() for v in oracle_validate_saga(doc, now)]
+    assert fast == [v.to_dict() for v in _by_model(doc, now)]
     view = saga_mod._view_of_json(doc)
     if view is not None:  # the fast path takes only what the model takes, and reads the same values from it
         by_model = saga_mod._view_of_json(saga_mod._json_of_model(SagaPlan.model_validate(doc)))
@@ -466,3 +469,11 @@ def test_the_fast_path_takes_every_fixture_the_model_takes() -> None:
         taken += 1
         assert saga_mod._view_of_json(doc) is not None
     assert taken >= 10
+
+
+def test_every_saga_fixture_gives_the_oracle_s_violations_through_both_paths() -> None:
+    for doc in FIXTURE_PLANS:
+        for now in NOWS:
+            want = [v.to_dict() for v in oracle_validate_saga(doc, now)]
+            assert [v.to_dict() for v in validate_saga(doc, now)] == want
+            assert [v.to_dict() for v in _by_model(doc, now)] == want
