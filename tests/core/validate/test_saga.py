@@ -5,14 +5,22 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from hatp_mcp.core.validate.saga import step_key_hash, validate_saga
+from hatp_mcp.core.evidence.canonical import CanonicalError
+from hatp_mcp.core.validate import saga as saga_mod
+from hatp_mcp.core.validate.saga import SagaPlan, SagaView, step_key_hash, validate_saga
 from hatp_mcp.core.validate.violation import Violation
+from tests.core.validate.saga_oracle import oracle_validate_saga
 from tests.core.validate.test_validator import NOW
 
 SAGA = Path(__file__).resolve().parents[3] / "spec" / "fixtures" / "saga" / "supplier-onboarding.valid.json"
@@ -282,3 +290,190 @@ def test_a_hashed_key_over_a_value_without_a_canonical_form_fails_closed_HATP_SA
     v = only(doc)
     assert (v.rule, v.path) == ("key-integrity", "steps[0].idempotencyKey")
     assert said in v.message and "cannot be checked" in v.message
+
+
+# The fast path (the plan read straight from its JSON) against the model path (SagaPlan, which hands its members
+# back to the same reader) and against the oracle (saga_oracle.py: the rules as they ran over the models before the
+# fast path): the same violations, rule, path and message, on near-valid sagas.
+
+FIXTURE_PLANS = [
+    json.loads(p.read_text()) for p in sorted(SAGA.parent.glob("*.json")) if not p.name.endswith(".expected.json")
+]
+
+
+class _Str(str):
+    """A str subclass: the model takes it, the fast path leaves it to the model."""
+
+
+_ODD_VALUES: list[object] = [
+    None, True, False, 0, 1, -1, 7, 2**53, 2**53 + 1, 2**70, 10**400, 0.0, -0.0, 0.5, 240.5, -1.5, 1e300,
+    float("nan"), float("inf"), "", "x", "s1", "\ud800", "é — ü", _Str("x"), [], {}, [1], {"tool": "t.undo"},
+    {"tool": "t.undo", "args": {}}, {"tool": "t.undo", "args": None}, {"tool": "", "args": {}},
+    {"tool": "t.undo", "args": {"n": 1.5}}, {"tool": "t.undo", "extra": 1},
+    "compensable", "retriable", "irreversible", "2027-08-07T18:00:00Z", "2027-08-07T18:00:00.5Z",
+    "2027-13-07T18:00:00Z", "2027-08-07T18:00:00Z\n", "2027-08-07 18:00:00Z", "2026-12-01T09:00:00Z",
+]  # fmt: skip
+_EXTRA_MEMBERS = ["extra", "saga_id", "step_class", "idempotency_key", "$comment", "args", "tool", "undoTtlSeconds"]
+# The model also takes a member by its Python name (populate_by_name): the fast path leaves those to the model.
+_PYTHON_NAMES = {
+    "sagaId": "saga_id",
+    "pivotIndex": "pivot_index",
+    "authoredBy": "authored_by",
+    "maxSpendEur": "max_spend_eur",
+    "expiresAt": "expires_at",
+    "class": "step_class",
+    "idempotencyKey": "idempotency_key",
+    "undoTtlSeconds": "undo_ttl_seconds",
+    "maxDurationSeconds": "max_duration_seconds",
+}
+
+
+def _nodes(doc: Any) -> list[tuple[Any, Any]]:
+    """Every (container, key or index) in a JSON document."""
+    out: list[tuple[Any, Any]] = []
+    todo = [doc]
+    while todo:
+        node = todo.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            out.append((node, k))
+            todo.append(v)
+    return out
+
+
+@st.composite
+def schema_valid_sagas(draw: st.DrawFn) -> dict[str, Any]:
+    """Sagas that match the schema, with any classes, windows, durations, spends and keys (rules broken or not)."""
+    n = draw(st.integers(1, 9))
+    small = st.integers(1, 100) | st.sampled_from([2**53, 2**60])
+    steps = []
+    for i in range(n):
+        step: dict[str, Any] = {
+            "id": draw(st.sampled_from([f"s{i}", f"s{i}", "s0", "é"])),
+            "tool": draw(st.sampled_from(["t.do", "payments.capture"])),
+            "class": draw(st.sampled_from(["compensable", "compensable", "retriable", "irreversible"])),
+        }
+        if draw(st.booleans()):
+            step["compensation"] = draw(st.sampled_from([{"tool": "t.undo"}, {"tool": "t.undo", "args": {"a": 1}}]))
+        if draw(st.booleans()):
+            step["undoTtlSeconds"] = draw(small)
+        if draw(st.booleans()):
+            step["maxDurationSeconds"] = draw(st.integers(0, 100))
+        if draw(st.booleans()):
+            step["maxSpendEur"] = draw(st.integers(0, 100) | st.floats(0, 100) | st.sampled_from([2**53, 0.1]))
+        step["idempotencyKey"] = f"sg:{step['id']}"
+        if draw(st.booleans()):
+            try:
+                claim = draw(st.sampled_from([step_key_hash(step), "0" * 64]))
+            except CanonicalError:  # a spend past 2**53 - 1 has no exact form: a claim that cannot be checked
+                claim = "f" * 64
+            step["idempotencyKey"] += ":" + claim
+        steps.append(step)
+    return {
+        "sagaId": "sg",
+        "planVersion": draw(st.integers(1, 3)),
+        "authoredBy": {"agent": "planner@acme", "model": "m"},
+        "signature": "ed25519:x",
+        "pivotIndex": draw(st.integers(0, n)),
+        "mandate": {
+            "maxSpendEur": draw(st.integers(0, 200) | st.floats(0, 200) | st.just(2**53)),
+            "expiresAt": draw(st.sampled_from(["2027-08-07T18:00:00Z", "2026-12-01T09:00:00.000001Z"])),
+        },
+        "steps": steps,
+    }
+
+
+@st.composite
+def near_valid_sagas(draw: st.DrawFn) -> dict[str, Any]:
+    doc = copy.deepcopy(draw(st.sampled_from(FIXTURE_PLANS) | schema_valid_sagas()))
+    for _ in range(draw(st.integers(0, 3))):
+        nodes = _nodes(doc)
+        container, key = draw(st.sampled_from(nodes))
+        op = draw(st.sampled_from(["replace", "replace", "delete", "add", "rename", "rekey", "copy-id", "dup-step"]))
+        if op == "rename" and isinstance(container, dict) and key in _PYTHON_NAMES:
+            container[_PYTHON_NAMES[key]] = container.pop(key)
+        elif op == "replace":
+            container[key] = copy.deepcopy(draw(st.sampled_from(_ODD_VALUES)))
+        elif op == "delete":
+            del container[key]
+        elif op == "add" and isinstance(container, dict):
+            container[draw(st.sampled_from(_EXTRA_MEMBERS))] = copy.deepcopy(draw(st.sampled_from(_ODD_VALUES)))
+        elif op in ("rekey", "copy-id", "dup-step") and isinstance(doc.get("steps"), list) and doc["steps"]:
+            steps = doc["steps"]
+            i = draw(st.integers(0, len(steps) - 1))
+            step = steps[i]
+            if not isinstance(step, dict):
+                continue
+            if op == "dup-step":
+                steps.insert(draw(st.integers(0, len(steps))), copy.deepcopy(step))
+            elif op == "copy-id":
+                other = draw(st.sampled_from(steps))
+                step["id"] = copy.deepcopy(other.get("id", "s0")) if isinstance(other, dict) else "s0"
+            else:
+                base = f"{doc.get('sagaId')}:{step.get('id')}"
+                suffix = draw(st.sampled_from(["", "hash", "wrong", "upper", "short"]))
+                if suffix == "hash":
+                    try:
+                        step["idempotencyKey"] = f"{base}:{step_key_hash(step)}"
+                    except CanonicalError:  # a step with no canonical form: leave the key
+                        pass
+                else:
+                    tail = {"": "", "wrong": ":" + "0" * 64, "upper": ":" + "A" * 64, "short": ":abc"}[suffix]
+                    step["idempotencyKey"] = base + tail
+    return doc
+
+
+NOWS = [NOW, datetime(2026, 8, 11, 9, tzinfo=UTC), datetime(2030, 1, 1, tzinfo=UTC)]
+
+
+def _by_model(doc: Any, now: datetime) -> list[Violation]:
+    """validate_saga with the fast path refused for `doc` itself: the model validates it and gives the members."""
+    read = saga_mod._view_of_json
+    with mock.patch.object(saga_mod, "_view_of_json", lambda value: None if value is doc else read(value)):
+        return validate_saga(doc, now)
+
+
+def _read(view: SagaView) -> str:
+    """Everything the rules read from a view; repr, so that 250 and 250.0 differ."""
+    members = [getattr(view, name) for name in SagaView.__slots__ if name != "steps"]
+    steps = [
+        [s[k] for k in ("id", "tool", "class", "idempotencyKey")]
+        + [s["compensation"]["tool"] if "compensation" in s else None, saga_mod._spend(s)]
+        + [s.get(k) for k in ("undoTtlSeconds", "maxDurationSeconds")]
+        for s in view.steps
+    ]
+    return repr([members, steps])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(near_valid_sagas(), st.sampled_from(NOWS))
+def test_the_fast_path_reports_exactly_what_the_model_path_reports_HATP_SAGA_1(doc: Any, now: datetime) -> None:
+    fast = [v.to_dict() for v in validate_saga(doc, now)]
+    assert fast == [v.to_dict() for v in oracle_validate_saga(doc, now)]
+    assert fast == [v.to_dict() for v in _by_model(doc, now)]
+    view = saga_mod._view_of_json(doc)
+    if view is not None:  # the fast path takes only what the model takes, and reads the same values from it
+        by_model = saga_mod._view_of_json(saga_mod._json_of_model(SagaPlan.model_validate(doc)))
+        assert by_model is not None and _read(view) == _read(by_model)
+
+
+def test_the_fast_path_takes_every_fixture_the_model_takes() -> None:
+    # Not a timing test: a fast path that fell back on the plans it exists for would be correct and slow.
+    taken = 0
+    for doc in FIXTURE_PLANS:
+        try:
+            SagaPlan.model_validate(doc)
+        except ValidationError:
+            assert saga_mod._view_of_json(doc) is None
+            continue
+        taken += 1
+        assert saga_mod._view_of_json(doc) is not None
+    assert taken >= 10
+
+
+def test_every_saga_fixture_gives_the_oracle_s_violations_through_both_paths() -> None:
+    for doc in FIXTURE_PLANS:
+        for now in NOWS:
+            want = [v.to_dict() for v in oracle_validate_saga(doc, now)]
+            assert [v.to_dict() for v in validate_saga(doc, now)] == want
+            assert [v.to_dict() for v in _by_model(doc, now)] == want
