@@ -8,11 +8,14 @@ checks beyond types live in hatp_mcp.core.validate.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
+from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import DecimalStr, Ident, JsonObject, Seconds, Timestamp, WireModel
 
@@ -189,7 +192,7 @@ class Plan(WireModel):
 
     def digest(self) -> str:
         """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""
-        return remembered(self, "digest", WireModel.digest)
+        return remembered(self, "digest", _digest)
 
     def branch(self, branch_id: str) -> Branch:
         """Raises KeyError when no branch has that id."""
@@ -199,21 +202,43 @@ class Plan(WireModel):
         raise KeyError(branch_id)
 
 
-_KEPT = 512  # plans in flight at once in one process, with room to spare
-_MEMO: dict[int, tuple[Plan, dict[str, Any]]] = {}  # id -> (the plan itself, what was computed from it)
+# What was computed from each live Plan, by id. An entry lives exactly as long as its plan: a weak reference's
+# callback drops it when the plan is freed, before its id can be reused. (Holding the last 512 plans instead kept
+# megabytes of cold objects alive and made every fresh plan's first digest pay for evicting an old one.)
+_MEMO: dict[int, tuple[weakref.ref[Plan], dict[str, Any]]] = {}
 T = TypeVar("T")
 
 
 def remembered(plan: Plan, what: str, compute: Callable[[Plan], T]) -> T:
-    """`compute(plan)`, computed once per Plan object and kept for its most recent plans (see the module docstring:
-    a Plan is never changed in place, so what is computed from it stays true). The value is shared: treat it as
+    """`compute(plan)`, computed once per Plan object and kept while the plan lives (see the module docstring: a
+    Plan is never changed in place, so what is computed from it stays true). The value is shared: treat it as
     read-only."""
-    hit = _MEMO.get(id(plan))
-    if hit is None or hit[0] is not plan:
-        if len(_MEMO) >= _KEPT:
-            del _MEMO[next(iter(_MEMO))]  # the oldest; holding the plan keeps its id from being reused meanwhile
-        hit = _MEMO[id(plan)] = (plan, {})
+    key = id(plan)
+    hit = _MEMO.get(key)
+    if hit is None or hit[0]() is not plan:
+        hit = _MEMO[key] = (weakref.ref(plan, partial(_forget, key)), {})
     kept = hit[1]
     if what not in kept:
         kept[what] = compute(plan)
     return cast(T, kept[what])
+
+
+def _forget(key: int, ref: weakref.ref[Plan]) -> None:
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is ref:  # not a newer plan's entry under a reused id
+        del _MEMO[key]
+
+
+def _digest(plan: Plan) -> str:
+    """`WireModel.digest(plan)`, with canonical's walk limited to the plan's free-form JSON (branch and
+    compensation `args`): every other member is typed as a string, a bounded integer, a boolean or an object of
+    those (tests/core/model/test_plan.py proves it over the model's fields), so only `args` can hold a float or a
+    value without a canonical form. Same bytes and same CanonicalError as the whole-value path."""
+    wire = plan.wire()
+    free: list[Any] = []
+    for b in wire["branches"]:
+        free.append(b["args"])
+        comp = b.get("compensation")
+        if comp is not None:
+            free.append(comp["args"])
+    return digest_bytes(canonical_typed(wire, free))
