@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic import Field
+from pydantic_core import PydanticSerializationError
 
 from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes
 from hatp_mcp.core.model.amount import Amount
@@ -231,10 +232,17 @@ def _forget(key: int, ref: weakref.ref[Plan]) -> None:
 
 def _digest(plan: Plan) -> str:
     """`WireModel.digest(plan)`, with canonical's walk limited to the plan's free-form JSON (branch and
-    compensation `args`): every other member is typed as a string, a bounded integer, a boolean or an object of
-    those (tests/core/model/test_plan.py proves it over the model's fields), so only `args` can hold a float or a
-    value without a canonical form. Same bytes and same CanonicalError as the whole-value path."""
-    wire = plan.wire()
+    compensation `args`). Every other member is typed as a string, a bounded integer, a boolean or an object or
+    list of those (tests/core/model/test_plan.py proves it over the model's fields), and the dump refuses a value
+    that is not of its field's type (`warnings="error"`: a `model_copy(update=...)` is not validated), so only
+    `args` can hold a float or a value without a canonical form. Same bytes and same CanonicalError as the
+    whole-value path, which runs instead when the dump refuses."""
+    try:
+        wire = plan.__pydantic_serializer__.to_python(
+            plan, mode="json", by_alias=True, exclude_none=True, warnings="error"
+        )
+    except PydanticSerializationError:
+        return WireModel.digest(plan)
     free: list[Any] = []
     for b in wire["branches"]:
         free.append(b["args"])

@@ -159,3 +159,15 @@ def test_what_is_remembered_of_a_plan_lives_as_long_as_the_plan() -> None:
     # a plan parsed from the same content (possibly at the same address) computes its own digest
     again = Plan.model_validate(copy.deepcopy(trip_plan()))
     assert again.digest() == first == _oracle(again)
+
+
+def test_a_changed_copy_holding_a_value_its_field_does_not_type_digests_as_the_whole_value_path_does() -> None:
+    # model_copy(update=...) is not validated: a float in a typed member must still be refused, never hashed
+    plan = Plan.model_validate(trip_plan())
+    seat = plan.branches[0].model_copy(update={"lease_seconds": 1800.5})
+    changed = plan.model_copy(update={"branches": [seat, *plan.branches[1:]]})
+    with pytest.warns(UserWarning):
+        expected = _refusal(changed, lambda p: digest(p.wire()))
+    assert expected is not None and expected[1] == "$.branches[0].leaseSeconds"
+    with pytest.warns(UserWarning):
+        assert _refusal(changed, plan_module._digest) == expected
