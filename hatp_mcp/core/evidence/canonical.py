@@ -35,6 +35,7 @@ __all__ = [
     "digest",
     "digest_bytes",
     "es6_number",
+    "surely_canonical",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -103,6 +104,19 @@ def canonical_typed(obj: dict[str, Any], free: list[Any]) -> bytes:
     if out.isascii() or _NON_BMP.search(out) is None:
         return out
     return canonical(obj)
+
+
+def surely_canonical(obj: Any) -> bool:
+    """True when `canonical(obj)` surely succeeds: only exact JSON types (no subclasses, no floats), integers
+    within +-(2**53 - 1), string keys, no lone surrogate (orjson refuses those three). False means it may fail:
+    `canonical` then decides, and names the path when it does. Computes no canonical form to keep."""
+    if not _fast_walk(obj):
+        return False
+    try:
+        orjson.dumps(obj, option=_OPT)
+    except orjson.JSONEncodeError:
+        return False
+    return True
 
 
 def canonical_exact(obj: Any, *, allow_floats: bool = False) -> bytes:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Self, TypeVar, cast
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_core import PydanticSerializationError
 
-from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes
+from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes, surely_canonical
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import DecimalStr, Ident, JsonObject, Seconds, Timestamp, WireModel
 
@@ -34,6 +34,7 @@ __all__ = [
     "Recovery",
     "Requester",
     "Tier",
+    "has_canonical_form",
     "remembered",
 ]
 
@@ -195,6 +196,13 @@ class Plan(WireModel):
         """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""
         return remembered(self, "digest", _digest)
 
+    @model_validator(mode="after")
+    def _validated(self) -> Self:
+        # This object passed validation, so every typed member holds its type (has_canonical_form relies on it);
+        # a model_copy, model_construct or copy is never marked.
+        remembered(self, "validated", _yes)
+        return self
+
     def branch(self, branch_id: str) -> Branch:
         """Raises KeyError when no branch has that id."""
         for b in self.branches:
@@ -250,3 +258,29 @@ def _digest(plan: Plan) -> str:
         if comp is not None:
             free.append(comp["args"])
     return digest_bytes(canonical_typed(wire, free))
+
+
+def _yes(plan: Plan) -> bool:
+    return True
+
+
+def has_canonical_form(plan: Plan) -> None:
+    """Raise the CanonicalError `plan.digest()` would raise (HATP-CANON-2), and nothing when it would raise none,
+    computing the digest only when that cannot be proven without it. Proven without it for a plan validation made
+    (marked by `_validated`) whose branch and compensation `args` are surely canonical (`surely_canonical`): its
+    typed members hold their types (tests/core/model/test_plan.py: strings without lone surrogates, bounded
+    integers, booleans), and plain JSON values dump as they are, so the canonical form exists."""
+    hit = _MEMO.get(id(plan))
+    if hit is not None and hit[0]() is plan:
+        kept = hit[1]
+        if "digest" in kept:
+            return
+        if kept.get("validated"):
+            free: list[Any] = []
+            for b in plan.branches:
+                free.append(b.args)
+                if b.compensation is not None:
+                    free.append(b.compensation.args)
+            if surely_canonical(free):
+                return
+    plan.digest()

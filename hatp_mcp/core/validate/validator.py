@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.plan import Plan, has_canonical_form
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.validate.money_rules import (
     check_amounts,
@@ -365,7 +365,7 @@ def check_canonical(plan: Plan, now: datetime) -> list[Violation]:
     the schema lets through in free-form `args` (a float, an integer beyond 2**53 - 1, a lone surrogate) would
     make begin fail and no vote could name the plan."""
     try:
-        plan.digest()
+        has_canonical_form(plan)
     except CanonicalError as exc:
         where = exc.path[2:] if exc.path.startswith("$.") else exc.path.lstrip("$") or "$"
         fix = exc.fix or "remove it"

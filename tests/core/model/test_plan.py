@@ -118,6 +118,7 @@ def test_the_fast_plan_digest_equals_the_exact_path_in_bytes_and_refusals_HATP_D
     except ValueError:
         return  # a lone surrogate in a typed string is refused by the schema, before any digest
     expected = _refusal(plan, _oracle)
+    assert _refusal(plan, plan_module.has_canonical_form) == expected  # proven without hashing, or refused alike
     assert _refusal(plan, plan_module._digest) == expected
     assert _refusal(plan, lambda p: digest(p.wire())) == expected
     if expected is None:
@@ -146,6 +147,8 @@ def test_a_plan_whose_args_have_no_canonical_form_is_refused_as_the_exact_path_r
         plan.digest()
     assert (err.value.rule, err.value.path) == ("HATP-CANON-2", path)
     assert _refusal(plan, _oracle) == _refusal(plan, lambda p: p.digest())
+    fresh = Plan.model_validate(raw)
+    assert _refusal(fresh, plan_module.has_canonical_form) == _refusal(fresh, _oracle)
 
 
 def test_what_is_remembered_of_a_plan_lives_as_long_as_the_plan() -> None:
@@ -171,3 +174,29 @@ def test_a_changed_copy_holding_a_value_its_field_does_not_type_digests_as_the_w
     assert expected is not None and expected[1] == "$.branches[0].leaseSeconds"
     with pytest.warns(UserWarning):
         assert _refusal(changed, plan_module._digest) == expected
+
+
+def test_a_plan_validation_made_is_proven_canonical_without_hashing_and_any_other_is_hashed() -> None:
+    plan = Plan.model_validate(trip_plan())
+    plan_module.has_canonical_form(plan)
+    assert "digest" not in plan_module._MEMO[id(plan)][1]  # proven from its types and its plain args
+    # a changed copy is not marked as validated: its canonical form is computed (and remembered) to be known
+    copied = plan.model_copy(update={"summary": "changed"})
+    plan_module.has_canonical_form(copied)
+    assert plan_module._MEMO[id(copied)][1]["digest"] == _oracle(copied)
+    # and a copy holding a value its field does not type is refused as the exact path refuses it
+    seat = plan.branches[0].model_copy(update={"lease_seconds": 1800.5})
+    broken = plan.model_copy(update={"branches": [seat, *plan.branches[1:]]})
+    with pytest.warns(UserWarning):
+        assert _refusal(broken, plan_module.has_canonical_form) == _refusal(broken, _oracle) is not None
+
+
+@pytest.mark.parametrize("args", [{"nested": {1: "a key the JSON dump makes a string"}}, {"t": (1, 2)}])
+def test_args_the_json_dump_converts_are_not_taken_as_proven_but_hashed_and_found_canonical(
+    args: dict[str, Any],
+) -> None:
+    raw = trip_plan()
+    raw["branches"][1]["args"] = args
+    plan = Plan.model_validate(raw)
+    plan_module.has_canonical_form(plan)  # no refusal: the wire form (`"1"`, a list) has a canonical form
+    assert plan_module._MEMO[id(plan)][1]["digest"] == _oracle(plan) == digest(plan.wire())
