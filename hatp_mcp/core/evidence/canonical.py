@@ -139,26 +139,28 @@ class _Outside(Exception):
 def _fast_walk(obj: Any) -> bool:
     """True when every value is a str/int/bool/None/dict/list and every integer is safe.
 
-    False sends the value to the exact path, which raises with the JSON path of the first bad node.
+    False sends the value to the exact path, which raises with the JSON path of the first bad node. Members are
+    looked at in their container's loop (only containers go on the stack): most are strings.
     """
+    if type(obj) is not dict and type(obj) is not list:
+        obj = [obj]
     stack: list[Any] = [obj]
     pop = stack.pop
-    push = stack.extend
+    push = stack.append
     while stack:
         x = pop()
-        t = type(x)
-        if t is str or t is bool or x is None:
-            continue
-        if t is dict:
-            # keys are not checked here: orjson refuses non-string keys, and the exact path then names where
-            push(x.values())
-        elif t is list:
-            push(x)
-        elif t is int:
-            if not -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+        # keys are not checked here: orjson refuses non-string keys, and the exact path then names where
+        for v in x.values() if type(x) is dict else x:
+            t = type(v)
+            if t is str or t is bool or v is None:
+                continue
+            if t is dict or t is list:
+                push(v)
+            elif t is int:
+                if not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+                    return False
+            else:
                 return False
-        else:
-            return False
     return True
 
 

@@ -225,17 +225,18 @@ def remembered(plan: Plan, what: str, compute: Callable[[Plan], T]) -> T:
     key = id(plan)
     hit = _MEMO.get(key)
     if hit is None or hit[0]() is not plan:
-        hit = _MEMO[key] = (weakref.ref(plan, partial(_forget, key)), {})
+        hit = _MEMO[key] = (weakref.ref(plan, partial(_forget, _MEMO, key)), {})
     kept = hit[1]
     if what not in kept:
         kept[what] = compute(plan)
     return cast(T, kept[what])
 
 
-def _forget(key: int, ref: weakref.ref[Plan]) -> None:
-    hit = _MEMO.get(key)
+def _forget(memo: dict[int, tuple[weakref.ref[Plan], dict[str, Any]]], key: int, ref: weakref.ref[Plan]) -> None:
+    # `memo` is bound when the entry is made, so this still works while the interpreter tears modules down
+    hit = memo.get(key)
     if hit is not None and hit[0] is ref:  # not a newer plan's entry under a reused id
-        del _MEMO[key]
+        del memo[key]
 
 
 def _digest(plan: Plan) -> str:
