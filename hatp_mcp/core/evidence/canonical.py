@@ -31,9 +31,11 @@ __all__ = [
     "CanonicalError",
     "canonical",
     "canonical_exact",
+    "canonical_typed",
     "digest",
     "digest_bytes",
     "es6_number",
+    "surely_canonical",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -80,6 +82,43 @@ def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
     return canonical_exact(obj, allow_floats=allow_floats)
 
 
+def canonical_typed(obj: dict[str, Any], free: list[Any]) -> bytes:
+    """`canonical(obj)` for a typed model's JSON dump (`model_dump(mode="json")`), walking only its free-form
+    parts: the same bytes and the same CanonicalError as `canonical(obj)`, for less work.
+
+    The caller promises that outside the subtrees listed in `free` every value is a str, an int, a bool or None,
+    or a dict/list of those (what a pydantic JSON dump of fields typed as such holds), and `free` lists every
+    subtree that may hold anything else (a float, in free-form JSON). Then the whole-value walk of `canonical`
+    can only fail inside `free`: floats and non-JSON values live only there, an unsafe integer anywhere makes
+    orjson's OPT_STRICT_INTEGER raise, a lone surrogate or a non-string key makes it raise. Anything this path
+    does not handle (a failed walk, an orjson error, a character beyond the BMP) goes to `canonical(obj)`, which
+    decides and raises naming the path.
+    """
+    for part in free:
+        if not _fast_walk(part):
+            return canonical(obj)
+    try:
+        out = orjson.dumps(obj, option=_OPT)
+    except orjson.JSONEncodeError:
+        return canonical(obj)
+    if out.isascii() or _NON_BMP.search(out) is None:
+        return out
+    return canonical(obj)
+
+
+def surely_canonical(obj: Any) -> bool:
+    """True when `canonical(obj)` surely succeeds: only exact JSON types (no subclasses, no floats), integers
+    within +-(2**53 - 1), string keys, no lone surrogate (orjson refuses those three). False means it may fail:
+    `canonical` then decides, and names the path when it does. Computes no canonical form to keep."""
+    if not _fast_walk(obj):
+        return False
+    try:
+        orjson.dumps(obj, option=_OPT)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
 def canonical_exact(obj: Any, *, allow_floats: bool = False) -> bytes:
     """The pure-Python path alone: the oracle the fast path is proven equal to. Same contract as `canonical`."""
     parts: list[str] = []
@@ -97,29 +136,31 @@ class _Outside(Exception):
     """A value outside the fast path's domain: the exact path names where."""
 
 
-def _fast_walk(obj: dict[str, Any] | list[Any]) -> bool:
+def _fast_walk(obj: Any) -> bool:
     """True when every value is a str/int/bool/None/dict/list and every integer is safe.
 
-    False sends the value to the exact path, which raises with the JSON path of the first bad node.
+    False sends the value to the exact path, which raises with the JSON path of the first bad node. Members are
+    looked at in their container's loop (only containers go on the stack): most are strings.
     """
+    if type(obj) is not dict and type(obj) is not list:
+        obj = [obj]
     stack: list[Any] = [obj]
     pop = stack.pop
-    push = stack.extend
+    push = stack.append
     while stack:
         x = pop()
-        t = type(x)
-        if t is str or t is bool or x is None:
-            continue
-        if t is dict:
-            # keys are not checked here: orjson refuses non-string keys, and the exact path then names where
-            push(x.values())
-        elif t is list:
-            push(x)
-        elif t is int:
-            if not -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+        # keys are not checked here: orjson refuses non-string keys, and the exact path then names where
+        for v in x.values() if type(x) is dict else x:
+            t = type(v)
+            if t is str or t is bool or v is None:
+                continue
+            if t is dict or t is list:
+                push(v)
+            elif t is int:
+                if not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+                    return False
+            else:
                 return False
-        else:
-            return False
     return True
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from hatp_mcp.core.model.base import DecimalStr, WireModel, is_decimal_text
 
-__all__ = ["Amount", "Currency", "display_money", "fits_wire", "totals", "with_tolerance"]
+__all__ = ["Amount", "Currency", "display_money", "fits_wire", "tolerated", "totals", "with_tolerance"]
 
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. USD.")]
 
@@ -62,5 +62,18 @@ def fits_wire(value: Decimal) -> bool:
 
 def with_tolerance(amount: Amount, tolerance_percent: str | None) -> Decimal:
     """The most a branch may cost: amount x (1 + tolerance/100). Negative tolerances are the caller's to refuse."""
-    pct = Decimal(tolerance_percent) if tolerance_percent is not None else Decimal(0)
-    return amount.decimal * (Decimal(1) + pct / Decimal(100))
+    return tolerated(amount.decimal, tolerance_percent)
+
+
+_ONE = Decimal(1)
+_HUNDRED = Decimal(100)
+
+
+def tolerated(value: Decimal, tolerance_percent: str | None) -> Decimal:
+    """`with_tolerance` for an amount's value already made a Decimal: value x (1 + tolerance/100), the same
+    operations in the same order (so the same rounding, in the caller's decimal context)."""
+    pct = Decimal(tolerance_percent) if tolerance_percent is not None else _ZERO
+    return value * (_ONE + pct / _HUNDRED)
+
+
+_ZERO = Decimal(0)

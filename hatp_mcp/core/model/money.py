@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 
-from hatp_mcp.core.model.amount import Amount, with_tolerance
+from hatp_mcp.core.model.amount import Amount, tolerated, with_tolerance
 from hatp_mcp.core.model.plan import Branch, Plan, remembered
 
 __all__ = ["PlanMoney", "branch_most", "plan_money", "show_money"]
@@ -25,10 +25,12 @@ _ZERO = Decimal(0)
 
 @dataclass(frozen=True)
 class PlanMoney:
-    """Per-currency totals of a plan: `totals` as quoted, `up_to` with every tolerance applied."""
+    """Per-currency totals of a plan: `totals` as quoted, `up_to` with every tolerance applied; `most` is each
+    branch's own most (`branch_most`), in plan order, so the checks that need one do not compute it again."""
 
     totals: dict[str, Decimal]
     up_to: dict[str, Decimal]
+    most: tuple[Decimal | None, ...]
 
     @property
     def moves_money(self) -> bool:
@@ -63,58 +65,85 @@ def plan_money(plan: Plan) -> PlanMoney:
 
 def _plan_money(plan: Plan) -> PlanMoney:
     own: dict[str, tuple[str, Decimal, Decimal]] = {}
+    by_id: dict[str, Branch] = {}
+    mosts: list[Decimal | None] = []
+    settles_any = False
     for b in plan.branches:
-        if b.amount is not None:
-            d = b.amount.decimal
-            most = d if b.tolerance_percent is None else with_tolerance(b.amount, b.tolerance_percent)
-            own[b.branch_id] = (b.amount.currency, d, most)
-    by_id = {b.branch_id: b for b in plan.branches}
-    settled = {s for b in plan.branches for s in b.settles if s in by_id and s != b.branch_id}
+        by_id[b.branch_id] = b
+        if b.settles:
+            settles_any = True
+        amount = b.amount
+        if amount is None:
+            mosts.append(None)
+            continue
+        d = amount.decimal
+        most = d if b.tolerance_percent is None else tolerated(d, b.tolerance_percent)
+        mosts.append(most)
+        own[b.branch_id] = (amount.currency, d, most)
+    most_of = tuple(mosts)
+    settled = {s for b in plan.branches for s in b.settles if s in by_id and s != b.branch_id} if settles_any else set()
     totals: dict[str, Decimal] = {}
     up_to: dict[str, Decimal] = {}
     if not settled:  # the common case: every amount counts once, as stated
         for c, t, u in own.values():
             totals[c] = totals.get(c, _ZERO) + t
             up_to[c] = up_to.get(c, _ZERO) + u
-        return PlanMoney(totals=totals, up_to=up_to)
+        return PlanMoney(totals=totals, up_to=up_to, most=most_of)
 
     done: dict[str, dict[str, tuple[Decimal, Decimal]]] = {}
     reached: set[str] = set()
-
-    def effective(bid: str, path: frozenset[str]) -> dict[str, tuple[Decimal, Decimal]]:
-        # What a branch stands for: the larger of its own amount and the sum of what it settles, per currency.
-        # `path` guards against settles cycles (the validator refuses them; here they just stop the walk).
-        reached.add(bid)
-        if bid in done:
-            return done[bid]
-        settles = by_id[bid].settles
-        if not settles:  # a leaf stands for its own amount
-            o = own.get(bid)
-            return {o[0]: (o[1], o[2])} if o is not None else {}
-        out: dict[str, tuple[Decimal, Decimal]] = {}
-        for s in settles:
-            if s in by_id and s not in path:
-                for c, (t, u) in effective(s, path | {s}).items():
-                    pt, pu = out.get(c, (_ZERO, _ZERO))
-                    out[c] = (pt + t, pu + u)
-        if bid in own:
-            c, t, u = own[bid]
-            st, su = out.get(c, (_ZERO, _ZERO))
-            out[c] = (max(t, st), max(u, su))
-        done[bid] = out
-        return out
-
     for b in plan.branches:
-        if b.branch_id in settled:
+        bid = b.branch_id
+        if bid in settled:
             continue  # its payer counts it
-        for c, (t, u) in effective(b.branch_id, frozenset({b.branch_id})).items():
+        if by_id[bid].settles:
+            stands = _effective(bid, frozenset({bid}), by_id, own, done, reached)
+        else:  # a leaf stands for its own amount
+            reached.add(bid)
+            o = own.get(bid)
+            stands = {o[0]: (o[1], o[2])} if o is not None else {}
+        for c, (t, u) in stands.items():
             totals[c] = totals.get(c, _ZERO) + t
             up_to[c] = up_to.get(c, _ZERO) + u
     for bid, (c, t, u) in own.items():  # HATP-GW-50: settled, but by no payer that was counted (a cycle)
         if bid not in reached:
             totals[c] = totals.get(c, _ZERO) + t
             up_to[c] = up_to.get(c, _ZERO) + u
-    return PlanMoney(totals=totals, up_to=up_to)
+    return PlanMoney(totals=totals, up_to=up_to, most=most_of)
+
+
+def _effective(
+    bid: str,
+    path: frozenset[str],
+    by_id: dict[str, Branch],
+    own: dict[str, tuple[str, Decimal, Decimal]],
+    done: dict[str, dict[str, tuple[Decimal, Decimal]]],
+    reached: set[str],
+) -> dict[str, tuple[Decimal, Decimal]]:
+    """What a branch that settles others stands for: the larger of its own amount and the sum of what it settles,
+    per currency. `path` guards against settles cycles (the validator refuses them; here they just stop the walk);
+    `done` keeps each payer's result, `reached` every branch the walk met."""
+    reached.add(bid)
+    if bid in done:
+        return done[bid]
+    out: dict[str, tuple[Decimal, Decimal]] = {}
+    for s in by_id[bid].settles:
+        if s in by_id and s not in path:
+            if by_id[s].settles:
+                stands = _effective(s, path | {s}, by_id, own, done, reached)
+            else:  # a leaf stands for its own amount
+                reached.add(s)
+                o = own.get(s)
+                stands = {o[0]: (o[1], o[2])} if o is not None else {}
+            for c, (t, u) in stands.items():
+                pt, pu = out.get(c, (_ZERO, _ZERO))
+                out[c] = (pt + t, pu + u)
+    if bid in own:
+        c, t, u = own[bid]
+        st, su = out.get(c, (_ZERO, _ZERO))
+        out[c] = (max(t, st), max(u, su))
+    done[bid] = out
+    return out
 
 
 def show_money(money: PlanMoney) -> list[str]:

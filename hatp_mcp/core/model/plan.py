@@ -8,11 +8,15 @@ checks beyond types live in hatp_mcp.core.validate.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, cast
+from functools import partial
+from typing import Any, Literal, Self, TypeVar, cast
 
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticSerializationError
 
+from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes, surely_canonical
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import DecimalStr, Ident, JsonObject, Seconds, Timestamp, WireModel
 
@@ -30,6 +34,7 @@ __all__ = [
     "Recovery",
     "Requester",
     "Tier",
+    "has_canonical_form",
     "remembered",
 ]
 
@@ -189,7 +194,14 @@ class Plan(WireModel):
 
     def digest(self) -> str:
         """`sha256:<hex>` of the canonical wire form, computed once per Plan object (see the module docstring)."""
-        return remembered(self, "digest", WireModel.digest)
+        return remembered(self, "digest", _digest)
+
+    @model_validator(mode="after")
+    def _validated(self) -> Self:
+        # This object passed validation, so every typed member holds its type (has_canonical_form relies on it);
+        # a model_copy, model_construct or copy is never marked.
+        remembered(self, "validated", _yes)
+        return self
 
     def branch(self, branch_id: str) -> Branch:
         """Raises KeyError when no branch has that id."""
@@ -199,21 +211,77 @@ class Plan(WireModel):
         raise KeyError(branch_id)
 
 
-_KEPT = 512  # plans in flight at once in one process, with room to spare
-_MEMO: dict[int, tuple[Plan, dict[str, Any]]] = {}  # id -> (the plan itself, what was computed from it)
+# What was computed from each live Plan, by id. An entry lives exactly as long as its plan: a weak reference's
+# callback drops it when the plan is freed, before its id can be reused. (Holding the last 512 plans instead kept
+# megabytes of cold objects alive and made every fresh plan's first digest pay for evicting an old one.)
+_MEMO: dict[int, tuple[weakref.ref[Plan], dict[str, Any]]] = {}
 T = TypeVar("T")
 
 
 def remembered(plan: Plan, what: str, compute: Callable[[Plan], T]) -> T:
-    """`compute(plan)`, computed once per Plan object and kept for its most recent plans (see the module docstring:
-    a Plan is never changed in place, so what is computed from it stays true). The value is shared: treat it as
+    """`compute(plan)`, computed once per Plan object and kept while the plan lives (see the module docstring: a
+    Plan is never changed in place, so what is computed from it stays true). The value is shared: treat it as
     read-only."""
-    hit = _MEMO.get(id(plan))
-    if hit is None or hit[0] is not plan:
-        if len(_MEMO) >= _KEPT:
-            del _MEMO[next(iter(_MEMO))]  # the oldest; holding the plan keeps its id from being reused meanwhile
-        hit = _MEMO[id(plan)] = (plan, {})
+    key = id(plan)
+    hit = _MEMO.get(key)
+    if hit is None or hit[0]() is not plan:
+        hit = _MEMO[key] = (weakref.ref(plan, partial(_forget, _MEMO, key)), {})
     kept = hit[1]
     if what not in kept:
         kept[what] = compute(plan)
     return cast(T, kept[what])
+
+
+def _forget(memo: dict[int, tuple[weakref.ref[Plan], dict[str, Any]]], key: int, ref: weakref.ref[Plan]) -> None:
+    # `memo` is bound when the entry is made, so this still works while the interpreter tears modules down
+    hit = memo.get(key)
+    if hit is not None and hit[0] is ref:  # not a newer plan's entry under a reused id
+        del memo[key]
+
+
+def _digest(plan: Plan) -> str:
+    """`WireModel.digest(plan)`, with canonical's walk limited to the plan's free-form JSON (branch and
+    compensation `args`). Every other member is typed as a string, a bounded integer, a boolean or an object or
+    list of those (tests/core/model/test_plan.py proves it over the model's fields), and the dump refuses a value
+    that is not of its field's type (`warnings="error"`: a `model_copy(update=...)` is not validated), so only
+    `args` can hold a float or a value without a canonical form. Same bytes and same CanonicalError as the
+    whole-value path, which runs instead when the dump refuses."""
+    try:
+        wire = plan.__pydantic_serializer__.to_python(
+            plan, mode="json", by_alias=True, exclude_none=True, warnings="error"
+        )
+    except PydanticSerializationError:
+        return WireModel.digest(plan)
+    free: list[Any] = []
+    for b in wire["branches"]:
+        free.append(b["args"])
+        comp = b.get("compensation")
+        if comp is not None:
+            free.append(comp["args"])
+    return digest_bytes(canonical_typed(wire, free))
+
+
+def _yes(plan: Plan) -> bool:
+    return True
+
+
+def has_canonical_form(plan: Plan) -> None:
+    """Raise the CanonicalError `plan.digest()` would raise (HATP-CANON-2), and nothing when it would raise none,
+    computing the digest only when that cannot be proven without it. Proven without it for a plan validation made
+    (marked by `_validated`) whose branch and compensation `args` are surely canonical (`surely_canonical`): its
+    typed members hold their types (tests/core/model/test_plan.py: strings without lone surrogates, bounded
+    integers, booleans), and plain JSON values dump as they are, so the canonical form exists."""
+    hit = _MEMO.get(id(plan))
+    if hit is not None and hit[0]() is plan:
+        kept = hit[1]
+        if "digest" in kept:
+            return
+        if kept.get("validated"):
+            free: list[Any] = []
+            for b in plan.branches:
+                free.append(b.args)
+                if b.compensation is not None:
+                    free.append(b.compensation.args)
+            if surely_canonical(free):
+                return
+    plan.digest()

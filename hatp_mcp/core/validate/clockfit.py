@@ -85,12 +85,18 @@ def _add(*parts: int | None) -> int | None:
 
 def call_bound(plan: Plan) -> Bound:
     """The sum of every branch's maxDurationSeconds: the worst case of the prepare phase, and of the commit phase."""
-    missing = tuple(
-        f"branches[{i}].maxDurationSeconds" for i, b in enumerate(plan.branches) if b.max_duration_seconds is None
-    )
-    if missing:
-        return Bound(seconds=None, missing=missing)
-    return Bound(seconds=sum(b.max_duration_seconds or 0 for b in plan.branches))
+    total = 0
+    for b in plan.branches:
+        d = b.max_duration_seconds
+        if d is None:
+            missing = tuple(
+                f"branches[{i}].maxDurationSeconds"
+                for i, other in enumerate(plan.branches)
+                if other.max_duration_seconds is None
+            )
+            return Bound(seconds=None, missing=missing)
+        total += d
+    return Bound(seconds=total)
 
 
 def _until(ts: str, now: datetime) -> int:
@@ -101,27 +107,31 @@ def _until(ts: str, now: datetime) -> int:
 def human_bound(plan: Plan, req: ApprovalRequirement, index: int, now: datetime) -> Bound:
     """One requirement's worst case: the smallest of the chain's SLA sum, its decideBy and the plan's decideBy."""
     bounds: list[int] = []
+    if req.chain:
+        chain_sum = 0
+        for c in req.chain:
+            if c.decide_seconds is None:
+                break
+            chain_sum += c.decide_seconds
+        else:  # every link has its SLA
+            bounds.append(chain_sum)
+    if req.decide_by is not None:
+        bounds.append(_until(req.decide_by, now))
+    plan_decide_by = plan.deadlines.decide_by
+    if plan_decide_by is not None:
+        bounds.append(_until(plan_decide_by, now))
+    if bounds:
+        return Bound(seconds=min(bounds))
+    # unbounded: every bound was absent; name them, in order (the messages are built only here)
     missing: list[str] = []
     if not req.chain:
         missing.append(f"approvals[{index}].chain")
     else:
-        lacking = [
+        missing.extend(
             f"approvals[{index}].chain[{j}].decideSeconds" for j, c in enumerate(req.chain) if c.decide_seconds is None
-        ]
-        if lacking:
-            missing.extend(lacking)
-        else:
-            bounds.append(sum(c.decide_seconds or 0 for c in req.chain))
-    if req.decide_by is not None:
-        bounds.append(_until(req.decide_by, now))
-    else:
-        missing.append(f"approvals[{index}].decideBy")
-    if plan.deadlines.decide_by is not None:
-        bounds.append(_until(plan.deadlines.decide_by, now))
-    else:
-        missing.append("deadlines.decideBy")
-    if bounds:
-        return Bound(seconds=min(bounds))
+        )
+    missing.append(f"approvals[{index}].decideBy")
+    missing.append("deadlines.decideBy")
     return Bound(seconds=None, missing=tuple(missing))
 
 
@@ -166,19 +176,19 @@ def clock_fit(plan: Plan, now: datetime) -> ClockFit:
     human = _human(plan, now)
     horizon, tightest = _horizon(plan)
     p, c, h = prepare.seconds, commit.seconds, human.seconds
-    worst_parallel = None if p is None or h is None else _add(max(p, h), c)
-    worst: dict[str, int | None] = {
-        "parallel": worst_parallel,
-        "holds-first": _add(p, h, c),
-        "approval-first": _add(p, c),
-    }
-    room = None if horizon is None else _add(p, c)
-    approval_window = None if horizon is None else (None if room is None else horizon - room)
-    undo_ok = all(
-        b.undo_window_seconds is not None and c is not None and c <= b.undo_window_seconds
-        for b in plan.branches
-        if b.tier == "compensate"
-    )
+    # sums of bounds, None (unbounded) as soon as one part is
+    pc = parallel = holds_first = None
+    if p is not None and c is not None:
+        pc = p + c
+        if h is not None:
+            parallel, holds_first = max(p, h) + c, p + h + c
+    worst: dict[str, int | None] = {"parallel": parallel, "holds-first": holds_first, "approval-first": pc}
+    approval_window = None if horizon is None or pc is None else horizon - pc
+    undo_ok = True
+    for b in plan.branches:
+        if b.tier == "compensate" and (b.undo_window_seconds is None or c is None or c > b.undo_window_seconds):
+            undo_ok = False
+            break
     fits = tuple(m for m in MODES if _le(worst[m], horizon))
     return ClockFit(
         prepare=prepare,

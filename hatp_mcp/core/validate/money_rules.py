@@ -7,14 +7,11 @@ module must not read the clock or do IO.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import datetime
 from decimal import Decimal
 
 from hatp_mcp.core.model.amount import display_money as _show
-from hatp_mcp.core.model.amount import fits_wire, with_tolerance
+from hatp_mcp.core.model.amount import fits_wire
 from hatp_mcp.core.model.money import branch_most, plan_money
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.validate.violation import Violation
@@ -26,80 +23,64 @@ __all__ = [
     "check_mandate_spend",
     "check_settles",
     "plan_totals",
-    "totals_for",
 ]
 
 _ZERO = Decimal(0)
 
 
-_CURRENT: ContextVar[tuple[Plan, dict[str, Decimal]] | None] = ContextVar("hatp_validate_totals", default=None)
-
-
 def plan_totals(plan: Plan) -> dict[str, Decimal]:
-    """The plan's own total per currency, tolerance included (hatp_mcp.core.model.money: the gateway's computation).
-
-    Inside `totals_for(plan)` (one validate() call) it is computed once; a copy is returned.
-    """
-    current = _CURRENT.get()
-    if current is not None and current[0] is plan:
-        return dict(current[1])
-    return plan_money(plan).up_to
+    """The plan's own total per currency, tolerance included (hatp_mcp.core.model.money: the gateway's computation,
+    done once per Plan object); a copy is returned."""
+    return dict(plan_money(plan).up_to)
 
 
-@contextmanager
-def totals_for(plan: Plan) -> Iterator[None]:
-    """Compute the plan's totals once for the rules run inside this block (scoped to the caller's context)."""
-    token = _CURRENT.set((plan, plan_money(plan).up_to))
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+def _negative(value: str | None) -> bool:
+    # a wire decimal is negative only when it starts with "-" (and is not a negative zero)
+    return value is not None and value.startswith("-") and Decimal(value) < 0
+
+
+def _refuse_negative(out: list[Violation], path: str, value: str | None, who: str) -> None:
+    out.append(
+        Violation(
+            rule="HATP-VAL-5",
+            path=path,
+            message=f"{path} of {who} is {value}, negative: a negative amount or tolerance would lower the "
+            f"totals approvers and mandates are checked against, hiding a cost. Use a value >= 0 (a refund "
+            f"is its own transaction).",
+        )
+    )
 
 
 def check_amounts(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-5: no negative branch amount, tolerance, approval maxAmount or mandate cap."""
     out: list[Violation] = []
-
-    def neg(value: str | None) -> bool:
-        # a wire decimal is negative only when it starts with "-" (and is not a negative zero)
-        return value is not None and value.startswith("-") and Decimal(value) < 0
-
-    def refuse(path: str, value: str | None, who: str) -> None:
-        out.append(
-            Violation(
-                rule="HATP-VAL-5",
-                path=path,
-                message=f"{path} of {who} is {value}, negative: a negative amount or tolerance would lower the "
-                f"totals approvers and mandates are checked against, hiding a cost. Use a value >= 0 (a refund "
-                f"is its own transaction).",
-            )
-        )
-
+    most = plan_money(plan).most
     for i, b in enumerate(plan.branches):
-        if b.amount is not None and neg(b.amount.value):
-            refuse(f"branches[{i}].amount", b.amount.value, f'branch "{b.branch_id}"')
-        if neg(b.tolerance_percent):
-            refuse(f"branches[{i}].tolerancePercent", b.tolerance_percent, f'branch "{b.branch_id}"')
-        elif b.amount is not None and b.tolerance_percent is not None:
-            ceiling = with_tolerance(b.amount, b.tolerance_percent)
-            if not fits_wire(ceiling):
+        amount, tolerance = b.amount, b.tolerance_percent
+        if amount is not None and _negative(amount.value):
+            _refuse_negative(out, f"branches[{i}].amount", amount.value, f'branch "{b.branch_id}"')
+        if _negative(tolerance):
+            _refuse_negative(out, f"branches[{i}].tolerancePercent", tolerance, f'branch "{b.branch_id}"')
+        elif amount is not None and tolerance is not None:
+            ceiling = most[i]  # the amount with its tolerance, as plan_money computed it
+            if ceiling is not None and not fits_wire(ceiling):
                 out.append(
                     Violation(
                         rule="HATP-VAL-5",
                         path=f"branches[{i}].tolerancePercent",
-                        message=f'Branch "{b.branch_id}" may cost up to {format(ceiling, "f")} {b.amount.currency} '
-                        f"({b.amount.value} plus {b.tolerance_percent}%), a number with more than 18 digits on a "
+                        message=f'Branch "{b.branch_id}" may cost up to {format(ceiling, "f")} {amount.currency} '
+                        f"({amount.value} plus {tolerance}%), a number with more than 18 digits on a "
                         f"side of the point: no approval screen can state it and no approver can sign for it. Use "
                         f"a tolerance with fewer decimals (or a smaller amount).",
                     )
                 )
     for i, a in enumerate(plan.approvals):
-        if a.max_amount is not None and neg(a.max_amount.value):
-            refuse(f"approvals[{i}].maxAmount", a.max_amount.value, f'approval "{a.id}"')
+        if a.max_amount is not None and _negative(a.max_amount.value):
+            _refuse_negative(out, f"approvals[{i}].maxAmount", a.max_amount.value, f'approval "{a.id}"')
     if plan.mandate is not None:
         for i, cap in enumerate(plan.mandate.max_spend):
-            if neg(cap.value):
-                refuse(f"mandate.maxSpend[{i}]", cap.value, "the mandate")
+            if _negative(cap.value):
+                _refuse_negative(out, f"mandate.maxSpend[{i}]", cap.value, "the mandate")
     return out
 
 
@@ -110,15 +91,18 @@ def check_settles(plan: Plan, now: datetime) -> list[Violation]:
     settled_by: dict[str, str] = {}
     for i, b in enumerate(plan.branches):
         for j, target in enumerate(b.settles):
-            path = f"branches[{i}].settles[{j}]"
             if target == b.branch_id:
                 msg = f'Branch "{b.branch_id}" settles itself, which would drop its own cost from the totals.'
-                out.append(Violation(rule="HATP-VAL-6", path=path, message=msg + " Remove it from settles."))
+                out.append(
+                    Violation(
+                        rule="HATP-VAL-6", path=f"branches[{i}].settles[{j}]", message=msg + " Remove it from settles."
+                    )
+                )
             elif target not in index:
                 out.append(
                     Violation(
                         rule="HATP-VAL-6",
-                        path=path,
+                        path=f"branches[{i}].settles[{j}]",
                         message=f'Branch "{b.branch_id}" settles "{target}", but no branch has that id. Name an '
                         f"existing branchId, or remove it.",
                     )
@@ -127,7 +111,7 @@ def check_settles(plan: Plan, now: datetime) -> list[Violation]:
                 out.append(
                     Violation(
                         rule="HATP-VAL-6",
-                        path=path,
+                        path=f"branches[{i}].settles[{j}]",
                         message=f'"{target}" is already settled by "{settled_by[target]}"; "{b.branch_id}" settling '
                         f"it too would pay it twice. Let one branch settle it.",
                     )
@@ -151,27 +135,30 @@ def check_settles(plan: Plan, now: datetime) -> list[Violation]:
                     f"counted, so its cost disappears from the totals. Break the cycle.",
                 )
             )
+    most = plan_money(plan).most  # each branch's branch_most, computed once
     for i, b in enumerate(plan.branches):
         if b.settles:
-            targets = [plan.branches[index[t]] for t in b.settles if t in index and t != b.branch_id]
-            _cover(b, i, targets, out)
+            targets = [index[t] for t in b.settles if t in index and t != b.branch_id]
+            _cover(plan, most, i, targets, out)
     return out
 
 
-def _cover(payer: Branch, i: int, targets: list[Branch], out: list[Violation]) -> None:
+def _cover(plan: Plan, most: tuple[Decimal | None, ...], i: int, target_at: list[int], out: list[Violation]) -> None:
+    payer = plan.branches[i]
+    targets = [plan.branches[j] for j in target_at]
     owed: dict[str, Decimal] = {}
-    for t in targets:
-        most = branch_most(t)
-        if most is None or t.amount is None:
+    for j, t in zip(target_at, targets, strict=True):
+        owes = most[j]
+        if owes is None or t.amount is None:
             continue
-        owed[t.amount.currency] = owed.get(t.amount.currency, _ZERO) + most
+        owed[t.amount.currency] = owed.get(t.amount.currency, _ZERO) + owes
     if not owed:
         return
-    pays = branch_most(payer)
+    pays = most[i]
     cur = payer.amount.currency if payer.amount else None
     for currency, total in sorted(owed.items()):
-        names = ", ".join(f'"{t.branch_id}"' for t in targets if t.amount and t.amount.currency == currency)
         if pays is None or cur != currency:
+            names = _names(targets, currency)
             have = "no amount" if pays is None else f"an amount in {cur}"
             out.append(
                 Violation(
@@ -183,6 +170,7 @@ def _cover(payer: Branch, i: int, targets: list[Branch], out: list[Violation]) -
                 )
             )
         elif pays < total:
+            names = _names(targets, currency)
             out.append(
                 Violation(
                     rule="HATP-VAL-6",
@@ -195,9 +183,13 @@ def _cover(payer: Branch, i: int, targets: list[Branch], out: list[Violation]) -
             )
 
 
+def _names(targets: list[Branch], currency: str) -> str:
+    return ", ".join(f'"{t.branch_id}"' for t in targets if t.amount and t.amount.currency == currency)
+
+
 def check_approval_amounts(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-7: an approval's maxAmount covers the plan's own total, with tolerance, in every currency."""
-    totals = plan_totals(plan)
+    totals = plan_money(plan).up_to  # shared: read only
     out: list[Violation] = []
     for i, a in enumerate(plan.approvals):
         if a.max_amount is None:
@@ -238,7 +230,7 @@ def check_mandate_spend(plan: Plan, now: datetime) -> list[Violation]:
     for cap in plan.mandate.max_spend:
         caps[cap.currency] = min(caps.get(cap.currency, cap.decimal), cap.decimal)
     out: list[Violation] = []
-    for currency, total in sorted(plan_totals(plan).items()):
+    for currency, total in sorted(plan_money(plan).up_to.items()):
         if total <= 0:
             continue
         cap_value = caps.get(currency)

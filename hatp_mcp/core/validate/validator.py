@@ -15,14 +15,13 @@ from typing import Any, Literal
 
 from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.plan import Plan, has_canonical_form
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.validate.money_rules import (
     check_amounts,
     check_approval_amounts,
     check_mandate_spend,
     check_settles,
-    totals_for,
 )
 from hatp_mcp.core.validate.saga import validate_saga
 from hatp_mcp.core.validate.violation import Check, Violation, schema_violations
@@ -173,13 +172,19 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
                 f"spend. Ask the principal for a new mandate.",
             )
         )
-    decides = [("deadlines.decideBy", plan.deadlines.decide_by)]
-    decides += [(f"approvals[{i}].decideBy", a.decide_by) for i, a in enumerate(plan.approvals)]
-    commit_by = plan.deadlines.commit_by
+    # every deadline, in report order: deadlines.decideBy, deadlines.commitBy, then each approval's decideBy
+    decide_by, commit_by = plan.deadlines.decide_by, plan.deadlines.commit_by
     commit_t = parse_ts(commit_by) if commit_by is not None else None
-    stamps = [(path, ts, parse_ts(ts)) for path, ts in decides if ts is not None]
+    stamps: list[tuple[str, str, datetime]] = []
+    if decide_by is not None:
+        stamps.append(("deadlines.decideBy", decide_by, parse_ts(decide_by)))
     if commit_by is not None and commit_t is not None:
-        stamps.insert(1 if plan.deadlines.decide_by is not None else 0, ("deadlines.commitBy", commit_by, commit_t))
+        stamps.append(("deadlines.commitBy", commit_by, commit_t))
+    stamps.extend(
+        (f"approvals[{i}].decideBy", a.decide_by, parse_ts(a.decide_by))
+        for i, a in enumerate(plan.approvals)
+        if a.decide_by is not None
+    )
     for path, ts, t in stamps:
         if t <= now:
             out.append(
@@ -214,43 +219,53 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
+def _approver_addresses(plan: Plan) -> list[tuple[int, int, str]]:
+    """Every approver address of the plan, in order: (requirement index, chain index or -1 for its own address,
+    address). Paths are written only for what a rule reports (`_approver_path`)."""
+    out: list[tuple[int, int, str]] = []
+    for i, a in enumerate(plan.approvals):
+        out.append((i, -1, a.address))
+        out.extend((i, j, c.address) for j, c in enumerate(a.chain))
+    return out
+
+
+def _approver_path(i: int, j: int) -> str:
+    return f"approvals[{i}].address" if j < 0 else f"approvals[{i}].chain[{j}].address"
+
+
 def check_requester(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-10: the requester's principal is never an approver of its own plan."""
     who = plan.requester.principal
     out: list[Violation] = []
-    for i, a in enumerate(plan.approvals):
-        places = [(f"approvals[{i}].address", a.address)]
-        places += [(f"approvals[{i}].chain[{j}].address", c.address) for j, c in enumerate(a.chain)]
-        for path, address in places:
-            if address == who:
-                out.append(
-                    _v(
-                        "HATP-VAL-10",
-                        path,
-                        f'Approval "{a.id}" routes to {who}, the principal the agent acts for: nobody approves their '
-                        f"own request. Route {path} to someone else (a manager, a finance role).",
-                    )
+    for i, j, address in _approver_addresses(plan):
+        if address == who:
+            path = _approver_path(i, j)
+            out.append(
+                _v(
+                    "HATP-VAL-10",
+                    path,
+                    f'Approval "{plan.approvals[i].id}" routes to {who}, the principal the agent acts for: nobody '
+                    f"approves their own request. Route {path} to someone else (a manager, a finance role).",
                 )
+            )
     return out
 
 
 def check_approvers_are_humans(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-13: an approval requirement's address and every link of its chain is a human:// address."""
     out: list[Violation] = []
-    for i, a in enumerate(plan.approvals):
-        places = [(f"approvals[{i}].address", a.address)]
-        places += [(f"approvals[{i}].chain[{j}].address", c.address) for j, c in enumerate(a.chain)]
-        for path, address in places:
-            if not address.startswith("human://"):
-                out.append(
-                    _v(
-                        "HATP-VAL-13",
-                        path,
-                        f'Approval "{a.id}" routes to {address}, which is not a human:// address: only humans '
-                        f"approve (an agent cannot approve, least of all its own plan). Route {path} to a person, "
-                        "role or pool (human://ORG/NAME, human://ORG/role/NAME, human://ORG/pool/NAME).",
-                    )
+    for i, j, address in _approver_addresses(plan):
+        if not address.startswith("human://"):
+            path = _approver_path(i, j)
+            out.append(
+                _v(
+                    "HATP-VAL-13",
+                    path,
+                    f'Approval "{plan.approvals[i].id}" routes to {address}, which is not a human:// address: only '
+                    f"humans approve (an agent cannot approve, least of all its own plan). Route {path} to a "
+                    "person, role or pool (human://ORG/NAME, human://ORG/role/NAME, human://ORG/pool/NAME).",
                 )
+            )
     return out
 
 
@@ -278,16 +293,20 @@ def _numbers(fit: ClockFit, mode: str) -> str:
     return f"{formula} = {seconds_text(fit.worst[mode])}"
 
 
+def _tightest(fit: ClockFit) -> str:
+    return f'the shortest hold horizon, {fit.horizon}s on "{fit.tightest}"'
+
+
 def check_clock_fit(plan: Plan, now: datetime) -> list[Violation]:
     """HATP-VAL-11: the worst case before commit fits inside the shortest hold horizon, in the plan's mode."""
     fit = clock_fit(plan, now)
     if fit.horizon is None:
         return []
-    idx = next(i for i, b in enumerate(plan.branches) if b.branch_id == fit.tightest)
-    where = f'the shortest hold horizon, {fit.horizon}s on "{fit.tightest}"'
     if plan.mode == "auto":
         if fit.fits:
             return []
+        idx = next(i for i, b in enumerate(plan.branches) if b.branch_id == fit.tightest)
+        where = _tightest(fit)
         return [
             _v(
                 "HATP-VAL-11",
@@ -303,8 +322,8 @@ def check_clock_fit(plan: Plan, now: datetime) -> list[Violation]:
         _v(
             "HATP-VAL-11",
             "mode",
-            f"Mode {plan.mode} does not fit {where}: its worst case before commit is {_numbers(fit, plan.mode)}. "
-            f"{_fit_advice(fit, plan.mode)}",
+            f"Mode {plan.mode} does not fit {_tightest(fit)}: its worst case before commit is "
+            f"{_numbers(fit, plan.mode)}. {_fit_advice(fit, plan.mode)}",
         )
     ]
 
@@ -346,7 +365,7 @@ def check_canonical(plan: Plan, now: datetime) -> list[Violation]:
     the schema lets through in free-form `args` (a float, an integer beyond 2**53 - 1, a lone surrogate) would
     make begin fail and no vote could name the plan."""
     try:
-        plan.digest()
+        has_canonical_form(plan)
     except CanonicalError as exc:
         where = exc.path[2:] if exc.path.startswith("$.") else exc.path.lstrip("$") or "$"
         fix = exc.fix or "remove it"
@@ -377,9 +396,8 @@ HATP_CHECKS: tuple[tuple[str, Check], ...] = (
 def validate(plan: Plan, now: datetime) -> list[Violation]:
     """Every violation of the HATP-VAL rules by `plan` at `now` (empty: valid). Raises nothing."""
     out: list[Violation] = []
-    with totals_for(plan):
-        for _rule, check in HATP_CHECKS:
-            out.extend(check(plan, now))
+    for _rule, check in HATP_CHECKS:
+        out.extend(check(plan, now))
     return out
 
 
