@@ -72,7 +72,7 @@ def _card_key(file: str) -> dict[str, str]:
 def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
     authority = []
     for item in args.authority:
-        m = AUTHORITY.match(item)
+        m = AUTHORITY.fullmatch(item)
         if m is None:
             raise ValueError(f"--authority {item!r}: give ACTION=AMOUNT:CUR, e.g. travel.spend=5000:USD")
         authority.append({"action": m[1], "maxAmount": [{"value": m[2], "currency": m[3]}]})
@@ -96,7 +96,7 @@ def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     layout = OrgLayout(Path(args.org))
-    if not NAME.match(args.name):
+    if not NAME.fullmatch(args.name):
         return fail(f"{args.name!r}: a short name is lowercase letters, digits, '.', '_' or '-'", EXIT_BAD_INPUT)
     try:
         well_known = read_json(str(layout.well_known))

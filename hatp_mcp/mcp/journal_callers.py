@@ -78,7 +78,7 @@ class CallerTokens:
         digests: dict[str, str] = {}
         for name, entry in callers.items():
             digest = entry.get("tokenSha256") if isinstance(entry, Mapping) else None
-            if not isinstance(name, str) or not name or not isinstance(digest, str) or not _HEX.match(digest):
+            if not isinstance(name, str) or not name or not isinstance(digest, str) or not _HEX.fullmatch(digest):
                 raise ValueError(f"{where}: callers.{name}.tokenSha256: the SHA-256 of its token, 64 lowercase hex")
             if digest in digests.values():
                 raise ValueError(f"{where}: callers.{name}: another caller has the same token")

@@ -38,7 +38,7 @@ class RecordShelf:
     def get(self, txn_id: str) -> dict[str, Any] | None:
         """The record of `txn_id`, or None when there is none (or the file is unreadable, too large, not a JSON
         object, or names another transaction: never shown as this one)."""
-        if not _TXN_ID.match(txn_id) or ".." in txn_id:
+        if not _TXN_ID.fullmatch(txn_id) or ".." in txn_id:
             return None
         path = self.directory / f"{txn_id}.record.json"
         try:
@@ -54,5 +54,7 @@ class RecordShelf:
     def has(self, txn_id: str) -> bool:
         """A record file is there (cheap, for the list; `get` still checks it when it is opened)."""
         return (
-            bool(_TXN_ID.match(txn_id)) and ".." not in txn_id and (self.directory / f"{txn_id}.record.json").is_file()
+            bool(_TXN_ID.fullmatch(txn_id))
+            and ".." not in txn_id
+            and (self.directory / f"{txn_id}.record.json").is_file()
         )

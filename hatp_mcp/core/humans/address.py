@@ -81,11 +81,11 @@ def parse_address(raw: str, path: str = "$") -> Address:
     body, qmark, query = rest.partition("?")
     parts = body.split("/")
     org = parts[0]
-    if not _ORG.match(org):
+    if not _ORG.fullmatch(org):
         raise _fail("HATP-ADDR-1", raw, f"{org!r} is not a lower-case domain name", path, "name the organisation")
     segs = parts[1:]
     if scheme == "agent" or len(segs) == 1:
-        if len(segs) != 1 or not _NAME.match(segs[0]):
+        if len(segs) != 1 or not _NAME.fullmatch(segs[0]):
             raise _fail("HATP-ADDR-1", raw, "the name must be one lower-case segment", path, f"write {forms}")
         if qmark:
             raise _fail("HATP-ADDR-3", raw, "a person or agent address takes no parameters", path, "drop the '?...'")
@@ -93,7 +93,7 @@ def parse_address(raw: str, path: str = "$") -> Address:
             raise _fail("HATP-ADDR-1", raw, f"{segs[0]!r} needs a name after it", path, f"write {forms}")
         kind = Kind.AGENT if scheme == "agent" else Kind.PERSON
         return Address(raw=raw, kind=kind, org=org, name=segs[0])
-    if len(segs) != 2 or segs[0] not in ("role", "pool") or not _NAME.match(segs[1]):
+    if len(segs) != 2 or segs[0] not in ("role", "pool") or not _NAME.fullmatch(segs[1]):
         raise _fail("HATP-ADDR-1", raw, "a group is role/NAME or pool/NAME, lower-case", path, f"write {forms}")
     kind = Kind.ROLE if segs[0] == "role" else Kind.POOL
     params: dict[str, str] = {}
@@ -109,7 +109,7 @@ def parse_address(raw: str, path: str = "$") -> Address:
             params[key] = value
     quorum: tuple[int, int] | None = None
     if "quorum" in params:
-        m = _QUORUM.match(params["quorum"])
+        m = _QUORUM.fullmatch(params["quorum"])
         if not m:
             raise _fail("HATP-ADDR-2", raw, "quorum must read M-of-N, e.g. 2-of-3", path, "write quorum=M-of-N")
         need, of = int(m.group(1)), int(m.group(2))
@@ -117,7 +117,7 @@ def parse_address(raw: str, path: str = "$") -> Address:
             raise _fail("HATP-ADDR-2", raw, f"quorum {need}-of-{of} needs 1 <= M <= N <= 100", path, "fix M or N")
         quorum = (need, of)
     skill = params.get("skill")
-    if skill is not None and not _NAME.match(skill):
+    if skill is not None and not _NAME.fullmatch(skill):
         raise _fail("HATP-ADDR-3", raw, f"skill {skill!r} is not a lower-case name", path, "name one skill")
     passkey = params.get("passkey")
     if passkey is not None and passkey != "required":

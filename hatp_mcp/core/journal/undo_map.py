@@ -97,7 +97,7 @@ class UndoMap:
             if not isinstance(entry, dict) or set(entry) - {"undo", "arguments", "constants", "pivot"}:
                 raise bad(at, "an entry has only undo, arguments, constants and pivot")
             undo, pivot = entry.get("undo"), bool(entry.get("pivot", False))
-            if undo is not None and (not isinstance(undo, str) or not _TOOL.match(undo)):
+            if undo is not None and (not isinstance(undo, str) or not _TOOL.fullmatch(undo)):
                 raise bad(f"{at}.undo", f"{undo!r} is not a tool name (an undo is an upstream tool, never a command)")
             if pivot and undo is not None:
                 raise bad(at, "a pivot cannot be undone: it names no undo")

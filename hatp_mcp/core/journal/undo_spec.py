@@ -73,7 +73,7 @@ def parse_undo(
             code="SERVER_NOT_ALLOWED",
             fix="name a server the operator listed in the journal's --allow file (or ask them to add it)",
         )
-    if not isinstance(tool, str) or not _TOOL.match(tool):
+    if not isinstance(tool, str) or not _TOOL.fullmatch(tool):
         raise HatpError(RULE, f"tool {tool!r} is not a tool name", path=f"{path}.tool", code="BAD_UNDO", fix=fix)
     tools = allowed.get(server) if isinstance(allowed, Mapping) else None
     if tools is not None and tool not in tools:

@@ -41,7 +41,7 @@ _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
 
 def is_decimal_text(text: str) -> bool:
     """Whether `text` is a wire decimal (DecimalStr): at most 18 digits on each side of the point, no exponent."""
-    return _DEC.match(text) is not None
+    return _DEC.fullmatch(text) is not None
 
 
 @lru_cache(maxsize=4096)
@@ -49,7 +49,7 @@ def parse_ts(value: str) -> datetime:
     """Parse a wire timestamp (``2026-11-29T10:00:00Z``) to an aware UTC datetime. Raises ValueError.
 
     Remembered: a transaction parses the same few dozen times again and again (datetimes are immutable)."""
-    if not _TS.match(value):
+    if not _TS.fullmatch(value):
         raise ValueError(f"{value!r} is not an RFC 3339 UTC timestamp like 2026-11-29T10:00:00Z")
     return datetime.fromisoformat(value[:-1]).replace(tzinfo=UTC)
 
@@ -70,7 +70,7 @@ def _check_ts(value: str) -> str:
 
 
 def _check_decimal(value: object) -> object:
-    if type(value) is str and _DEC.match(value):  # the common case; the pattern admits only valid decimals
+    if type(value) is str and _DEC.fullmatch(value):  # the common case; the pattern admits only valid decimals
         return value
     if isinstance(value, bool):
         raise ValueError("a boolean is not a number")
@@ -81,13 +81,13 @@ def _check_decimal(value: object) -> object:
         )
     if isinstance(value, int):
         value = str(value)
-    if not isinstance(value, str) or not _DEC.match(value):
+    if not isinstance(value, str) or not _DEC.fullmatch(value):
         raise ValueError(f'{value!r} is not a decimal string such as "12.50" (at most 18 digits each side)')
     return value
 
 
 def _check_ident(value: str) -> str:
-    if not _IDENT.match(value):
+    if not _IDENT.fullmatch(value):
         raise ValueError(f"{value!r} is not an identifier (letters, digits and ._:@/+- , at most 128 characters)")
     return value
 
@@ -126,7 +126,7 @@ def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
         v, path = stack.pop()
         t = type(v)
         if t is dict:
-            stack.extend((c, f"{path}.{k}" if _PLAIN.match(str(k)) else f"{path}[{k!r}]") for k, c in v.items())
+            stack.extend((c, f"{path}.{k}" if _PLAIN.fullmatch(str(k)) else f"{path}[{k!r}]") for k, c in v.items())
         elif t is list:
             stack.extend((c, f"{path}[{i}]") for i, c in enumerate(v))
         elif (t is float and not math.isfinite(v)) or (t is int and abs(v) > _MAX_DOUBLE):

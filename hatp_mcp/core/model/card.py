@@ -66,7 +66,7 @@ class CardKey(WireModel):
     @model_validator(mode="after")
     def _ed25519_is_a_public_key(self) -> Self:
         if self.type == "ed25519" and (
-            not _B64U_32.match(self.public_key) or len(base64.urlsafe_b64decode(self.public_key + "=")) != 32
+            not _B64U_32.fullmatch(self.public_key) or len(base64.urlsafe_b64decode(self.public_key + "=")) != 32
         ):
             raise ValueError("an ed25519 key's publicKey is the JWK x: 32 bytes, unpadded base64url (43 characters)")
         return self

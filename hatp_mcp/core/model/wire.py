@@ -40,7 +40,7 @@ def error_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _PLAIN_KEY.match(str(part)):
+        elif _PLAIN_KEY.fullmatch(str(part)):
             out += ("." if out else "") + str(part)
         else:
             out += f"[{json.dumps(str(part))}]"

@@ -126,7 +126,7 @@ def _bad_head(evidence: Mapping[str, Any]) -> str | None:
         or isinstance(seq, bool)
         or not 0 <= seq <= _MAX_SEQ
         or not isinstance(value, str)
-        or not _DIGEST.match(value)
+        or not _DIGEST.fullmatch(value)
     ):
         return f"recordHead {head!r} is not {{seq: 0..{_MAX_SEQ}, digest: sha256:<64 hex>}}"
     return None

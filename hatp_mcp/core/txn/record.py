@@ -60,7 +60,7 @@ class RecordChain:
     ) -> None:
         """`plan_digest`: the plan's digest when the caller already has it (the coordinator does), else computed.
         Raises ValueError when it is not a digest; a wrong one is the caller's bug and fails verify_record."""
-        if plan_digest is not None and not _DIGEST.match(plan_digest):
+        if plan_digest is not None and not _DIGEST.fullmatch(plan_digest):
             raise ValueError(f"plan_digest {plan_digest!r} is not a sha256:<64 hex> digest")
         self.plan = plan
         self.plan_digest = plan_digest if plan_digest is not None else plan.digest()

@@ -39,6 +39,8 @@ def test_an_agent_address_is_not_human() -> None:
         ("human://acme.com/role", "needs a name"),
         ("human://acme.com/team/x", "role/NAME or pool/NAME"),
         ("agent://acme.com/role/x", "one lower-case segment"),
+        ("human://acme.com/bob\n", "one lower-case segment"),  # Python's `$` matched before a final newline
+        ("human://acme.com/role/finance-approver\n", "role/NAME or pool/NAME"),
     ],
 )
 def test_a_malformed_address_is_refused_under_HATP_ADDR_1_with_the_reason(raw: str, says: str) -> None:
@@ -48,7 +50,7 @@ def test_a_malformed_address_is_refused_under_HATP_ADDR_1_with_the_reason(raw: s
     assert says in e.value.reason and e.value.path == "approvals[0].address"
 
 
-@pytest.mark.parametrize("q", ["3-of-2", "0-of-3", "two-of-three", "2-of-101"])
+@pytest.mark.parametrize("q", ["3-of-2", "0-of-3", "two-of-three", "2-of-101", "2-of-3\n"])
 def test_an_impossible_quorum_is_refused_under_HATP_ADDR_2(q: str) -> None:
     with pytest.raises(AddressError) as e:
         parse_address(f"human://acme.com/role/finance-approver?quorum={q}")

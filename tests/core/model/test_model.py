@@ -150,3 +150,27 @@ def test_an_amount_copied_with_a_new_value_reports_the_new_value_HATP_AMT_1() ->
     assert a.decimal == Decimal("12.50")
     b = a.model_copy(update={"value": "13"})
     assert b.decimal == Decimal("13")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "path"),
+    [
+        (("branches", 0, "branchId"), "seat\n", "branches[0].branchId"),
+        (("approvals", 0, "id"), "finance\n", "approvals[0].id"),
+        (("deadlines", "decideBy"), "2026-11-29T12:00:00Z\n", "deadlines.decideBy"),
+        (("branches", 0, "amount", "value"), "600.00\n", "branches[0].amount.value"),
+        (("txnId",), "txn-trip-0001\n", "txnId"),
+    ],
+)
+def test_a_format_with_a_trailing_newline_is_refused_with_its_json_path_HATP_OBJ_3(
+    where: tuple[Any, ...], value: str, path: str
+) -> None:
+    """Python's `$` also matches before a final newline: `"seat\\n"` passed as the identifier `seat` does not, and
+    went into the digest as other bytes with the same meaning (two plans, one reading)."""
+    raw = trip_plan()
+    node = raw
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    err = refuse(raw)
+    assert (err.rule, err.path) == ("HATP-OBJ-3", path)
