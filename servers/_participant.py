@@ -79,6 +79,7 @@ def build(
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
     demo_tools: bool = False,
+    serve_locks: bool = False,
 ) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
     """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
 
@@ -88,7 +89,8 @@ def build(
     (`store_url`, e.g. PostgreSQL) the inventory is always apart, in inventory.db. `trusted_coordinators`: the
     `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every state-changing
     request is refused, HATP-TRUST-6). `demo_tools` offers the `<noun>_book` and `<noun>_change` tools too
-    (HATP-MCP-31). Raises OSError, ValueError or HatpError (HATP-STORE-1/3)."""
+    (HATP-MCP-31); `serve_locks` serves hatp/lock/*, which take no proof (HATP-MCP-51). Raises OSError, ValueError
+    or HatpError (HATP-STORE-1/3)."""
     url = store_url or StoreUrl.sqlite(data / "state.db")
     apart = effects_apart or url.backend != "sqlite"
     if not apart and (data / "inventory.db").exists():  # fail closed: never two inventories
@@ -168,7 +170,7 @@ def build(
         },
         keys=[key.public_jwk()],
     )
-    serve_hatp(server, runtime, settings, trust=trust)
+    serve_hatp(server, runtime, settings, trust=trust, serve_locks=serve_locks)
     return server, runtime, inventory
 
 
@@ -204,6 +206,12 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="DEMO/TEST-ONLY: also offer <noun>_book (outside any transaction) and <noun>_change (test state)",
     )
+    parser.add_argument(
+        "--serve-locks",
+        action="store_true",
+        help="also serve hatp/lock/{acquire,renew,release}: they take no proof, so anyone who can reach this server"
+        " can take, renew or release a lock in any owner's name (HATP-MCP-51); off unless asked",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
@@ -216,6 +224,7 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
             trusted_coordinators=args.trusted_coordinators,
             store_url=StoreUrl.parse(args.store) if args.store else None,
             demo_tools=args.demo_tools,
+            serve_locks=args.serve_locks,
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect

@@ -1,10 +1,10 @@
 """`serve_hatp(server, participant, settings)`: one call that makes an existing MCP server a HATP participant.
 
-It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and hatp/lock/{acquire,renew,release}
-when the participant hands out locks) as custom JSON-RPC methods on the server, validates every params object
-against its wire model, proves that every state-changing request comes from a coordinator of the participant's
-trust list (hatp_mcp/runtime/coordinator_trust.py, HATP-TRUST-1..9) before the participant sees it, calls the
-participant and returns the result's wire form. Refusals leave through
+It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and, only when the operator asks with
+`serve_locks`, hatp/lock/{acquire,renew,release}: they take no proof, HATP-MCP-51) as custom JSON-RPC methods on
+the server, validates every params object against its wire model, proves that every state-changing request comes
+from a coordinator of the participant's trust list (hatp_mcp/runtime/coordinator_trust.py, HATP-TRUST-1..9) before
+the participant sees it, calls the participant and returns the result's wire form. Refusals leave through
 hatp_mcp.mcp.errors only. The server's ordinary tools and resources are untouched. State is the participant's,
 keyed by txnId and branchId, never by connection. This module holds no protocol logic.
 """
@@ -139,12 +139,15 @@ def serve_hatp(
     *,
     trust: TrustedCoordinators,
     max_concurrent: int = 64,
+    serve_locks: bool = False,
 ) -> None:
-    """Make `server` a HATP participant: advertise `settings` and register the hatp/txn/* (and lock) methods.
+    """Make `server` a HATP participant: advertise `settings` and register the hatp/txn/* methods.
 
     `trust`: the coordinators this participant acts for; every prepare, quote, commit, abort, compensate and renew
     must prove it comes from one (HATP-TRUST-1..9); status and estimate change nothing and need no proof.
     `max_concurrent` bounds how many hatp calls run at once (the SDK runs every request as its own task).
+    `serve_locks`: also serve the participant's fencing-token locks (hatp/lock/*). They change state and take no
+    proof (who may lock is not specified yet), so they are off unless the operator turns them on (HATP-MCP-51).
     """
     low = lowlevel_of(server)
     gate = anyio.Semaphore(max_concurrent)
@@ -161,7 +164,7 @@ def serve_hatp(
     add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate, trust)
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
     add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
-    if isinstance(participant, LockService):
+    if serve_locks and isinstance(participant, LockService):
         add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate)
         add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate)
         add_method(low, "hatp/lock/release", LockReleaseRequest, _sync(participant.lock_release), gate)

@@ -101,7 +101,9 @@ def _make(name: str) -> MCPServer:
         _COORDINATOR.append(svc)
         return server
     if name == "participant":
-        server, _runtime, inventory = build_participant(airline.SPEC, _SCRATCH / "airline", demo_tools=True)
+        server, _runtime, inventory = build_participant(
+            airline.SPEC, _SCRATCH / "airline", demo_tools=True, serve_locks=True
+        )
         _STACK.callback(inventory.close)
         return server
     server, _gateway, _deliverer = build_gateway(_SCRATCH / "gw", DEFAULT_ORG, SystemClock())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -10,10 +11,13 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import Server
 
+from hatp_mcp.core.model.messages import LockAcquireRequest
 from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
 from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
 from hatp_mcp.runtime.clock import FakeClock
+from servers import airline
+from servers._participant import build
 from tests.coordinators import decision_for
 from tests.mcp.toy import Toy, plan, toy_server
 
@@ -127,3 +131,35 @@ async def test_an_unknown_hatp_method_is_method_not_found(clock: FakeClock) -> N
 def test_any_params_keeps_unknown_keys_and_nulls() -> None:
     params = AnyParams.model_validate({"txnId": "t", "reason": None})
     assert params.model_extra == {"txnId": "t", "reason": None}
+
+
+async def test_HATP_MCP_51_locks_that_take_no_proof_are_not_served_unless_the_operator_asks(clock: FakeClock) -> None:
+    toy = Toy(clock)
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy, serve_locks=False)) as client:
+            with pytest.raises(MCPError) as refused:
+                await send(
+                    client, "hatp/lock/acquire", {"resource": "seat-14C", "owner": "mallory", "leaseSeconds": 60}
+                )
+    assert refused.value.error.code == types.METHOD_NOT_FOUND
+    # nothing was taken: the resource is free for its real owner
+    mine = toy.runtime.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    assert (mine.owner, mine.token) == ("txn-a", 1)
+
+
+async def test_HATP_MCP_51_the_suites_participant_servers_offer_locks_only_with_serve_locks(tmp_path: Path) -> None:
+    ask = {"resource": "seat-14C", "owner": "mallory", "leaseSeconds": 60}
+    off, _r1, inv1 = build(airline.SPEC, tmp_path / "off")
+    on, _r2, inv2 = build(airline.SPEC, tmp_path / "on", serve_locks=True)
+    try:
+        with anyio.fail_after(20):
+            async with Client(off) as client:
+                with pytest.raises(MCPError) as refused:
+                    await send(client, "hatp/lock/acquire", ask)
+            async with Client(on) as client:
+                granted = await send(client, "hatp/lock/acquire", ask)
+    finally:
+        inv1.close()
+        inv2.close()
+    assert refused.value.error.code == types.METHOD_NOT_FOUND
+    assert (granted["owner"], granted["token"]) == ("mallory", 1)  # served on request, and then open to anyone

@@ -58,7 +58,7 @@ class Toy:
         self.signer = signer(clock)  # that coordinator's auth on every state-changing request
 
 
-def toy_server(toy: Toy) -> MCPServer:
+def toy_server(toy: Toy, *, serve_locks: bool = True) -> MCPServer:
     server = MCPServer("toy-airline", version="0.0.1")
 
     @server.tool()
@@ -71,7 +71,7 @@ def toy_server(toy: Toy) -> MCPServer:
         operations={"seat.hold": OperationInfo("hold", 900, 14400)},
         keys=[toy.key.public_jwk()],
     )
-    serve_hatp(server, toy.runtime, settings, trust=toy.trust)
+    serve_hatp(server, toy.runtime, settings, trust=toy.trust, serve_locks=serve_locks)
     return server
 
 
