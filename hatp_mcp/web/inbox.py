@@ -84,6 +84,7 @@ class _StrictHeaders:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._raw = [(k.lower().encode(), v.encode()) for k, v in _HEADERS.items()]
+        self._names = {k for k, _ in self._raw}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,8 +93,7 @@ class _StrictHeaders:
 
         async def strict_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                names = {k for k, _ in self._raw}
-                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self._names]
                 message = {**message, "headers": kept + self._raw}
             await send(message)
 

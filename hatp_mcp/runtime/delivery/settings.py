@@ -103,14 +103,16 @@ class GatewaySettings:
     sms: WebhookSettings | None = None
 
 
-_DELIVERY_KEYS = (
-    "attemptsPerChannel",
-    "backoffSeconds",
-    "maxBackoffSeconds",
-    "remindBeforeSeconds",
-    "sendTimeoutSeconds",
-    "concurrentSends",
-)
+# gateway.json's `delivery` members: the DeliverySettings field each sets (its default is the field's), and
+# whether it is a whole number
+_DELIVERY_KEYS = {
+    "attemptsPerChannel": ("attempts_per_channel", True),
+    "backoffSeconds": ("backoff_seconds", False),
+    "maxBackoffSeconds": ("max_backoff_seconds", False),
+    "remindBeforeSeconds": ("remind_before_seconds", False),
+    "sendTimeoutSeconds": ("send_timeout_seconds", False),
+    "concurrentSends": ("concurrent_sends", True),
+}
 
 
 def _positive(raw: Mapping[str, Any], key: str, default: float, path: str, whole: bool = False) -> Any:
@@ -139,13 +141,12 @@ def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySet
         raise _bad(
             f"$.delivery.{name}", f"unknown delivery setting {name!r}", f"use one of {', '.join(_DELIVERY_KEYS)}"
         )
+    defaults = DeliverySettings()
     delivery = DeliverySettings(
-        attempts_per_channel=_positive(d, "attemptsPerChannel", 3, "$.delivery", whole=True),
-        backoff_seconds=_positive(d, "backoffSeconds", 30, "$.delivery"),
-        max_backoff_seconds=_positive(d, "maxBackoffSeconds", 600, "$.delivery"),
-        remind_before_seconds=_positive(d, "remindBeforeSeconds", 900, "$.delivery"),
-        send_timeout_seconds=_positive(d, "sendTimeoutSeconds", 10, "$.delivery"),
-        concurrent_sends=_positive(d, "concurrentSends", 8, "$.delivery", whole=True),
+        **{
+            field: _positive(d, key, getattr(defaults, field), "$.delivery", whole)
+            for key, (field, whole) in _DELIVERY_KEYS.items()
+        }
     )
     channels = raw.get("channels", {})
     if not isinstance(channels, dict) or set(channels) - {"email", "chat", "sms"}:
