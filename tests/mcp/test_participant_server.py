@@ -11,14 +11,14 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import Server
 
-from hatp_mcp.core.model.messages import LockAcquireRequest
+from hatp_mcp.core.model.messages import LockAcquireRequest, PrepareRequest
 from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
 from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
 from hatp_mcp.runtime.clock import FakeClock
 from servers import airline
 from servers._participant import build
-from tests.coordinators import decision_for
+from tests.coordinators import COORDINATOR, decision_for
 from tests.mcp.toy import Toy, plan, toy_server
 
 pytestmark = pytest.mark.anyio
@@ -163,3 +163,24 @@ async def test_HATP_MCP_51_the_suites_participant_servers_offer_locks_only_with_
         inv2.close()
     assert refused.value.error.code == types.METHOD_NOT_FOUND
     assert (granted["owner"], granted["token"]) == ("mallory", 1)  # served on request, and then open to anyone
+
+
+@pytest.mark.parametrize(("field", "value"), [("createdAt", "2026-11-29T10:00:00Z\n"), ("txnId", "txn-toy-0001\n")])
+async def test_HATP_OBJ_3_a_signed_prepare_whose_plan_has_a_trailing_newline_in_a_format_is_refused_and_holds_nothing(
+    clock: FakeClock, field: str, value: str
+) -> None:
+    """Proven by the trusted coordinator, so only the format check stands in the way: "...Z\n" would have been
+    read as the same instant (and "txn-toy-0001\n" as the same id) under other bytes."""
+    toy = Toy(clock)
+    p = plan()
+    params = PrepareRequest(
+        txn_id=p.txn_id, branch_id="seat", plan_digest=p.digest(), plan=p, coordinator=COORDINATOR
+    ).wire()
+    params["plan"][field] = value
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            with pytest.raises(MCPError) as refused:
+                await send(client, "hatp/txn/prepare", toy.signer("prepare", params))
+    assert refused.value.code == -32602
+    assert (refused.value.data["rule"], refused.value.data["path"]) == ("HATP-OBJ-3", f"plan.{field}")
+    assert toy.op.held == set() and toy.op.booked == set()
