@@ -208,13 +208,20 @@ class Saga:
 
     async def rollback(self, reason: str = "rolled back on request") -> SagaStatus:
         """Undo what was done, last first, to the end (ROLLED_BACK or ROLLBACK_FAILED). Raises HatpError HATP-JRN-1
-        when the saga is not in progress."""
+        when the saga is not in progress.
+
+        Once begun it runs to its end even when the caller is cancelled (HATP-JRN-18): the cancellation takes effect
+        after. The wait is bounded: each call by `call_timeout`, the retries by the saga's RetryPolicy."""
         async with self._lock:
-            return await self._drive(await self._feed(Rollback(reason=reason)))
+            with anyio.CancelScope(shield=True):
+                status = await self._drive(await self._feed(Rollback(reason=reason)))
+            return status
 
     async def recover(self, policy: str) -> SagaStatus:
         async with self._lock:
-            return await self._drive(await self._feed(Recovered(policy=policy)))
+            with anyio.CancelScope(shield=True):  # HATP-JRN-18, as rollback
+                status = await self._drive(await self._feed(Recovered(policy=policy)))
+            return status
 
     # -- the driver -----------------------------------------------------------------------------------------
     async def _feed(self, event: Event) -> list[Command]:
@@ -387,7 +394,7 @@ class Journal:
             _current.reset(token)
             if saga.status is not SagaStatus.IN_PROGRESS:
                 raise
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):  # (taking the saga's lock would raise in a cancelled scope)
                 status = await saga.rollback(f"{type(exc).__name__}: {exc}")
             if not isinstance(exc, Exception):
                 raise  # a cancellation stays a cancellation, once the rollback is done

@@ -326,6 +326,44 @@ async def test_a_cancelled_saga_is_rolled_back_before_the_cancellation_goes_on(c
     assert (await j.get("saga-1")).status is SagaStatus.ROLLED_BACK and shop.kinds() == ["mark", "unmark"]
 
 
+@pytest.mark.anyio
+async def test_a_rollback_whose_caller_is_cancelled_runs_to_its_end_HATP_JRN_18(clock: FakeClock) -> None:
+    """Planted: the agent's saga_rollback request is cancelled (or times out on its side) while the journal waits to
+    retry a failed undo. Before HATP-JRN-18 the rollback stopped there: the saga stayed FAILED with a step UNDOING,
+    nothing was undone, and a second rollback was refused (HATP-JRN-1) until the process restarted."""
+    shop = Shop()
+    shop.undo_failures["refund"] = 1
+    t = shop.tools()
+    j = journal(MemoryJournalStore(), shop, clock, retry=RetryPolicy(max_attempts=5, base_ms=1000, factor=2))
+    await j.recover()
+    saga = await j.begin("return-882", "saga-1")
+    await saga.run(t["mark_returned"], {"item": "882"})
+    await saga.run(t["refund"], {"item": "882", "usd": "40.00"})
+    finished: list[SagaStatus] = []
+    caller = anyio.CancelScope()
+
+    async def agent_rolls_back() -> None:
+        with caller:
+            finished.append(await saga.rollback("the agent gave up"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent_rolls_back)
+        await until(lambda: last_entry(j, "saga-1") == "undo.failed")  # the refund's undo failed once
+        await until(lambda: clock.sleepers == 1)  # its retry waits on the clock
+        caller.cancel()  # the caller goes away
+        await anyio.wait_all_tasks_blocked()
+        still_rolling_back = (saga.status, shop.kinds())  # (asserted outside: a failure here would wait forever)
+        due = clock.next_deadline()
+        assert due is not None
+        clock.set(due)  # the retry is due: the rollback goes on although its caller was cancelled
+    assert still_rolling_back == (SagaStatus.FAILED, ["mark", "refund"])  # not abandoned when its caller went away
+    assert caller.cancel_called and finished == [SagaStatus.ROLLED_BACK]  # it ran to its end, then returned
+    assert saga.status is SagaStatus.ROLLED_BACK and shop.kinds() == ["mark", "refund", "unrefund", "unmark"]
+    assert shop.calls.count("unrefund saga-1:s2:1:undo") == 2  # the retry, with the same key
+    assert saga.record()["events"][-1]["event"] == "saga.closed"
+    verify_journal(saga.record(), RING)
+
+
 def test_a_pivot_declares_no_undo_and_the_journal_needs_a_journal_key() -> None:
     async def run(args: dict[str, Any], key: str) -> None:
         return None
