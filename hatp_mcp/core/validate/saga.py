@@ -101,7 +101,8 @@ class SagaPlan(_Strict):
 
 def step_key_hash(step: dict[str, Any]) -> str:
     """sha256 hex of the RFC 8785 form of a step as received, without its own `idempotencyKey` member."""
-    body = {k: v for k, v in step.items() if k != "idempotencyKey"}
+    body = dict(step)  # a copy, then the key out: a third of a comprehension's cost
+    body.pop("idempotencyKey", None)
     return hashlib.sha256(canonical(body, allow_floats=True)).hexdigest()
 
 
@@ -327,7 +328,9 @@ def _keys_and_ids(view: SagaView) -> list[Violation]:
     out: list[Violation] = []
     seen: dict[str, int] = {}
     head = f"{view.saga_id}:"
-    for i, s in enumerate(view.steps):
+    steps = view.steps
+    # every step when ids are shared (each reuse names the first); else only the steps whose key is not the id's
+    for i in range(len(ids)) if shared else view.odd_keys:
         sid = ids[i]
         if sid in seen:
             out.append(
@@ -339,7 +342,7 @@ def _keys_and_ids(view: SagaView) -> list[Violation]:
                 )
             )
         seen.setdefault(sid, i)
-        base, key = head + sid, s["idempotencyKey"]
+        base, key = head + sid, steps[i]["idempotencyKey"]
         if key == base:
             continue
         if not key.startswith(base + ":"):
@@ -643,5 +646,5 @@ def validate_saga(value: Any, now: datetime) -> list[Violation]:
         return refinements
     out: list[Violation] = []
     for _name, check in SAGA_CHECKS:
-        out.extend(check(view, value, now))
+        out += check(view, value, now)
     return out
