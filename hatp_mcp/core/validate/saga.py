@@ -153,7 +153,7 @@ class SagaView:
         self.classes = classes  # each step's class
         self.shipped = shipped  # the class of each step that ships a compensation, in step order
         self.odd_keys = odd_keys  # the steps whose idempotencyKey is not `<sagaId>:<id>`
-        self.windows = windows  # the steps that declare undoTtlSeconds
+        self.windows = windows  # the compensable steps before the pivot that declare undoTtlSeconds
         self.spent = spent  # each maxSpendEur declared, as a float, in step order
 
 
@@ -260,7 +260,8 @@ def _view_of_json(value: Any) -> SagaView | None:
                 if ttl is not None:
                     if not (type(ttl) is int and ttl > 0):
                         return None
-                    windows.append(len(ids))
+                    if len(ids) < pivot and cls == "compensable":  # a window that undo-ttl must prove
+                        windows.append(len(ids))
                 if duration is not None and not (type(duration) is int and duration >= 0):
                     return None
                 if spend is not None:
@@ -505,13 +506,7 @@ def check_undo_ttl(view: SagaView, raw: dict[str, Any], now: datetime) -> list[V
     p, steps = view.pivot, view.steps
     if p >= len(steps):
         return []  # pivot-ordering owns this failure
-    classes = view.classes
-    windows: list[int] = []  # the compensable steps before the pivot that declare a window, in step order
-    for i in view.windows:
-        if i >= p:
-            break
-        if classes[i] == "compensable":
-            windows.append(i)
+    windows = view.windows  # the compensable steps before the pivot that declare a window, in step order
     if not windows:
         return []  # no window to outlast
     # One backward pass over the steps after the first window up to the pivot: the unbounded steps, and for each
