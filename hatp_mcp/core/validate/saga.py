@@ -29,7 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.validate.violation import Violation, schema_violations
+from hatp_mcp.core.validate.violation import Violation, schema_violations, violation
 
 __all__ = ["SAGA_CHECKS", "SagaCheck", "SagaPlan", "SagaStep", "SagaView", "step_key_hash", "validate_saga"]
 
@@ -101,7 +101,8 @@ class SagaPlan(_Strict):
 
 def step_key_hash(step: dict[str, Any]) -> str:
     """sha256 hex of the RFC 8785 form of a step as received, without its own `idempotencyKey` member."""
-    body = {k: v for k, v in step.items() if k != "idempotencyKey"}
+    body = dict(step)  # a copy, then the key out: a third of a comprehension's cost
+    body.pop("idempotencyKey", None)
     return hashlib.sha256(canonical(body, allow_floats=True)).hexdigest()
 
 
@@ -152,21 +153,12 @@ class SagaView:
         self.classes = classes  # each step's class
         self.shipped = shipped  # the class of each step that ships a compensation, in step order
         self.odd_keys = odd_keys  # the steps whose idempotencyKey is not `<sagaId>:<id>`
-        self.windows = windows  # the steps that declare undoTtlSeconds
+        self.windows = windows  # the compensable steps before the pivot that declare undoTtlSeconds
         self.spent = spent  # each maxSpendEur declared, as a float, in step order
 
 
 _CLASSES = frozenset({"compensable", "retriable", "irreversible"})
 _EXACT = 2**53  # an int up to this is the float the model's strict float field makes of it, exactly
-
-
-def _encodable(text: str) -> bool:
-    """Whether the model's string fields take `text`: a lone surrogate has no UTF-8 form, and the model refuses it."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _spend(step: dict[str, Any]) -> float | None:
@@ -188,11 +180,13 @@ def _view_of_json(value: Any) -> SagaView | None:
     try:
         saga_id, version, author = value["sagaId"], value["planVersion"], value["authoredBy"]
         signature, pivot, mandate, steps = value["signature"], value["pivotIndex"], value["mandate"], value["steps"]
-        comment = value.get("$comment")
+        if len(value) != 7:
+            comment = value["$comment"]
+            # a lone surrogate has no UTF-8 form and the model refuses it: encode raises UnicodeEncodeError
+            if not (len(value) == 8 and type(comment) is str and (comment.isascii() or comment.encode())):
+                return None
         if not (
-            len(value) == 7 + (comment is not None)
-            and (comment is None or (type(comment) is str and (comment.isascii() or _encodable(comment))))
-            and type(saga_id) is str
+            type(saga_id) is str
             and saga_id
             and type(version) is int
             and version > 0
@@ -215,7 +209,7 @@ def _view_of_json(value: Any) -> SagaView | None:
             cap = float(cap)
         elif type(cap) is not float or not cap >= 0:  # NaN fails too
             return None
-        head = f"{saga_id}:"
+        head = saga_id + ":"
         ids: list[str] = []
         classes: list[str] = []
         shipped: list[str] = []
@@ -226,31 +220,37 @@ def _view_of_json(value: Any) -> SagaView | None:
         for s in steps:  # the step's index is len(ids)
             if type(s) is not dict:
                 return None
-            sid, tool, cls, key = s["id"], s["tool"], s["class"], s["idempotencyKey"]
+            sid = s["id"]
+            tool = s["tool"]
+            cls = s["class"]
+            key = s["idempotencyKey"]
             if not (
                 type(sid) is str
                 and sid
                 and type(tool) is str
                 and tool
                 and type(key) is str
-                and key
                 and type(cls) is str
                 and cls in _CLASSES
             ):
                 return None
-            if len(s) > 4:
-                comp, ttl = s.get("compensation"), s.get("undoTtlSeconds")
-                spend, duration = s.get("maxSpendEur"), s.get("maxDurationSeconds")
-                if len(s) != 4 + (comp is not None) + (ttl is not None) + (spend is not None) + (duration is not None):
+            n = len(s)
+            if n != 4:
+                comp = s.get("compensation")
+                ttl = s.get("undoTtlSeconds")
+                spend = s.get("maxSpendEur")
+                duration = s.get("maxDurationSeconds")
+                if n != 4 + (comp is not None) + (ttl is not None) + (spend is not None) + (duration is not None):
                     return None  # an unknown or null member
                 if comp is not None:
                     if type(comp) is not dict:
                         return None
-                    undo, args = comp.get("tool"), comp.get("args")
-                    if not (type(undo) is str and undo and len(comp) == 1 + (args is not None)):
+                    undo = comp["tool"]
+                    if not (type(undo) is str and undo):
                         return None
-                    if args is not None:
-                        if type(args) is not dict:
+                    if len(comp) != 1:
+                        args = comp["args"]
+                        if not (type(args) is dict and len(comp) == 2):
                             return None
                         for k in args:
                             if type(k) is not str:
@@ -260,7 +260,8 @@ def _view_of_json(value: Any) -> SagaView | None:
                 if ttl is not None:
                     if not (type(ttl) is int and ttl > 0):
                         return None
-                    windows.append(len(ids))
+                    if len(ids) < pivot and cls == "compensable":  # a window that undo-ttl must prove
+                        windows.append(len(ids))
                 if duration is not None and not (type(duration) is int and duration >= 0):
                     return None
                 if spend is not None:
@@ -271,17 +272,19 @@ def _view_of_json(value: Any) -> SagaView | None:
                     else:
                         return None
             if key != head + sid:  # else the key's text is checked with the saga's id and the step's
+                if not key:
+                    return None
                 odd_keys.append(len(ids))
                 texts.append(key)
             ids.append(sid)
             classes.append(cls)
             texts.append(tool)
         text = "".join(ids) + "".join(texts)
-        if not (text.isascii() or _encodable(text)):
+        if not (text.isascii() or text.encode()):
             return None
         # parse_ts refuses (ValueError) what the model's timestamp check refuses
         return SagaView(saga_id, pivot, cap, expires_at, steps, ids, classes, shipped, odd_keys, windows, spent)
-    except (KeyError, ValueError):  # a required member missing, or a timestamp parse_ts refuses
+    except (KeyError, ValueError):  # a required member missing, a lone surrogate, a timestamp parse_ts refuses
         return None
 
 
@@ -326,36 +329,38 @@ def _keys_and_ids(view: SagaView) -> list[Violation]:
     out: list[Violation] = []
     seen: dict[str, int] = {}
     head = f"{view.saga_id}:"
-    for i, s in enumerate(view.steps):
+    steps = view.steps
+    # every step when ids are shared (each reuse names the first); else only the steps whose key is not the id's
+    for i in range(len(ids)) if shared else view.odd_keys:
         sid = ids[i]
         if sid in seen:
             out.append(
-                Violation(
-                    rule="schema",
-                    path=f"steps[{i}].id",
-                    message=f'steps[{i}] reuses the id "{sid}" of steps[{seen[sid]}]: idempotency keys derive '
+                violation(
+                    "schema",
+                    f"steps[{i}].id",
+                    f'steps[{i}] reuses the id "{sid}" of steps[{seen[sid]}]: idempotency keys derive '
                     f"from step ids, so two steps would share one. Give each step its own id.",
                 )
             )
         seen.setdefault(sid, i)
-        base, key = head + sid, s["idempotencyKey"]
+        base, key = head + sid, steps[i]["idempotencyKey"]
         if key == base:
             continue
         if not key.startswith(base + ":"):
             out.append(
-                Violation(
-                    rule="schema",
-                    path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{sid}" carries idempotencyKey "{key}", but a key is derived as '
+                violation(
+                    "schema",
+                    f"steps[{i}].idempotencyKey",
+                    f'Step "{sid}" carries idempotencyKey "{key}", but a key is derived as '
                     f'"<sagaId>:<stepId>[:<sha256>]". Use "{base}" or "{base}:<sha256 of the step>".',
                 )
             )
         elif not _HEX64.fullmatch(key[len(base) + 1 :]):
             out.append(
-                Violation(
-                    rule="schema",
-                    path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{sid}" carries idempotencyKey "{key}": what follows "{base}:" must be a sha256 '
+                violation(
+                    "schema",
+                    f"steps[{i}].idempotencyKey",
+                    f'Step "{sid}" carries idempotencyKey "{key}": what follows "{base}:" must be a sha256 '
                     f'as 64 lowercase hex digits. Use "{base}" or "{base}:<sha256 of the step>".',
                 )
             )
@@ -368,10 +373,10 @@ def check_pivot_ordering(view: SagaView, raw: dict[str, Any], now: datetime) -> 
     n, p = len(classes), view.pivot
     if p >= n:
         return [
-            Violation(
-                rule="pivot-ordering",
-                path="pivotIndex",
-                message=f"pivotIndex is {p}, but the saga has {n} steps (indices 0..{n - 1}): the pivot must be a real "
+            violation(
+                "pivot-ordering",
+                "pivotIndex",
+                f"pivotIndex is {p}, but the saga has {n} steps (indices 0..{n - 1}): the pivot must be a real "
                 f"step. Point pivotIndex at the first irreversible step.",
             )
         ]
@@ -383,20 +388,20 @@ def check_pivot_ordering(view: SagaView, raw: dict[str, Any], now: datetime) -> 
         if i < p and c != "compensable":
             s = steps[i]
             out.append(
-                Violation(
-                    rule="pivot-ordering",
-                    path=f"steps[{i}].class",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) is {c} but comes before the pivot (index {p}): if a '
+                violation(
+                    "pivot-ordering",
+                    f"steps[{i}].class",
+                    f'Step "{s["id"]}" ({s["tool"]}) is {c} but comes before the pivot (index {p}): if a '
                     f"later step fails it cannot be undone. Make it compensable, or move it to or past the pivot.",
                 )
             )
         elif i >= p and c == "compensable":
             s = steps[i]
             out.append(
-                Violation(
-                    rule="pivot-ordering",
-                    path=f"steps[{i}].class",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) is compensable but sits at or after the pivot (index '
+                violation(
+                    "pivot-ordering",
+                    f"steps[{i}].class",
+                    f'Step "{s["id"]}" ({s["tool"]}) is compensable but sits at or after the pivot (index '
                     f"{p}), where nothing is rolled back: its compensation would never run. Move it before the "
                     f"pivot, or class it retriable or irreversible.",
                 )
@@ -414,20 +419,20 @@ def check_class_coherence(view: SagaView, raw: dict[str, Any], now: datetime) ->
         c, comp = classes[i], s.get("compensation")
         if c == "irreversible" and comp is not None:
             out.append(
-                Violation(
-                    rule="class-coherence",
-                    path=f"steps[{i}].compensation",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) claims irreversible and also ships an undo '
+                violation(
+                    "class-coherence",
+                    f"steps[{i}].compensation",
+                    f'Step "{s["id"]}" ({s["tool"]}) claims irreversible and also ships an undo '
                     f"({comp['tool']}): it is lying about one of them. Drop the compensation, or class it "
                     f"compensable.",
                 )
             )
         elif c == "compensable" and comp is None:
             out.append(
-                Violation(
-                    rule="class-coherence",
-                    path=f"steps[{i}].compensation",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) claims compensable but ships no compensation: a step '
+                violation(
+                    "class-coherence",
+                    f"steps[{i}].compensation",
+                    f'Step "{s["id"]}" ({s["tool"]}) claims compensable but ships no compensation: a step '
                     f"that can be undone must say how. Declare compensation {{tool, args}}, or class it differently.",
                 )
             )
@@ -448,10 +453,10 @@ def check_mandate(view: SagaView, raw: dict[str, Any], now: datetime) -> list[Vi
                 x = _spend(s)
                 if x is not None and x > cap:
                     out.append(
-                        Violation(
-                            rule="mandate",
-                            path=f"steps[{i}].maxSpendEur",
-                            message=f'Step "{s["id"]}" ({s["tool"]}) may spend {_eur(x)}, over the mandate\'s '
+                        violation(
+                            "mandate",
+                            f"steps[{i}].maxSpendEur",
+                            f'Step "{s["id"]}" ({s["tool"]}) may spend {_eur(x)}, over the mandate\'s '
                             f"{_eur(cap)}. Lower the step's spend, or ask the principal for a larger mandate.",
                         )
                     )
@@ -460,20 +465,20 @@ def check_mandate(view: SagaView, raw: dict[str, Any], now: datetime) -> list[Vi
             if total > cap:
                 parts = " + ".join(f"{s['id']} {x:g}" for s in view.steps if (x := _spend(s)) is not None)
                 out.append(
-                    Violation(
-                        rule="mandate",
-                        path="mandate.maxSpendEur",
-                        message=f"Together the steps may spend {_eur(total)} ({parts}), over the mandate's "
+                    violation(
+                        "mandate",
+                        "mandate.maxSpendEur",
+                        f"Together the steps may spend {_eur(total)} ({parts}), over the mandate's "
                         f"{_eur(cap)}, though each alone fits. Lower the spends by {_eur(total - cap)}, or ask for a "
                         f"larger mandate.",
                     )
                 )
     if view.expires <= now:
         out.append(
-            Violation(
-                rule="mandate",
-                path="mandate.expiresAt",
-                message=f"The mandate expired at {view.expires_at} and it is now "
+            violation(
+                "mandate",
+                "mandate.expiresAt",
+                f"The mandate expired at {view.expires_at} and it is now "
                 f"{now.strftime('%Y-%m-%dT%H:%M:%SZ')}: the plan must not outlive it. Ask the principal for a new "
                 f"mandate.",
             )
@@ -498,28 +503,37 @@ def check_undo_ttl(view: SagaView, raw: dict[str, Any], now: datetime) -> list[V
     Linear in the steps: the declared durations from each step to the pivot come from one suffix sum, each
     unbounded step is reported once, and messages name a bounded number of steps. A window that the declared
     durations alone already blow is reported too, even when an unbounded step on its path is also reported."""
-    p, steps, classes = view.pivot, view.steps, view.classes
+    p, steps = view.pivot, view.steps
     if p >= len(steps):
         return []  # pivot-ordering owns this failure
-    windows = [i for i in view.windows if i < p and classes[i] == "compensable"]
+    windows = view.windows  # the compensable steps before the pivot that declare a window, in step order
+    if not windows:
+        return []  # no window to outlast
+    # One backward pass over the steps after the first window up to the pivot: the unbounded steps, and for each
+    # window (the last first) the declared seconds from its end to the pivot's end and whether all are bounded.
+    first = windows[0]
+    unbounded: list[int] = []
+    worst: list[tuple[int, bool]] = []
+    k, declared = len(windows) - 1, 0
+    at = windows[k]
+    for j in range(p, first, -1):
+        d = steps[j].get("maxDurationSeconds")
+        if d is None:
+            unbounded.append(j)
+        else:
+            declared += d
+        if j - 1 == at:  # window indices are distinct: at most one ends here
+            worst.append((declared, not unbounded))
+            k -= 1
+            at = windows[k] if k >= 0 else -1
     out: list[Violation] = []
-    if windows:
-        # One backward pass over the steps after the first window up to the pivot: the unbounded steps, and for
-        # each window the declared seconds from its end to the pivot's end (and whether an unbounded step is on it).
-        first = windows[0]
-        unbounded: list[int] = []
-        worst: list[tuple[int, bool]] = [(0, True)] * len(windows)
-        k, declared = len(windows) - 1, 0
-        for j in range(p, first, -1):
-            d = steps[j].get("maxDurationSeconds")
-            if d is None:
-                unbounded.append(j)
-            else:
-                declared += d
-            while k >= 0 and windows[k] == j - 1:
-                worst[k] = (declared, not unbounded)
-                k -= 1
-        opener, pivot = steps[first], steps[p]
+    pivot = steps[p]
+    if unbounded:
+        opener = steps[first]
+        window = (
+            f'is unbounded, so the {opener["undoTtlSeconds"]}s undo window of "{opener["id"]}" ({opener["tool"]}) '
+            f'cannot be shown to last until the pivot "{pivot["id"]}" ends.'
+        )
         for j in reversed(unbounded):
             # the first window whose path holds step j is the one named; every window before j is blown by it
             s = steps[j]
@@ -528,29 +542,27 @@ def check_undo_ttl(view: SagaView, raw: dict[str, Any], now: datetime) -> list[V
             else:
                 fix = f'Declare maxDurationSeconds on the pivot "{s["id"]}".'
             out.append(
-                Violation(
-                    rule="undo-ttl",
-                    path=f"steps[{j}].maxDurationSeconds",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) declares no maxDurationSeconds: its worst-case duration '
-                    f'is unbounded, so the {opener["undoTtlSeconds"]}s undo window of "{opener["id"]}" '
-                    f'({opener["tool"]}) cannot be shown to last until the pivot "{pivot["id"]}" ends. {fix}',
+                violation(
+                    "undo-ttl",
+                    f"steps[{j}].maxDurationSeconds",
+                    f'Step "{s["id"]}" ({s["tool"]}) declares no maxDurationSeconds: its worst-case duration '
+                    f"{window} {fix}",
                 )
             )
-        for i, (seconds, bounded) in zip(windows, worst, strict=True):
-            s = steps[i]
-            ttl = s["undoTtlSeconds"]
-            if seconds <= ttl:
-                continue
-            parts = _parts(steps, i + 1, p)
+    for i in windows:
+        seconds, bounded = worst.pop()  # worst holds the last window first
+        s = steps[i]
+        ttl = s["undoTtlSeconds"]
+        if seconds > ttl:
             at_least = "" if bounded else "at least "
             out.append(
-                Violation(
-                    rule="undo-ttl",
-                    path=f"steps[{i}].undoTtlSeconds",
-                    message=f'The undo of "{s["id"]}" ({s["tool"]}) works for {ttl}s, but from its end to the end of '
-                    f'the pivot "{pivot["id"]}" can take {at_least}{seconds}s ({parts}): the rollback could expire '
-                    f"before the saga knows it needs it. Lengthen undoTtlSeconds to at least {seconds}, shorten "
-                    f"those steps, or move the step closer to the pivot.",
+                violation(
+                    "undo-ttl",
+                    f"steps[{i}].undoTtlSeconds",
+                    f'The undo of "{s["id"]}" ({s["tool"]}) works for {ttl}s, but from its end to the end of '
+                    f'the pivot "{pivot["id"]}" can take {at_least}{seconds}s ({_parts(steps, i + 1, p)}): the '
+                    f"rollback could expire before the saga knows it needs it. Lengthen undoTtlSeconds to at least "
+                    f"{seconds}, shorten those steps, or move the step closer to the pivot.",
                 )
             )
     if len(out) > 1:
@@ -577,10 +589,10 @@ def check_key_integrity(view: SagaView, raw: dict[str, Any], now: datetime) -> l
             actual = step_key_hash(raw_steps[i])
         except CanonicalError as exc:  # fail closed: a claim that cannot be checked is not a kept claim
             out.append(
-                Violation(
-                    rule="key-integrity",
-                    path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) claims the key hash "{claimed}", but the step has no '
+                violation(
+                    "key-integrity",
+                    f"steps[{i}].idempotencyKey",
+                    f'Step "{s["id"]}" ({s["tool"]}) claims the key hash "{claimed}", but the step has no '
                     f"exact RFC 8785 form ({exc.reason} at steps[{i}]{exc.path[1:]}), so the claim cannot be "
                     f"checked. {exc.fix or 'Remove that value'}, then recompute the key.",
                 )
@@ -588,10 +600,10 @@ def check_key_integrity(view: SagaView, raw: dict[str, Any], now: datetime) -> l
             continue
         if claimed != actual:
             out.append(
-                Violation(
-                    rule="key-integrity",
-                    path=f"steps[{i}].idempotencyKey",
-                    message=f'Step "{s["id"]}" ({s["tool"]}) carries the key hash "{claimed}", but the step\'s '
+                violation(
+                    "key-integrity",
+                    f"steps[{i}].idempotencyKey",
+                    f'Step "{s["id"]}" ({s["tool"]}) carries the key hash "{claimed}", but the step\'s '
                     f'canonical bytes hash to "{actual}": same key, different bytes, exactly the replay the key '
                     f'exists to catch. Recompute the key as "{prefix}{actual}", or restore the step it was computed '
                     f"over.",
@@ -629,5 +641,5 @@ def validate_saga(value: Any, now: datetime) -> list[Violation]:
         return refinements
     out: list[Violation] = []
     for _name, check in SAGA_CHECKS:
-        out.extend(check(view, value, now))
+        out += check(view, value, now)
     return out

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from hatp_mcp.core.model.wire import error_path, explain
 
-__all__ = ["Check", "Violation", "schema_violations"]
+__all__ = ["Check", "Violation", "schema_violations", "violation"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +30,22 @@ class Violation:
 
     def to_dict(self) -> dict[str, str]:
         return {"rule": self.rule, "path": self.path, "message": self.message}
+
+
+_new = object.__new__
+# The slots' own setters: they write a field of a frozen instance without going through its __setattr__.
+_set_rule, _set_path, _set_message = (Violation.__dict__[f].__set__ for f in ("rule", "path", "message"))
+
+
+def violation(rule: str, path: str, message: str) -> Violation:
+    """`Violation(rule=rule, path=path, message=message)`, for validators that report in a hot loop: the frozen
+    dataclass's `__init__` sets each field through `object.__setattr__` (about 450 ns a violation on this kind of
+    machine, against about 200 ns here). The result is the same frozen Violation: equal, hashed and printed alike."""
+    v = _new(Violation)
+    _set_rule(v, rule)
+    _set_path(v, path)
+    _set_message(v, message)
+    return v
 
 
 Check = Callable[[Any, datetime], list[Violation]]
