@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["children", "cpu_seconds", "own_cpu"]
+__all__ = ["children", "cpu_seconds", "main_thread_cpu", "own_cpu"]
 
 
 def children(pid: int | None = None) -> list[int]:
@@ -46,3 +46,13 @@ def cpu_seconds(pid: int) -> float:
 def own_cpu() -> float:
     """This process's CPU seconds, every thread."""
     return time.process_time()
+
+
+def main_thread_cpu() -> float:
+    """CPU seconds of this process's main thread alone (the one running the bench's event loop: the coordinator's
+    protocol work and the MCP client's), so what the other threads spent (the durable log's worker, which waits in
+    fsync) is the rest of own_cpu(); 0.0 where /proc is not there."""
+    try:
+        return int(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0

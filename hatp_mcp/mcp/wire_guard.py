@@ -12,6 +12,14 @@ drop it unanswered and leave the client waiting for its timeout.
   (hatp_mcp/mcp/stdio_pipes.py); a refused request's error is written to the same pipe, between whole lines.
 - streamable HTTP: `GuardedApp(app)` wraps the Starlette app; a refused POST is answered 400 with the error.
 
+Most messages are the compact JSON an SDK writes: `_fast_load` parses those with orjson and takes the value only
+when orjson prints it back as exactly the same bytes, which proves there was nothing the strict parser would
+refuse or read differently (a duplicate member prints once, so the bytes differ; NaN, infinities, a lone surrogate,
+a byte-order mark or bad UTF-8 make orjson fail; a number printed back the same is a finite double or a 64-bit
+integer, read alike by both). Anything else (spacing, escapes written otherwise, any doubt) goes to the strict
+parser, `load_json`, which alone ever refuses: the verdicts are the same (tests/mcp/test_wire_guard.py checks the
+fast path against it).
+
 A refused message whose id cannot be read (it is not JSON, or not an object) is answered with id null, as
 JSON-RPC 2.0 section 5.1 says; a refused notification (an object without an id) is not answered, as JSON-RPC
 says of every notification. This module knows no HATP method.
@@ -24,7 +32,9 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from hatp_mcp.core.model.wire import MAX_BYTES, WireError, load_json
+import orjson
+
+from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH, WireError, load_json
 
 __all__ = ["GuardedApp", "check", "screen_line"]
 
@@ -118,13 +128,49 @@ def _too_large(size: int, head: bytes) -> dict[str, Any]:
     )
 
 
+def _deeper_than(value: Any, levels: int) -> bool:
+    """True when `value` nests containers more than `levels` deep (the value itself one level when a container)."""
+    if not isinstance(value, dict | list):
+        return False
+    if levels < 1:
+        return True
+    for child in value.values() if isinstance(value, dict) else value:
+        if isinstance(child, dict | list) and _deeper_than(child, levels - 1):
+            return True
+    return False
+
+
+def _fast_load(raw: bytes) -> Any:
+    """The message's value when orjson reads it and prints back exactly `raw` within the depth limit (see the
+    module docstring), else None: then only the strict parser decides."""
+    try:
+        value = orjson.loads(raw)
+        if orjson.dumps(value) != raw:
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError):
+        return None
+    if value is None:
+        return None
+    # The message's own object is not a level of its params (load_json's envelope=1). Each level opens with its own
+    # bracket, so a message with no more brackets than levels allowed (counted in strings too) is within them.
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH + 1 and _deeper_than(value, MAX_DEPTH + 1):
+        return None
+    return value
+
+
+def _load(raw: bytes) -> Any:
+    """The message's value. Raises WireError as load_json does (the strict parser decides every refusal)."""
+    value = _fast_load(raw) if len(raw) <= MAX_BYTES else None
+    return value if value is not None else load_json(raw, "the message", envelope=1)
+
+
 def check(raw: bytes) -> dict[str, Any] | None:
     """The JSON-RPC error for a message that breaks HATP-OBJ-1/2 or is not one JSON-RPC object with object
     params, or None when it is within the limits."""
     if len(raw) > MAX_BYTES + ENVELOPE_BYTES:
         return _too_large(len(raw), raw)
     try:
-        value = load_json(raw, "the message", envelope=1)
+        value = _load(raw)
     except WireError as exc:
         code = PARSE_ERROR if exc.rule == "HATP-OBJ-1" else INVALID_REQUEST
         return _error(_id_of(raw), code, exc.rule, exc.reason, exc.fix or "send one UTF-8 JSON object per message")

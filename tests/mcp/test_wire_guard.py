@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -9,11 +10,16 @@ from typing import Any
 
 import anyio
 import httpx2
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH
+from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH, WireError, load_json
+from hatp_mcp.mcp import wire_guard
 from hatp_mcp.mcp.launch import ROOT, launch_http
 from hatp_mcp.mcp.wire_guard import check, screen_line
+from tests.fuzz.strategies import TRIP, hostile_json, mutated
 
 
 def _request(params: Any, msg_id: object = 7, method: str = "hatp/directory/resolve") -> bytes:
@@ -31,6 +37,87 @@ def _refused(raw: bytes) -> tuple[object, int, str]:
     verdict = check(raw)
     assert verdict is not None, raw[:80]
     return verdict["id"], verdict["error"]["code"], verdict["error"]["data"]["rule"]
+
+
+def _typed(value: Any) -> Any:
+    """`value` with every leaf tagged by its type: 1 and 1.0 and True compare unequal here."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+_BENDS = (
+    (b"", b""),
+    (b'{"jsonrpc":"2.0",', b'{"jsonrpc":"2.0","jsonrpc":"2.0",'),  # a duplicate member, compact
+    (b'"id":1', b'"id":1,"id":2'),
+    (b":1", b":NaN"),
+    (b":1", b":1e400"),
+    (b":1", b":123456789012345678901234567890"),  # beyond 64 bits: orjson reads a float, json an int
+    (b":1", b":-0"),
+    (b":1", b":1.0e0"),
+    (b":1", b":18446744073709551615"),
+    (b'"seat"', b'"\\ud800"'),
+    (b'"seat"', b'"\\ud83d\\ude00"'),
+    (b'"seat"', b'"\\u0041"'),
+    (b'"seat"', b'"\\/"'),
+    (b'"2.0"', b'"2.0\\u007f"'),
+    (b",", b", "),
+    (b"{", b"\xef\xbb\xbf{"),
+    (b'"seat"', b'"\xff"'),
+)
+
+
+@st.composite
+def _compact_messages(draw: st.DrawFn) -> bytes:
+    """Messages in the compact form an SDK writes (what the fast path reads), then bent where the strict parser
+    refuses or reads otherwise: duplicates, NaN, overflow, integers past 64 bits, -0, escapes, spacing, a BOM, bad
+    UTF-8, depth around the limit."""
+    params = draw(mutated(TRIP) | hostile_json)
+    envelope = {"jsonrpc": "2.0", "id": 1, "method": "hatp/txn/prepare", "params": params}
+    try:
+        raw = orjson.dumps(envelope)
+    except (orjson.JSONEncodeError, TypeError):
+        raw = json.dumps(envelope, separators=(",", ":"), allow_nan=True).encode("utf-8", errors="surrogatepass")
+    old, new = draw(st.sampled_from(_BENDS))
+    if old:
+        raw = raw.replace(old, new, 1)
+    if draw(st.booleans()):
+        levels = draw(st.integers(min_value=MAX_DEPTH - 2, max_value=MAX_DEPTH + 3))
+        raw = raw.replace(b'"params":', b'"params":' + b'{"a":' * levels, 1)
+        raw = raw[:-1] + b"}" * levels + b"}" if raw.endswith(b"}") else raw
+    return raw
+
+
+@settings(max_examples=600, deadline=None)
+@given(_compact_messages())
+def test_the_fast_reader_gives_the_verdicts_and_values_of_the_strict_parser(raw: bytes) -> None:
+    fast = wire_guard._fast_load(raw)
+    if fast is not None:  # taken only when the strict parser reads the same value, type by type
+        assert _typed(load_json(raw, "the message", envelope=1)) == _typed(fast)
+    original = wire_guard._fast_load
+    try:
+        wire_guard._fast_load = lambda _raw: None  # the strict parser alone: the oracle
+        strict = check(raw)
+    finally:
+        wire_guard._fast_load = original
+    assert check(raw) == strict
+
+
+def test_the_fast_reader_takes_compact_messages_and_leaves_the_rest_to_the_strict_parser() -> None:
+    compact = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"plan": TRIP}})
+    assert wire_guard._fast_load(compact) is not None  # what the SDK sends: read once, fast
+    for doubtful in (
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,"a":2}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":123456789012345678901234567890}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "m"}',
+    ):
+        assert wire_guard._fast_load(doubtful) is None
+        with pytest.raises(WireError) if b'"a":1,"a"' in doubtful else contextlib.nullcontext():
+            load_json(doubtful, "the message", envelope=1)
+    deep = b'{"params":' + b'{"a":' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1) + b"}"
+    assert wire_guard._fast_load(deep) is None  # past the limit: the strict parser refuses it (HATP-OBJ-2)
 
 
 def test_a_message_within_the_limits_passes() -> None:
