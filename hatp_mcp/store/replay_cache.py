@@ -19,7 +19,7 @@ from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["SQLITE_SCHEMA", "ReplayCache", "SqliteReplayCache"]
+__all__ = ["SQLITE_SCHEMA", "WAL_PAGES", "ReplayCache", "SqliteReplayCache"]
 
 _SQLITE_V1 = """
 CREATE TABLE IF NOT EXISTS used_nonce (
@@ -66,6 +66,41 @@ class ReplayCache(Protocol):
         ...
 
 
+# The write-ahead log's size in pages once a cache is open: SQLite's own checkpoint threshold (wal_autocheckpoint), so
+# the log stays about this long from the first call on.
+WAL_PAGES = 1000
+
+
+def _presize_wal(db: sqlite3.Connection, path: str | Path) -> None:
+    """Grow the write-ahead log to WAL_PAGES pages now, through SQLite itself, so that a spend never grows it.
+
+    Every spend is one fdatasync of the log (synchronous=FULL). While the log is growing, that fdatasync must also
+    make the file's new size durable, which here costs a second device flush (a commit on a growing log measured
+    about twice as long as one on a log of constant size). After a complete checkpoint SQLite writes the log again
+    from its start, and keeps its size, so a log grown once to the checkpoint threshold never grows again while the
+    cache is open. The same durable point stays: the nonce is in the log, and the log fdatasync'd, before the call
+    runs. Costs one write of WAL_PAGES pages at open (a scratch table filled and dropped, then checkpointed: its
+    pages stay in the file as free pages, reused as the cache grows). Nothing for an in-memory cache."""
+    if str(path) == ":memory:" or db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        return
+    page = int(db.execute("PRAGMA page_size").fetchone()[0])
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size >= page * WAL_PAGES:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS wal_presize (b BLOB)")
+        db.execute("INSERT INTO wal_presize VALUES (zeroblob(?))", (page * WAL_PAGES,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute(
+        "DROP TABLE IF EXISTS wal_presize"
+    )  # its own transaction: a table dropped where it was filled writes nothing
+    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
 class SqliteReplayCache:
     """Used approval nonces and tool definition epochs of one or more gated servers. Thread-safe; `close()` it."""
 
@@ -74,6 +109,7 @@ class SqliteReplayCache:
         self._db: sqlite3.Connection = open_db(path)
         with self._lock:
             migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
+            _presize_wal(self._db, path)
 
     def close(self) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
+from hatp_mcp.store.replay_cache import WAL_PAGES, ReplayCache, SqliteReplayCache
 from hatp_mcp.store.sqlite import open_db
 from hatp_mcp.store.url import open_replay_cache
 from tests.store.conftest import Backend
@@ -124,3 +124,32 @@ def test_an_unchanged_tool_definition_is_read_without_waiting_for_another_writer
     changed = NOW + timedelta(hours=2)
     assert cache.note_definition(SERVER, "charge_card", "sha256:" + "b" * 64, changed) == changed
     cache.close()
+
+
+def test_the_log_is_grown_once_at_open_so_no_spend_grows_it_and_every_spend_stays_committed(tmp_path: Path) -> None:
+    """A spend on a growing write-ahead log must make the file's new size durable too (a second device flush): the
+    cache grows its log to the checkpoint threshold when it opens, and the log then keeps its size. Each spend is
+    still committed before it returns (another connection sees it), across a reopen too, and the scratch table the
+    log was grown with is gone."""
+    path = tmp_path / "gate.db"
+    cache = SqliteReplayCache(path)
+    wal = Path(f"{path}-wal")
+    other = open_db(path)
+    page = other.execute("PRAGMA page_size").fetchone()[0]
+    size = wal.stat().st_size
+    assert size >= page * WAL_PAGES
+    for i in range(150):  # past one checkpoint: the log is written again from its start
+        keys = [f"nonce-{i:020d}", f"approval:a{i}", f"proof:{i:020d}"]
+        assert cache.consume_all(SERVER, keys, approval_id=f"a{i}", expires_at="2026-11-29T10:15:00Z", now=NOW)
+        assert other.execute("SELECT count(*) FROM used_nonce WHERE approval_id = ?", (f"a{i}",)).fetchone()[0] == 3
+    assert wal.stat().st_size == size
+    other.close()
+    cache.close()
+    again = SqliteReplayCache(path)
+    assert again.seen(SERVER, "nonce-00000000000000000149") and not again.consume_all(
+        SERVER, ["approval:a7"], approval_id="x", expires_at="2026-11-29T10:15:00Z", now=NOW
+    )
+    look = open_db(path)
+    assert ("wal_presize",) not in look.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    look.close()
+    again.close()

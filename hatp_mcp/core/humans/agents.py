@@ -24,6 +24,7 @@ from hatp_mcp.core.humans.proof import MAX_AGE, MAX_SKEW
 from hatp_mcp.core.model.agent import AgentCard, AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import WellKnown
+from hatp_mcp.core.model.validated import was_validated
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 
@@ -161,6 +162,16 @@ def _refuse(rule: str, reason: str, path: str, fix: str) -> HatpError:
 def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any]]:
     fix = "send the agent's hatp.agent-request, signed with the key on its Directory-signed agent card"
     if isinstance(raw, AgentRequest):
+        if was_validated(raw):
+            # Validation made it (it came inside an Approval or an AskRecord that was parsed): validating its wire
+            # form again gives an equal request in the same normal form (tests/core/humans/test_agents.py proves
+            # it against the whole check below), so what is left is the unsigned case and a value without a
+            # canonical form.
+            if raw.signature is None:
+                raise _refuse("HATP-GW-47", "the agent request is unsigned or not in normal form", path, fix)
+            wire = raw.wire()
+            canonical(wire)  # raises the CanonicalError the whole check's normal-form comparison raises
+            return raw, wire
         raw = raw.wire()
     if not isinstance(raw, Mapping):
         raise _refuse("HATP-GW-47", "no signed agent request: who the agent acts for is not proven", path, fix)

@@ -26,6 +26,7 @@ from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.model.validated import was_validated
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 
@@ -147,6 +148,15 @@ def _refuse(rule: str, reason: str, path: str, fix: str = "") -> HatpError:
 
 def _parse(raw: object, path: str) -> tuple[HumanDecisionProof, Mapping[str, Any]]:
     if isinstance(raw, HumanDecisionProof):
+        if was_validated(raw):
+            # Validation made it (it came inside an Approval that was parsed): validating its wire form again
+            # gives an equal proof in the same normal form (tests/core/humans/test_proof.py proves it against
+            # the whole check below), so what is left is the unsigned case and a value without a canonical form.
+            if raw.signature is None:
+                raise _refuse("HATP-GW-19", "the decision proof is unsigned", f"{path}.signature")
+            wire = raw.wire()
+            canonical(wire)  # raises the CanonicalError the whole check's normal-form comparison raises
+            return raw, wire
         raw = raw.wire()
     if not isinstance(raw, Mapping):
         raise _refuse("HATP-GW-19", "a decision counts only with the person's signed proof", path)

@@ -7,15 +7,16 @@ votes, the gateway); approvals and routing records, the gateway; a HumanDecision
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.toolcall import ToolCall
+from hatp_mcp.core.model.validated import mark_validated
 
 __all__ = [
     "Approval",
@@ -141,6 +142,12 @@ class HumanDecisionProof(SignedModel):
     nonce: str = Field(min_length=16, max_length=128)
     # The terms the person approved under, when the ask has them (HATP-GW-32): the same object as the Ask's.
     terms: ApprovalTerms | None = None
+
+    @model_validator(mode="after")
+    def _validated(self) -> Self:
+        # Validation made this object: a verifier handed it need not validate its wire form again (validated.py).
+        mark_validated(self)
+        return self
 
 
 class PasskeyAssertion(WireModel):

@@ -4,13 +4,19 @@ signed requests (HATP-GW-47, HATP-GW-48). Each planted violation is refused with
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.humans import agents as agents_module
 from hatp_mcp.core.humans.agents import AgentKeys, verify_request
+from hatp_mcp.core.model.agent import AgentRequest
+from hatp_mcp.core.model.validated import was_validated
 from hatp_mcp.errors import HatpError
 from tests.acme_org import AGENT, agent_doc, agent_key, agent_keys, agent_request, directory_key, h, well_known
+from tests.core.model.test_validated import request_doc
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 DIGEST = "sha256:" + "cd" * 32
@@ -96,3 +102,43 @@ def test_HATP_GW_47_the_keyring_kept_for_an_agent_card_vouches_for_no_other_key_
     cards[AGENT] = good_card.model_copy(update={"keys": [rotated_key]})
     assert verdict(good).startswith("HATP-GW-47: the agent request's signature")
     assert verdict(agent_request(DIGEST, NOW, key=impostor)) == h("dana")
+
+
+def _read(raw: object) -> object:
+    """What agents._parse makes of `raw`: the request's and the document's wire forms, or the refusal."""
+    try:
+        got, doc = agents_module._parse(raw, "$.request")
+    except HatpError as exc:
+        return (exc.rule, exc.path, exc.reason, exc.fix)
+    return (got.wire(), dict(doc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=request_doc)
+def test_HATP_GW_47_a_request_validation_made_is_read_as_the_whole_check_reads_its_wire_form(
+    doc: dict[str, Any],
+) -> None:
+    """The fast path for a request that came inside a parsed Approval (no second validation, no normal-form
+    comparison) against the whole check of its wire form as the oracle: same request, same bytes, same refusal."""
+    try:
+        made = AgentRequest.model_validate(doc)
+    except ValueError:
+        return
+    assert was_validated(made)
+    assert _read(made) == _read(made.wire()) == _read(made.model_copy())  # a copy takes the whole check
+
+
+def test_HATP_GW_47_a_parsed_request_verifies_and_refuses_as_before_the_fast_path() -> None:
+    good = AgentRequest.model_validate(agent_request(DIGEST, NOW))
+    opts = {"subject": "tool-call", "subject_digest": DIGEST, "now": NOW}
+    assert verify_request(good, agent_keys(), **opts) == verify_request(good.model_copy(), agent_keys(), **opts)  # type: ignore[arg-type]
+    forged = AgentRequest.model_validate({**good.wire(), "nonce": "n" * 24})
+    refusals = []
+    for raw in (forged, forged.model_copy(), forged.wire()):
+        with pytest.raises(HatpError) as err:
+            verify_request(raw, agent_keys(), **opts)  # type: ignore[arg-type]
+        refusals.append((err.value.rule, err.value.path, err.value.reason))
+    assert refusals[0][0] == "HATP-GW-47" and refusals.count(refusals[0]) == 3
+    unsigned = AgentRequest.model_validate({**good.wire(), "signature": None})
+    assert _read(unsigned) == _read(unsigned.wire()) == _read(unsigned.model_copy())
+    assert _read(unsigned)[:2] == ("HATP-GW-47", "$.request")  # type: ignore[index]
