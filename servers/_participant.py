@@ -201,6 +201,11 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         help="TEST-ONLY fault injection: die (SIGKILL) right after a commit's effect, before its state is saved",
     )
     parser.add_argument(
+        "--crash-after-hold",
+        action="store_true",
+        help="TEST-ONLY fault injection: die (SIGKILL) right after a prepare's hold, before its transaction commits",
+    )
+    parser.add_argument(
         "--effects-apart",
         action="store_true",
         help="TEST-ONLY: keep the inventory in a database of its own, as an outside system's (HATP-PART-10/11)",
@@ -238,6 +243,7 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect
+        _InventoryOp.crash_after_hold = args.crash_after_hold
     except (OSError, ValueError, HatpError) as exc:  # HatpError: HATP-STORE-1/3
         log(f"{spec.name}: cannot start: {exc}")
         return 2
