@@ -60,6 +60,9 @@ class _InventoryOp(StoreOperation):
     # written and before the participant saves its state: the window HATP-PART-11 reconciles when the inventory is
     # a database of its own, and inside the one transaction (nothing kept) when it is the store's (HATP-PART-13).
     crash_after_effect = False
+    # TEST-ONLY fault point (--crash-after-hold): the process dies by SIGKILL right after a prepare's hold is
+    # written, inside the transaction that would keep it with the answer and the txnId's binding (HATP-TRUST-5)
+    crash_after_hold = False
 
     def __init__(self, inventory: Inventory, key: KeyFn) -> None:
         self.inventory = inventory
@@ -90,6 +93,8 @@ class _InventoryOp(StoreOperation):
 class HoldOp(_InventoryOp):
     def hold_now(self, txn_id: str, branch: Branch, lease: Lease) -> None:
         self.inventory.set_state(self.key(branch.args), "held", txn_id)
+        if self.crash_after_hold:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
         item = self.inventory.get(self.key(branch.args))

@@ -32,6 +32,7 @@ from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
+from hatp_mcp.store.txn_bindings import SqliteTxnBindings, TxnBindings, move_bindings
 from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
@@ -100,13 +101,22 @@ def build(
         )
     key = load_or_create_key(data, ["participant"])
     clock = SystemClock()
-    # HATP-TRUST-10; the txnId bindings live with the state (DATA/coordinators.db beside a SQLite one)
-    bindings = open_txn_bindings(url) if url.backend != "sqlite" else None
+    store = open_participant_store(url)
+    shared = store.database if isinstance(store, SqliteParticipantStore) and not apart else None
+    # HATP-TRUST-10; the txnId bindings live with the state (HATP-TRUST-5). In a SQLite state.db each binding is
+    # written by the transaction that keeps the request's state, when every effect is kept there too (deferred: no
+    # sync of its own); with effects apart, before them. An earlier release's DATA/coordinators.db moves in first.
+    bindings: TxnBindings
+    if isinstance(store, SqliteParticipantStore):
+        moved = move_bindings(data / "coordinators.db", store.database)
+        if moved:
+            log(f"{spec.name}: moved {moved} txnId bindings from coordinators.db into {store.database.where}")
+        bindings = SqliteTxnBindings(store.database, defer=shared is not None)
+    else:
+        bindings = open_txn_bindings(url)
     trust = open_trust(data, trusted_coordinators, clock, bindings)
     if trust.keyring is None:
         log(f"{spec.name}: WARNING no trusted coordinator; every state-changing request is refused (HATP-TRUST-6)")
-    store = open_participant_store(url)
-    shared = store.database if isinstance(store, SqliteParticipantStore) and not apart else None
     inventory = Inventory(data / "inventory.db" if shared is None else shared)
     operations: dict[str, Operation] = {o.name: o.op(inventory, o.key) for o in spec.ops}
     runtime = ParticipantRuntime(
@@ -191,6 +201,11 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         help="TEST-ONLY fault injection: die (SIGKILL) right after a commit's effect, before its state is saved",
     )
     parser.add_argument(
+        "--crash-after-hold",
+        action="store_true",
+        help="TEST-ONLY fault injection: die (SIGKILL) right after a prepare's hold, before its transaction commits",
+    )
+    parser.add_argument(
         "--effects-apart",
         action="store_true",
         help="TEST-ONLY: keep the inventory in a database of its own, as an outside system's (HATP-PART-10/11)",
@@ -228,6 +243,7 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect
+        _InventoryOp.crash_after_hold = args.crash_after_hold
     except (OSError, ValueError, HatpError) as exc:  # HatpError: HATP-STORE-1/3
         log(f"{spec.name}: cannot start: {exc}")
         return 2

@@ -102,15 +102,20 @@ def add_method(
         body = dict(params.model_extra or {})
         try:
             req = parse(model, body, method)
-            if trust is not None:
-                trust.admit(auth_method, body, bind=_names_its_plan(req))
-            if hold is not None:
-                await hold(req)
-            # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
-            # answer is kept and a repeated request gets it (HATP-MCP-6).
-            with anyio.CancelScope(shield=True):
-                async with gate:
-                    result = await call(req)
+            admitted = trust.admit(auth_method, body, bind=_names_its_plan(req)) if trust is not None else None
+            try:
+                if hold is not None:
+                    await hold(req)
+                # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
+                # answer is kept and a repeated request gets it (HATP-MCP-6).
+                with anyio.CancelScope(shield=True):
+                    async with gate:
+                        result = await call(req)
+            finally:
+                if trust is not None and admitted is not None:
+                    # HATP-TRUST-5: the binding is durable before any answer leaves (usually already, kept by the
+                    # transaction that kept the request's state; synchronous, so no cancellation cuts it short)
+                    trust.settle(admitted)
         except HatpError as exc:
             raise to_mcp_error(exc) from exc
         return result.wire()

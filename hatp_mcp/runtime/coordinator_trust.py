@@ -122,7 +122,9 @@ class TrustedCoordinators:
 
         `bind=False`: check only (a prepare whose plan is not the one its digest names, which the receiver then
         refuses, binds nothing). Nothing is written unless every check passed (the epoch kept is only ever raised,
-        by a request that passed every other check). Raises HatpError HATP-TRUST-1..7, 9 (STALE_COORDINATOR)."""
+        by a request that passed every other check). With bindings that defer their writes (a participant's, kept
+        with its state) the binding and epoch are visible to every later request at once and durable by `settle`,
+        which the caller runs before it answers. Raises HatpError HATP-TRUST-1..7, 9 (STALE_COORDINATOR)."""
         try:
             admitted = check_auth(method, params, self.keyring, self._clock.now())
         except HatpError as exc:
@@ -139,6 +141,12 @@ class TrustedCoordinators:
         if held is not None:  # fencing (HATP-TRUST-9): the highest epoch kept beside the binding, raised in one step
             check_epoch(admitted, self.bindings.advance(admitted.txn_id, admitted.epoch))
         return admitted
+
+    def settle(self, admitted: Admitted) -> None:
+        """Before the answer to an admitted request leaves: its txnId's binding and epoch are durable. Bindings kept
+        with a participant's state (deferred) are usually written already, by the transaction that kept the
+        request's state; else here, alone. Raises what the store raises (sqlite3.Error, HatpError HATP-TRUST-5)."""
+        self.bindings.settle(admitted.txn_id)
 
 
 def _fix(where: str) -> str:

@@ -6,7 +6,10 @@ logic: it stores what hatp_mcp.runtime.participant decides.
 
 `StateDb` is the one SQLite database a store keeps its rows in; a tool whose own data lives in the same database
 (servers/_inventory.py) shares it, so that an effect and the answer that reports it can be kept by one durable
-transaction (`SqliteParticipantStore.transaction`, HATP-PART-13).
+transaction (`SqliteParticipantStore.transaction`, HATP-PART-13). The receiver's txnId bindings live there too
+(hatp_mcp/store/txn_bindings.py, HATP-TRUST-5): a binding made by a request is a *deferred* write that the first
+put of that txnId carries in its own transaction (`StateDb.defer` / `carry`), or that is written alone before the
+request is answered (`StateDb.settle`), so binding a transaction costs no durable write of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import copy
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +31,7 @@ from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = [
+    "BINDING_TABLES",
     "SQLITE_SCHEMA",
     "BranchRow",
     "MemoryParticipantStore",
@@ -140,6 +144,15 @@ class MemoryParticipantStore:
         self._locks[resource] = dict(state)
 
 
+# The txnId bindings and epochs (HATP-TRUST-5, -9), in the participant's own database since schema version 2: its
+# step 2 makes code that kept them in DATA/coordinators.db refuse this file (HATP-STORE-1) instead of running on
+# an empty coordinators.db. hatp_mcp/store/txn_bindings.py runs the same statements (its own component).
+BINDING_TABLES = (
+    "CREATE TABLE IF NOT EXISTS txn_bindings ("
+    "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS txn_epochs (txn_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
+)
+
 SQLITE_SCHEMA = Schema(
     "participant.state",
     (
@@ -148,8 +161,19 @@ SQLITE_SCHEMA = Schema(
             " PRIMARY KEY (txn_id, branch_id))",
             "CREATE TABLE IF NOT EXISTS lock_state (resource TEXT PRIMARY KEY, state TEXT NOT NULL)",
         ),
+        BINDING_TABLES,
     ),
 )
+
+Write = Callable[[sqlite3.Connection], None]
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A write kept back until a transaction carries it: `write` runs inside it, `kept` once it committed."""
+
+    write: Write
+    kept: Callable[[], None]
 
 
 class StateDb:
@@ -159,6 +183,12 @@ class StateDb:
     `write` is one statement: its own durable transaction, or part of the open one. `transaction()` is BEGIN
     IMMEDIATE ... COMMIT (ROLLBACK when anything inside raises); a `transaction()` inside one joins it. Code inside
     a transaction must not await: the lock is a thread's, and another task on the event loop would join it.
+
+    Deferred writes, by key (a txnId): `defer(key, write, kept)` keeps `write` back; the next transaction that
+    `carry(key)`s runs it inside itself, and `kept()` is called once that transaction committed (rolled back, the
+    write stays deferred); `settle(key)` writes whatever is still deferred for `key` in a transaction of its own.
+    So a deferred write is durable no later than the first transaction that carries its key, and before `settle`
+    returns; a process that dies first loses it along with everything that transaction held.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -166,6 +196,32 @@ class StateDb:
         self.conn = open_db(path)
         self.lock = threading.RLock()
         self._depth = 0  # > 0 while a transaction is open (only ever changed under `lock`)
+        self._deferred: dict[str, list[_Deferred]] = {}
+        self._carried: list[tuple[str, _Deferred]] = []  # run inside the open transaction, kept at its COMMIT
+
+    def defer(self, key: str, write: Write, kept: Callable[[], None]) -> None:
+        with self.lock:
+            self._deferred.setdefault(key, []).append(_Deferred(write, kept))
+
+    def deferred(self, key: str) -> bool:
+        """Whether a write for `key` waits to be carried or settled."""
+        return key in self._deferred
+
+    def carry(self, key: str) -> None:
+        """Inside `transaction()`: run the writes deferred for `key` in it."""
+        with self.lock:
+            assert self._depth, "carry() runs inside transaction()"
+            entries = self._deferred.pop(key, [])
+            self._carried.extend((key, entry) for entry in entries)  # a write that raises rolls all of them back
+            for entry in entries:
+                entry.write(self.conn)
+
+    def settle(self, key: str) -> None:
+        """Make what is deferred for `key` durable now, in a transaction of its own (nothing deferred: no write)."""
+        with self.lock:
+            if key in self._deferred:
+                with self.transaction():
+                    self.carry(key)
 
     def write(self, sql: str, args: tuple[object, ...]) -> None:
         with self.lock:
@@ -189,12 +245,21 @@ class StateDb:
             except BaseException:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
+                for key, entry in self._carried:  # rolled back: what it carried waits again
+                    self._deferred.setdefault(key, []).append(entry)
                 raise
+            else:
+                for _, entry in self._carried:
+                    entry.kept()
             finally:
                 self._depth = 0
+                self._carried = []
 
     def close(self) -> None:
         self.conn.close()
+
+
+_PUT = "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)"
 
 
 class SqliteParticipantStore:
@@ -221,10 +286,17 @@ class SqliteParticipantStore:
         return BranchRow.from_json(txn_id, branch_id, found[0]) if found else None
 
     def put(self, row: BranchRow) -> None:
-        self.database.write(
-            "INSERT OR REPLACE INTO branch_state (txn_id, branch_id, row) VALUES (?, ?, ?)",
-            (row.txn_id, row.branch_id, row.to_json()),
-        )
+        """Durable when it returns (or with the open transaction), together with the writes deferred for the row's
+        txnId (its binding, HATP-TRUST-5): one transaction, one sync."""
+        args = (row.txn_id, row.branch_id, row.to_json())
+        db = self.database
+        with db.lock:
+            if not db.deferred(row.txn_id):
+                db.write(_PUT, args)
+                return
+            with db.transaction() as conn:
+                db.carry(row.txn_id)
+                conn.execute(_PUT, args)
 
     def branches(self, txn_id: str) -> list[BranchRow]:
         with self.database.lock:

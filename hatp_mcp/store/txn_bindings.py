@@ -2,35 +2,43 @@
 
 One row per txnId, written once by the first request a trusted coordinator proved, never changed or removed:
 `bind` inserts only when the txnId is new and answers the binding that holds, in one step, so two coordinators
-racing for one txnId cannot both win. `SqliteTxnBindings` keeps them in `DIR/coordinators.db` (a receiver's
---data), hatp_mcp.store.postgresql.txn_bindings in PostgreSQL; `MemoryTxnBindings` for in-memory servers and
-tests. Beside each binding, the highest coordinator epoch the receiver has admitted for the txnId (HATP-TRUST-9,
-fencing): `advance` raises it, never lowers it, in one step; a txnId with no epoch row is at epoch 0, so a request
-that raises nothing (the usual case: the same coordinator, the same epoch) writes nothing. No protocol logic: the
-checks are hatp_mcp/core/participant/coordinator_auth.py's.
+racing for one txnId cannot both win. Beside each binding, the highest coordinator epoch the receiver has admitted
+for the txnId (HATP-TRUST-9, fencing): `advance` raises it, never lowers it, in one step; a txnId with no epoch row
+is at epoch 0, so a request that raises nothing (the usual case: the same coordinator, the same epoch) writes
+nothing.
+
+Where they are kept: `SqliteTxnBindings` on a file of their own (the gateway's `DATA/coordinators.db`) writes each
+binding durably when it is made. On a participant's own database (a `StateDb`, `state.db`) with `defer=True` a
+binding or a raised epoch is held in memory (so every later request sees it at once) and written by the first
+transaction that keeps state for its txnId (`SqliteParticipantStore.put`), or alone by `settle` before the request
+that made it is answered: no sync of its own (HATP-TRUST-5). `move_bindings` brings the bindings an earlier release
+kept in `DATA/coordinators.db` into `state.db`. hatp_mcp.store.postgresql.txn_bindings in PostgreSQL;
+`MemoryTxnBindings` for in-memory servers and tests. No protocol logic: the checks are
+hatp_mcp/core/participant/coordinator_auth.py's.
 """
 
 from __future__ import annotations
 
-import threading
+import functools
+import sqlite3
 from pathlib import Path
 from typing import Protocol
 
 from hatp_mcp.core.participant.coordinator_auth import Binding
+from hatp_mcp.errors import HatpError
+from hatp_mcp.store.participant_state import BINDING_TABLES, StateDb
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["SQLITE_SCHEMA", "MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings"]
+__all__ = ["SQLITE_SCHEMA", "MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings", "move_bindings"]
 
-SQLITE_SCHEMA = Schema(
-    "coordinator.bindings",
-    (
-        (
-            "CREATE TABLE IF NOT EXISTS txn_bindings ("
-            "txn_id TEXT PRIMARY KEY, coordinator TEXT NOT NULL, plan_digest TEXT NOT NULL)",
-        ),
-        ("CREATE TABLE IF NOT EXISTS txn_epochs (txn_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",),
-    ),
+SQLITE_SCHEMA = Schema("coordinator.bindings", ((BINDING_TABLES[0],), (BINDING_TABLES[1],)))
+_READ = "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?"
+_INSERT = "INSERT OR IGNORE INTO txn_bindings (txn_id, coordinator, plan_digest) VALUES (?, ?, ?)"
+_EPOCH = "SELECT epoch FROM txn_epochs WHERE txn_id = ?"
+_RAISE = (
+    "INSERT INTO txn_epochs (txn_id, epoch) VALUES (?, ?) ON CONFLICT (txn_id)"
+    " DO UPDATE SET epoch = MAX(epoch, excluded.epoch) RETURNING epoch"
 )
 
 
@@ -42,7 +50,11 @@ class TxnBindings(Protocol):
         ...
 
     def advance(self, txn_id: str, epoch: int) -> int:
-        """Durably raise `txn_id`'s highest epoch to `epoch` if it is lower; return the highest (after)."""
+        """Raise `txn_id`'s highest epoch to `epoch` if it is lower; return the highest (after)."""
+        ...
+
+    def settle(self, txn_id: str) -> None:
+        """Make the binding and epoch of `txn_id` durable now if they are not yet (before a request is answered)."""
         ...
 
 
@@ -62,47 +74,155 @@ class MemoryTxnBindings:
         self._epochs[txn_id] = highest
         return highest
 
+    def settle(self, txn_id: str) -> None:
+        return None
+
 
 class SqliteTxnBindings:
-    """Durable (WAL, synchronous=FULL, as every store here): a binding survives a restart."""
+    """Durable (WAL, synchronous=FULL, as every store here): a binding survives a restart.
 
-    def __init__(self, path: str | Path) -> None:
-        self._conn = open_db(path)
-        self._lock = threading.Lock()
-        with self._lock:
-            migrate_sqlite(self._conn, SQLITE_SCHEMA, str(path))
+    `where`: a file of their own, or a participant's `StateDb`. `defer` (a StateDb only): a binding or raised epoch
+    is written with the txnId's next state (`SqliteParticipantStore.put`) or by `settle`, whichever comes first;
+    the caller settles before it answers the request that made it. A deferred write that finds the txnId bound to
+    another coordinator or plan (another process on the same file won the race) raises HatpError HATP-TRUST-5
+    (TXN_BOUND), rolling back the transaction that carried it."""
+
+    def __init__(self, where: str | Path | StateDb, *, defer: bool = False) -> None:
+        if defer and not isinstance(where, StateDb):
+            raise ValueError("deferred bindings are written with a participant's state: pass its StateDb")
+        self._own = not isinstance(where, StateDb)
+        self._db = where if isinstance(where, StateDb) else StateDb(where)
+        self._defer = defer
+        self._bound: dict[str, Binding] = {}  # made, not yet durable (deferred)
+        self._raised: dict[str, int] = {}  # raised, not yet durable (deferred)
+        with self._db.lock:
+            migrate_sqlite(self._db.conn, SQLITE_SCHEMA, self._db.where)
 
     def get(self, txn_id: str) -> Binding | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (txn_id,)
-            ).fetchone()
+        with self._db.lock:
+            made = self._bound.get(txn_id)
+            if made is not None:
+                return made
+            row = self._db.conn.execute(_READ, (txn_id,)).fetchone()
         return Binding(txn_id, row[0], row[1]) if row is not None else None
 
     def bind(self, binding: Binding) -> Binding:
-        with self._lock:
-            self._conn.execute(
-                "INSERT OR IGNORE INTO txn_bindings (txn_id, coordinator, plan_digest) VALUES (?, ?, ?)",
-                (binding.txn_id, binding.coordinator, binding.plan_digest),
+        with self._db.lock:
+            held = self.get(binding.txn_id)
+            if held is not None:
+                return held
+            if not self._defer:
+                self._db.write(_INSERT, (binding.txn_id, binding.coordinator, binding.plan_digest))
+                row = self._db.conn.execute(_READ, (binding.txn_id,)).fetchone()
+                return Binding(binding.txn_id, row[0], row[1])
+            self._bound[binding.txn_id] = binding
+            self._db.defer(
+                binding.txn_id,
+                functools.partial(_insert, binding),
+                functools.partial(self._forget, binding.txn_id),
             )
-            row = self._conn.execute(
-                "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (binding.txn_id,)
-            ).fetchone()
-        return Binding(binding.txn_id, row[0], row[1])
+            return binding
 
     def advance(self, txn_id: str, epoch: int) -> int:
-        with self._lock:
-            kept = self._conn.execute("SELECT epoch FROM txn_epochs WHERE txn_id = ?", (txn_id,)).fetchone()
-            highest = int(kept[0]) if kept is not None else 0  # no row: nothing above epoch 0 was admitted
+        with self._db.lock:
+            highest = self._highest(txn_id)
             if epoch <= highest:  # nothing to raise, so nothing to write (a durable write costs a sync)
                 return highest
-            row = self._conn.execute(
-                "INSERT INTO txn_epochs (txn_id, epoch) VALUES (?, ?) ON CONFLICT (txn_id)"
-                " DO UPDATE SET epoch = MAX(epoch, excluded.epoch) RETURNING epoch",
-                (txn_id, epoch),
-            ).fetchone()
-        return int(row[0])
+            if not self._defer:
+                row = self._db.conn.execute(_RAISE, (txn_id, epoch)).fetchone()
+                return int(row[0])
+            self._raised[txn_id] = epoch
+            self._db.defer(
+                txn_id, functools.partial(_raise, txn_id, epoch), functools.partial(self._kept, txn_id, epoch)
+            )
+            return epoch
+
+    def _highest(self, txn_id: str) -> int:
+        raised = self._raised.get(txn_id)
+        if raised is not None:  # higher than the durable one (it was raised from there)
+            return raised
+        kept = self._db.conn.execute(_EPOCH, (txn_id,)).fetchone()
+        return int(kept[0]) if kept is not None else 0  # no row: nothing above epoch 0 was admitted
+
+    def _forget(self, txn_id: str) -> None:
+        self._bound.pop(txn_id, None)  # durable now: read from the table from here on
+
+    def _kept(self, txn_id: str, epoch: int) -> None:
+        if self._raised.get(txn_id) == epoch:  # a later, higher raise waits in its own deferred write
+            del self._raised[txn_id]
+
+    def settle(self, txn_id: str) -> None:
+        if self._defer:
+            self._db.settle(txn_id)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        if self._own:
+            with self._db.lock:
+                self._db.close()
+
+
+def _insert(binding: Binding, conn: sqlite3.Connection) -> None:
+    """The deferred binding, inside the transaction that carries it (insert-if-absent, then the one that holds)."""
+    conn.execute(_INSERT, (binding.txn_id, binding.coordinator, binding.plan_digest))
+    row = conn.execute(_READ, (binding.txn_id,)).fetchone()
+    if (row[0], row[1]) != (binding.coordinator, binding.plan_digest):
+        raise HatpError(
+            "HATP-TRUST-5",
+            f"transaction {binding.txn_id!r} is bound to coordinator {row[0]!r} and plan {row[1]}",
+            path="$.auth.coordinator",
+            code="TXN_BOUND",
+            fix="a transaction has one coordinator and one plan; use a new txnId",
+        )
+
+
+def _raise(txn_id: str, epoch: int, conn: sqlite3.Connection) -> None:
+    conn.execute(_RAISE, (txn_id, epoch)).fetchone()
+
+
+MOVED = ".moved-into-state.db"
+
+
+def move_bindings(old: Path, db: StateDb) -> int:
+    """Bring the bindings and epochs an earlier release kept in `old` (a receiver's `DATA/coordinators.db`) into
+    `db` (its `state.db`), in one transaction, then rename `old` to `coordinators.db.moved-into-state.db` (a number
+    appended when that exists): a restart between the two moves them again, the same rows. Returns how many
+    bindings `old` held (0 when there is no `old`).
+
+    Raises HatpError HATP-STORE-1 (SCHEMA_TOO_NEW) for an `old` newer than this code, HATP-TRUST-5
+    (BINDINGS_DISAGREE) when `old` and `db` bind one txnId to different coordinators or plans (nothing is moved),
+    OSError for IO."""
+    if not old.exists():
+        return 0
+    src = open_db(old)
+    try:
+        migrate_sqlite(src, SQLITE_SCHEMA, str(old))
+        rows = src.execute("SELECT txn_id, coordinator, plan_digest FROM txn_bindings ORDER BY txn_id").fetchall()
+        epochs = src.execute("SELECT txn_id, epoch FROM txn_epochs ORDER BY txn_id").fetchall()
+    finally:
+        src.close()
+    with db.transaction() as conn:
+        for txn_id, coordinator, plan_digest in rows:
+            held = conn.execute(_READ, (txn_id,)).fetchone()
+            if held is None:
+                conn.execute(_INSERT, (txn_id, coordinator, plan_digest))
+            elif tuple(held) != (coordinator, plan_digest):
+                raise HatpError(
+                    "HATP-TRUST-5",
+                    f"{old} binds {txn_id!r} to {coordinator!r} and plan {plan_digest}, {db.where} to {held[0]!r} "
+                    f"and plan {held[1]}: refusing to choose",
+                    path=f"txn_bindings.{txn_id}",
+                    code="BINDINGS_DISAGREE",
+                    fix=f"keep the one that is right and move the other file away ({old} or {db.where})",
+                )
+        for txn_id, epoch in epochs:
+            conn.execute(_RAISE, (txn_id, int(epoch))).fetchone()
+    target = old.with_name(old.name + MOVED)
+    n = 1
+    while target.exists():
+        target, n = old.with_name(f"{old.name}{MOVED}.{n}"), n + 1
+    for suffix in ("-wal", "-shm"):  # closed, SQLite has removed them; if one remains it goes with its file
+        side = old.with_name(old.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    old.rename(target)
+    return len(rows)

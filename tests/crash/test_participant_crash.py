@@ -122,3 +122,46 @@ async def test_HATP_PART_13_a_participant_killed_inside_the_commit_transaction_k
     assert status.state == "committed" and status.receipt == done.receipt
     assert [e.key for e in inventory.effects() if e.kind == "commit"] == [key]  # exactly once
     inventory.close()
+
+
+async def test_HATP_TRUST_5_a_participant_killed_inside_the_prepare_transaction_keeps_neither_hold_nor_binding(
+    tmp_path: Path,
+) -> None:
+    """The binding is kept by the transaction that keeps the prepare's hold and answer (state.db): killed inside
+    it (after the hold, before COMMIT) the process keeps none of the three, and the coordinator's retry after the
+    restart prepares and binds as a first request. (Before, the binding was a durable write of its own in
+    coordinators.db, so a kill between the two left a bound txnId holding nothing.)"""
+    data = tmp_path / "airline"
+    uri = "mcp://airline.example/hatp"
+    plan = live_plan("txn-crash-bind", seat={"seat": "7E"})
+    req = prepare_for(plan, "seat")
+    with anyio.fail_after(90):
+        async with launch_http(
+            "servers.airline", trusting(data), extra=["--crash-after-hold"], ready_timeout=60
+        ) as first:
+            ring = keyring_of(data)
+            answered = None
+            try:
+                async with Client(first.url) as client:
+                    answered = await participant(uri, client, ring).prepare(req)
+            except Exception:  # the process died inside the prepare: no answer
+                pass
+            assert answered is None
+            assert await first.process.wait() == -9
+        db = StateDb(data / "state.db")
+        assert db.conn.execute("SELECT * FROM txn_bindings").fetchall() == []  # the binding went with the hold
+        assert db.conn.execute("SELECT * FROM branch_state").fetchall() == []
+        inventory = Inventory(db)
+        assert [i for i in inventory.all() if i.holder == req.txn_id] == []
+        async with launch_http("servers.airline", trusting(data), ready_timeout=60) as second:
+            async with Client(second.url) as client:
+                part = participant(uri, client, ring)
+                done = await part.prepare(req)
+                again = await part.prepare(req)
+    assert done.vote["decision"] == "yes" and again == done
+    row = db.conn.execute(
+        "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?", (req.txn_id,)
+    ).fetchone()
+    assert tuple(row) == (req.coordinator, req.plan_digest)
+    assert [i.state for i in inventory.all() if i.holder == req.txn_id] == ["held"]
+    inventory.close()

@@ -102,9 +102,10 @@ async def test_HATP_TRUST_6_a_payments_server_that_trusts_no_coordinator_refuses
     assert (err.rule, err.code) == ("HATP-TRUST-6", "NO_TRUSTED_COORDINATOR")
     assert "--trusted-coordinators" in err.fix and str(data / "trusted-coordinators.json") in err.fix
     assert charged["state"] == "free"
-    bindings = SqliteTxnBindings(data / "coordinators.db")
+    bindings = SqliteTxnBindings(data / "state.db")  # a participant keeps its bindings with its state
     assert bindings.get(plan.txn_id) is None  # nothing bound by a refused request (HATP-TRUST-8)
     bindings.close()
+    assert not (data / "coordinators.db").exists()
 
 
 def squatters(plan: Plan) -> Plan:

@@ -37,6 +37,10 @@ class PostgresTxnBindings:
     def close(self) -> None:
         self._pool.close()
 
+    def settle(self, txn_id: str) -> None:
+        """Nothing waits: `bind` and `advance` commit before they return."""
+        return None
+
     def get(self, txn_id: str) -> Binding | None:
         row = run(self._pool, lambda conn: conn.execute(_READ, (txn_id,)).fetchone(), idempotent=True)
         return Binding(txn_id, str(row[0]), str(row[1])) if row is not None else None
