@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH, WireError, load_json
+from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH, WireError, deeper_than, load_json
 
 __all__ = ["GuardedApp", "check", "screen_line"]
 
@@ -128,18 +128,6 @@ def _too_large(size: int, head: bytes) -> dict[str, Any]:
     )
 
 
-def _deeper_than(value: Any, levels: int) -> bool:
-    """True when `value` nests containers more than `levels` deep (the value itself one level when a container)."""
-    if not isinstance(value, dict | list):
-        return False
-    if levels < 1:
-        return True
-    for child in value.values() if isinstance(value, dict) else value:
-        if isinstance(child, dict | list) and _deeper_than(child, levels - 1):
-            return True
-    return False
-
-
 def _fast_load(raw: bytes) -> Any:
     """The message's value when orjson reads it and prints back exactly `raw` within the depth limit (see the
     module docstring), else None: then only the strict parser decides."""
@@ -153,7 +141,8 @@ def _fast_load(raw: bytes) -> Any:
         return None
     # The message's own object is not a level of its params (load_json's envelope=1). Each level opens with its own
     # bracket, so a message with no more brackets than levels allowed (counted in strings too) is within them.
-    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH + 1 and _deeper_than(value, MAX_DEPTH + 1):
+    brackets = raw.count(b"{") + raw.count(b"[")
+    if brackets > MAX_DEPTH + 1 and isinstance(value, dict | list) and deeper_than(value, MAX_DEPTH + 1):
         return None
     return value
 

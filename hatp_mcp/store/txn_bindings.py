@@ -24,7 +24,7 @@ import sqlite3
 from pathlib import Path
 from typing import Protocol
 
-from hatp_mcp.core.participant.coordinator_auth import Binding
+from hatp_mcp.core.participant.coordinator_auth import Binding, check_binding
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.participant_state import BINDING_TABLES, StateDb
 from hatp_mcp.store.schema import Schema, migrate_sqlite
@@ -165,14 +165,7 @@ def _insert(binding: Binding, conn: sqlite3.Connection) -> None:
     """The deferred binding, inside the transaction that carries it (insert-if-absent, then the one that holds)."""
     conn.execute(_INSERT, (binding.txn_id, binding.coordinator, binding.plan_digest))
     row = conn.execute(_READ, (binding.txn_id,)).fetchone()
-    if (row[0], row[1]) != (binding.coordinator, binding.plan_digest):
-        raise HatpError(
-            "HATP-TRUST-5",
-            f"transaction {binding.txn_id!r} is bound to coordinator {row[0]!r} and plan {row[1]}",
-            path="$.auth.coordinator",
-            code="TXN_BOUND",
-            fix="a transaction has one coordinator and one plan; use a new txnId",
-        )
+    check_binding(binding, Binding(binding.txn_id, row[0], row[1]))
 
 
 def _raise(txn_id: str, epoch: int, conn: sqlite3.Connection) -> None:

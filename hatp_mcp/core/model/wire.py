@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from hatp_mcp.core.model.base import NON_FINITE, WireModel
 from hatp_mcp.errors import HatpError
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "error_path", "explain", "load_json", "parse"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "WireError", "deeper_than", "error_path", "explain", "load_json", "parse"]
 
 MAX_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
@@ -97,13 +97,13 @@ def _bounded_int(text: str) -> int:
     return value
 
 
-def _deeper_than(value: dict[str, Any] | list[Any], levels: int) -> bool:
+def deeper_than(value: dict[str, Any] | list[Any], levels: int) -> bool:
     """True when the container `value` (one level itself) nests more than `levels` levels deep. Visits containers
     only and stops at the first path past the bound, so it recurses at most `levels` + 1 calls deep."""
     if levels < 1:
         return True
     for child in value.values() if isinstance(value, dict) else value:
-        if isinstance(child, dict | list) and _deeper_than(child, levels - 1):
+        if isinstance(child, dict | list) and deeper_than(child, levels - 1):
             return True
     return False
 
@@ -139,7 +139,7 @@ def load_json(data: bytes, source: str = "input", *, envelope: int = 0) -> Any:
         ) from exc
     except ValueError as exc:
         raise WireError("HATP-OBJ-1", f"{source}: not JSON: {exc}", path="$") from exc
-    if isinstance(value, dict | list) and _deeper_than(value, MAX_DEPTH + envelope):
+    if isinstance(value, dict | list) and deeper_than(value, MAX_DEPTH + envelope):
         raise WireError("HATP-OBJ-2", f"{source}: nested deeper than {MAX_DEPTH} levels", path="$")
     return value
 

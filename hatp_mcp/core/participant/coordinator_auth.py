@@ -251,8 +251,9 @@ def check_decision(params: Mapping[str, Any], admitted: Admitted, trusted: Keyri
         raise refuse("a commit names the digest of this branch's yes vote the decision rests on", "$.voteDigest")
 
 
-def check_binding(admitted: Admitted, bound: Binding | None) -> None:
-    """HATP-TRUST-5: a transaction stays with the coordinator and plan that first touched it here.
+def check_binding(admitted: Admitted | Binding, bound: Binding | None) -> None:
+    """HATP-TRUST-5: a transaction stays with the coordinator and plan that first touched it here. `admitted`: the
+    request, or the binding it made (a deferred write that finds another already kept: hatp_mcp/store/txn_bindings.py).
 
     Raises HatpError HATP-TRUST-5 (code TXN_BOUND)."""
     if bound is None:
