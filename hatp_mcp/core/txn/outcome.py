@@ -55,7 +55,9 @@ class Justification:
     grounds: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built for every event each time a record is checked (the coordinator does it at every close,
+# HATP-REC-17), a frozen dataclass's __init__ costs four times as much, and nothing here assigns to one.
+@dataclass(slots=True)
 class _Ev:
     i: int
     name: str
