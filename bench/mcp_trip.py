@@ -14,7 +14,8 @@ and it prints where each side's time goes, round of calls by round of calls (the
 It prints what no optimisation may drop, from the same run: the replay, the record's signatures and the
 evidence's verifications timed alone, the durable log's thread; against the CPU goal that is the floor.
 `--profile TRIPS` profiles that many more trips afterwards (cProfile on the thread's CPU clock) and prints the
-top lines. Run: .venv/bin/python -m bench.mcp_trip [--rounds N] [--profile TRIPS]
+top lines; `--wakeups` counts this process's event-loop iterations and callbacks per trip, each side apart.
+Run: .venv/bin/python -m bench.mcp_trip [--rounds N] [--profile TRIPS] [--wakeups]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import anyio
 from mcp import Client
 
 from bench._cpu import children, cpu_seconds, main_thread_cpu, own_cpu
+from bench._wakeups import Wakeups
 from demo.trip_mcp import SERVERS, open_suite, plan_for
 from hatp_mcp.core.evidence.canonical import digest as digest_of
 from hatp_mcp.core.evidence.keys import PublicKeyEntry, SigningKey, b64u_decode, signing_bytes
@@ -67,21 +69,30 @@ SIDES = (
 
 
 class _Cpu:
-    """CPU seconds of this process and of its children (the tool servers), summed per side over the rounds."""
+    """CPU seconds of this process and of its children (the tool servers), summed per side over the rounds, and
+    this process's event-loop iterations and callbacks (`wakeups`, counted with --wakeups; else they stay 0)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wakeups: Wakeups) -> None:
         self.kids = children()
+        self.wakeups = wakeups
         self.own = 0.0
         self.main = 0.0  # of `own`, the main thread's (the event loop); the rest is the durable log's thread
         self.servers = 0.0
+        self.iterations = 0
+        self.callbacks = 0
 
-    def measure(self) -> tuple[float, float, float]:
-        return own_cpu(), main_thread_cpu(), sum(cpu_seconds(k) for k in self.kids)
+    def measure(self) -> tuple[float, float, float, int, int]:
+        return own_cpu(), main_thread_cpu(), sum(cpu_seconds(k) for k in self.kids), *self.wakeups.read()
 
-    def add(self, before: tuple[float, float, float], after: tuple[float, float, float]) -> None:
+    def add(self, before: tuple[float, float, float, int, int], after: tuple[float, float, float, int, int]) -> None:
         self.own += after[0] - before[0]
         self.main += after[1] - before[1]
         self.servers += after[2] - before[2]
+        self.iterations += after[3] - before[3]
+        self.callbacks += after[4] - before[4]
+
+    def wakeups_per(self, rounds: int) -> str:
+        return f"{self.iterations / rounds:.1f} loop iterations ({self.callbacks / rounds:.1f} callbacks)"
 
 
 class _Timeline:
@@ -224,7 +235,7 @@ def _crypto_seconds(record: dict[str, Any], n: int = 300) -> tuple[float, float]
     return (t1 - t0) / n, (t2 - t1) / n
 
 
-async def _bench(data: Path, rounds: int, concurrent: int, profile: int) -> None:
+async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups: Wakeups) -> None:
     clock = SystemClock()
     async with AsyncExitStack() as stack:
         timeline = _Timeline()
@@ -232,7 +243,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int) -> None
         hatp: list[float] = []
         direct: list[float] = []
         replay: list[float] = []
-        cpu_hatp, cpu_direct, cpu_replay = _Cpu(), _Cpu(), _Cpu()
+        cpu_hatp, cpu_direct, cpu_replay = _Cpu(wakeups), _Cpu(wakeups), _Cpu(wakeups)
         for i in range(rounds + 3):  # interleaved; the first 3 rounds warm up
             plan = plan_for(f"txn-bench-{i}", clock.now(), f"d{i}", f"s{i}")  # the agent's input, built beforehand
             c0 = cpu_hatp.measure()
@@ -321,6 +332,11 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int) -> None
                     "coordinator (parsing and checking evidence, the machine, canonical forms, its tasks) has "
                     f"{(cpu_hatp.own - floor * rounds) / rounds * 1000:.2f} ms now"
                 )
+        if cpu_hatp.iterations:
+            print(
+                f"event-loop wakeups per trip (this process): HATP {cpu_hatp.wakeups_per(rounds)}, direct "
+                f"{cpu_direct.wakeups_per(rounds)}, replayed {cpu_replay.wakeups_per(rounds)}"
+            )
         if profile > 0:  # after the measured rounds: the profiler's own cost never enters their figures
             await _profile(runtime, clock, profile)
         done = 0
@@ -391,9 +407,14 @@ def _top(shares: dict[str, float], n: int) -> list[tuple[str, float]]:
     return sorted(shares.items(), key=lambda kv: -kv[1])[:n]
 
 
-async def _bounded_bench(data: Path, rounds: int, concurrent: int, profile: int) -> None:
+async def _bounded_bench(data: Path, rounds: int, concurrent: int, profile: int, count: bool) -> None:
+    wakeups = Wakeups()
     with anyio.fail_after(600):
-        await _bench(data, rounds, concurrent, profile)
+        if count:
+            with wakeups.counting():
+                await _bench(data, rounds, concurrent, profile, wakeups)
+        else:
+            await _bench(data, rounds, concurrent, profile, wakeups)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,10 +422,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--concurrent", type=int, default=16)
     parser.add_argument("--profile", type=int, default=0, metavar="TRIPS", help="profile TRIPS more trips (cProfile)")
+    parser.add_argument(
+        "--wakeups", action="store_true", help="count this process's event-loop iterations and callbacks per trip"
+    )
     args = parser.parse_args(argv if argv is not None else sys.argv[1:] if __name__ == "__main__" else [])
     quiet()
     with tempfile.TemporaryDirectory(prefix="hatp-bench-") as tmp:
-        anyio.run(_bounded_bench, Path(tmp), args.rounds, args.concurrent, args.profile)
+        anyio.run(_bounded_bench, Path(tmp), args.rounds, args.concurrent, args.profile, args.wakeups)
     return 0
 
 

@@ -3,6 +3,7 @@ written; on SQLite in WAL mode with synchronous=FULL."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -79,3 +80,38 @@ def test_the_sqlite_log_is_opened_in_wal_mode_with_synchronous_full(tmp_path: Pa
     conn = open_db(tmp_path / "txn.db")
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     conn.close()
+
+
+@pytest.mark.anyio
+async def test_a_read_whose_caller_stopped_waiting_still_runs_and_the_log_serves_the_next_call(tmp_path: Path) -> None:
+    """The log's thread hands each result back to the awaiting coroutine (one call_soon_threadsafe): a caller
+    cancelled while its job runs stops waiting, the job runs to its end, and handing its result to nobody is no
+    error on the loop."""
+    loop_errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    log = SqliteTxnLog(tmp_path / "txn.db")
+    try:
+        await log.append("t", [LogEntry("plan", {"p": 1}), ev(0, "txn.begin")])
+        scope = anyio.CancelScope()
+        answers: list[object] = []
+
+        async def load() -> None:
+            with scope:
+                answers.append(await log.load("t"))
+
+        with anyio.fail_after(30):
+            log._mutex.acquire()  # the job blocks on the log's thread until released
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(load)
+                    while log.idle:  # the job was handed to the thread
+                        await anyio.lowlevel.checkpoint()
+                    scope.cancel()
+            finally:
+                log._mutex.release()
+            loaded = await log.load("t")  # after the abandoned job, on the same single thread
+    finally:
+        log.close()
+    assert answers == [] and scope.cancelled_caught
+    assert loaded is not None and loaded.plan == {"p": 1}
+    assert loop_errors == []
