@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.lowlevel
 
+from hatp_mcp.store.errors import LogInterrupted
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
@@ -197,6 +198,12 @@ class JournalGroupCommit:
                             await self._write(batch)
                         except Exception as exc:  # handed to every waiter of the batch
                             error = exc
+                        except BaseException:
+                            # The leader's task itself was cancelled (asyncio's own cancel passes an anyio
+                            # shield): settle its batch and those queued behind it as failed, or they wait forever.
+                            self._interrupted([*batch, *self._queue])
+                            self._queue = []
+                            raise
                         for p in batch:
                             p.error = error
                             if error is not None and p.events:
@@ -212,6 +219,14 @@ class JournalGroupCommit:
         if mine.error is not None:
             raise mine.error
         return mine.ids
+
+    def _interrupted(self, settled: list[PendingAppend]) -> None:
+        interrupted = LogInterrupted("the journal's writer was cancelled while this batch was written")
+        for p in settled:
+            p.error = interrupted
+            if p.events:
+                self._failed.setdefault(p.saga_id, int(p.events[0]["seq"]))
+            p.done.set()
 
     def _refuse_after_failures(self, batch: list[PendingAppend]) -> list[PendingAppend]:
         """An append queued behind one of its saga's appends that failed would leave a gap in the chain: refuse it.

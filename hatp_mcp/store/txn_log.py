@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
-import anyio.to_thread
 
 from hatp_mcp.errors import HatpError
+from hatp_mcp.store.errors import LogInterrupted
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
@@ -187,6 +187,15 @@ class GroupCommit:
                             await self._write(batch)
                         except Exception as exc:  # handed to every waiter of the batch
                             error = exc
+                        except BaseException:
+                            # The leader's task itself was cancelled (asyncio's own cancel passes an anyio
+                            # shield): settle its batch and those queued behind it, or they wait forever.
+                            interrupted = LogInterrupted("the log's writer was cancelled while this batch was written")
+                            for p in (*batch, *self.queue):
+                                p.error = interrupted
+                                p.done.set()
+                            self.queue = []
+                            raise
                         for p in batch:
                             if error is not None:
                                 p.error = error

@@ -136,3 +136,42 @@ async def test_a_sqlite_journal_written_before_the_schema_was_versioned_opens_as
     assert loaded is not None and loaded.name == "kept" and await store.unfinished() == ["old"]
     assert store._db.execute("SELECT version FROM hatp_schema WHERE component = 'journal'").fetchone() == (1,)
     store.close()
+
+
+@pytest.mark.anyio
+async def test_a_journal_writer_cancelled_natively_mid_write_leaves_no_append_hanging_HATP_JRN_2() -> None:
+    """HATP-JRN-2, the journal's group commit: a leader whose task asyncio itself cancels (task.cancel() passes the
+    write's anyio shield) while its batch is written must settle its batch and those queued behind it as failed
+    (LogInterrupted), never as durable and never by leaving them waiting; the saga's next append is refused."""
+    import asyncio
+
+    from hatp_mcp.store.errors import LogInterrupted
+    from hatp_mcp.store.journal_store import JournalGroupCommit, PendingAppend
+
+    writing = asyncio.Event()
+    never = asyncio.Event()
+    written: list[list[str]] = []
+
+    async def write(batch: list[PendingAppend]) -> None:
+        writing.set()
+        await never.wait()  # in flight when the leader is cancelled
+        written.append([p.saga_id for p in batch])
+
+    group = JournalGroupCommit(write)
+    leader = asyncio.ensure_future(group.submit("s1", "a", [{"seq": 1}]))
+    await writing.wait()
+    follower = asyncio.ensure_future(group.submit("s2", "b", [{"seq": 4}]))
+    for _ in range(3):
+        await asyncio.sleep(0)  # the follower queues behind the write in flight
+    leader.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert leader.done() and leader.cancelled()
+    assert follower.done(), "an append queued behind a cancelled writer waits forever"
+    assert isinstance(follower.exception(), LogInterrupted)
+    assert written == []
+    later = asyncio.ensure_future(group.submit("s2", "c", [{"seq": 5}]))  # would leave a gap after seq 4
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert later.done() and isinstance(later.exception(), RuntimeError)
+    assert "an earlier append (seq 4) failed" in str(later.exception())

@@ -115,3 +115,34 @@ async def test_a_read_whose_caller_stopped_waiting_still_runs_and_the_log_serves
     assert answers == [] and scope.cancelled_caught
     assert loaded is not None and loaded.plan == {"p": 1}
     assert loop_errors == []
+
+
+@pytest.mark.anyio
+async def test_a_leader_cancelled_natively_mid_write_leaves_no_waiter_hanging_HATP_TXN_15() -> None:
+    """HATP-TXN-15, GroupCommit: a leader whose task asyncio itself cancels (task.cancel(), which an anyio shield
+    does not stop) while its batch is being written must settle every append it was carrying, and those queued
+    behind it, with an error: none of them may wait forever, and none may be told it is durable."""
+    from hatp_mcp.store.txn_log import GroupCommit, LogInterrupted, Pending
+
+    writing = asyncio.Event()
+    never = asyncio.Event()
+    written: list[list[str]] = []
+
+    async def write(batch: list[Pending]) -> None:
+        writing.set()
+        await never.wait()  # the write is in flight when the leader is cancelled
+        written.append([p.txn_id for p in batch])
+
+    group = GroupCommit(write)
+    leader = asyncio.create_task(group.append("t-lead", [LogEntry("plan", {})]))
+    await writing.wait()
+    follower = asyncio.create_task(group.append("t-follow", [LogEntry("plan", {})]))
+    for _ in range(3):
+        await asyncio.sleep(0)  # the follower queues behind the write in flight
+    leader.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert leader.done() and leader.cancelled()
+    assert follower.done(), "an append queued behind a cancelled leader waits forever"
+    assert isinstance(follower.exception(), LogInterrupted)
+    assert written == [] and group.queue == [] and not group.writing
