@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.evidence.keys import ALG, SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions, Receipt, RecordHead, Vote
@@ -98,6 +99,12 @@ def _amount(cost: object) -> dict[str, Any] | None:
     return {"value": value, "currency": currency}
 
 
+def _sign(wire: dict[str, Any], key: SigningKey) -> dict[str, Any]:
+    """`sign_object(wire, key)` for a dict built here (no `signature` member yet), signed in place: no copies."""
+    wire["signature"] = {"alg": ALG, "kid": key.kid, "sig": key.sign(canonical(wire))}
+    return wire
+
+
 def signed_vote(
     key: SigningKey,
     *,
@@ -142,7 +149,7 @@ def signed_vote(
         if head is not None:
             wire["recordHead"] = head
         wire["issuedAt"] = issued_at
-        return sign_object(wire, key)
+        return _sign(wire, key)
     vote = Vote(
         txn_id=txn_id,
         branch_id=branch_id,
@@ -223,7 +230,7 @@ def signed_receipt(
             if value is not None:
                 wire[name] = value
         wire["issuedAt"] = issued_at
-        return sign_object(wire, key)
+        return _sign(wire, key)
     receipt = Receipt(
         txn_id=txn_id,
         branch_id=branch_id,
