@@ -134,25 +134,25 @@ def _fields(draw: st.DrawFn, spec: dict[str, tuple[Any, Any]], broken: int) -> d
     return {name: draw(pair[1] if name in bad else pair[0]) for name, pair in spec.items()}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(fields=_fields(VOTE, 0))
 def test_a_valid_vote_built_directly_is_the_models(fields: dict[str, Any]) -> None:
     assert _same(signed_vote, _model_vote, fields)[0] == "signed"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(fields=_fields(VOTE, 2))
 def test_a_vote_built_directly_is_the_models_on_inputs_it_refuses_too(fields: dict[str, Any]) -> None:
     _same(signed_vote, _model_vote, fields)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(fields=_fields(RECEIPT, 0))
 def test_a_valid_receipt_built_directly_is_the_models(fields: dict[str, Any]) -> None:
     assert _same(signed_receipt, _model_receipt, fields)[0] == "signed"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(fields=_fields(RECEIPT, 2))
 def test_a_receipt_built_directly_is_the_models_on_inputs_it_refuses_too(fields: dict[str, Any]) -> None:
     _same(signed_receipt, _model_receipt, fields)
