@@ -6,7 +6,8 @@ signed bytes hashed for the chain),
 with none of the protocol around them. Goals: at least 300 txn/s, and at least 75% of the floor (issue #19 item 4).
 
 `python -m bench.txn [N] [CONCURRENCY] [ROUNDS]` (default 200 32 7). One process, so one core does the Python
-work (SQLite fsyncs in a worker thread). Each side's best round is compared (see main).
+work (SQLite fsyncs in a worker thread). Each side's best round is compared (see main). After the warm-up the heap
+is settled as every server settles it once it is set up (hatp_mcp.runtime.heap, called by hatp_mcp.mcp.serve).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hatp_mcp.core.evidence.canonical import canonical, digest, digest_bytes
 from hatp_mcp.core.evidence.keys import ALG, Keyring, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.heap import settle_heap
 from hatp_mcp.store.txn_log import LogEntry, SqliteTxnLog
 
 __all__ = ["main"]
@@ -120,6 +122,9 @@ def ed25519_only(records: list[dict[str, Any]]) -> tuple[float, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     n = int(args[0]) if args else 200
     concurrency = int(args[1]) if len(args) > 1 else 32
     rounds = int(args[2]) if len(args) > 2 else 7
@@ -129,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hatp-bench-") as tmp:
         d = Path(tmp)
         anyio.run(trips, d / "warm.db", 20, concurrency)
+        settle_heap()  # what a server does before its first request (hatp_mcp.mcp.serve.serve)
         for r in range(rounds):  # interleaved, so a noisy neighbour hits both sides alike
             c0 = time.process_time()
             t_run, records, ring, appends = anyio.run(trips, d / f"run{r}.db", n, concurrency)

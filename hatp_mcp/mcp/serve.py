@@ -30,6 +30,7 @@ from mcp.server.stdio import stdio_server
 from hatp_mcp.mcp.participant_server import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
+from hatp_mcp.runtime.heap import settle_heap
 
 __all__ = [
     "READY_PREFIX",
@@ -161,6 +162,7 @@ async def _serve_http(server: MCPServer | Server[Any], port: int, parent_watch: 
 
 async def serve(server: MCPServer | Server[Any], transport: str, port: int = 0, *, parent_watch: bool = False) -> None:
     """Serve until stdin ends (stdio), a signal arrives, or (HTTP with `parent_watch`) the parent lets go."""
+    settle_heap()  # the server is set up: what is alive now stays, and is not walked by every collection again
     if transport == "stdio":
         await _serve_stdio(lowlevel_of(server))
     else:

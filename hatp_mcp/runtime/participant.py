@@ -20,9 +20,9 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts, parse_ts
-from hatp_mcp.core.model.evidence import Preconditions, Receipt, RecordHead, Vote
+from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -52,6 +52,7 @@ from hatp_mcp.core.participant.branch import (
 )
 from hatp_mcp.core.participant.coordinator_auth import check_vote
 from hatp_mcp.core.participant.record_head import check_commit_head, head_of
+from hatp_mcp.core.participant.signed import signed_receipt, signed_vote
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.fencing import FencingLocks
@@ -153,32 +154,32 @@ class ParticipantRuntime:
         decide_by: str | None = None,
         head: RecordHead | None = None,
     ) -> dict[str, Any]:
-        vote = Vote(
+        return signed_vote(
+            self._key,
             txn_id=row.txn_id,
             branch_id=row.branch_id,
             plan_digest=row.plan_digest,
             voter=self.uri,
-            decision=decision,  # type: ignore[arg-type]
+            decision=decision,
             code=code,
             reason=reason,
             decide_by=decide_by,
             record_head=head,
             issued_at=format_ts(self._clock.now()),
         )
-        return sign_object(vote.wire(), self._key)
 
     def _receipt(self, row: BranchRow, phase: str, outcome: str, **extra: Any) -> dict[str, Any]:
-        receipt = Receipt(
+        return signed_receipt(
+            self._key,
             txn_id=row.txn_id,
             branch_id=row.branch_id,
             plan_digest=row.plan_digest,
             participant=self.uri,
-            phase=phase,  # type: ignore[arg-type]
-            outcome=outcome,  # type: ignore[arg-type]
+            phase=phase,
+            outcome=outcome,
             issued_at=format_ts(self._clock.now()),
             **extra,
         )
-        return sign_object(receipt.wire(), self._key)
 
     def _refusal(self, row: BranchRow, phase: str, exc: HatpError, head: RecordHead | None) -> dict[str, Any]:
         return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000], record_head=head)
