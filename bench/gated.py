@@ -8,7 +8,7 @@ server started `--ungated`; a second ungated process is sent the same approval i
 tells what carrying the approval over stdio costs apart from checking it. Calls alternate between the three
 processes, one at a time; p50 of each and the gated/ungated ratio (goal: at most 1.3x). Then the gate alone in
 this process, and its parts: the Ed25519 verifications of fresh signatures and the durable commit, which no gate
-may drop (their sum over the baseline is the least ratio any gate can reach here), the hop to the worker thread
+may drop (their sum over the baseline is the least ratio any gate can reach here), the hop to the gate's thread
 and the rest. Then verify_record over signed trip records: events checked per second (goal: at
 least 8,000).
 
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from mcp import Client, MCPError, StdioServerParameters
 
 from bench._cpu import children, cpu_seconds, own_cpu
@@ -83,7 +82,7 @@ async def _open(stack: AsyncExitStack, params: StdioServerParameters) -> tuple[C
 @dataclass(slots=True)
 class _InProcess:
     """The gate alone, in this process, p50 of each part (seconds): the whole check_call, its CPU per call, and
-    what it is made of: the Ed25519 verifications alone, the durable commit alone, the hop to the worker thread."""
+    what it is made of: the Ed25519 verifications alone, the durable commit alone, the hop to the gate's thread."""
 
     wall: float
     cpu: float
@@ -140,7 +139,7 @@ async def _in_process(
     """The gate alone, in process: what it must do for each call (list and digest the tool, every check, the
     nonces spent in one durable commit), with no MCP around it; and, in the same rounds (so that each sees the
     same disk and the same neighbours), its parts on their own: the bare Ed25519 verifications of the call's
-    signatures, one durable commit spending as many keys in a cache of its own, and an empty hop to a worker
+    signatures, one durable commit spending as many keys in a cache of its own, and an empty hop to the gate's
     thread."""
     server = build(tmp / "plain-again.db", org, clock, gated=False)
     gate = approval_gate(tmp / "in-process.db", org, clock)
@@ -172,7 +171,7 @@ async def _in_process(
         verify_walls.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_nothing)
+            await gate.in_thread(_nothing)
         hops.append(time.perf_counter() - t0)
     alone.close()
     gate.cache.close()
@@ -297,7 +296,7 @@ def main() -> int:
     print(
         f"    its parts timed alone in the same rounds (p50): {gate.verifications} Ed25519 verifications of fresh "
         f"signatures {gate.verify * 1e3:.2f} ms, one durable commit (WAL, synchronous=FULL) {gate.commit * 1e3:.2f} "
-        f"ms (CPU {gate.commit_cpu * 1e3:.2f}), an empty hop to a worker thread {gate.hop * 1e3:.2f} ms; the rest "
+        f"ms (CPU {gate.commit_cpu * 1e3:.2f}), an empty hop to the gate's thread {gate.hop * 1e3:.2f} ms; the rest "
         f"(parsing, canonical JSON, digests, every other check) about {rest * 1e3:.2f} ms"
     )
     total = gate.verifications * gate.calls

@@ -146,18 +146,19 @@ class SqliteReplayCache:
     def consume_all(self, server: str, keys: list[str], *, approval_id: str, expires_at: str, now: datetime) -> bool:
         """Spend every one of `keys` durably, all or none: True when this call spent them all; False (nothing
         spent) when any was already spent (a replay: the same approval, or one of its people's proofs, again)."""
+        unique = list(dict.fromkeys(keys))
+        used_at = format_ts(now)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                spent = 0
-                for key in dict.fromkeys(keys):
-                    cur = self._db.execute(
-                        "INSERT OR IGNORE INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (server, key, approval_id, expires_at, format_ts(now)),
-                    )
-                    spent += cur.rowcount
-                if spent != len(dict.fromkeys(keys)):
+                # One prepared statement stepped once a key, in C (OR IGNORE skips a key already spent, so fewer
+                # rows change than there are keys): the same one durable commit, a third of the Python calls.
+                cur = self._db.executemany(
+                    "INSERT OR IGNORE INTO used_nonce (server, nonce, approval_id, expires_at, used_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [(server, key, approval_id, expires_at, used_at) for key in unique],
+                )
+                if cur.rowcount != len(unique):
                     self._db.execute("ROLLBACK")
                     return False
                 self._db.execute("COMMIT")

@@ -170,6 +170,34 @@ async def test_a_replay_after_the_server_restarts_is_refused_under_HATP_GATE_18(
     assert len(first.charges) == 1 and second.charges == []
 
 
+async def test_concurrent_calls_with_one_approval_run_the_tool_once_under_HATP_GATE_18(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    # Eight calls at once, on the gate's threads together: the durable spend lets exactly one through, and every
+    # other is refused as a replay with the same rule, path and reason as a replay made later.
+    pay = Payments()
+    outcomes: list[object] = []
+
+    async def one(client: Client, approval: dict[str, Any]) -> None:
+        try:
+            outcomes.append(await call(client, approval=approval))
+        except MCPError as exc:
+            outcomes.append(exc)
+
+    with anyio.fail_after(20):
+        async with Client(payments_server(pay, clock, str(tmp_path / "gate.db"))) as client:
+            approval = approve((await asked(client))["toolCall"], clock.now())
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(one, client, approval)
+            later = await refusal(client, approval=approval)
+    refused = [o for o in outcomes if isinstance(o, MCPError)]
+    assert len(outcomes) == 8 and len(refused) == 7 and pay.charges == [ARGS]
+    assert later.data is not None and later.data["rule"] == "HATP-GATE-18"
+    for err in refused:
+        assert err.code == INVALID and err.data == later.data
+
+
 async def test_changed_arguments_are_refused_under_HATP_GATE_7(clock: FakeClock) -> None:
     pay = Payments()
     with anyio.fail_after(10):
