@@ -99,8 +99,15 @@ def _amount(cost: object) -> dict[str, Any] | None:
     return {"value": value, "currency": currency}
 
 
-def _sign(wire: dict[str, Any], key: SigningKey) -> dict[str, Any]:
-    """`sign_object(wire, key)` for a dict built here (no `signature` member yet), signed in place: no copies."""
+def _sign(
+    wire: dict[str, Any], optional: tuple[tuple[str, Any], ...], issued_at: str, key: SigningKey
+) -> dict[str, Any]:
+    """The rest of the wire dict in the model's member order (the `optional` members that are set, then `issuedAt`),
+    then `sign_object(wire, key)` on it (no `signature` member yet), signed in place: no copies."""
+    for name, value in optional:
+        if value is not None:
+            wire[name] = value
+    wire["issuedAt"] = issued_at
     wire["signature"] = {"alg": ALG, "kid": key.kid, "sig": key.sign(canonical(wire))}
     return wire
 
@@ -140,16 +147,8 @@ def signed_vote(
             "voter": voter,
             "decision": decision,
         }
-        if code is not None:
-            wire["code"] = code
-        if reason is not None:
-            wire["reason"] = reason
-        if decide_by is not None:
-            wire["decideBy"] = decide_by
-        if head is not None:
-            wire["recordHead"] = head
-        wire["issuedAt"] = issued_at
-        return _sign(wire, key)
+        optional = (("code", code), ("reason", reason), ("decideBy", decide_by), ("recordHead", head))
+        return _sign(wire, optional, issued_at, key)
     vote = Vote(
         txn_id=txn_id,
         branch_id=branch_id,
@@ -216,7 +215,7 @@ def signed_receipt(
             "phase": phase,
             "outcome": outcome,
         }
-        for name, value in (
+        optional = (
             ("code", code),
             ("reason", reason),
             ("preconditions", pre),
@@ -226,11 +225,8 @@ def signed_receipt(
             ("validUntil", valid_until),
             ("undoToken", undo_token),
             ("recordHead", head),
-        ):
-            if value is not None:
-                wire[name] = value
-        wire["issuedAt"] = issued_at
-        return _sign(wire, key)
+        )
+        return _sign(wire, optional, issued_at, key)
     receipt = Receipt(
         txn_id=txn_id,
         branch_id=branch_id,
