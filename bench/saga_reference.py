@@ -9,6 +9,12 @@ Without it this prints "reference not available" and hatp's own figure on spec/f
 Goal (#19): hatp faster than the reference, i.e. hatp time / reference time below 1.
 
 Run: `HATP_SAGA_REFERENCE=/path/to/apology-protocol .venv/bin/python -m bench.saga_reference`
+
+On a shared, loaded machine the rounds spread several-fold on both sides, by CPU time as much as by wall clock
+(the other processes share more than the core's time slices), so there the deterministic figure is a count of
+instructions. `--passes N` runs hatp alone, one warm-up pass and then N passes over the reference's plans, nothing
+else: `PYTHONHASHSEED=0 valgrind --tool=callgrind .venv/bin/python -m bench.saga_reference --passes N` with N = 0
+and N = 100; (the difference of the two totals) / (100 x 13) is what one plan costs, whatever the load.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,7 +71,25 @@ def _pin() -> int | None:
         return None
 
 
-def main() -> int:
+def _count(passes: int) -> int:
+    """One warm-up pass and `passes` passes of validate_saga over the reference's plans, for callgrind."""
+    ref_dir = os.environ.get("HATP_SAGA_REFERENCE")
+    if ref_dir is None:
+        print("--passes needs HATP_SAGA_REFERENCE (the reference's plans are what is counted)", file=sys.stderr)
+        return 2
+    plans = _reference_plans(Path(ref_dir))
+    _hatp_round(plans, 1)
+    if passes:
+        _hatp_round(plans, passes)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--passes" and argv[1].isdigit():
+        return _count(int(argv[1]))
+    if argv:
+        print(__doc__)
+        return 0 if argv[0] in ("-h", "--help") else 2
     cpu = _pin()
     ref_dir = os.environ.get("HATP_SAGA_REFERENCE")
     node = shutil.which("node")
@@ -133,4 +158,4 @@ def _node_version(node: str) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
