@@ -84,7 +84,8 @@ def _count(passes: int) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = argv or []  # bench.run calls main() with none
     if len(argv) == 2 and argv[0] == "--passes" and argv[1].isdigit():
         return _count(int(argv[1]))
     if argv:
