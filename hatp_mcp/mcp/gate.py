@@ -172,9 +172,10 @@ class ApprovalGate:
         then verifies the first half, and takes back any of the verifier's that has not started (so a call never
         waits for a queue behind other calls, and a verifier that is slow to wake costs nothing but that).
 
-        Measured (in process, check_approval p50, alternating calls) at load 5-6 on 2 shared cores, where two
-        threads verify no faster than one: 1.20-1.35x the one-thread check (the hand-over and the interpreter
-        lock going back and forth); hence `verify_threads`."""
+        Measured at load 5-8 on 2 shared cores, where two threads verify a long batch no faster than one: over
+        stdio (bench.gated, the same server with `--verify-threads 1` in the same run) the gated call's p50 is
+        0.86-0.90 of the one-thread gate's (3 runs); in process (check_approval alone, alternating calls) it was
+        1.20-1.35x (the hand-over and the interpreter lock going back and forth). Hence `verify_threads`."""
         half = len(parts) // 2
         theirs = [(part, self._verifier.submit(verify_part, part)) for part in parts[half:]] if half else []
         for part in parts[: len(parts) - len(theirs)]:
