@@ -32,7 +32,7 @@ REQUIRES = {
 }
 
 
-def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True) -> MCPServer:
+def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True, verify_threads: int = 2) -> MCPServer:
     server = MCPServer("payments", log_level="WARNING")
     charges: list[str] = []
 
@@ -48,20 +48,27 @@ def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True) 
 
     server.add_tool(charge_card)
     server.add_tool(list_charges, name="charges")
-    gate = approval_gate(db, org, clock)
+    gate = approval_gate(db, org, clock, verify_threads)
     if gated:  # `--ungated` (bench/gated.py's baseline): the same server and tool with no gate in front
         gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES}})
     return server
 
 
-def approval_gate(db: str | Path, org: str | Path, clock: Clock) -> ApprovalGate:
-    """The gate this server puts in front of charge_card: the organisation's gateway keys, people and agents."""
+def approval_gate(db: str | Path, org: str | Path, clock: Clock, verify_threads: int = 2) -> ApprovalGate:
+    """The gate this server puts in front of charge_card: the organisation's gateway keys, people and agents;
+    an approval's signatures verified on `verify_threads` threads (1 or 2)."""
     well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
     gateways = {"keys": [k for k in well_known["keys"] if "gateway" in k.get("roles", [])]}
     directory, _ignored = load_directory(org)  # the people's decision keys, from Directory-signed cards only
     agents, _ignored_agents = load_agents(org)  # whom each agent acts for, from Directory-signed agent cards only
     return create_approval_gate(
-        SERVER_ID, gateways, humans=directory.cards(), agents=agents, replay_cache=str(db), clock=clock
+        SERVER_ID,
+        gateways,
+        humans=directory.cards(),
+        agents=agents,
+        replay_cache=str(db),
+        clock=clock,
+        verify_threads=verify_threads,
     )
 
 
@@ -71,9 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--org", required=True, help="organisation dir with .well-known/human-card.json")
     ap.add_argument("--now", help="pin a fake clock at this RFC 3339 UTC time (tests)")
     ap.add_argument("--ungated", action="store_true", help="serve charge_card without its gate (a bench baseline)")
+    ap.add_argument(
+        "--verify-threads",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="threads an approval's signatures are verified on (1: the checking thread alone; a bench's A/B)",
+    )
     args = ap.parse_args(argv)
     clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
-    server = build(args.db, args.org, clock, gated=not args.ungated)
+    server = build(args.db, args.org, clock, gated=not args.ungated, verify_threads=args.verify_threads)
     anyio.run(serve, server, "stdio")  # the project's stdio: the wire's limits, no thread hop per line
     return 0
 

@@ -11,7 +11,7 @@ tool's current definition took effect are the caller's (hatp_mcp/mcp/gate.py, ha
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.evidence.keys import Keyring, SignatureError
 from hatp_mcp.core.evidence.signing import verify_raw
+from hatp_mcp.core.gate.signatures import SignedPart, signed_parts
 from hatp_mcp.core.humans.address import parse_address
 from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.humans.proof import MAX_SKEW, HumanKeys
@@ -436,6 +437,7 @@ def check_approval(
     nonce_used: bool = False,
     policy: GatePolicy | None = None,
     agents: AgentKeys | None = None,
+    verify_ahead: Callable[[list[SignedPart]], None] | None = None,
 ) -> Approval:
     """Return the approval when it authorizes exactly `expected` at `now`; else raise the refusal.
 
@@ -444,10 +446,16 @@ def check_approval(
     definition took effect (unknown: unbound approvals are refused); `quote` is the server's own price and payee,
     when it sets them; `nonce_used` whether the replay cache has seen any of `replay_keys(approval)`; `policy`
     the server's bounds on lifetime and proof age; `agents` the organisation's Directory-signed agent cards (with
-    them the requester is proven by the agent's signed request, HATP-GATE-26). Raises HatpError HATP-GATE-2..26.
+    them the requester is proven by the agent's signed request, HATP-GATE-26). `verify_ahead`, given, is handed
+    the approval's signatures (hatp_mcp/core/gate/signatures.py) as soon as it is parsed, to verify them at once
+    (the gate does it on two threads); the checks below still verify each one, finding those that verified
+    remembered by their keyring, so which refusal is raised, and which comes first, never depends on it.
+    Raises HatpError HATP-GATE-2..26.
     """
     policy = policy or GatePolicy()
     approval, doc = _parse(raw)
+    if verify_ahead is not None:
+        verify_ahead(signed_parts(doc, approval, trusted, humans, agents))
     _verify(doc, trusted)
     assert approval.tool_call is not None  # _parse guarantees it
     want = _match_call(approval.tool_call, expected, defined_at, approval.issued_at)
