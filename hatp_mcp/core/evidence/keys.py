@@ -194,8 +194,8 @@ class Keyring:
             return
         entry.key.verify(sig, message)
         self._verified[memo] = None
-        if len(self._verified) > _REMEMBERED:
-            del self._verified[next(iter(self._verified))]
+        if len(self._verified) > _REMEMBERED:  # threads verify at once (the gate's): evict without a KeyError
+            self._verified.pop(next(iter(self._verified), b""), None)
 
     def add(self, entry: PublicKeyEntry) -> None:
         """Raises ValueError when another key has this kid, or this key is already bound to another party."""

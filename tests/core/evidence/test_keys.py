@@ -169,3 +169,29 @@ def test_a_signature_verified_once_is_remembered_only_for_its_exact_bytes_HATP_S
     ring2.add_signer(other)
     with pytest.raises(SignatureError):
         verify_object(signed, ring2)
+
+
+class _EvictedMeanwhile(dict[bytes, None]):
+    """A keyring memo where another thread evicts the oldest entry at the moment this one looks it up: the
+    interleaving two verifying threads (the gate's worker and its verifier) can meet when the memo is full."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        keys = list(super().__iter__())
+        if keys:
+            super().__delitem__(keys[0])  # the other thread's eviction, between this lookup and this delete
+        return iter(keys)
+
+
+def test_a_full_memo_evicted_by_two_threads_at_once_never_fails_a_good_signature(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hatp_mcp.core.evidence.keys as keys
+
+    monkeypatch.setattr(keys, "_REMEMBERED", 2)
+    entry = ring.entries()[0]
+    messages = [f"message {i}".encode() for i in range(4)]
+    for m in messages[:3]:
+        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    ring._verified = _EvictedMeanwhile(ring._verified)
+    ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good signature: no KeyError
+    assert len(ring._verified) <= 2
