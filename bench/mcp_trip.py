@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -153,14 +153,6 @@ class _TimedParticipant:
 
     async def commit(self, req: CommitRequest) -> BranchResult:
         return await self._timeline.timed("commit", req.branch_id, self._inner.commit(req))
-
-    def staged(self, req: Any) -> Callable[[], Awaitable[Any]]:
-        """The inner participant's `staged` (built now), with its prepares and commits timed from their send."""
-        send = self._inner.staged(req)  # type: ignore[attr-defined]
-        phase = "prepare" if isinstance(req, PrepareRequest) else "commit" if isinstance(req, CommitRequest) else None
-        if phase is None:
-            return send  # type: ignore[no-any-return]
-        return lambda: self._timeline.timed(phase, req.branch_id, send())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -4,9 +4,6 @@
 (`resultType`, `_meta`), validates the result against its model, and turns every failure into a HatpError through
 hatp_mcp.mcp.errors: a JSON-RPC error into its refusal, no answer into TransportFailed. It never retries (callers
 decide; every hatp call is idempotent on txnId and branchId) and checks no signatures (participant_client does).
-`call` is `request_params` (the params built, the coordinator's auth signed) then `send_params`; a caller that
-must not send yet (the coordinator while the write that gates the request is on its way to disk, HATP-TXN-4)
-builds first and sends later.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import TransportFailed, from_mcp_error
 
-__all__ = ["SDK_RESULT_KEYS", "HatpRequest", "Signer", "call", "call_raw", "request_params", "send_params"]
+__all__ = ["SDK_RESULT_KEYS", "HatpRequest", "Signer", "call", "call_raw"]
 
 M = TypeVar("M", bound=WireModel)
 Signer = Callable[[str, dict[str, Any]], dict[str, Any]]  # (method, params) -> params with the coordinator's auth
@@ -64,34 +61,6 @@ async def call_raw(client: Client, method: str, params: dict[str, Any], read_tim
     return {k: v for k, v in (raw.model_extra or {}).items() if k not in SDK_RESULT_KEYS}
 
 
-def request_params(method: str, request: WireModel, sign: Signer | None = None) -> dict[str, Any]:
-    """`request`'s params for `method`; with `sign` (a coordinator's RequestSigner.sign) they carry the
-    coordinator's `auth` for the method, signed now (spec/mcp-binding.md HATP-TRUST-11). Sends nothing."""
-    body = request.wire()
-    return sign(method.rsplit("/", 1)[-1], body) if sign is not None else body
-
-
-async def send_params(
-    client: Client, method: str, body: dict[str, Any], result_model: type[M], read_timeout: float | None = None
-) -> M:
-    """Send params built by `request_params` as `method`; return the result validated as `result_model`.
-
-    Raises HatpError: the server's refusal, TransportFailed (HATP-MCP-6), or HATP-MCP-2 for a result that is
-    not a valid `result_model`.
-    """
-    result = await call_raw(client, method, body, read_timeout)
-    try:
-        return parse(result_model, result, f"{method} result")
-    except WireError as exc:
-        raise HatpError(
-            "HATP-MCP-2",
-            exc.reason,
-            path=exc.path,
-            code="BAD_RESULT",
-            fix="the server must answer with the wire object the binding names",
-        ) from exc
-
-
 async def call(
     client: Client,
     method: str,
@@ -100,8 +69,25 @@ async def call(
     read_timeout: float | None = None,
     sign: Signer | None = None,
 ) -> M:
-    """Send `request` as `method` (`request_params`, then `send_params`); return the result validated as `result_model`.
+    """Send `request` as `method`; return the result validated as `result_model`.
 
-    Raises like `send_params`.
+    `sign` (a coordinator's RequestSigner.sign): the params go out with the coordinator's `auth` for the method,
+    signed now, at send time (spec/mcp-binding.md HATP-TRUST-11).
+
+    Raises HatpError: the server's refusal, TransportFailed (HATP-MCP-6), or HATP-MCP-2 for a result that is
+    not a valid `result_model`.
     """
-    return await send_params(client, method, request_params(method, request, sign), result_model, read_timeout)
+    params = request.wire()
+    if sign is not None:
+        params = sign(method.rsplit("/", 1)[-1], params)
+    body = await call_raw(client, method, params, read_timeout)
+    try:
+        return parse(result_model, body, f"{method} result")
+    except WireError as exc:
+        raise HatpError(
+            "HATP-MCP-2",
+            exc.reason,
+            path=exc.path,
+            code="BAD_RESULT",
+            fix="the server must answer with the wire object the binding names",
+        ) from exc

@@ -7,15 +7,13 @@ or a missing answer is raised as a HatpError / TransportFailed, never returned a
 A caller that feeds every vote and receipt to the coordinator core may pass `verify=False`: the core verifies the
 signature, that the signing key's keyring entry is bound to the branch's participant (HATP-SIG-6), and the txnId,
 branchId, planDigest and voter/participant named (HATP-TXN-2), so nothing is checked twice here. Status receipts
-are always fully verified (the core never sees them). `staged(req)` builds and signs a request without sending it
-and returns what sends it: the coordinator builds while the write that gates the request is on its way to disk and
-sends once it is durable (HATP-TXN-4). This module keeps no transaction state.
+are always fully verified (the core never sees them). This module keeps no transaction state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, overload
+from collections.abc import Mapping
+from typing import Any
 
 from mcp import Client
 
@@ -33,17 +31,10 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.call import Signer, call, request_params, send_params
+from hatp_mcp.mcp.call import Signer, call
 from hatp_mcp.runtime.interfaces import Participant
 
 __all__ = ["McpParticipant", "check_evidence", "mcp_participant"]
-
-_BRANCH_METHODS: dict[type, str] = {  # the request type -> the method that carries it
-    CommitRequest: "hatp/txn/commit",
-    AbortRequest: "hatp/txn/abort",
-    CompensateRequest: "hatp/txn/compensate",
-    RenewRequest: "hatp/txn/renew",
-}
 
 
 def check_evidence(
@@ -115,53 +106,29 @@ class McpParticipant:
             obj, self._keyring, path, txn_id=txn_id, branch_id=branch_id, plan_digest=digest, signer=self.uri
         )
 
-    @overload
-    def staged(self, req: PrepareRequest) -> Callable[[], Awaitable[PrepareResult]]: ...
-    @overload
-    def staged(
-        self, req: CommitRequest | AbortRequest | CompensateRequest | RenewRequest
-    ) -> Callable[[], Awaitable[BranchResult]]: ...
-    def staged(
-        self, req: PrepareRequest | CommitRequest | AbortRequest | CompensateRequest | RenewRequest
-    ) -> Callable[[], Awaitable[PrepareResult]] | Callable[[], Awaitable[BranchResult]]:
-        """`req` built and signed now (the coordinator's auth, HATP-TRUST-11), sent only when the returned function
-        is awaited; that sends it and checks the answer as the method of the same name does. Raises ValueError for
-        a request the signer refuses (it names no txnId, branchId and planDigest)."""
-        if isinstance(req, PrepareRequest):
-            method = "hatp/txn/quote" if req.quote_only else "hatp/txn/prepare"
-            body = request_params(method, req, self.signer)
-
-            async def prepare() -> PrepareResult:
-                result = await send_params(self.client, method, body, PrepareResult, self.timeout)
-                self._check(result.vote, "$.vote", req.txn_id, req.branch_id, req.plan_digest)
-                self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
-                return result
-
-            return prepare
-        branch_method = _BRANCH_METHODS[type(req)]
-        branch_body = request_params(branch_method, req, self.signer)
-
-        async def branch() -> BranchResult:
-            result = await send_params(self.client, branch_method, branch_body, BranchResult, self.timeout)
-            self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
-            return result
-
-        return branch
-
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
-        return await self.staged(req)()
+        method = "hatp/txn/quote" if req.quote_only else "hatp/txn/prepare"
+        result = await call(self.client, method, req, PrepareResult, self.timeout, self.signer)
+        self._check(result.vote, "$.vote", req.txn_id, req.branch_id, req.plan_digest)
+        self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
+        return result
+
+    async def _branch(self, method: str, req: Any) -> BranchResult:
+        result = await call(self.client, method, req, BranchResult, self.timeout, self.signer)
+        self._check(result.receipt, "$.receipt", req.txn_id, req.branch_id, req.plan_digest)
+        return result
 
     async def commit(self, req: CommitRequest) -> BranchResult:
-        return await self.staged(req)()
+        return await self._branch("hatp/txn/commit", req)
 
     async def abort(self, req: AbortRequest) -> BranchResult:
-        return await self.staged(req)()
+        return await self._branch("hatp/txn/abort", req)
 
     async def compensate(self, req: CompensateRequest) -> BranchResult:
-        return await self.staged(req)()
+        return await self._branch("hatp/txn/compensate", req)
 
     async def renew(self, req: RenewRequest) -> BranchResult:
-        return await self.staged(req)()
+        return await self._branch("hatp/txn/renew", req)
 
     async def status(self, req: StatusRequest) -> StatusResult:
         result = await call(self.client, "hatp/txn/status", req, StatusResult, self.timeout)

@@ -25,7 +25,6 @@ from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
     AbortRequest,
-    BranchResult,
     CommitRequest,
     CompensateRequest,
     PrepareRequest,
@@ -318,28 +317,19 @@ class CoordinatorRuntime:
                     break
                 outcome = cmd.outcome
                 entries.append(LogEntry("event", chain.close(at, cmd.outcome.value)))
-        # Persist before send (HATP-TXN-4): the batch's participant calls are started first and build and sign
-        # their requests while the write is on its way to disk (the log writes in its own thread), but each waits
-        # for `durable` before it sends; a write that fails never sets it, and the calls are cancelled unsent.
-        durable = asyncio.Event()
-        if unjustified is None:
-            for cmd in commands:
-                if isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                    decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
-                    vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
-                    # HATP-REC-19: the head is durable (written below) before a party signs it
-                    head = chain.head_at
-                    call = self._call(
-                        machine.plan, machine.plan_digest, cmd, children.post, durable, decision, vote, head
-                    )
-                    children.spawn(log.counted(call))
-        await log.write(entries, commands)
-        durable.set()
+        await log.write(entries, commands)  # persist before send (HATP-TXN-4)
         if unjustified is not None:
             raise unjustified  # fail closed: nothing after the refused close is sent
         for cmd in commands:
             if isinstance(cmd, Arm):
                 alarms.arm(cmd.key, cmd.at)
+            elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
+                decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
+                vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
+                # HATP-REC-19: the head is durable (written above) before a party signs it
+                head = chain.head_at
+                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote, head)
+                children.spawn(log.counted(call))
             elif isinstance(cmd, Ask | Poll):
                 children.spawn(self._approve(machine.plan, cmd, children.post))
             elif isinstance(cmd, Tighten):
@@ -410,16 +400,13 @@ class CoordinatorRuntime:
         digest: str,
         cmd: Any,
         post: Callable[[Event], None],
-        durable: asyncio.Event,
         decision: dict[str, Any] | None = None,
         vote: str | None = None,
         head: RecordHead | None = None,
     ) -> None:
-        """Send one participant call once `durable` is set (the write before it is on disk, HATP-TXN-4); a
-        participant with `staged` (hatp_mcp.mcp.participant_client) builds and signs the request before that, so
-        the work overlaps the write. A commit carries `decision`, the signed decision event, and `vote`, the
-        digest of the branch's yes vote it rests on (HATP-TRUST-7); the other calls name `head`, the record's
-        durable head, which the answer signs (HATP-REC-19; a commit's answer signs the decision's own head)."""
+        """Send one participant call; a commit carries `decision`, the signed decision event, and `vote`, the digest
+        of the branch's yes vote it rests on (HATP-TRUST-7); the other calls name `head`, the record's durable head,
+        which the answer signs (HATP-REC-19; a commit's answer signs the decision's own head)."""
         branch = plan.branch(cmd.branch_id)
         phase = {
             SendPrepare: "quote" if getattr(cmd, "quote_only", False) else "prepare",
@@ -434,9 +421,6 @@ class CoordinatorRuntime:
             if participant is None:
                 raise HatpError("HATP-TXN-2", f"no route to participant {branch.participant}", code="UNREACHABLE")
             p = participant
-            # build now, send later, where the participant's own class offers it: a wrapper that passes unknown
-            # attributes on (__getattr__) must not hand out its inner participant's and so bypass its own methods
-            staged = p.staged if hasattr(type(p), "staged") else None  # type: ignore[attr-defined]
             bound = float(branch.max_duration_seconds) if branch.max_duration_seconds is not None else self._unbounded
             t, b = plan.txn_id, branch.branch_id
             if isinstance(cmd, SendPrepare):
@@ -449,12 +433,9 @@ class CoordinatorRuntime:
                     quote_only=cmd.quote_only,
                     record_head=head,
                 )
-                prepare = staged(req) if staged is not None else lambda: p.prepare(req)
-                await durable.wait()
-                res = await self._bounded(bound, prepare)
+                res = await self._bounded(bound, lambda: p.prepare(req))
                 event = PrepareAnswer(branch_id=b, vote=res.vote, receipt=res.receipt)
             else:
-                send: Callable[[], Awaitable[BranchResult]]
                 if isinstance(cmd, SendCommit):
                     creq = CommitRequest(
                         txn_id=t,
@@ -464,22 +445,20 @@ class CoordinatorRuntime:
                         decision=decision,
                         vote_digest=vote,
                     )
-                    send = staged(creq) if staged is not None else lambda: p.commit(creq)
+                    res2 = await self._bounded(bound, lambda: p.commit(creq))
                 elif isinstance(cmd, SendRenew):
                     rreq = RenewRequest(
                         txn_id=t, branch_id=b, plan_digest=digest, lease_seconds=cmd.lease_seconds, record_head=head
                     )
-                    send = staged(rreq) if staged is not None else lambda: p.renew(rreq)
+                    res2 = await self._bounded(bound, lambda: p.renew(rreq))
                 elif isinstance(cmd, SendAbort):
                     areq = AbortRequest(txn_id=t, branch_id=b, plan_digest=digest, reason=cmd.reason, record_head=head)
-                    send = staged(areq) if staged is not None else lambda: p.abort(areq)
+                    res2 = await self._bounded(bound, lambda: p.abort(areq))
                 else:
                     ureq = CompensateRequest(
                         txn_id=t, branch_id=b, plan_digest=digest, undo_token=cmd.undo_token, record_head=head
                     )
-                    send = staged(ureq) if staged is not None else lambda: p.compensate(ureq)
-                await durable.wait()
-                res2 = await self._bounded(bound, send)
+                    res2 = await self._bounded(bound, lambda: p.compensate(ureq))
                 event = ReceiptAnswer(branch_id=b, receipt=res2.receipt)
         except Exception as exc:  # a participant's failure is data for the machine; cancellation passes
             event = CallFailed(branch_id=cmd.branch_id, phase=phase, reason=str(exc)[:500] or type(exc).__name__)

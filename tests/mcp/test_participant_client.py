@@ -13,7 +13,7 @@ from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.participant_client import McpParticipant, mcp_participant
+from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_server import AnyParams
 from hatp_mcp.runtime.clock import FakeClock
 from tests.coordinators import COORDINATOR, decision_for
@@ -129,24 +129,3 @@ async def test_HATP_MCP_2_a_result_that_is_not_the_wire_model_is_refused(clock: 
             with pytest.raises(HatpError) as info:
                 await mcp_participant(AIRLINE, client, toy.keyring, signer=toy.signer).prepare(prepare_req())
     assert (info.value.rule, info.value.code, info.value.path) == ("HATP-MCP-2", "BAD_RESULT", "bonus")
-
-
-async def test_a_staged_prepare_is_signed_when_built_and_reaches_the_server_only_when_sent(clock: FakeClock) -> None:
-    # the coordinator builds while the write that gates the request is on its way to disk (HATP-TXN-4)
-    toy = Toy(clock)
-    signed: list[str] = []
-
-    def sign(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        signed.append(method)
-        return toy.signer(method, params)
-
-    with anyio.fail_after(10):
-        async with Client(toy_server(toy)) as client:
-            part = mcp_participant(AIRLINE, client, toy.keyring, signer=sign)
-            assert isinstance(part, McpParticipant)
-            send = part.staged(prepare_req())
-            await anyio.lowlevel.checkpoint()
-            assert signed == ["prepare"] and toy.op.held == set()  # built and signed, nothing sent
-            result = await send()
-    assert signed == ["prepare"]  # signed once, when built
-    assert result.vote["decision"] == "yes" and toy.op.held == {"txn-toy-0001"}
