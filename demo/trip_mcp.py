@@ -38,7 +38,7 @@ from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.coordinator import BoundsAsker, CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.coordinator_trust import RequestSigner, write_trust_list
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
@@ -124,20 +124,24 @@ async def open_suite(
         log=SqliteTxnLog(data / "coordinator.db"),
         clock=clock,
         validator=default_validator(),
-        bounds=_bounds_asker({uri: clients[name] for name, uri in SERVERS.items()}),
+        bounds=_BoundsAsker({uri: clients[name] for name, uri in SERVERS.items()}),
     )
     return clients, runtime, ring, sign
 
 
-def _bounds_asker(clients: dict[str, Client]) -> BoundsAsker:
-    """HATP-MODE-9: each branch's bounds from its server's hatp/txn/estimate, asked at begin."""
+class _BoundsAsker:
+    """HATP-MODE-9: each branch's bounds from its server's hatp/txn/estimate, asked at begin, once per server and
+    operation (`known`: what was already asked, with no call; a BoundsAsker for CoordinatorRuntime)."""
 
-    advertised = {uri: AdvertisedBounds() for uri in clients}  # asked once per server and operation
+    def __init__(self, clients: dict[str, Client]) -> None:
+        self._clients = clients
+        self._advertised = {uri: AdvertisedBounds() for uri in clients}
 
-    async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
-        return await advertised[participant].get(clients[participant], plan, branch_id, 10)
+    async def __call__(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        return await self._advertised[participant].get(self._clients[participant], plan, branch_id, 10)
 
-    return ask
+    def known(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds | None:
+        return self._advertised[participant].known(self._clients[participant], plan, branch_id)
 
 
 def _say(line: str) -> None:

@@ -126,6 +126,11 @@ class Link:
                 self.connects += 1
             return self._client
 
+    @property
+    def current(self) -> Client | None:
+        """The open connection, None when there is none (`client()` would open one)."""
+        return self._client
+
     def lost(self, client: Client) -> None:
         """The connection of `client` is gone: close it; the next `client()` opens a new one."""
         if self._client is client and self._close is not None:
@@ -246,17 +251,33 @@ class LinkedParticipant:
                 self.link.lost(client)
             raise
 
+    def known_bounds(self, plan: Plan, branch_id: str) -> OperationBounds | None:
+        """What `bounds` would answer from this connection's advertisement, with no call; None when nothing is
+        held for it (no connection open, or not asked on it yet). Raises KeyError for a branch the plan lacks."""
+        client = self.link.current
+        return None if client is None else self._bounds.known(client, plan, branch_id)
+
+
+class _LinkBounds:
+    """A BoundsAsker for CoordinatorRuntime(bounds=...) (HATP-MODE-9): each branch's bounds from its participant's
+    link; `known`: what a link already holds, with no call. A participant without a link raises KeyError, which
+    the runtime counts as no bounds (refused)."""
+
+    def __init__(self, participants: Mapping[str, LinkedParticipant]) -> None:
+        self._participants = participants
+
+    async def __call__(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        return await self._participants[participant].bounds(plan, branch_id)
+
+    def known(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds | None:
+        return self._participants[participant].known_bounds(plan, branch_id)
+
 
 def bounds_over_links(
     participants: Mapping[str, LinkedParticipant],
 ) -> Callable[[str, Plan, str], Awaitable[OperationBounds]]:
-    """A BoundsAsker for CoordinatorRuntime(bounds=...) (HATP-MODE-9): each branch's bounds from its participant's
-    link. A participant without a link raises KeyError, which the runtime counts as no bounds (refused)."""
-
-    async def ask(participant: str, plan: Plan, branch_id: str) -> OperationBounds:
-        return await participants[participant].bounds(plan, branch_id)
-
-    return ask
+    """A BoundsAsker over `participants`' links (see _LinkBounds)."""
+    return _LinkBounds(participants)
 
 
 class LinkedApprover:

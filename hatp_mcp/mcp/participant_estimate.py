@@ -91,16 +91,25 @@ class AdvertisedBounds:
         self._of: object = None
         self._known: dict[tuple[str, str], OperationBounds] = {}
 
+    def known(self, client: Client, plan: Plan, branch_id: str) -> OperationBounds | None:
+        """The bounds for `branch_id` from what `client`'s connection already advertised, with no call; None when
+        they were not asked on this connection yet. Raises KeyError for a branch the plan lacks."""
+        if client is not self._of:
+            return None
+        branch = plan.branch(branch_id)
+        known = self._known.get((branch.operation, branch.tier))
+        return None if known is None else known.model_copy(update={"txn_id": plan.txn_id, "branch_id": branch_id})
+
     async def get(
         self, client: Client, plan: Plan, branch_id: str, read_timeout: float | None = 30.0
     ) -> OperationBounds:
         """Raises like participant_bounds."""
+        known = self.known(client, plan, branch_id)
+        if known is not None:
+            return known
         if client is not self._of:
             self._of, self._known = client, {}
         branch = plan.branch(branch_id)
-        known = self._known.get((branch.operation, branch.tier))
-        if known is not None:
-            return known.model_copy(update={"txn_id": plan.txn_id, "branch_id": branch_id})
         got = await participant_bounds(client, plan, branch_id, read_timeout)
         self._known[(branch.operation, branch.tier)] = got
         return got

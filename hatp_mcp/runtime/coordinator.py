@@ -77,6 +77,8 @@ WATCH_SECONDS = 20.0
 R = TypeVar("R")
 EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
 BoundsAsker = Callable[[str, Plan, str], Awaitable[OperationBounds]]  # (participant, plan, branchId): HATP-MCP-19
+# A BoundsAsker may also have `known(participant, plan, branchId) -> OperationBounds | None`: the answer it already
+# holds (the same one a call would return), with no call and no task; None (or a failure) and the branch is asked.
 
 
 def _decision_event(chain: RecordChain) -> dict[str, Any] | None:
@@ -197,9 +199,21 @@ class CoordinatorRuntime:
 
     @staticmethod
     async def _participant_bounds(plan: Plan, ask: BoundsAsker) -> dict[str, OperationBounds]:
-        """HATP-MODE-9: every branch's bounds, asked in parallel (one call per branch). A failed call leaves the
-        branch out, which check_participant_bounds refuses (fail closed); cancellation still passes."""
+        """HATP-MODE-9: every branch's bounds, what the asker already holds first (`known`: no task), the rest asked
+        in parallel (one call per branch). A failed call leaves the branch out, which check_participant_bounds
+        refuses (fail closed); cancellation still passes."""
         out: dict[str, OperationBounds] = {}
+        known = getattr(ask, "known", None)
+        missing: list[tuple[str, str]] = []
+        for b in plan.branches:
+            try:
+                held = known(b.participant, plan, b.branch_id) if known is not None else None
+            except Exception:  # not held after all: asked like any other branch
+                held = None
+            if held is not None:
+                out[b.branch_id] = held
+            else:
+                missing.append((b.participant, b.branch_id))
 
         async def one(participant: str, branch_id: str) -> None:
             try:
@@ -207,7 +221,8 @@ class CoordinatorRuntime:
             except Exception:
                 return
 
-        await asyncio.gather(*(one(b.participant, b.branch_id) for b in plan.branches))  # `one` never raises
+        if missing:
+            await asyncio.gather(*(one(participant, branch_id) for participant, branch_id in missing))  # never raises
         return out
 
     async def recover(self, txn_id: str, abort_request: Mapping[str, Any] | None = None) -> TxnResult:

@@ -44,7 +44,7 @@ async def test_HATP_MCP_19_a_participants_bounds_are_asked_once_per_connection_a
 ) -> None:
     from hatp_mcp.core.model.plan import Plan
     from hatp_mcp.mcp import participant_estimate as estimate_module
-    from hatp_mcp.mcp.links import LinkedParticipant, Target, open_links
+    from hatp_mcp.mcp.links import LinkedParticipant, Target, bounds_over_links, open_links
     from tests.factories import trip_plan
 
     asked: list[str] = []
@@ -59,8 +59,12 @@ async def test_HATP_MCP_19_a_participants_bounds_are_asked_once_per_connection_a
     with anyio.fail_after(60):
         async with open_links({uri: Target(module="servers.airline", data=str(tmp_path / "airline"))}, tmp_path) as ls:
             airline = LinkedParticipant(uri, ls[uri], Keyring())
-            first = await airline.bounds(Plan.model_validate(trip_plan("txn-a")), "seat")
-            second = await airline.bounds(Plan.model_validate(trip_plan("txn-b")), "seat")
+            plan_a, plan_b = Plan.model_validate(trip_plan("txn-a")), Plan.model_validate(trip_plan("txn-b"))
+            assert airline.known_bounds(plan_a, "seat") is None  # no connection yet: nothing held
+            first = await airline.bounds(plan_a, "seat")
+            held = bounds_over_links({uri: airline}).known(uri, plan_b, "seat")  # type: ignore[attr-defined]
+            second = await airline.bounds(plan_b, "seat")
     assert asked == ["txn-a"]  # the second transaction is answered from what this connection advertised
+    assert held == second  # what is held without a call is what the call answers
     assert (second.txn_id, second.branch_id, second.operation) == ("txn-b", "seat", "seat.hold")
     assert second.max_lease_seconds == first.max_lease_seconds is not None

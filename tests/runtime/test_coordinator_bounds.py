@@ -35,17 +35,21 @@ def asker(max_lease: int | None, asked: list[tuple[str, str]], fail: str | None 
         asked.append((participant, branch_id))
         if branch_id == fail:
             raise HatpError("HATP-MCP-19", "no such operation", code="UNSUPPORTED")
-        b = plan.branch(branch_id)
-        return OperationBounds(
-            txn_id=plan.txn_id,
-            branch_id=branch_id,
-            operation=b.operation,
-            tier=b.tier,
-            max_lease_seconds=max_lease,
-            max_duration_seconds=b.max_duration_seconds,
-        )
+        return bounds_of(plan, branch_id, max_lease)
 
     return ask
+
+
+def bounds_of(plan: Plan, branch_id: str, max_lease: int | None) -> OperationBounds:
+    b = plan.branch(branch_id)
+    return OperationBounds(
+        txn_id=plan.txn_id,
+        branch_id=branch_id,
+        operation=b.operation,
+        tier=b.tier,
+        max_lease_seconds=max_lease,
+        max_duration_seconds=b.max_duration_seconds,
+    )
 
 
 @pytest.mark.anyio
@@ -132,3 +136,43 @@ async def test_HATP_MODE_9_an_explicit_mode_the_participants_durations_rule_out_
     assert (err.value.rule, err.value.code, err.value.path) == ("HATP-MODE-9", "MODE_DOES_NOT_FIT", "$.mode")
     assert "approval-first" in err.value.fix
     assert await world.log.unfinished() == [] and world.seat.effects == []
+
+
+class _Holding:
+    """A BoundsAsker that already holds the bounds of the branches in `held` (`known`: no call), fails to look up
+    those in `broken`, and asks the rest (recorded in `asked`)."""
+
+    def __init__(self, max_lease: int, asked: list[tuple[str, str]], held: set[str], broken: set[str]) -> None:
+        self._ask = asker(max_lease, asked)
+        self._max_lease = max_lease
+        self._held = held
+        self._broken = broken
+
+    async def __call__(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds:
+        return await self._ask(participant, plan, branch_id)
+
+    def known(self, participant: str, plan: Plan, branch_id: str) -> OperationBounds | None:
+        if branch_id in self._broken:
+            raise KeyError(branch_id)
+        return bounds_of(plan, branch_id, self._max_lease) if branch_id in self._held else None
+
+
+@pytest.mark.anyio
+async def test_HATP_MODE_9_bounds_the_asker_holds_need_no_call_and_the_rest_are_asked(clock: FakeClock) -> None:
+    world = build_world(clock)
+    asked: list[tuple[str, str]] = []
+    ask = _Holding(900, asked, held={"seat", "room"}, broken={"event"})
+    result = await drive(clock, lambda: with_bounds(world, ask).run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.COMMITTED
+    assert sorted(b for _p, b in asked) == ["event", "pay"]  # a failed lookup is asked like any other branch
+
+
+@pytest.mark.anyio
+async def test_HATP_MODE_9_held_bounds_are_checked_like_asked_ones(clock: FakeClock) -> None:
+    world = build_world(clock)
+    asked: list[tuple[str, str]] = []
+    ask = _Holding(600, asked, held={"seat", "room", "event", "pay"}, broken=set())
+    with anyio.fail_after(10), pytest.raises(HatpError) as err:
+        await with_bounds(world, ask).run(trip_plan(clock.now()))
+    assert (err.value.rule, err.value.code) == ("HATP-MODE-9", "BOUNDS_EXCEEDED")
+    assert asked == [] and world.seat.effects == []  # nobody called, nothing sent
