@@ -19,6 +19,13 @@ from hatp_mcp.store.participant_state import StateDb
 
 __all__ = ["Effect", "Inventory", "Item"]
 
+# A transaction's own change of a resource's state and holder, its version kept (1 for a resource never seen): one
+# statement, so a hold or a commit does not read the row first
+_SET_STATE = (
+    "INSERT INTO items (resource, version, state, holder) VALUES (?, 1, ?, ?) ON CONFLICT (resource)"
+    " DO UPDATE SET state = excluded.state, holder = excluded.holder RETURNING version"
+)
+
 
 @dataclass(frozen=True)
 class Item:
@@ -70,12 +77,11 @@ class Inventory:
         )
 
     def set_state(self, resource: str, state: str, holder: str | None) -> Item:
-        """A transaction's own change (hold, release, take): the version stays."""
-        with self._mutex:  # read and write as one step (a writer on another thread waits)
-            item = self.get(resource)
-            new = Item(resource, item.version, state, holder)
-            self._put(new)
-        return new
+        """A transaction's own change (hold, release, take): the version stays (a new resource starts at 1).
+        One statement reads and writes (no read of its own first)."""
+        with self._mutex:
+            row = self._db.execute(_SET_STATE, (resource, state, holder)).fetchone()
+        return Item(resource, row[0], state, holder)
 
     def outside_change(self, resource: str, state: str | None = None, holder: str | None = None) -> Item:
         """A change from outside any transaction: bumps the version (and may take the resource)."""
@@ -98,11 +104,7 @@ class Inventory:
             if row is not None:
                 return Effect(key, kind, row[0], row[1])
             if state is not None:
-                found = db.execute("SELECT version FROM items WHERE resource = ?", (resource,)).fetchone()
-                db.execute(
-                    "INSERT OR REPLACE INTO items (resource, version, state, holder) VALUES (?, ?, ?, ?)",
-                    (resource, found[0] if found else 1, state, holder),
-                )
+                db.execute(_SET_STATE, (resource, state, holder)).fetchone()
             db.execute(
                 "INSERT INTO effects (key, kind, resource, undo_token) VALUES (?, ?, ?, ?)",
                 (key, kind, resource, undo_token),

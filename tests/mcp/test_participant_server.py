@@ -11,7 +11,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import Server
 
-from hatp_mcp.core.model.messages import LockAcquireRequest, PrepareRequest
+from hatp_mcp.core.model.messages import LockAcquireRequest, PrepareRequest, StatusRequest, StatusResult
 from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
 from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
@@ -184,3 +184,40 @@ async def test_HATP_OBJ_3_a_signed_prepare_whose_plan_has_a_trailing_newline_in_
     assert refused.value.code == -32602
     assert (refused.value.data["rule"], refused.value.data["path"]) == ("HATP-OBJ-3", f"plan.{field}")
     assert toy.op.held == set() and toy.op.booked == set()
+
+
+async def test_an_uncontended_request_reaches_its_participant_without_giving_up_the_event_loop(
+    clock: FakeClock,
+) -> None:
+    # serve_hatp's gate lets a request with a free place straight through: a task started just before the request
+    # has not run yet when the participant is called (anyio's default semaphore gives the loop a turn first)
+    handlers: dict[str, Any] = {}
+    low: Server[Any] = Server("low", version="0.0.1")
+    low.add_request_handler = lambda method, params_type, handler: handlers.__setitem__(method, handler)  # type: ignore[method-assign]
+    started: list[str] = []
+    seen: list[list[str]] = []
+
+    toy = Toy(clock)
+
+    class Participant:
+        async def status(self, req: StatusRequest) -> StatusResult:
+            seen.append(list(started))
+            return await toy.runtime.status(req)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(toy.runtime, name)
+
+    serve_hatp(low, Participant(), HatpSettings(roles=["participant"]), trust=toy.trust)  # type: ignore[arg-type]
+
+    async def other() -> None:
+        started.append("other")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            answer = await handlers["hatp/txn/status"](
+                None, AnyParams.model_validate({"txnId": "t-1", "branchId": "s"})
+            )
+    assert answer["state"] == "unknown"
+    assert seen == [[]]
+    assert started == ["other"]
