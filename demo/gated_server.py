@@ -32,7 +32,7 @@ REQUIRES = {
 }
 
 
-def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True, verify_threads: int = 2) -> MCPServer:
+def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True, verify_threads: int = 1) -> MCPServer:
     server = MCPServer("payments", log_level="WARNING")
     charges: list[str] = []
 
@@ -54,7 +54,7 @@ def build(db: str | Path, org: str | Path, clock: Clock, *, gated: bool = True, 
     return server
 
 
-def approval_gate(db: str | Path, org: str | Path, clock: Clock, verify_threads: int = 2) -> ApprovalGate:
+def approval_gate(db: str | Path, org: str | Path, clock: Clock, verify_threads: int = 1) -> ApprovalGate:
     """The gate this server puts in front of charge_card: the organisation's gateway keys, people and agents;
     an approval's signatures verified on `verify_threads` threads (1 or 2)."""
     well_known = json.loads((Path(org) / ".well-known" / "human-card.json").read_text())
@@ -82,8 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--verify-threads",
         type=int,
         choices=(1, 2),
-        default=2,
-        help="threads an approval's signatures are verified on (1: the checking thread alone; a bench's A/B)",
+        default=1,
+        help="threads an approval's signatures are verified on (2: the checking thread and a verifier; a bench's A/B)",
     )
     args = ap.parse_args(argv)
     clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()

@@ -49,10 +49,19 @@ from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
 
-__all__ = ["APPROVAL_META_KEY", "ApprovalGate", "GatedTool", "QuoteFn", "create_approval_gate", "gate_tools"]
+__all__ = [
+    "APPROVAL_META_KEY",
+    "ApprovalGate",
+    "GatedTool",
+    "QuoteFn",
+    "create_approval_gate",
+    "gate_tools",
+    "verify_on_two_threads",
+]
 
 QuoteFn = Callable[[Mapping[str, Any]], Quote | Awaitable[Quote]]
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +87,8 @@ class ApprovalGate:
     servers: set[int] = field(default_factory=set)  # id() of each server the middleware is installed on
     # How many threads an approval's signatures are verified on: 2 (this call's and the verifier) halves the
     # verification wall when a core is free for the second; 1 keeps them on the checking thread (on a machine
-    # with no free core the hand-over costs more than it saves: see _verify_together).
-    verify_threads: int = 2
+    # with no free core the hand-over costs more than it saves: see _verify_together). 1 by default.
+    verify_threads: int = 1
     _threads: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     # The second thread an approval's signatures are verified on (its thread starts at the first submit).
     _verifier: ThreadPoolExecutor = field(
@@ -175,16 +184,9 @@ class ApprovalGate:
         Measured at load 5-8 on 2 shared cores, where two threads verify a long batch no faster than one: over
         stdio (bench.gated, the same server with `--verify-threads 1` in the same run) the gated call's p50 is
         0.86-0.90 of the one-thread gate's (3 runs); in process (check_approval alone, alternating calls) it was
-        1.20-1.35x (the hand-over and the interpreter lock going back and forth). Hence `verify_threads`."""
-        half = len(parts) // 2
-        theirs = [(part, self._verifier.submit(verify_part, part)) for part in parts[half:]] if half else []
-        for part in parts[: len(parts) - len(theirs)]:
-            verify_part(part)
-        for part, job in reversed(theirs):
-            if job.cancel():
-                verify_part(part)
-            else:
-                job.result()
+        1.20-1.35x (the hand-over and the interpreter lock going back and forth); at load below 1 on a slow host,
+        1.03 over stdio (two runs). Hence `verify_threads`, 1 by default: a server with a core to spare sets 2."""
+        verify_on_two_threads(parts, verify_part, self._verifier)
 
     def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:
         async def gate(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -221,6 +223,21 @@ async def _tool_definition(server: MCPServer, name: str) -> dict[str, Any]:
     )
 
 
+def verify_on_two_threads(items: Sequence[T], verify: Callable[[T], object], second: ThreadPoolExecutor) -> None:
+    """Run `verify` on every item, the later half handed to `second` first and the first half on this thread, then
+    back on this thread any of `second`'s that has not started (a busy `second` never holds the caller up, and
+    there is no deadlock). A raise from `verify` propagates; every item is verified exactly once."""
+    half = len(items) // 2
+    theirs = [(item, second.submit(verify, item)) for item in items[half:]] if half else []
+    for item in items[: len(items) - len(theirs)]:
+        verify(item)
+    for item, job in reversed(theirs):
+        if job.cancel():
+            verify(item)
+        else:
+            job.result()
+
+
 def create_approval_gate(
     server_id: str,
     trusted_gateways: Keyring | Mapping[str, Any],
@@ -230,7 +247,7 @@ def create_approval_gate(
     replay_cache: ReplayCache | str | Path = ":memory:",
     clock: Clock | None = None,
     policy: GatePolicy | None = None,
-    verify_threads: int = 2,
+    verify_threads: int = 1,
 ) -> ApprovalGate:
     """A gate for the server `server_id` that trusts approvals signed by `trusted_gateways` (a Keyring or a JWKS;
     the keys need the role ``gateway``) whose every decision is proven by its person: `humans` is their decision

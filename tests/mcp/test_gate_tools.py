@@ -55,7 +55,11 @@ class Payments:
 
 
 def payments_server(
-    pay: Payments, clock: FakeClock, cache: ReplayCache | str = ":memory:", description: str = "Charge a card"
+    pay: Payments,
+    clock: FakeClock,
+    cache: ReplayCache | str = ":memory:",
+    description: str = "Charge a card",
+    verify_threads: int = 1,
 ) -> MCPServer:
     server = MCPServer("payments")
 
@@ -69,7 +73,13 @@ def payments_server(
     server.add_tool(charge_card, description=description)
     server.add_tool(balance)
     gate = create_approval_gate(
-        SERVER_ID, keyring(), humans=directory().cards(), agents=agent_keys(), replay_cache=cache, clock=clock
+        SERVER_ID,
+        keyring(),
+        humans=directory().cards(),
+        agents=agent_keys(),
+        replay_cache=cache,
+        clock=clock,
+        verify_threads=verify_threads,
     )
     gate_tools(server, gate, tools={"charge_card": {"requires": REQUIRES, "quote": pay.quote}})
     return server
@@ -314,15 +324,16 @@ PLANTED: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any], datetime
 }
 
 
+@pytest.mark.parametrize("threads", [1, 2])  # the signatures verified on the checking thread, or on two
 @pytest.mark.parametrize("case", sorted(PLANTED))
 async def test_every_planted_violation_is_refused_with_its_rule_and_the_tool_does_not_run(
-    case: str, clock: FakeClock
+    case: str, threads: int, clock: FakeClock
 ) -> None:
     rule, plant = PLANTED[case]
     pay = Payments()
     cache = SqliteReplayCache(":memory:")
     with anyio.fail_after(10):
-        async with Client(payments_server(pay, clock, cache)) as client:
+        async with Client(payments_server(pay, clock, cache, verify_threads=threads)) as client:
             tool_call = (await asked(client))["toolCall"]
             clock.advance(60)  # the approval is issued after the tool's definition took effect
             good = approve(tool_call, clock.now())
