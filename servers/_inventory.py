@@ -80,7 +80,7 @@ class Inventory:
         """A transaction's own change (hold, release, take): the version stays (a new resource starts at 1).
         One statement reads and writes (no read of its own first)."""
         with self._mutex:
-            row = self._db.execute(_SET_STATE, (resource, state, holder)).fetchone()
+            row = self._db.execute(_SET_STATE, (resource, state, holder)).fetchall()[0]  # stepped to its end
         return Item(resource, row[0], state, holder)
 
     def outside_change(self, resource: str, state: str | None = None, holder: str | None = None) -> Item:
@@ -104,7 +104,7 @@ class Inventory:
             if row is not None:
                 return Effect(key, kind, row[0], row[1])
             if state is not None:
-                db.execute(_SET_STATE, (resource, state, holder)).fetchone()
+                db.execute(_SET_STATE, (resource, state, holder)).fetchall()  # stepped to its end
             db.execute(
                 "INSERT INTO effects (key, kind, resource, undo_token) VALUES (?, ?, ?, ?)",
                 (key, kind, resource, undo_token),

@@ -4,7 +4,7 @@ it is durable, and a write that fails sends nothing it gated (hatp_mcp/runtime/c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -95,6 +95,29 @@ def _coordinator(world: World, log: _HeldLog, seen: list[str]) -> CoordinatorRun
     )
 
 
+async def _run_held(
+    runtime: CoordinatorRuntime, log: _HeldLog, clock: FakeClock, while_held: Callable[[], None]
+) -> Any:
+    """Run a trip whose first write `log` holds open; `while_held` asserts what stands once every task has done what
+    it can in that window; then the write goes on. The run's TxnResult, or the OSError it raised."""
+    ended: list[Any] = []
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                try:
+                    ended.append(await runtime.run(trip_plan(clock.now())))
+                except OSError as exc:
+                    ended.append(exc)
+
+            tg.start_soon(run)
+            await log.writing.wait()
+            await settle()  # every task has done what it can while the write is held open
+            while_held()
+            log.release.set()
+    return ended[0]
+
+
 async def test_no_prepare_reaches_a_participant_before_the_begin_write_is_durable_HATP_TXN_4(
     clock: FakeClock,
 ) -> None:
@@ -102,19 +125,12 @@ async def test_no_prepare_reaches_a_participant_before_the_begin_write_is_durabl
     world = build_world(clock, log=log)
     seen: list[str] = []
     runtime = _coordinator(world, log, seen)
-    result: list[Any] = []
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
 
-            async def run() -> None:
-                result.append(await runtime.run(trip_plan(clock.now())))
+    def nothing_sent() -> None:
+        assert seen == [] and world.seat.effects == [] and world.pay.effects == []  # nothing was sent
 
-            tg.start_soon(run)
-            await log.writing.wait()
-            await settle()  # every task has done what it can while the begin write is held open
-            assert seen == [] and world.seat.effects == [] and world.pay.effects == []  # nothing was sent
-            log.release.set()
-    assert result[0].outcome is Outcome.COMMITTED
+    result = await _run_held(runtime, log, clock, nothing_sent)
+    assert result.outcome is Outcome.COMMITTED
     arrived = [s for s in seen if s.startswith("arrived")]
     assert len(arrived) == 8 and all(not s.endswith("durable=0") for s in arrived), seen
     # the calendar's commit (the first phase-2 message) arrives only once the decision is durable
@@ -127,20 +143,7 @@ async def test_a_write_that_fails_sends_nothing_it_gated_HATP_TXN_4(clock: FakeC
     world = build_world(clock, log=log)
     seen: list[str] = []
     runtime = _coordinator(world, log, seen)
-    failed: list[BaseException] = []
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                try:
-                    await runtime.run(trip_plan(clock.now()))
-                except OSError as exc:
-                    failed.append(exc)
-
-            tg.start_soon(run)
-            await log.writing.wait()
-            await settle()
-            log.release.set()  # the begin write fails
-    assert [str(e) for e in failed] == ["the disk is gone"]
+    failed = await _run_held(runtime, log, clock, lambda: None)  # then the begin write fails
+    assert isinstance(failed, OSError) and str(failed) == "the disk is gone"
     assert seen == []  # nothing it gated was sent
     assert world.effects() == {"seat": [], "room": [], "event": [], "pay": []}
