@@ -37,6 +37,7 @@ __all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "Verified"
 BEGIN_EVENT = "txn.begin"
 _DIGEST = re.compile(DIGEST_PATTERN)
 _B64U = re.compile(r"[A-Za-z0-9_-]*")
+_MAX_HEAD_SEQ = 1_000_000  # RecordHead.seq's upper bound (core/model/evidence.py)
 # Which keyring roles may sign each kind of evidence carried in an event.
 EVIDENCE_ROLES: dict[str, frozenset[str]] = {
     "hatp.vote": frozenset({"participant", "gateway"}),
@@ -91,7 +92,7 @@ class RecordChain:
             return None
         seq = len(self._events) - 1
         if self._head_at is None or self._head_at.seq != seq:  # frozen: one per head serves every send
-            self._head_at = RecordHead(seq=seq, event_digest=self._head)
+            self._head_at = _head(seq, self._head)
         return self._head_at
 
     @property
@@ -164,6 +165,15 @@ class RecordChain:
         }
 
 
+def _head(seq: int, event_digest: str) -> RecordHead:
+    """RecordHead(seq=seq, event_digest=event_digest) without a validation where none can fail: the digest is
+    the chain's own (digest_bytes or digest output, always `sha256:<64 hex>`), and a seq inside the model's
+    bounds is built directly; outside them the model validates, and raises exactly as before."""
+    if type(seq) is int and 0 <= seq <= _MAX_HEAD_SEQ and _DIGEST.fullmatch(event_digest):
+        return RecordHead.model_construct(seq=seq, event_digest=event_digest)
+    return RecordHead(seq=seq, event_digest=event_digest)
+
+
 def _check_append(event: object, author: object, at: object, body: object, evidence: object) -> None:
     """What RecordEvent refuses among append's arguments, checked without building a model; `at` None: the same
     timestamp as the append before, already checked. Raises ValueError."""
@@ -230,31 +240,6 @@ def check_record(
     receipts the parties kept themselves) against the record too (HATP-REC-21): a record cut or rewritten before
     an answer a party signed is caught only that way.
     """
-    problems, outcome, grounds, decisions = _check_record(record, keyring, require_closed, humans)
-    anchoring = _anchoring(record, keyring, evidence)
-    if anchoring is not None:
-        problems = [*problems, *anchoring.problems]
-    return Verified(tuple(problems), outcome, grounds, decisions, anchoring)
-
-
-def _anchoring(record: Mapping[str, Any], keyring: Keyring, evidence: Sequence[Any]) -> Anchoring | None:
-    """HATP-REC-20/21 over a record whose plan parses and that has events; None otherwise (nothing to anchor)."""
-    events = record.get("events")
-    if not isinstance(events, list) or not events:
-        return None
-    try:
-        plan = Plan.model_validate(record.get("plan"))
-        actual = plan.digest()
-    except (ValidationError, CanonicalError):
-        return None
-    last = events[-1]
-    closed = isinstance(last, dict) and last.get("event") == CLOSE_EVENT
-    return check_anchors(events, plan, actual, keyring, evidence, closed=closed)
-
-
-def _check_record(
-    record: Mapping[str, Any], keyring: Keyring, require_closed: bool, humans: HumanKeys | None
-) -> tuple[list[Problem], str | None, tuple[str, ...], int]:
     problems: list[Problem] = []
     if record.get("type") != "hatp.record":
         problems.append(Problem(-1, "HATP-OBJ-3", "type is not 'hatp.record'"))
@@ -262,20 +247,53 @@ def _check_record(
         plan = Plan.model_validate(record.get("plan"))
     except ValidationError as exc:
         e = exc.errors(include_url=False)[0]
-        return [*problems, Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}")], None, (), 0
-    txn_id = record.get("txnId")
-    plan_digest = record.get("planDigest")
+        problems.append(Problem(-1, "HATP-OBJ-3", f"plan.{error_path(tuple(e['loc']))}: {e['msg']}"))
+        return Verified(tuple(problems), None, (), 0, None)  # no plan: nothing to anchor either
     try:
         actual = plan.digest()
     except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
-        return [*problems, Problem(-1, exc.rule, exc.reason)], None, (), 0
+        return Verified((*problems, Problem(-1, exc.rule, exc.reason)), None, (), 0, None)
+    # The plan is parsed and digested once, here, for the chain's checks and the anchors' alike.
+    outcome, grounds, decisions = _check_record(record, plan, actual, keyring, require_closed, humans, problems)
+    anchoring = _anchoring(record, plan, actual, keyring, evidence)
+    if anchoring is not None:
+        problems = [*problems, *anchoring.problems]
+    return Verified(tuple(problems), outcome, grounds, decisions, anchoring)
+
+
+def _anchoring(
+    record: Mapping[str, Any], plan: Plan, actual: str, keyring: Keyring, evidence: Sequence[Any]
+) -> Anchoring | None:
+    """HATP-REC-20/21 over a record that has events; None otherwise (nothing to anchor)."""
+    events = record.get("events")
+    if not isinstance(events, list) or not events:
+        return None
+    last = events[-1]
+    closed = isinstance(last, dict) and last.get("event") == CLOSE_EVENT
+    return check_anchors(events, plan, actual, keyring, evidence, closed=closed)
+
+
+def _check_record(
+    record: Mapping[str, Any],
+    plan: Plan,
+    actual: str,
+    keyring: Keyring,
+    require_closed: bool,
+    humans: HumanKeys | None,
+    problems: list[Problem],
+) -> tuple[str | None, tuple[str, ...], int]:
+    """The chain, each event and the outcome, for a record whose plan parsed (its digest `actual`); appends
+    to `problems` and returns the outcome, its grounds and the human decisions counted."""
+    txn_id = record.get("txnId")
+    plan_digest = record.get("planDigest")
     if plan_digest != actual:
         problems.append(Problem(-1, "HATP-REC-4", f"record planDigest {plan_digest} is not the plan's digest {actual}"))
     if txn_id != plan.txn_id:
         problems.append(Problem(-1, "HATP-REC-5", f"record txnId {txn_id!r} is not the plan's {plan.txn_id!r}"))
     events = record.get("events")
     if not isinstance(events, list) or not events:
-        return [*problems, Problem(-1, "HATP-REC-6", "the record has no events")], None, (), 0
+        problems.append(Problem(-1, "HATP-REC-6", "the record has no events"))
+        return None, (), 0
 
     prev: str | None = None
     last_at = None
@@ -285,8 +303,10 @@ def _check_record(
             problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
             prev = None
             continue
-        if not _canonicalizable(raw):  # e.g. a float in a body: no digest to chain, no bytes a signature covers
-            problems.append(Problem(i, "HATP-CANON-2", _no_canonical_form(raw)))
+        try:  # the event's digest, computed once: what the next event must name (nothing below changes raw)
+            here = digest(raw)
+        except CanonicalError as exc:  # e.g. a float in a body: no digest to chain, no bytes a signature covers
+            problems.append(Problem(i, "HATP-CANON-2", _no_canonical_form(exc)))
             prev = None
             continue
         try:
@@ -294,7 +314,7 @@ def _check_record(
         except ValidationError as exc:
             e = exc.errors(include_url=False)[0]
             problems.append(Problem(i, "HATP-OBJ-3", f"{error_path(tuple(e['loc']))}: {e['msg']}"))
-            prev = digest(raw)
+            prev = here
             continue
         if ev.seq != i:
             problems.append(
@@ -353,7 +373,7 @@ def _check_record(
                         f"record.closed counts {ev.body.get('eventCount')} events before it, but {i} precede it",
                     )
                 )
-        prev = digest(raw)
+        prev = here
     last = events[-1]
     if require_closed and not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT):
         problems.append(
@@ -365,26 +385,15 @@ def _check_record(
             )
         )
     if not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT and isinstance(last.get("body"), dict)):
-        return problems, None, (), human_decisions  # open: there is no outcome to justify yet
+        return None, (), human_decisions  # open: there is no outcome to justify yet
     outcome = last["body"].get("outcome")
     found = justify(plan, actual, events[:-1], outcome, keyring, humans, close_index=len(events) - 1)
-    return [*problems, *found.problems], str(outcome), found.grounds, human_decisions
+    problems.extend(found.problems)
+    return str(outcome), found.grounds, human_decisions
 
 
-def _no_canonical_form(raw: Mapping[str, Any]) -> str:
-    try:
-        digest(raw)
-    except CanonicalError as exc:
-        return f"the event has no canonical form ({exc.reason} at {exc.path}), so it cannot be chained or signed"
-    return "the event has a canonical form"  # pragma: no cover - only called when it has none
-
-
-def _canonicalizable(raw: Mapping[str, Any]) -> bool:
-    try:
-        digest(raw)
-    except CanonicalError:
-        return False
-    return True
+def _no_canonical_form(exc: CanonicalError) -> str:
+    return f"the event has no canonical form ({exc.reason} at {exc.path}), so it cannot be chained or signed"
 
 
 def _check_evidence(
