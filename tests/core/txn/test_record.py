@@ -9,6 +9,7 @@ import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from hatp_mcp.core.evidence.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
 from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
@@ -259,3 +260,30 @@ def test_the_chain_digests_each_signed_event_exactly_as_canonicalizing_it_again_
     found = {p.rule for p in verify_record(chain.record(), ring, require_closed=False)}
     assert not found & {"HATP-REC-1", "HATP-REC-2", "HATP-REC-3", "HATP-SIG-4"}
     assert all(verify_object(e, ring, "coordinator") == key.kid for e in chain.events)
+
+
+# RecordChain.head_at builds its head without validation inside the model's bounds: the same head, the same wire
+# form and, outside the bounds, the same refusal as RecordHead itself (the validating constructor is the oracle).
+@given(
+    seq=st.one_of(st.integers(min_value=-3, max_value=1_000_003), st.sampled_from([True, False])),
+    event_digest=st.one_of(
+        st.text(alphabet="0123456789abcdef", min_size=63, max_size=65).map(lambda h: "sha256:" + h),
+        st.text(max_size=12),
+        st.sampled_from(["sha256:" + "A" * 64, "SHA256:" + "a" * 64, "sha256:" + "a" * 64 + "\n"]),
+    ),
+)
+def test_head_built_without_validation_is_the_validated_head(seq: int, event_digest: str) -> None:
+    from hatp_mcp.core.model.evidence import RecordHead
+    from hatp_mcp.core.txn.record import _head
+
+    try:
+        want = RecordHead(seq=seq, event_digest=event_digest)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            _head(seq, event_digest)
+        assert got.value.errors(include_url=False) == exc.errors(include_url=False)
+        return
+    head = _head(seq, event_digest)
+    assert head == want
+    assert head.wire() == want.wire()
+    assert type(head.seq) is type(want.seq)
