@@ -34,9 +34,11 @@ __all__ = [
     "b64u",
     "b64u_decode",
     "check_party",
+    "checked_signing_bytes",
     "sign_object",
     "signing_bytes",
     "verify_object",
+    "verify_object_bytes",
 ]
 
 ALG = "EdDSA"
@@ -272,6 +274,22 @@ def signing_bytes(obj: Mapping[str, Any]) -> bytes:
     return canonical({k: v for k, v in obj.items() if k != "signature"})
 
 
+def checked_signing_bytes(obj: Mapping[str, Any]) -> bytes:
+    """`signing_bytes(obj)`, raising exactly the CanonicalError `canonical(obj)` raises when `obj` has no canonical
+    form: for a verifier that must check the whole object's canonical form and then verify its signature, one
+    canonicalization where there were two. `canonical(obj)` succeeds exactly when every member does (RFC 8785
+    serializes an object member by member, after checking its names), so the members but `signature`
+    (signing_bytes) and `signature` alone decide it; when either fails, `canonical(obj)` runs to raise its own
+    error, path and reason unchanged. Raises CanonicalError."""
+    try:
+        signed = signing_bytes(obj)
+        canonical(obj.get("signature"))  # the one member signing_bytes leaves out
+    except CanonicalError:
+        canonical(obj)  # the whole object's own refusal
+        raise  # unreachable (a member without a canonical form fails the whole): fail closed all the same
+    return signed
+
+
 def sign_object(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     """Return a copy of `obj` (a JSON object) with ``signature: {alg, kid, sig}`` set."""
     body = {k: v for k, v in obj.items() if k != "signature"}
@@ -312,6 +330,57 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
         raise SignatureError(
             "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"
         ) from exc
+    try:
+        raw_sig = b64u_decode(sig["sig"])
+        keyring.check_signature(entry, raw_sig, signed)
+    except (ValueError, InvalidSignature) as exc:
+        raise SignatureError(
+            "HATP-SIG-4",
+            f"signature by {entry.kid!r} does not match the object's bytes: it was altered or forged",
+            path=f"{spath}.sig",
+        ) from exc
+    if role is not None and role not in entry.roles:
+        raise SignatureError(
+            "HATP-SIG-5",
+            f"key {entry.kid!r} may sign as {list(entry.roles) or 'nothing'}, not as {role!r}",
+            path=f"{spath}.kid",
+            fix=f"sign with a key whose keyring entry lists the role {role!r}",
+        )
+    return entry.kid
+
+
+def verify_object_bytes(
+    obj: Mapping[str, Any], signed: bytes, keyring: Keyring, role: str | None = None, path: str = "$"
+) -> str:
+    """`verify_object` for a caller that already computed `signed = signing_bytes(obj)` itself from this very
+    `obj` (hatp_mcp/core/humans/proof.py and agents.py do, to check the object's canonical form): the same checks
+    in the same order over the same bytes, without canonicalizing `obj` a second time. Never pass bytes that came
+    with the object or from anywhere else: the signature is verified over `signed`, and only the caller's own
+    `signing_bytes(obj)` makes that the object's signature. Returns the signer's kid.
+
+    Raises SignatureError HATP-SIG-1..5 as verify_object does (HATP-CANON-2 cannot happen: `obj` had a canonical
+    form when the caller computed `signed`)."""
+    sig = obj.get("signature")
+    spath = f"{path}.signature"
+    if not (
+        (type(sig) is dict or isinstance(sig, Mapping))
+        and isinstance(sig.get("alg"), str)
+        and isinstance(sig.get("kid"), str)
+        and isinstance(sig.get("sig"), str)
+    ):
+        raise SignatureError("HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it")
+    if sig["alg"] != ALG:
+        raise SignatureError(
+            "HATP-SIG-3", f"algorithm {sig['alg']!r} is not allowed; only {ALG} is", path=f"{spath}.alg"
+        )
+    entry = keyring.get(sig["kid"])
+    if entry is None:
+        raise SignatureError(
+            "HATP-SIG-2",
+            f"kid {sig['kid']!r} is not in the keyring",
+            path=f"{spath}.kid",
+            fix="add the signer's public key to the keyring if you trust it",
+        )
     try:
         raw_sig = b64u_decode(sig["sig"])
         keyring.check_signature(entry, raw_sig, signed)

@@ -16,7 +16,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hatp_mcp.core.evidence.canonical import canonical
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SignatureError, SigningKey
+from hatp_mcp.core.evidence.keys import (
+    Keyring,
+    PublicKeyEntry,
+    SignatureError,
+    SigningKey,
+    checked_signing_bytes,
+    verify_object_bytes,
+)
 from hatp_mcp.core.evidence.signing import sign_model, verify_raw
 from hatp_mcp.core.humans.address import AddressError, Kind, parse_address
 from hatp_mcp.core.humans.directory import IgnoredCard, load_well_known
@@ -159,7 +166,9 @@ def _refuse(rule: str, reason: str, path: str, fix: str) -> HatpError:
     return HatpError(rule, reason, path=path, fix=fix, code=_CODE)
 
 
-def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any]]:
+def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any], bytes | None]:
+    """The request, the document its signature is verified over and, when known already, that document's signing
+    bytes (computed here from that very document, never taken from the input)."""
     fix = "send the agent's hatp.agent-request, signed with the key on its Directory-signed agent card"
     if isinstance(raw, AgentRequest):
         if was_validated(raw):
@@ -170,8 +179,9 @@ def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any]]:
             if raw.signature is None:
                 raise _refuse("HATP-GW-47", "the agent request is unsigned or not in normal form", path, fix)
             wire = raw.wire()
-            canonical(wire)  # raises the CanonicalError the whole check's normal-form comparison raises
-            return raw, wire
+            # raises the CanonicalError the whole check's normal-form comparison raises (canonical(wire)), in
+            # the same breath as computing the bytes its signature is verified over
+            return raw, wire, checked_signing_bytes(wire)
         raw = raw.wire()
     if not isinstance(raw, Mapping):
         raise _refuse("HATP-GW-47", "no signed agent request: who the agent acts for is not proven", path, fix)
@@ -181,7 +191,7 @@ def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any]]:
         raise _refuse("HATP-GW-47", f"the agent request is malformed: {exc.reason}", exc.path, fix) from exc
     if req.signature is None or canonical(req.wire()) != canonical(dict(raw)):
         raise _refuse("HATP-GW-47", "the agent request is unsigned or not in normal form", path, fix)
-    return req, raw
+    return req, raw, None
 
 
 def verify_request(
@@ -200,7 +210,7 @@ def verify_request(
 
     Raises HatpError HATP-GW-47 (missing, malformed, unsigned, an agent without a verified card, a key not on
     its card, a forged signature) or HATP-GW-48 (another subject, another person than the card's, stale)."""
-    req, doc = _parse(raw, path)
+    req, doc, signed = _parse(raw, path)
     ring = agents.keyring_for(req.agent)
     kid = req.signature.kid if req.signature else "?"
     if ring is None or kid not in ring:
@@ -212,7 +222,10 @@ def verify_request(
             "sign with the key the agent's Directory-signed card lists",
         )
     try:
-        verify_raw(doc, ring, "agent", path)
+        if signed is None:
+            verify_raw(doc, ring, "agent", path)
+        else:
+            verify_object_bytes(doc, signed, ring, "agent", path)
     except SignatureError as exc:
         raise _refuse(
             "HATP-GW-47",

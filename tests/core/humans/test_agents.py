@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.evidence.keys import SigningKey, sign_object, signing_bytes
 from hatp_mcp.core.humans import agents as agents_module
 from hatp_mcp.core.humans.agents import AgentKeys, verify_request
 from hatp_mcp.core.model.agent import AgentRequest
@@ -107,10 +107,11 @@ def test_HATP_GW_47_the_keyring_kept_for_an_agent_card_vouches_for_no_other_key_
 def _read(raw: object) -> object:
     """What agents._parse makes of `raw`: the request's and the document's wire forms, or the refusal."""
     try:
-        got, doc = agents_module._parse(raw, "$.request")
+        got, doc, signed = agents_module._parse(raw, "$.request")
     except HatpError as exc:
         return (exc.rule, exc.path, exc.reason, exc.fix)
-    return (got.wire(), dict(doc))
+    # and the bytes its signature is verified over: those the fast path computed, or the whole check's own
+    return (got.wire(), dict(doc), signed if signed is not None else signing_bytes(doc))
 
 
 @settings(max_examples=300, deadline=None)

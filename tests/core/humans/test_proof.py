@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from hatp_mcp.core.evidence.keys import SigningKey, b64u
+from hatp_mcp.core.evidence.keys import SigningKey, b64u, signing_bytes
 from hatp_mcp.core.evidence.signing import sign_model
 from hatp_mcp.core.humans import proof as proof_module
 from hatp_mcp.core.humans.evidence import build_approval
@@ -250,10 +250,11 @@ def test_HATP_GW_27_an_answer_carries_its_answerers_proof_and_a_changed_or_missi
 def _parsed(raw: object) -> object:
     """What proof._parse makes of `raw`: the proof's and the document's wire forms, or the refusal."""
     try:
-        got, doc = proof_module._parse(raw, "$.proof")
+        got, doc, signed = proof_module._parse(raw, "$.proof")
     except HatpError as exc:
         return (exc.rule, exc.path, exc.reason, exc.fix)
-    return (got.wire(), dict(doc))
+    # and the bytes its signature is verified over: those the fast path computed, or the whole check's own
+    return (got.wire(), dict(doc), signed if signed is not None else signing_bytes(doc))
 
 
 @settings(max_examples=300, deadline=None)
