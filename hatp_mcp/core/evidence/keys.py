@@ -303,50 +303,7 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
     HATP-SIG-3 (algorithm other than EdDSA), HATP-SIG-4 (the bytes do not match the signature),
     HATP-SIG-5 (the key is not allowed to sign for `role`).
     """
-    sig = obj.get("signature")
-    spath = f"{path}.signature"
-    if not (
-        (type(sig) is dict or isinstance(sig, Mapping))
-        and isinstance(sig.get("alg"), str)
-        and isinstance(sig.get("kid"), str)
-        and isinstance(sig.get("sig"), str)
-    ):
-        raise SignatureError("HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it")
-    if sig["alg"] != ALG:
-        raise SignatureError(
-            "HATP-SIG-3", f"algorithm {sig['alg']!r} is not allowed; only {ALG} is", path=f"{spath}.alg"
-        )
-    entry = keyring.get(sig["kid"])
-    if entry is None:
-        raise SignatureError(
-            "HATP-SIG-2",
-            f"kid {sig['kid']!r} is not in the keyring",
-            path=f"{spath}.kid",
-            fix="add the signer's public key to the keyring if you trust it",
-        )
-    try:
-        signed = signing_bytes(obj)
-    except CanonicalError as exc:  # no canonical form, so nothing a signature could cover: refused, not a crash
-        raise SignatureError(
-            "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"
-        ) from exc
-    try:
-        raw_sig = b64u_decode(sig["sig"])
-        keyring.check_signature(entry, raw_sig, signed)
-    except (ValueError, InvalidSignature) as exc:
-        raise SignatureError(
-            "HATP-SIG-4",
-            f"signature by {entry.kid!r} does not match the object's bytes: it was altered or forged",
-            path=f"{spath}.sig",
-        ) from exc
-    if role is not None and role not in entry.roles:
-        raise SignatureError(
-            "HATP-SIG-5",
-            f"key {entry.kid!r} may sign as {list(entry.roles) or 'nothing'}, not as {role!r}",
-            path=f"{spath}.kid",
-            fix=f"sign with a key whose keyring entry lists the role {role!r}",
-        )
-    return entry.kid
+    return _verify(obj, None, keyring, role, path)
 
 
 def verify_object_bytes(
@@ -360,6 +317,13 @@ def verify_object_bytes(
 
     Raises SignatureError HATP-SIG-1..5 as verify_object does (HATP-CANON-2 cannot happen: `obj` had a canonical
     form when the caller computed `signed`)."""
+    return _verify(obj, signed, keyring, role, path)
+
+
+def _verify(obj: Mapping[str, Any], signed: bytes | None, keyring: Keyring, role: str | None, path: str) -> str:
+    """verify_object's checks, in their order; `signed`: the caller's own `signing_bytes(obj)`, or None to compute
+    them at the point verify_object always has (so an object without a canonical form is refused HATP-CANON-2
+    after HATP-SIG-1, -3 and -2, as before)."""
     sig = obj.get("signature")
     spath = f"{path}.signature"
     if not (
@@ -381,6 +345,13 @@ def verify_object_bytes(
             path=f"{spath}.kid",
             fix="add the signer's public key to the keyring if you trust it",
         )
+    try:
+        if signed is None:  # computed here, after the signature's shape, algorithm and kid are known good
+            signed = signing_bytes(obj)
+    except CanonicalError as exc:  # no canonical form, so nothing a signature could cover: refused, not a crash
+        raise SignatureError(
+            "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"
+        ) from exc
     try:
         raw_sig = b64u_decode(sig["sig"])
         keyring.check_signature(entry, raw_sig, signed)
