@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from hatp_mcp.core.humans.authority import check_requirement, plan_money, show_money
+from hatp_mcp.core.humans.authority import card_authority_gap, check_requirement, plan_money, show_money
+from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.card import Authority, HumanCard
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
-from tests.acme_org import plan
+from tests.acme_org import card_doc, plan
 
 
 def test_totals_add_branches_per_currency_and_up_to_adds_the_tolerance() -> None:
@@ -81,3 +86,56 @@ def test_a_ceiling_no_screen_can_state_is_refused_under_HATP_GW_3_before_anyone_
         "branches[0].tolerancePercent",
     )
     assert "more than 18 digits" in e.value.reason
+
+
+def _old_card_authority_gap(card: HumanCard, action: str, up_to: dict[str, Decimal]) -> str | None:
+    """The oracle: card_authority_gap as it was, building the amounts it shows for every currency first."""
+    grants = [a for a in card.authority if a.action == action]
+    if not grants:
+        return f"no authority for {action!r}"
+    for c in sorted(up_to):
+        limits = [m.decimal for g in grants for m in g.max_amount if m.currency == c]
+        need = Amount.of(up_to[c], c).display()
+        if not limits:
+            return f"no limit in {c} for {action!r} (needs {need}; currencies are never converted)"
+        if max(limits) < up_to[c]:
+            return f"limit {Amount.of(max(limits), c).display()} is below {need}"
+    return None
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[str, object]:
+    try:
+        return ("returned", fn(*args))
+    except Exception as exc:  # the exact error, type and text, is what is compared
+        return (type(exc).__name__, str(exc))
+
+
+_WIRE_CURRENCIES = st.sampled_from(["USD", "EUR", "JPY"])
+_VALUES = st.one_of(
+    st.decimals(allow_nan=True, allow_infinity=True),  # any exponent: too many digits, NaN, sNaN, infinities
+    st.decimals(min_value=0, max_value=10**6, places=2),  # the amounts a card covers or not
+    st.integers(min_value=-(10**20), max_value=10**20).map(Decimal),
+)
+_LIMITS = st.decimals(min_value=0, max_value=10**6, places=2).map(lambda d: format(d, "f"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    grants=st.lists(
+        st.tuples(
+            st.sampled_from(["travel.spend", "travel.book"]),
+            st.lists(st.tuples(_LIMITS, _WIRE_CURRENCIES), max_size=3),
+        ),
+        max_size=3,
+    ),
+    action=st.sampled_from(["travel.spend", "travel.book"]),
+    up_to=st.dictionaries(st.sampled_from(["USD", "EUR", "JPY", "usd", "US", "USDX", "GBP"]), _VALUES, max_size=3),
+)
+def test_card_authority_gap_equals_building_every_shown_amount_first(
+    grants: list[tuple[str, list[tuple[str, str]]]], action: str, up_to: dict[str, Decimal]
+) -> None:
+    """The same reason, or the same error (type and text), as the old body that built each amount it shows
+    before comparing: also for amounts no wire Amount holds (NaN, too many digits) and currencies it refuses."""
+    authority = [Authority(action=a, max_amount=[Amount.of(v, c) for v, c in limits]) for a, limits in grants]
+    card = HumanCard.model_validate(card_doc("bob")).model_copy(update={"authority": authority})
+    assert _outcome(card_authority_gap, card, action, up_to) == _outcome(_old_card_authority_gap, card, action, up_to)
