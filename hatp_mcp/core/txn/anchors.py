@@ -26,7 +26,7 @@ from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.txn.problem import Problem
 
-__all__ = ["AnchorStatus", "Anchoring", "check_anchors"]
+__all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest"]
 
 # Which outside evidence can anchor: the kinds a participant signs, and the member naming the party it speaks for.
 _KINDS = {"hatp.vote": ("voter", frozenset({"participant", "gateway"})), "hatp.receipt": ("participant", None)}
@@ -146,6 +146,12 @@ def _safe_digest(obj: Mapping[str, Any]) -> str | None:
         return None
 
 
+def event_digest(event: object) -> str | None:
+    """What the head checks take for an event's digest: its digest, or None when it is no JSON object or has no
+    canonical form (no head can name it then)."""
+    return _safe_digest(event) if isinstance(event, Mapping) else None
+
+
 def check_anchors(
     events: Sequence[Any],
     plan: Plan,
@@ -154,12 +160,18 @@ def check_anchors(
     outside: Sequence[Any] = (),
     *,
     closed: bool,
+    digests: Sequence[str | None] | None = None,
 ) -> Anchoring:
     """Check the heads signed inside the record (HATP-REC-20) and the outside evidence (HATP-REC-21).
 
     `events`: the record's events as received; `outside`: votes and receipts the parties kept, as they signed
-    them; `closed`: the record ends in record.closed (an open copy may simply be older than an outside answer)."""
-    digests = [_safe_digest(e) if isinstance(e, Mapping) else None for e in events]
+    them; `closed`: the record ends in record.closed (an open copy may simply be older than an outside answer);
+    `digests`: `event_digest` of each event, when the caller computed them already (verify_record's chain check
+    does), else computed here. Raises ValueError when `digests` does not have one per event."""
+    if digests is None:
+        digests = [event_digest(e) for e in events]
+    elif len(digests) != len(events):
+        raise ValueError(f"{len(digests)} digests for {len(events)} events")
     problems: list[Problem] = []
     pinned: int | None = None  # by any head that holds
     inside = 0
@@ -168,7 +180,8 @@ def check_anchors(
         evidence = raw.get("evidence") if isinstance(raw, Mapping) else None
         if not isinstance(evidence, Mapping):
             continue
-        found = _safe_digest(evidence)
+        # its digest only matters to match an outside answer against it: with none given, it is never looked at
+        found = _safe_digest(evidence) if outside else None
         malformed = _bad_head(evidence)
         if malformed is not None:
             problems.append(Problem(k, "HATP-REC-20", f"{_describe(evidence)}: {malformed}"))

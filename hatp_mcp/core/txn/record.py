@@ -27,7 +27,7 @@ from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
 from hatp_mcp.core.model.wire import error_path
-from hatp_mcp.core.txn.anchors import Anchoring, check_anchors
+from hatp_mcp.core.txn.anchors import Anchoring, check_anchors, event_digest
 from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
@@ -253,24 +253,33 @@ def check_record(
         actual = plan.digest()
     except CanonicalError as exc:  # pragma: no cover - a validated plan is always canonical
         return Verified((*problems, Problem(-1, exc.rule, exc.reason)), None, (), 0, None)
-    # The plan is parsed and digested once, here, for the chain's checks and the anchors' alike.
-    outcome, grounds, decisions = _check_record(record, plan, actual, keyring, require_closed, humans, problems)
-    anchoring = _anchoring(record, plan, actual, keyring, evidence)
+    # The plan is parsed and digested once, here, for the chain's checks and the anchors' alike; so is each event.
+    digests: list[str | None] = []
+    outcome, grounds, decisions = _check_record(
+        record, plan, actual, keyring, require_closed, humans, problems, digests
+    )
+    anchoring = _anchoring(record, plan, actual, keyring, evidence, digests)
     if anchoring is not None:
         problems = [*problems, *anchoring.problems]
     return Verified(tuple(problems), outcome, grounds, decisions, anchoring)
 
 
 def _anchoring(
-    record: Mapping[str, Any], plan: Plan, actual: str, keyring: Keyring, evidence: Sequence[Any]
+    record: Mapping[str, Any],
+    plan: Plan,
+    actual: str,
+    keyring: Keyring,
+    evidence: Sequence[Any],
+    digests: Sequence[str | None],
 ) -> Anchoring | None:
-    """HATP-REC-20/21 over a record that has events; None otherwise (nothing to anchor)."""
+    """HATP-REC-20/21 over a record that has events; None otherwise (nothing to anchor). `digests`: each event's
+    `event_digest`, as the chain check computed them."""
     events = record.get("events")
     if not isinstance(events, list) or not events:
         return None
     last = events[-1]
     closed = isinstance(last, dict) and last.get("event") == CLOSE_EVENT
-    return check_anchors(events, plan, actual, keyring, evidence, closed=closed)
+    return check_anchors(events, plan, actual, keyring, evidence, closed=closed, digests=digests)
 
 
 def _check_record(
@@ -281,9 +290,11 @@ def _check_record(
     require_closed: bool,
     humans: HumanKeys | None,
     problems: list[Problem],
+    digests: list[str | None],
 ) -> tuple[str | None, tuple[str, ...], int]:
     """The chain, each event and the outcome, for a record whose plan parsed (its digest `actual`); appends
-    to `problems` and returns the outcome, its grounds and the human decisions counted."""
+    to `problems`, and to `digests` each event's `event_digest` (none when the record has no events), and returns
+    the outcome, its grounds and the human decisions counted."""
     txn_id = record.get("txnId")
     plan_digest = record.get("planDigest")
     if plan_digest != actual:
@@ -301,14 +312,17 @@ def _check_record(
     for i, raw in enumerate(events):
         if not isinstance(raw, dict):
             problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
+            digests.append(event_digest(raw))  # (a Mapping that is no dict still has one for the head checks)
             prev = None
             continue
         try:  # the event's digest, computed once: what the next event must name (nothing below changes raw)
             here = digest(raw)
         except CanonicalError as exc:  # e.g. a float in a body: no digest to chain, no bytes a signature covers
             problems.append(Problem(i, "HATP-CANON-2", _no_canonical_form(exc)))
+            digests.append(None)
             prev = None
             continue
+        digests.append(here)  # the anchors' head checks take it too
         try:
             ev = RecordEvent.model_validate(raw)
         except ValidationError as exc:
