@@ -106,7 +106,11 @@ def _tampered(draw: st.DrawFn) -> tuple[dict[str, Any], list[Any], bool]:
             ev["evidence"] = sign_object({**body, "recordHead": head}, _party_key(world, party))
         elif op == "cut_close" and isinstance(events[-1], dict) and events[-1].get("event") == CLOSE_EVENT:
             del events[-1]
-    chainable = events and all(isinstance(e, dict) and event_digest(e) is not None for e in events)
+    chainable = (
+        events
+        and all(isinstance(e, dict) and event_digest(e) is not None for e in events)
+        and all(e.get("event") != CLOSE_EVENT for e in events[:-1])  # a chain takes nothing after its close
+    )
     if draw(st.booleans()) and chainable and events[0].get("event") == "txn.begin":
         record = rechain(record, events, world.keys["coordinator"])  # a forger holding the coordinator's key
     outside: list[Any] = list(kept)
