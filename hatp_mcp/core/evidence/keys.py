@@ -179,6 +179,8 @@ _REMEMBERED = 4096  # verified (key, signature, message) triples a keyring keeps
 class Keyring:
     """kid -> public key and the roles it may sign for. Loaded from a JWKS: ``{"keys": [jwk, ...]}``."""
 
+    remembers = _REMEMBERED  # how many verified triples the memo holds (older ones are verified again)
+
     def __init__(self, entries: Iterable[PublicKeyEntry] = ()) -> None:
         self._by_kid: dict[str, PublicKeyEntry] = {}
         self._verified: dict[bytes, None] = {}  # digests of triples that verified, oldest first
@@ -198,6 +200,17 @@ class Keyring:
         self._verified[memo] = None
         if len(self._verified) > _REMEMBERED:  # threads verify at once (the gate's): evict without a KeyError
             self._verified.pop(next(iter(self._verified), b""), None)
+
+    def verify_ahead(self, entry: PublicKeyEntry, sig: bytes, message: bytes) -> bool:
+        """Verify a triple ahead of the checker that will meet it (threads may: the memo is thread-safe), and
+        remember it when it verifies. Decides nothing: a triple that does not verify is not remembered, so the
+        checker verifies it again itself and refuses it there, with its own rule, path and order. Returns whether
+        it verified."""
+        try:
+            self.check_signature(entry, sig, message)
+        except InvalidSignature:
+            return False
+        return True
 
     def add(self, entry: PublicKeyEntry) -> None:
         """Raises ValueError when another key has this kid, or this key is already bound to another party."""

@@ -20,7 +20,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from hatp_mcp.core.evidence.canonical import CanonicalError, canonical, digest, digest_bytes
-from hatp_mcp.core.evidence.keys import ALG, Keyring, SignatureError, SigningKey, check_party, verify_object
+from hatp_mcp.core.evidence.keys import (
+    ALG,
+    Keyring,
+    PublicKeyEntry,
+    SignatureError,
+    SigningKey,
+    b64u_decode,
+    check_party,
+    signing_bytes,
+    verify_object,
+)
 from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
@@ -32,7 +42,16 @@ from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
 
-__all__ = ["BEGIN_EVENT", "EVIDENCE_ROLES", "Problem", "RecordChain", "Verified", "check_record", "verify_record"]
+__all__ = [
+    "BEGIN_EVENT",
+    "EVIDENCE_ROLES",
+    "Problem",
+    "RecordChain",
+    "Verified",
+    "check_record",
+    "signatures_ahead",
+    "verify_record",
+]
 
 BEGIN_EVENT = "txn.begin"
 _DIGEST = re.compile(DIGEST_PATTERN)
@@ -462,6 +481,40 @@ def _check_human_proofs(i: int, evidence: Mapping[str, Any], humans: HumanKeys) 
     except HatpError as exc:
         return [Problem(i, exc.rule, f"approval: {exc.reason}")]
     return []
+
+
+def signatures_ahead(record: Mapping[str, Any], keyring: Keyring) -> list[tuple[PublicKeyEntry, bytes, bytes]]:
+    """The signatures `check_record` will verify on its events and their evidence, in its order, as (key entry,
+    signature, signed bytes): for threads to verify ahead of it into `keyring`'s memo (Keyring.verify_ahead).
+    Nothing is decided from them: check_record verifies every signature itself, finding those that verified
+    ahead in the memo (the exact key, signature and bytes) and refusing the rest with its own problems. Only a
+    signature whose shape, algorithm, kid, signed bytes and encoding check_record would get as far as verifying
+    is listed; at most `keyring.remembers` (more would push the first out of the memo before they are met)."""
+    out: list[tuple[PublicKeyEntry, bytes, bytes]] = []
+    events = record.get("events")
+    for raw in events if isinstance(events, list) else ():
+        if not isinstance(raw, dict):
+            continue
+        for obj in (raw, raw.get("evidence")):
+            if len(out) < keyring.remembers and isinstance(obj, Mapping):
+                triple = _signature_ahead(obj, keyring)
+                if triple is not None:
+                    out.append(triple)
+    return out
+
+
+def _signature_ahead(obj: Mapping[str, Any], keyring: Keyring) -> tuple[PublicKeyEntry, bytes, bytes] | None:
+    sig = obj.get("signature")
+    if not (isinstance(sig, Mapping) and sig.get("alg") == ALG and isinstance(sig.get("sig"), str)):
+        return None
+    kid = sig.get("kid")
+    entry = keyring.get(kid) if isinstance(kid, str) else None
+    if entry is None:
+        return None
+    try:
+        return entry, b64u_decode(sig["sig"]), signing_bytes(obj)
+    except (ValueError, CanonicalError):  # (CanonicalError is a HatpError, not a ValueError)
+        return None
 
 
 def parse_record(record: Mapping[str, Any]) -> TransactionRecord:
