@@ -271,3 +271,33 @@ def test_HATP_SIG_verify_object_bytes_refuses_as_verify_object_does(
         assert _verdict(verify_object_bytes, obj, signing_bytes(obj), fresh, role, "$.x") == _verdict(
             verify_object, obj, Keyring(ring.entries()), role, "$.x"
         )
+
+
+class _GrownMeanwhile(dict[bytes, None]):
+    """A keyring memo where another thread remembers a triple right after this one starts looking for the oldest
+    entry to evict (between iter() and next()): a dict iterator then raises RuntimeError (it changed size)."""
+
+    grown = False
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        it = super().__iter__()
+        if not self.grown:  # (once: the other thread remembers one triple)
+            self.grown = True
+            self[b"the other thread's triple"] = None
+        return it
+
+
+def test_a_full_memo_grown_by_another_thread_while_evicting_never_fails_a_good_signature(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hatp_mcp.core.evidence.keys as keys
+
+    monkeypatch.setattr(keys, "_REMEMBERED", 2)
+    entry = ring.entries()[0]
+    messages = [f"message {i}".encode() for i in range(4)]
+    for m in messages[:3]:
+        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    memo = _GrownMeanwhile(ring._verified)
+    ring._verified = memo
+    ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good one: no RuntimeError
+    assert memo.grown and len(memo) == 2  # the other thread's triple came in, and the memo's bound still holds
