@@ -7,11 +7,9 @@ currency (tolerance included) and checks everyone against that. Currencies are n
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 
-from hatp_mcp.core.model.amount import Amount, fits_wire, with_tolerance
-from hatp_mcp.core.model.base import is_decimal_text
+from hatp_mcp.core.model.amount import Amount, amount_holds, fits_wire, with_tolerance
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.money import PlanMoney, show_money
 from hatp_mcp.core.model.money import plan_money as _plan_money
@@ -86,13 +84,13 @@ def card_authority_gap(card: HumanCard, action: str, up_to: dict[str, Decimal]) 
 
     Raises what `Amount.of(up_to[c], c)` raises for an amount no wire Amount can hold (pydantic's ValidationError),
     whether or not the card covers it. The amounts are shown only in a reason; a covered one is checked by the
-    rule `Amount.of` applies (`_holds`), not built (tests/core/humans/test_authority.py proves it equal to
+    rule `Amount.of` applies (`amount_holds`), not built (tests/core/humans/test_authority.py proves it equal to
     building it)."""
     grants = [a for a in card.authority if a.action == action]
     if not grants:
         return f"no authority for {action!r}"
     for c in sorted(up_to):
-        if not _holds(up_to[c], c):
+        if not amount_holds(up_to[c], c):
             Amount.of(up_to[c], c)  # its own refusal: the same error building the shown amount always raised
         limits = [m.decimal for g in grants for m in g.max_amount if m.currency == c]
         if not limits:
@@ -102,13 +100,3 @@ def card_authority_gap(card: HumanCard, action: str, up_to: dict[str, Decimal]) 
             need = Amount.of(up_to[c], c).display()
             return f"limit {Amount.of(max(limits), c).display()} is below {need}"
     return None
-
-
-_CURRENCY = re.compile(r"[A-Z]{3}")  # Currency's pattern, ^[A-Z]{3}$
-
-
-def _holds(value: object, currency: object) -> bool:
-    """True only when `Amount.of(value, currency)` succeeds: the text it writes is a wire decimal (DecimalStr's
-    rule) and the currency is three capitals (Currency's). False: it may fail, and Amount.of then decides."""
-    text = format(value, "f") if isinstance(value, Decimal) else str(value)
-    return type(currency) is str and _CURRENCY.fullmatch(currency) is not None and is_decimal_text(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Annotated
@@ -10,9 +11,20 @@ from pydantic import Field
 
 from hatp_mcp.core.model.base import DecimalStr, WireModel, is_decimal_text
 
-__all__ = ["Amount", "Currency", "display_money", "fits_wire", "tolerated", "totals", "with_tolerance"]
+__all__ = [
+    "Amount",
+    "Currency",
+    "amount_holds",
+    "display_money",
+    "fits_wire",
+    "tolerated",
+    "totals",
+    "with_tolerance",
+]
 
-Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="An ISO 4217 code, e.g. USD.")]
+_CURRENCY = r"[A-Z]{3}"
+Currency = Annotated[str, Field(pattern=f"^{_CURRENCY}$", description="An ISO 4217 code, e.g. USD.")]
+_IS_CURRENCY = re.compile(_CURRENCY)
 
 
 class Amount(WireModel):
@@ -27,12 +39,23 @@ class Amount(WireModel):
 
     @classmethod
     def of(cls, value: Decimal | int | str, currency: str) -> Amount:
-        text = format(value, "f") if isinstance(value, Decimal) else str(value)
-        return cls(value=text, currency=currency)
+        return cls(value=_wire_text(value), currency=currency)
 
     def display(self) -> str:
         """Human form: ``$1,020.00`` for USD, ``1,020.00 EUR`` otherwise (never converted)."""
         return display_money(self.decimal, self.currency)
+
+
+def _wire_text(value: object) -> str:
+    """The text `Amount.of` writes for a value: a Decimal in fixed notation, anything else as str()."""
+    return format(value, "f") if isinstance(value, Decimal) else str(value)
+
+
+def amount_holds(value: object, currency: object) -> bool:
+    """True only when `Amount.of(value, currency)` succeeds, without building it: the text it writes is a wire
+    decimal (DecimalStr's rule) and the currency matches Currency's pattern. False: it may fail, and Amount.of
+    then decides and raises."""
+    return type(currency) is str and _IS_CURRENCY.fullmatch(currency) is not None and is_decimal_text(_wire_text(value))
 
 
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
@@ -57,7 +80,7 @@ def totals(amounts: Iterable[Amount]) -> dict[str, Decimal]:
 def fits_wire(value: Decimal) -> bool:
     """Whether `Amount.of(value, ...)` can carry this exact decimal: at most 18 digits on each side of the point.
     A branch's ceiling (amount with tolerance) that does not fit cannot be shown to or signed by an approver."""
-    return is_decimal_text(format(value, "f"))  # the text Amount.of writes, checked by DecimalStr's own rule
+    return is_decimal_text(_wire_text(value))  # the text Amount.of writes, checked by DecimalStr's own rule
 
 
 def with_tolerance(amount: Amount, tolerance_percent: str | None) -> Decimal:
