@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.core.evidence.keys import (
     Keyring,
+    PublicKeyEntry,
     SignatureError,
     SigningKey,
     b64u,
@@ -179,6 +180,20 @@ def test_a_signature_verified_once_is_remembered_only_for_its_exact_bytes_HATP_S
         verify_object(signed, ring2)
 
 
+def _full_memo_of_two(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> tuple[PublicKeyEntry, list[bytes]]:
+    """A memo that keeps 2 triples, full after 3 verified; the 4 messages, the last not yet verified."""
+    import hatp_mcp.core.evidence.keys as keys
+
+    monkeypatch.setattr(keys, "_REMEMBERED", 2)
+    entry = ring.entries()[0]
+    messages = [f"message {i}".encode() for i in range(4)]
+    for m in messages[:3]:
+        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    return entry, messages
+
+
 class _EvictedMeanwhile(dict[bytes, None]):
     """A keyring memo where another thread evicts the oldest entry at the moment this one looks it up: the
     interleaving two verifying threads (the gate's worker and its verifier) can meet when the memo is full."""
@@ -193,13 +208,7 @@ class _EvictedMeanwhile(dict[bytes, None]):
 def test_a_full_memo_evicted_by_two_threads_at_once_never_fails_a_good_signature(
     signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hatp_mcp.core.evidence.keys as keys
-
-    monkeypatch.setattr(keys, "_REMEMBERED", 2)
-    entry = ring.entries()[0]
-    messages = [f"message {i}".encode() for i in range(4)]
-    for m in messages[:3]:
-        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    entry, messages = _full_memo_of_two(signer, ring, monkeypatch)
     ring._verified = _EvictedMeanwhile(ring._verified)
     ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good signature: no KeyError
     assert len(ring._verified) <= 2
@@ -290,13 +299,7 @@ class _GrownMeanwhile(dict[bytes, None]):
 def test_a_full_memo_grown_by_another_thread_while_evicting_never_fails_a_good_signature(
     signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hatp_mcp.core.evidence.keys as keys
-
-    monkeypatch.setattr(keys, "_REMEMBERED", 2)
-    entry = ring.entries()[0]
-    messages = [f"message {i}".encode() for i in range(4)]
-    for m in messages[:3]:
-        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    entry, messages = _full_memo_of_two(signer, ring, monkeypatch)
     memo = _GrownMeanwhile(ring._verified)
     ring._verified = memo
     ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good one: no RuntimeError
