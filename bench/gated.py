@@ -42,7 +42,7 @@ from hatp_mcp.cli.verify_cmd import verify_ahead
 from hatp_mcp.core.evidence.keys import Keyring, b64u_decode, signing_bytes
 from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.txn.record import verify_record
+from hatp_mcp.core.txn.record import signatures_ahead, verify_record
 from hatp_mcp.mcp.gate import ApprovalGate, gate_tools, verify_on_two_threads
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import SqliteReplayCache
@@ -271,6 +271,7 @@ class _VerifyRate:
     cold: dict[int, list[tuple[float, float]]]
     warm: float
     per_record: int
+    signatures: int  # the signatures check_record verifies in one record (all the records carry as many)
 
 
 def verify_rate(rounds: int = 200, threads: tuple[int, ...] = (1, 2)) -> _VerifyRate:
@@ -284,6 +285,8 @@ def verify_rate(rounds: int = 200, threads: tuple[int, ...] = (1, 2)) -> _Verify
         record, ring, _ = signed_trip_record(f"txn-bench-verify-{i}")
         records.append((record, ring))
     events = sum(len(r["events"]) for r, _ in records)
+    signed = {len(signatures_ahead(record, ring)) for record, ring in records}  # counted from the records
+    assert len(signed) == 1, signed
     cold: dict[int, list[tuple[float, float]]] = {n: [] for n in threads}
     pool = ThreadPoolExecutor(max_workers=max(threads) - 1 or 1, thread_name_prefix="bench-verify-ahead")
     for r in range(max(1, rounds // 20)):
@@ -304,7 +307,28 @@ def verify_rate(rounds: int = 200, threads: tuple[int, ...] = (1, 2)) -> _Verify
             problems = verify_record(record, ring)
             assert not problems, problems
         warm = min(warm, time.perf_counter() - start)
-    return _VerifyRate(cold, events / warm, events // len(records))
+    return _VerifyRate(cold, events / warm, events // len(records), signed.pop())
+
+
+def _signature_floor(found: _VerifyRate, one: float) -> str:
+    """The least time per event the signatures set while every one is verified, hence the most events/s one thread
+    (and two, with a core free for the second) can reach: `one` is a fresh Ed25519 verification as this run timed
+    it for the gate (p50 of each call's fresh verifications in a row, over their number)."""
+    per_event = found.signatures * one / found.per_record
+    goal = 1 / VERIFY_GOAL
+    if goal < per_event:
+        verdict = "the goal is below this floor: one thread cannot reach it while every signature is verified"
+        if goal < per_event / 2:
+            verdict += ", nor can two"
+    else:
+        verdict = "the goal is above this floor"
+    return (
+        f"the floor the signatures set, same run: {found.signatures} signatures in a {found.per_record}-event record "
+        f"({found.signatures / found.per_record:.2f} per event), a fresh Ed25519 verification {one * 1e6:.0f} us "
+        f"(the gate's fresh verifications above), so {per_event * 1e6:.0f} us of verification per event: at most "
+        f"{1 / per_event:,.0f} events/s on one thread, {2 / per_event:,.0f} on two with a core free for the second, "
+        f"were nothing else done; the goal needs {goal * 1e6:.0f} us per event: {verdict}"
+    )
 
 
 def _round_ratios(a: list[float], b: list[float], rounds: int = 5) -> list[float]:
@@ -394,6 +418,7 @@ def main() -> int:
         f"  aside, not the goal's figure: {found.warm:,.0f} events/s against keyrings that already verified these "
         f"signatures (found in the keyring's memo, none verified again): the Python work alone"
     )
+    print("  " + _signature_floor(found, gate.verify / gate.verifications))
     return 0
 
 
