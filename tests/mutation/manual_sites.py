@@ -38,7 +38,7 @@ MANUAL_SITES: dict[str, list[tuple[str, str, str]]] = {
 
 # file -> {the name a check reports instead of the rule id: the rule id}
 ALIASES: dict[str, dict[str, str]] = {
-    "hatp_mcp/core/validate/saga.py": {
+    "hatp_mcp/core/validate/saga_rules.py": {
         "pivot-ordering": "HATP-SAGA-2",
         "class-coherence": "HATP-SAGA-3",
         "mandate": "HATP-SAGA-4",

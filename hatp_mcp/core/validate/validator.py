@@ -3,8 +3,9 @@
 `validate(plan, now)` runs the HATP-VAL checks over a parsed Plan and returns every violation (never the first
 only); the coordinator calls it at begin. `validate_document(value, now)` takes an untrusted JSON value, detects
 whether it is a HATP plan or an apology-protocol saga artifact, and reports schema violations only when it does
-not match its schema. Money rules live in money_rules.py, the clock arithmetic in clockfit.py, the saga rules in
-saga.py (all in this package). This module must not read the clock or do IO: `now` is an argument.
+not match its schema. Money rules live in money_rules.py, the clock arithmetic in clockfit.py, saga artifacts in
+saga.py (their rules in saga_rules.py; all in this package). This module must not read the clock or do IO: `now`
+is an argument.
 """
 
 from __future__ import annotations

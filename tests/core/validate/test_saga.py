@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.validate import saga as saga_mod
+from hatp_mcp.core.validate import saga_view
 from hatp_mcp.core.validate.saga import SagaPlan, SagaView, step_key_hash, validate_saga
 from hatp_mcp.core.validate.violation import Violation
 from tests.core.validate.saga_oracle import oracle_validate_saga
@@ -438,7 +439,7 @@ def _read(view: SagaView) -> str:
     members = [getattr(view, name) for name in SagaView.__slots__ if name != "steps"]
     steps = [
         [s[k] for k in ("id", "tool", "class", "idempotencyKey")]
-        + [s["compensation"]["tool"] if "compensation" in s else None, saga_mod._spend(s)]
+        + [s["compensation"]["tool"] if "compensation" in s else None, saga_view._spend(s)]
         + [s.get(k) for k in ("undoTtlSeconds", "maxDurationSeconds")]
         for s in view.steps
     ]
