@@ -21,15 +21,18 @@ $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(STAMP): pyproject.toml
+# The saga reader and rules are compiled (setup.py): an edit to them builds them again, else the old build would run
+COMPILED := hatp_mcp/core/validate/saga_view.py hatp_mcp/core/validate/saga_rules.py
+
+$(STAMP): pyproject.toml setup.py $(COMPILED)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip 2>/dev/null || true
 	$(BIN)/pip install -q -e '.[dev,pydantic-ai,openai-agents,langgraph]'
 	touch $(STAMP)
 
 lint: install
-	$(BIN)/ruff check hatp_mcp servers demo tests bench
-	$(BIN)/ruff format --check hatp_mcp servers demo tests bench
+	$(BIN)/ruff check hatp_mcp servers demo tests bench setup.py
+	$(BIN)/ruff format --check hatp_mcp servers demo tests bench setup.py
 	$(BIN)/lint-imports --no-cache
 
 typecheck: install
@@ -105,4 +108,5 @@ violations: install
 	$(BIN)/python -m tests.violations_appendix --write
 
 clean:
-	rm -rf $(VENV) $(TS_CLIENT)/node_modules
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules build
+	find hatp_mcp -name '*.so' -delete

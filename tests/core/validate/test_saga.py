@@ -436,7 +436,9 @@ def _by_model(doc: Any, now: datetime) -> list[Violation]:
 
 def _read(view: SagaView) -> str:
     """Everything the rules read from a view; repr, so that 250 and 250.0 differ."""
-    members = [getattr(view, name) for name in SagaView.__slots__ if name != "steps"]
+    # its members: the class's __slots__ as Python; compiled (mypyc, a native class), its __mypyc_attrs__
+    names = sorted(getattr(SagaView, "__mypyc_attrs__", None) or SagaView.__slots__)
+    members = [getattr(view, name) for name in names if name != "steps"]
     steps = [
         [s[k] for k in ("id", "tool", "class", "idempotencyKey")]
         + [s["compensation"]["tool"] if "compensation" in s else None, saga_view._spend(s)]
