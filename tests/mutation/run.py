@@ -40,7 +40,8 @@ TABLE = ROOT / "spec" / "mutation.md"
 CONTROLS = 3  # other rules' tests run beside each rule's own
 TIMEOUT = 900.0  # seconds for one rule's run; a hang counts as a failure of the run, never as killed
 COPIED = ("hatp_mcp", "tests", "servers", "demo", "spec", "bench", "pyproject.toml", "README.md", "Makefile")
-SKIP = shutil.ignore_patterns("__pycache__", "node_modules", ".venv", "*.pyc")
+# a compiled module (*.so, setup.py) would run instead of its mutated .py: the copy runs the sources as Python
+SKIP = shutil.ignore_patterns("__pycache__", "node_modules", ".venv", "*.pyc", "*.so")
 
 __all__ = ["Outcome", "main", "read_rows", "run_each_site", "run_rules", "write_table"]
 
