@@ -36,7 +36,12 @@ def main() -> int:
     sagas, _, _ = versus(lambda: validate_saga(saga, NOW), lambda: Plan.model_validate(doc), number=2000)
     print(f"validate the trip plan ({len(plan.branches)} branches, {len(plan.approvals)} approval)")
     print(f"  parse only (baseline, Plan.model_validate)  {parse * 1e6:8.1f} us/op  {1 / parse:9,.0f} plans/s")
-    print(f"  HATP-VAL rules on a parsed plan             {rules * 1e6:8.1f} us/op  {1 / rules:9,.0f} plans/s")
+    fresh = whole - parse  # the rules on a plan just parsed: what validate_document pays beyond the parse
+    print(f"  HATP-VAL rules on a freshly parsed plan     {fresh * 1e6:8.1f} us/op  (parse + rules minus parse)")
+    print(
+        f"  aside: the rules again on one Plan object   {rules * 1e6:8.1f} us/op  (what the plan caches, such as "
+        "its money sums, already computed)"
+    )
     print(f"  parse + rules (validate_document)           {whole * 1e6:8.1f} us/op  {1 / whole:9,.0f} plans/s")
     print(f"  parse + rules + digest (what a begin pays)  {begin * 1e6:8.1f} us/op  {1 / begin:9,.0f} plans/s")
     print(f"  6-step saga (parse + rules)                 {sagas * 1e6:8.1f} us/op  {1 / sagas:9,.0f} sagas/s")
