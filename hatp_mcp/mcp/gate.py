@@ -11,7 +11,6 @@ This module decides nothing itself: the rules are the core's.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +46,7 @@ from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
+from hatp_mcp.runtime.worker_threads import WorkerThreads
 from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
 
 __all__ = [
@@ -89,7 +89,10 @@ class ApprovalGate:
     # verification wall when a core is free for the second; 1 keeps them on the checking thread (on a machine
     # with no free core the hand-over costs more than it saves: see _verify_together). 1 by default.
     verify_threads: int = 1
-    _threads: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
+    # The gate's own threads (started at the first call): two, so that one call's durable commit (which releases the
+    # interpreter lock for its fdatasync) can overlap the next call's checks; more would only wait for the lock and
+    # for the cache's mutex.
+    _threads: WorkerThreads = field(default_factory=lambda: WorkerThreads(2, "hatp-gate"), init=False, repr=False)
     # The second thread an approval's signatures are verified on (its thread starts at the first submit).
     _verifier: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-gate-verify"),
@@ -116,14 +119,11 @@ class ApprovalGate:
     async def in_thread(self, fn: Callable[..., R], *args: Any) -> R:
         """Run `fn(*args)` on the gate's own threads and return what it returns (or raise what it raised).
 
-        An asyncio executor hop: its hand-over is a C-level SimpleQueue, where anyio.to_thread's is a Queue whose
-        Condition the event loop notifies with the interpreter lock held, and the woken worker then waits for both
-        that lock and the Condition's mutex (py-spy --gil: Condition.notify was a fifth of the gate's samples).
-        Two threads: one call's durable commit (which releases the interpreter lock for its fdatasync) can overlap
-        the next call's checks; more would only wait for the lock and for the cache's mutex."""
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hatp-gate")
-        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+        The hop is hatp_mcp/runtime/worker_threads.py's: a C-level SimpleQueue to threads that live as long as the
+        gate, and one call_soon_threadsafe back (an asyncio executor hop chains a concurrent Future to an asyncio
+        one; anyio.to_thread's hand-over is a Queue whose Condition the event loop notifies with the interpreter
+        lock held: py-spy --gil had Condition.notify at a fifth of the gate's samples)."""
+        return await self._threads.run(fn, *args)
 
     def _check_and_spend(
         self,

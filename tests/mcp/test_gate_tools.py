@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -390,3 +391,35 @@ async def test_a_real_server_process_runs_an_approved_call_once_and_refuses_the_
     assert replay.data is not None and replay.data["rule"] == "HATP-GATE-18"
     assert after_restart.data is not None and after_restart.data["rule"] == "HATP-GATE-18"
     assert charges.content[0].text == "[]"  # type: ignore[union-attr]
+
+
+class _ThreadSpyCache(SqliteReplayCache):
+    """The replay cache, noting which thread notes the definition and spends the nonces."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.threads: list[str] = []
+
+    def note_definition(self, *args: Any, **kwargs: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return super().note_definition(*args, **kwargs)
+
+    def consume_all(self, *args: Any, **kwargs: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return super().consume_all(*args, **kwargs)
+
+
+async def test_the_checks_and_the_durable_write_run_on_the_gates_own_threads_off_the_event_loop(
+    clock: FakeClock,
+) -> None:
+    pay = Payments()
+    cache = _ThreadSpyCache()
+    loop_thread = threading.current_thread().name
+    with anyio.fail_after(10):
+        async with Client(payments_server(pay, clock, cache)) as client:
+            tool_call = (await asked(client))["toolCall"]
+            clock.advance(60)
+            await call(client, approval=approve(tool_call, clock.now()))
+    assert len(pay.charges) == 1
+    assert len(cache.threads) == 3  # noted (refused call), noted and spent (approved call)
+    assert all(name.startswith("hatp-gate-") and name != loop_thread for name in cache.threads), cache.threads
