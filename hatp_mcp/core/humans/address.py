@@ -11,6 +11,7 @@ This module only parses and prints; it must not look anyone up (that is core/hum
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -69,7 +70,28 @@ def _fail(rule: str, raw: str, reason: str, path: str, fix: str) -> AddressError
 
 
 def parse_address(raw: str, path: str = "$") -> Address:
-    """Parse an address. Raises AddressError: HATP-ADDR-1 (grammar), HATP-ADDR-2 (quorum), HATP-ADDR-3 (params)."""
+    """Parse an address. Raises AddressError: HATP-ADDR-1 (grammar), HATP-ADDR-2 (quorum), HATP-ADDR-3 (params).
+
+    An address parsed once is remembered (the Address is frozen; a gated call parses its requirement's address
+    and its requester's every time): only an exact `str`, by its exact text, so nothing that merely compares
+    equal to it shares its entry. A refusal is never remembered: it is raised again, with this call's `path`."""
+    if type(raw) is str:
+        try:
+            return _parsed(raw)
+        except AddressError:
+            pass  # refused: parsed again below, so that the refusal names this call's path
+    return _parse(raw, path)
+
+
+_PARSED_MAX = 1024  # distinct addresses remembered; the least recently used is forgotten first
+
+
+@functools.lru_cache(maxsize=_PARSED_MAX)
+def _parsed(raw: str) -> Address:
+    return _parse(raw, "$")  # lru_cache remembers only what returns: a raise is not kept
+
+
+def _parse(raw: str, path: str) -> Address:
     forms = (
         "human://ORG/NAME, human://ORG/role/ROLE[?quorum=M-of-N], human://ORG/pool/POOL[?skill=S] or agent://ORG/NAME"
     )

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from hatp_mcp.core.humans import address as address_module
 from hatp_mcp.core.humans.address import AddressError, Kind, parse_address, person_address
 
 
@@ -71,3 +74,76 @@ def test_unknown_repeated_or_misplaced_parameters_are_refused_under_HATP_ADDR_3(
     with pytest.raises(AddressError) as e:
         parse_address(raw)
     assert e.value.rule == "HATP-ADDR-3"
+
+
+# An address parsed once is remembered (address.py's _parsed); the uncached parser is the oracle.
+_PIECES = [
+    "human",
+    "agent",
+    "HUMAN",
+    "://",
+    "acme.com",
+    "Acme.com",
+    "acme",
+    "/",
+    "bob",
+    "Bob",
+    "role",
+    "pool",
+    "finance-approver",
+    "?",
+    "quorum=2-of-3",
+    "quorum=3-of-2",
+    "skill=sox",
+    "passkey=required",
+    "&",
+    "x=1",
+    " ",
+]
+
+
+def _outcome(raw: object, path: str) -> object:
+    try:
+        return parse_address(raw, path)  # type: ignore[arg-type]
+    except AddressError as exc:
+        return (exc.rule, exc.reason, exc.path, exc.fix)
+
+
+def _oracle(raw: object, path: str) -> object:
+    try:
+        return address_module._parse(raw, path)  # type: ignore[arg-type]
+    except AddressError as exc:
+        return (exc.rule, exc.reason, exc.path, exc.fix)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_PIECES), max_size=9).map("".join), min_size=1, max_size=6),
+    st.sampled_from(["$", "requires.address", "$.routing.requester"]),
+)
+def test_a_remembered_address_parses_as_the_uncached_parser_does_refusals_with_each_calls_path(
+    raws: list[str], path: str
+) -> None:
+    # well-formed ones mixed in, so that a remembered entry is met by strings that differ from it only slightly
+    raws = [*raws, "human://acme.com/bob", "human://acme.com/role/finance-approver?quorum=2-of-3"]
+    for raw in raws + [r.upper() for r in raws] + raws[::-1]:
+        assert _outcome(raw, path) == _oracle(raw, path)
+        assert _outcome(raw, "$.other") == _oracle(raw, "$.other")
+
+
+def test_only_exact_strings_are_remembered_and_refusals_are_not() -> None:
+    class Text(str):
+        pass
+
+    address_module._parsed.cache_clear()
+    good = parse_address("human://acme.com/bob")
+    assert parse_address("human://acme.com/bob") is good  # remembered
+    assert parse_address(Text("human://acme.com/bob")) == good  # parsed on its own: not a `str` exactly
+    with pytest.raises(AddressError) as first:
+        parse_address("human://acme.com/role/x?quorum=3-of-2", "requires.address")
+    with pytest.raises(AddressError) as again:
+        parse_address("human://acme.com/role/x?quorum=3-of-2", "$.elsewhere")
+    assert (first.value.rule, first.value.path, again.value.path) == ("HATP-ADDR-2", "requires.address", "$.elsewhere")
+    assert address_module._parsed.cache_info().currsize == 1  # only the good one
+    for bad in (None, 42, True, ["human://acme.com/bob"]):
+        assert _outcome(bad, "$.x") == _oracle(bad, "$.x")
