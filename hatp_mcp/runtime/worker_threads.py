@@ -6,15 +6,17 @@ the same hop through a concurrent Future chained to an asyncio one (its Conditio
 executor's idle semaphore and thread-count check on every submit): measured on 2 shared cores, an empty hop costs
 31-33 us of CPU here against 46-47 us through a ThreadPoolExecutor of two (/tmp harness, 2,000 hops x 5 rounds).
 
-The threads start at the first job and are daemon threads: a job that is running when the interpreter exits does
-not hold the exit up (a SQLite commit it was making is atomic: the awaiting coroutine never saw it return). A
-caller cancelled while its job runs stops waiting; the job still runs to its end. Nothing here decides anything.
+The threads start at the first job and end when their WorkerThreads is garbage (each takes a stop from the queue,
+after the jobs before it); they are daemon threads: a job that is running when the interpreter exits does not hold
+the exit up (a SQLite commit it was making is atomic: the awaiting coroutine never saw it return). A caller
+cancelled while its job runs stops waiting; the job still runs to its end. Nothing here decides anything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, TypeVar
@@ -35,9 +37,10 @@ class WorkerThreads:
             raise ValueError("a WorkerThreads needs at least one thread")
         self._count = count
         self._name = name
-        self._jobs: SimpleQueue[_Job] = SimpleQueue()
+        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._start = threading.Lock()
+        weakref.finalize(self, _stop, self._jobs, count)  # the threads hold the queue, never this object
 
     @property
     def started(self) -> int:
@@ -58,20 +61,32 @@ class WorkerThreads:
             if self._threads:
                 return
             for n in range(self._count):
-                thread = threading.Thread(target=self._serve, name=f"{self._name}-{n}", daemon=True)
+                thread = threading.Thread(target=_serve, args=(self._jobs,), name=f"{self._name}-{n}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
 
-    def _serve(self) -> None:
-        while True:
-            loop, waiter, fn, args = self._jobs.get()
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the awaiting coroutine, whatever it is
-                _hand_back(loop, waiter, None, exc)
-            else:
-                _hand_back(loop, waiter, result, None)
-            del loop, waiter, fn, args  # hold nothing of a finished job while waiting for the next
+
+def _serve(jobs: SimpleQueue[_Job | None]) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:  # its WorkerThreads is gone
+            return
+        _run(*job)
+        del job  # hold nothing of a finished job while waiting for the next
+
+
+def _run(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any], fn: Callable[..., Any], args: Any) -> None:
+    try:
+        result = fn(*args)
+    except BaseException as exc:  # handed to the awaiting coroutine, whatever it is
+        _hand_back(loop, waiter, None, exc)
+    else:
+        _hand_back(loop, waiter, result, None)
+
+
+def _stop(jobs: SimpleQueue[_Job | None], count: int) -> None:
+    for _ in range(count):
+        jobs.put(None)
 
 
 def _hand_back(

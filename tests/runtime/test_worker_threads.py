@@ -5,6 +5,7 @@ waiting leaves its job to finish and nothing breaks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import anyio
@@ -79,3 +80,18 @@ async def test_a_caller_that_stops_waiting_leaves_its_job_to_finish() -> None:
 def test_a_worker_needs_a_thread() -> None:
     with pytest.raises(ValueError):
         WorkerThreads(0, "none")
+
+
+async def test_the_threads_end_when_their_worker_threads_is_garbage() -> None:
+    workers = WorkerThreads(2, "test-gone")
+    async with anyio.create_task_group() as tg:  # both threads busy at once, so both have started
+        meet = threading.Barrier(2, timeout=10)
+        tg.start_soon(workers.run, meet.wait)
+        tg.start_soon(workers.run, meet.wait)
+    threads = [t for t in threading.enumerate() if t.name.startswith("test-gone-")]
+    assert len(threads) == 2
+    del workers
+    gc.collect()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
