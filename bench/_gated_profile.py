@@ -1,4 +1,6 @@
-"""The whole gated server process, deterministic, for callgrind: what a gated tool call costs the server in
+"""(A tool, not a benchmark: `make bench` skips it, as it skips every bench module whose name starts with `_`.)
+
+The whole gated server process, deterministic, for callgrind: what a gated tool call costs the server in
 instructions, the MCP SDK's request path included (bench/gated.py times it instead).
 
 `lines N KIND FILE` writes a server/discover request and N tools/call requests for demo.gated_server's
@@ -9,8 +11,8 @@ current directory (the server, under valgrind say; another worktree's for an A/B
 time, waiting for each answer, and fails on any error. The instructions per call are the difference of two runs, N
 and M calls, over N - M (the first calls warm it):
 
-    .venv/bin/python -m bench.gated_profile lines 110 gated /tmp/g110.jsonl   # and 10 -> /tmp/g10.jsonl
-    PYTHONHASHSEED=0 .venv/bin/python -m bench.gated_profile drive /tmp/g110.jsonl valgrind --tool=callgrind \\
+    .venv/bin/python -m bench._gated_profile lines 110 gated /tmp/g110.jsonl   # and 10 -> /tmp/g10.jsonl
+    PYTHONHASHSEED=0 .venv/bin/python -m bench._gated_profile drive /tmp/g110.jsonl valgrind --tool=callgrind \\
         --callgrind-out-file=/tmp/g110.cg .venv/bin/python -m demo.gated_server --org spec/fixtures/org \\
         --now 2026-11-29T10:00:00Z --db /tmp/g110.db                            # add --ungated for carry, plain
 
