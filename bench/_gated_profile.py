@@ -37,7 +37,7 @@ import anyio
 from mcp import Client, MCPError
 
 from demo.gated_server import build
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
+from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
 from hatp_mcp.runtime.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def _counter_nonces() -> None:
 async def _tool_call(clock: FakeClock) -> dict[str, Any]:
     """The ToolCall the gate names when refusing an unapproved call (what the gateway approves)."""
     server = build(":memory:", ROOT / "spec" / "fixtures" / "org", clock)
-    args: dict[str, Any] = importlib.import_module("tests.mcp.test_gate_tools").ARGS
+    args: dict[str, Any] = importlib.import_module("tests.mcp.test_gated_tools").ARGS
     async with Client(server) as client:
         try:
             await client.call_tool("charge_card", args)
@@ -77,7 +77,7 @@ async def _tool_call(clock: FakeClock) -> dict[str, Any]:
 
 def lines(n: int, kind: str, out: Path) -> None:
     _counter_nonces()
-    gate_tests: Any = importlib.import_module("tests.mcp.test_gate_tools")  # the gateway's side, as bench.gated
+    gate_tests: Any = importlib.import_module("tests.mcp.test_gated_tools")  # the gateway's side, as bench.gated
     clock = FakeClock()
     tool_call = anyio.run(_tool_call, clock)
     requests: list[dict[str, Any]] = [

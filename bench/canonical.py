@@ -14,8 +14,8 @@ from typing import Any
 import rfc8785
 
 from bench._timing import versus
-from hatp_mcp.core.evidence.canonical import canonical, canonical_exact
 from hatp_mcp.core.model import Plan
+from hatp_mcp.core.signing.canonical import canonical, canonical_exact
 from tests.factories import trip_plan
 
 GOAL = 10.0

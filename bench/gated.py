@@ -39,18 +39,18 @@ from mcp import Client, MCPError, StdioServerParameters
 from bench._cpu import children, cpu_seconds, own_cpu
 from demo.gated_server import REQUIRES, approval_gate, build
 from hatp_mcp.cli.verify_cmd import verify_ahead
-from hatp_mcp.core.evidence.keys import Keyring, b64u_decode, signing_bytes
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
+from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.signing.keys import Keyring, b64u_decode, signing_bytes
 from hatp_mcp.core.txn.record import signatures_ahead, verify_record
-from hatp_mcp.mcp.gate import ApprovalGate, gate_tools, verify_on_two_threads
+from hatp_mcp.mcp.gated_tools import ApprovalGate, gate_tools, verify_on_two_threads
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.store.replay_cache import SqliteReplayCache
 from tests.factories import signed_trip_record
 
 # What the gateway does when the agent asks (route, let two finance approvers decide, sign): the gate tests' own
 # helper, loaded by name so the strict type check of bench/ does not take in that test module.
-_gate_tests: Any = importlib.import_module("tests.mcp.test_gate_tools")
+_gate_tests: Any = importlib.import_module("tests.mcp.test_gated_tools")
 ARGS: dict[str, Any] = _gate_tests.ARGS
 approve: Callable[..., dict[str, Any]] = _gate_tests.approve
 
@@ -206,7 +206,7 @@ async def _in_process(
 
 
 def _verify_on_two_threads(second: ThreadPoolExecutor, signed: list[tuple[Any, bytes, bytes]]) -> None:
-    """The bare verifications split as the gate splits them (hatp_mcp.mcp.gate.verify_on_two_threads)."""
+    """The bare verifications split as the gate splits them (hatp_mcp.mcp.gated_tools.verify_on_two_threads)."""
     verify_on_two_threads(signed, _bare_verify, second)
 
 

@@ -33,8 +33,8 @@ from mcp.client.stdio import stdio_client
 
 from bench._cpu import children, cpu_seconds, own_cpu
 from hatp_mcp.mcp.launch import ROOT, stdio_params
-from hatp_mcp.runtime.journal import Journal, Saga
-from hatp_mcp.runtime.undoable import undoable
+from hatp_mcp.runtime.journal.driver import Journal, Saga
+from hatp_mcp.runtime.journal.undoable import undoable
 from hatp_mcp.store.journal_store import SqliteJournalStore
 from servers._keys import load_or_create_key
 

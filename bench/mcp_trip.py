@@ -40,11 +40,11 @@ from mcp import Client
 from bench._cpu import children, cpu_seconds, main_thread_cpu, own_cpu
 from bench._wakeups import Wakeups
 from demo.trip_mcp import SERVERS, open_suite, plan_for
-from hatp_mcp.core.evidence.canonical import digest as digest_of
-from hatp_mcp.core.evidence.keys import PublicKeyEntry, SigningKey, b64u_decode, signing_bytes
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import BranchResult, CommitRequest, PrepareRequest, PrepareResult
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import digest as digest_of
+from hatp_mcp.core.signing.keys import PublicKeyEntry, SigningKey, b64u_decode, signing_bytes
 from hatp_mcp.mcp.call import Signer, call_raw
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock

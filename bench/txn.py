@@ -7,7 +7,7 @@ with none of the protocol around them. Goals: at least 300 txn/s, and at least 7
 
 `python -m bench.txn [N] [CONCURRENCY] [ROUNDS]` (default 200 32 7). One process, so one core does the Python
 work (SQLite fsyncs in a worker thread). Each side's best round is compared (see main). After the warm-up the heap
-is settled as every server settles it once it is set up (hatp_mcp.runtime.heap, called by hatp_mcp.mcp.serve).
+is settled as every server settles it once it is set up (hatp_mcp.runtime.gc_tuning, called by hatp_mcp.mcp.serve).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 import anyio
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.evidence.canonical import canonical, digest, digest_bytes
-from hatp_mcp.core.evidence.keys import ALG, Keyring, SigningKey, sign_object, verify_object
+from hatp_mcp.core.signing.canonical import canonical, digest, digest_bytes
+from hatp_mcp.core.signing.keys import ALG, Keyring, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.heap import settle_heap
+from hatp_mcp.runtime.gc_tuning import settle_heap
 from hatp_mcp.store.txn_log import LogEntry, SqliteTxnLog
 
 __all__ = ["main"]

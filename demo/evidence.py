@@ -12,8 +12,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.example_plan import trip_plan
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain, verify_record
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)  # the plan and every event below are dated from here

@@ -22,9 +22,9 @@ import anyio
 from mcp import Client, MCPError, StdioServerParameters
 
 from demo.people import decide_as, human_key
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
-from hatp_mcp.core.humans.agents import sign_request
+from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
+from hatp_mcp.core.gateway.agents import sign_request
+from hatp_mcp.core.signing.keys import SigningKey
 
 __all__ = ["main"]
 

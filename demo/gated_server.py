@@ -18,7 +18,7 @@ import anyio
 from mcp.server import MCPServer
 
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.mcp.gate import ApprovalGate, create_approval_gate, gate_tools
+from hatp_mcp.mcp.gated_tools import ApprovalGate, create_approval_gate, gate_tools
 from hatp_mcp.mcp.serve import serve
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.org import load_agents, load_directory

@@ -47,9 +47,9 @@ from playwright.async_api import Page, async_playwright
 
 from demo.trip_mcp import plan_for, timeline
 from demo.trip_suite import ORG, open_seven
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
-from hatp_mcp.core.humans.passkey import b64u
+from hatp_mcp.core.gateway.passkey import b64u
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.org import load_human_keys

@@ -16,8 +16,8 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gateway.proof import sign_decision
+from hatp_mcp.core.signing.keys import SigningKey
 
 __all__ = ["ORG", "GatewayRefused", "decide_as", "human_key", "inbox_key_args", "key_file"]
 

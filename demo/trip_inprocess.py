@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
 

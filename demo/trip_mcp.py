@@ -28,9 +28,9 @@ from mcp.client.stdio import stdio_client
 
 from demo.trip_suite import ORG, Seven, human_key_file, open_seven
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.model.estimate import OperationBounds
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.launch import stdio_params
@@ -38,10 +38,10 @@ from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_estimate import AdvertisedBounds
 from hatp_mcp.mcp.serve import quiet
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.driver import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.coordinator_trust import RequestSigner, write_trust_list
 from hatp_mcp.runtime.interfaces import Participant
-from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.store.txn_log import SqliteTxnLog
 
 __all__ = ["SERVERS", "main", "open_suite", "plan_for", "run_trip", "timeline"]

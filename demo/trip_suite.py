@@ -22,9 +22,9 @@ from typing import Any
 from mcp import Client
 
 from demo.trip_world import AIRLINE, CALENDAR, HOTEL, PAYMENTS
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from hatp_mcp.runtime.coordinator_trust import trust_coordinator

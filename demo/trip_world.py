@@ -11,18 +11,18 @@ from datetime import datetime
 
 import anyio
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS, trip_plan
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant.branch import Lease
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.driver import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
 from hatp_mcp.runtime.interfaces import Participant
-from hatp_mcp.runtime.participant import DryRun, Operation, ParticipantRuntime
-from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
+from hatp_mcp.runtime.participant.driver import DryRun, Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import MemoryParticipantStore, ParticipantStore
 from hatp_mcp.store.txn_log import MemoryTxnLog, TxnLog
 

@@ -22,8 +22,8 @@ from typing import Any
 import anyio
 from mcp import Client, MCPError
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.mcp.launch import HttpProcess, launch_http

@@ -22,7 +22,7 @@ import anyio
 
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant.branch import Lease
-from hatp_mcp.runtime.participant import DryRun, Performed, StoreOperation
+from hatp_mcp.runtime.participant.driver import DryRun, Performed, StoreOperation
 from servers._inventory import Inventory
 
 __all__ = ["CompensateOp", "FinalOp", "HoldOp", "ResourceKey", "resource_key"]

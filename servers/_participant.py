@@ -1,7 +1,7 @@
 """The body every tool server shares: arguments, --data (key, SQLite), --store (the participant state on SQLite or
 PostgreSQL), the participant wrapper, tools, serving.
 
-A tool server is an `MCPServer` with HATP via `serve_hatp` on hatp_mcp.runtime.participant.ParticipantRuntime
+A tool server is an `MCPServer` with HATP via `serve_hatp` on hatp_mcp.runtime.participant.driver.ParticipantRuntime
 and one ordinary tool, `<noun>_status` (look a resource up). An agent meets only the protocol: the tools that act
 outside any transaction (`<noun>_book`) or change test state (`<noun>_change`) are offered only to a server
 started with `--demo-tools`, as the demos, benches and tests that need them do (spec/mcp-binding.md HATP-MCP-31).
@@ -30,7 +30,7 @@ from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
-from hatp_mcp.runtime.participant import Operation, ParticipantRuntime
+from hatp_mcp.runtime.participant.driver import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings, TxnBindings, move_bindings
 from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings

@@ -38,26 +38,26 @@ from typing import Any, cast
 
 import anyio
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
-from hatp_mcp.core.humans.agents import card_of_key
-from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.core.gateway.agents import card_of_key
+from hatp_mcp.core.gateway.directory import Directory
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
 from hatp_mcp.mcp.hatp_server import HatpServer
-from hatp_mcp.mcp.links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.mcp.server_links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
 from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.coordinator.fresh_cards_approver import FreshCardsApprover
+from hatp_mcp.runtime.coordinator.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
+from hatp_mcp.runtime.coordinator.service import TxnService
 from hatp_mcp.runtime.coordinator_trust import RequestSigner
-from hatp_mcp.runtime.fresh_cards_approver import FreshCardsApprover
 from hatp_mcp.runtime.interfaces import Approver, WatchingApprover
 from hatp_mcp.runtime.org import load_agents, load_human_keys
-from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY, HumanScript, ScriptedApprover
-from hatp_mcp.runtime.txn_service import TxnService
 from hatp_mcp.store.txn_log import TxnLeases, TxnLog
 from hatp_mcp.store.url import StoreUrl, open_txn_log
 from servers._keys import load_or_create_key

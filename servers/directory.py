@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.directory_server import serve_directory

@@ -16,11 +16,11 @@
   picked up on the next poll or tick. Several gateway processes may share one store (spec/gateway.md
   HATP-GW-76..79): each applies a timer step in one write that records it under its owner id (`--owner`,
   default host/pid) and claims each delivery attempt under a lease, so nothing is done twice.
-- Delivery (hatp_mcp/runtime/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and sms
-  as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
-  (HATP-GW-65); the Deliverer's queue is `deliveries.db` beside the SQLite store (`DIR/deliveries.db` by
-  default), or in the PostgreSQL store. Without `gateway.json` nothing is pushed (every notice is recorded as
-  `inbox`: the ask waits in the inbox).
+- Delivery (hatp_mcp/runtime/gateway/delivery): the org's `gateway.json` names the channels (email over SMTP, chat and
+  sms as signed webhooks), the inbox link and the retry policy, secrets from environment variables or 0600 files
+  (HATP-GW-65); the Deliverer's queue is `deliveries.db` beside the SQLite store (`DIR/deliveries.db` by default), or in
+  the PostgreSQL store. Without `gateway.json` nothing is pushed (every notice is recorded as `inbox`: the ask waits in
+  the inbox).
 - `--inbox-port N` (default off) also serves the web inbox (hatp_mcp/web) on `--inbox-host` (default localhost):
   passkey sign-in and decisions; its WebAuthn relying party is the org's `gateway.json` `passkey` member, else
   rpId `localhost` and origin `http://localhost:N` (the port actually bound). Put it behind your own TLS proxy
@@ -34,7 +34,7 @@
   start beside the first ("port in use"): one process owns the timers, the delivery queue and the long polls.
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
   The process says it is ready (`HATP_READY`) once its first timer round and first delivery step are done.
-- Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/approver_server.py) and the people's and agents' tools
+- Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/gateway_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
 """
 
@@ -52,14 +52,14 @@ import anyio
 import uvicorn
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
-from hatp_mcp.core.humans.passkey import RelyingParty
+from hatp_mcp.core.gateway.passkey import RelyingParty
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.mcp.gateway_questions import serve_questions
+from hatp_mcp.mcp.gateway_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
-from hatp_mcp.mcp.question_server import serve_questions
 from hatp_mcp.mcp.serve import (
     add_server_arguments,
     add_trust_argument,
@@ -72,10 +72,10 @@ from hatp_mcp.mcp.serve import (
 from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
-from hatp_mcp.runtime.delivery.channels import senders_from
-from hatp_mcp.runtime.delivery.settings import GatewaySettings, load_settings
-from hatp_mcp.runtime.delivery.worker import Deliverer
-from hatp_mcp.runtime.gateway import GatewayApprover, load_org
+from hatp_mcp.runtime.gateway.delivery.channels import senders_from
+from hatp_mcp.runtime.gateway.delivery.settings import GatewaySettings, load_settings
+from hatp_mcp.runtime.gateway.delivery.worker import Deliverer
+from hatp_mcp.runtime.gateway.driver import GatewayApprover, load_org
 from hatp_mcp.runtime.org import load_agents, load_relying_party
 from hatp_mcp.store.gateway_store import DB_NAME
 from hatp_mcp.store.inbox_state import InboxState

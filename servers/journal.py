@@ -43,23 +43,23 @@ from typing import Any
 
 import anyio
 
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.agents import card_of_key
+from hatp_mcp.core.gateway.agents import card_of_key
 from hatp_mcp.core.journal.machine import RetryPolicy
 from hatp_mcp.core.model.agent import AgentCard
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, read_callers
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
-from hatp_mcp.mcp.links import Target, open_links
+from hatp_mcp.mcp.journal_undo_approvals import UndoApprovals
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
-from hatp_mcp.mcp.undo_approval import UndoApprovals
+from hatp_mcp.mcp.server_links import Target, open_links
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.delivery.channels import senders_from
-from hatp_mcp.runtime.delivery.settings import load_settings
-from hatp_mcp.runtime.gateway import load_org
-from hatp_mcp.runtime.journal import Alert, Journal
-from hatp_mcp.runtime.journal_alert import AlertUndelivered, DeliveredAlert
+from hatp_mcp.runtime.gateway.delivery.channels import senders_from
+from hatp_mcp.runtime.gateway.delivery.settings import load_settings
+from hatp_mcp.runtime.gateway.driver import load_org
+from hatp_mcp.runtime.gateway.journal_alerts import AlertUndelivered, DeliveredAlert
+from hatp_mcp.runtime.journal.driver import Alert, Journal
 from hatp_mcp.runtime.org import load_agents
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key

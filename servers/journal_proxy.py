@@ -32,7 +32,7 @@ from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, cal
 from hatp_mcp.mcp.journal_proxy import JournalingProxy
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
-from hatp_mcp.runtime.journal import Journal
+from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 

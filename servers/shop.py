@@ -27,7 +27,7 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
-from hatp_mcp.mcp.gate import create_approval_gate, gate_tools
+from hatp_mcp.mcp.gated_tools import create_approval_gate, gate_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.org import load_agents, load_directory

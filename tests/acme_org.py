@@ -8,12 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
-from hatp_mcp.core.humans.agents import AgentKeys, sign_request
-from hatp_mcp.core.humans.directory import Directory
-from hatp_mcp.core.humans.proof import HumanKeys, apply_proof, sign_decision, subject_digest
+from hatp_mcp.core.gateway.agents import AgentKeys, sign_request
+from hatp_mcp.core.gateway.directory import Directory
+from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, sign_decision, subject_digest
 from hatp_mcp.core.model.gateway import Ask
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 
 ORG_DIR = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
 GATEWAY_ID = "https://acme.com/hatp/gateway"

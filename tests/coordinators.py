@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import CommitRequest
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.mcp.call import Signer
 from hatp_mcp.runtime.clock import Clock

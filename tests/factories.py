@@ -98,8 +98,8 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
     vote and 10 its approval of `finance`; 11 the commit decision; 12-15 the commit receipts (event, pay, seat,
     room); 16 record.closed. `keys["participant"]` is the airline's key.
     """
-    from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
     from hatp_mcp.core.model import Plan
+    from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
     from hatp_mcp.core.txn.record import RecordChain
 
     plan = Plan.model_validate(trip_plan(txn_id))
@@ -150,8 +150,8 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
 
 def trip_approval(plan: Any, plan_digest: str, key: Any, approver: str = "human://acme.com/alice") -> dict[str, Any]:
     """The gateway's signed approval of the trip's `finance` requirement by one approver (no human proof)."""
-    from hatp_mcp.core.evidence.keys import sign_object
     from hatp_mcp.core.model.money import plan_money
+    from hatp_mcp.core.signing.keys import sign_object
 
     req = plan.approvals[0]
     totals, up_to = plan_money(plan).amounts()

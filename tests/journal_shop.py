@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.runtime.undoable import DidNotHappen, Happened, Undoable, undoable
+from hatp_mcp.runtime.journal.undoable import DidNotHappen, Happened, Undoable, undoable
 
 
 class Shop:

@@ -14,7 +14,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from hatp_mcp.core.humans.passkey import b64u, decision_challenge, unb64u
+from hatp_mcp.core.gateway.passkey import b64u, decision_challenge, unb64u
 from hatp_mcp.core.model.evidence import PasskeyAssertion
 
 __all__ = ["ORIGIN", "RP_ID", "SoftAuthenticator"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.core.txn.record import RecordChain
 
 

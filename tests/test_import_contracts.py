@@ -39,21 +39,21 @@ def test_the_tree_keeps_every_import_contract(tmp_path: Path) -> None:
 def test_a_planted_cycle_between_two_runtime_modules_breaks_the_lint(tmp_path: Path) -> None:
     tree = _copy(tmp_path)
     clock = tree / "hatp_mcp" / "runtime" / "clock.py"
-    clock.write_text(clock.read_text() + "\nfrom hatp_mcp.runtime import coordinator as _planted  # noqa\n")
+    clock.write_text(clock.read_text() + "\nfrom hatp_mcp.runtime.coordinator import driver as _planted  # noqa\n")
     result = _lint(tree)
     assert result.returncode == 1
     assert "No import cycles anywhere in hatp_mcp BROKEN" in result.stdout
     assert "hatp_mcp.runtime" in result.stdout
 
 
-def test_evidence_importing_the_transaction_machine_breaks_the_core_layers(tmp_path: Path) -> None:
+def test_signing_importing_the_transaction_machine_breaks_the_core_layers(tmp_path: Path) -> None:
     tree = _copy(tmp_path)
-    canonical = tree / "hatp_mcp" / "core" / "evidence" / "canonical.py"
+    canonical = tree / "hatp_mcp" / "core" / "signing" / "canonical.py"
     canonical.write_text(canonical.read_text() + "\nimport hatp_mcp.core.txn.machine  # noqa\n")
     result = _lint(tree)
     assert result.returncode == 1
-    assert "The core's parts: the transaction on top, evidence at the bottom BROKEN" in result.stdout
-    assert "hatp_mcp.core.evidence.canonical -> hatp_mcp.core.txn.machine" in result.stdout
+    assert "The core's parts: the transaction on top, signing at the bottom BROKEN" in result.stdout
+    assert "hatp_mcp.core.signing.canonical -> hatp_mcp.core.txn.machine" in result.stdout
 
 
 def test_a_phase_step_reaching_back_to_the_machine_breaks_the_machine_layers(tmp_path: Path) -> None:

@@ -32,11 +32,11 @@ def test_the_readme_names_the_newcomers_two_commands_first() -> None:
 
 @pytest.mark.anyio
 async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once_over_mcp(tmp_path: Path) -> None:
-    from hatp_mcp.core.evidence.canonical import digest as digest_of
-    from hatp_mcp.core.evidence.keys import Keyring
     from hatp_mcp.core.model.evidence import Preconditions
     from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest
     from hatp_mcp.core.model.plan import Plan
+    from hatp_mcp.core.signing.canonical import digest as digest_of
+    from hatp_mcp.core.signing.keys import Keyring
     from hatp_mcp.mcp.extension import read_advertisement
     from hatp_mcp.mcp.participant_client import mcp_participant
     from hatp_mcp.runtime.clock import SystemClock
@@ -105,7 +105,7 @@ async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_
 ) -> None:
     import json
 
-    from hatp_mcp.runtime.org_setup import load_suite
+    from hatp_mcp.cli.org_layout import load_suite
     from tests.readme_walkthrough import commands, run
 
     setup, enrol = commands()

@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.tools import StructuredTool
 
-from hatp_mcp.runtime.journal import Journal
-from hatp_mcp.runtime.undoable import Undoable
+from hatp_mcp.runtime.journal.driver import Journal
+from hatp_mcp.runtime.journal.undoable import Undoable
 
 __all__ = ["journaled_tools"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from agents import FunctionTool, RunContextWrapper
 
-from hatp_mcp.runtime.journal import Journal
-from hatp_mcp.runtime.undoable import Undoable
+from hatp_mcp.runtime.journal.driver import Journal
+from hatp_mcp.runtime.journal.undoable import Undoable
 
 __all__ = ["journaled_tools"]
 

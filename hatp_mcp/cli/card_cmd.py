@@ -27,11 +27,11 @@ from typing import Any
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_json
 from hatp_mcp.cli.keys_cmd import public_entries
-from hatp_mcp.core.evidence.keys import SigningKey, b64u, sign_object
-from hatp_mcp.core.humans.agents import AgentKeys
-from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.cli.org_layout import OrgLayout
+from hatp_mcp.core.gateway.agents import AgentKeys
+from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.runtime.org_setup import OrgLayout
+from hatp_mcp.core.signing.keys import SigningKey, b64u, sign_object
 from hatp_mcp.store.files import create_file, replace_file
 
 __all__ = ["HELP", "add_arguments", "run"]

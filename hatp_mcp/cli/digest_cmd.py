@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_model
-from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import CanonicalError
 
 HELP = "print a plan's digest, sha256:<hex> of its canonical form"
 

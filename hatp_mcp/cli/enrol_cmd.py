@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
-from hatp_mcp.core.humans.directory import Directory
+from hatp_mcp.cli.org_layout import OrgLayout
+from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.runtime.org_setup import OrgLayout
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.store.inbox_state import InboxState
 
 HELP = "passkey enrolment: issue codes, list registrations, approve one onto the Directory-signed card"

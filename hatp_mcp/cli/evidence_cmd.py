@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, fail, print_json
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.participant import kept_evidence
+from hatp_mcp.runtime.participant.driver import kept_evidence
 from hatp_mcp.store.url import StoreUrl, open_participant_store
 
 HELP = "export a participant's own signed votes and receipts for one transaction (for hatp verify --evidence)"

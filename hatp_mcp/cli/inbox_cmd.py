@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.gateway import tick
-from hatp_mcp.core.humans.proof import apply_decision, sign_decision, subject_digest
-from hatp_mcp.core.humans.screen import render_ask_text
+from hatp_mcp.core.gateway.machine import tick
+from hatp_mcp.core.gateway.proof import apply_decision, sign_decision, subject_digest
+from hatp_mcp.core.gateway.screen import render_ask_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
 from hatp_mcp.store.url import StoreUrl, open_gateway_store

@@ -1,4 +1,4 @@
-"""`hatp init-org DIR --name ORG`: make an organisation directory (hatp_mcp.runtime.org_setup has the layout).
+"""`hatp init-org DIR --name ORG`: make an organisation directory (hatp_mcp.cli.org_layout has the layout).
 
 Its Directory and Gateway keys (private/, mode 0600), the well-known document publishing their public halves, empty
 cards/ and agents/, an empty private contact book, the gateway's settings (no delivery channel yet; the web inbox
@@ -14,8 +14,8 @@ import argparse
 from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
+from hatp_mcp.cli.org_layout import OrgLayout, init_org, load_suite
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.org_setup import OrgLayout, init_org, load_suite
 
 __all__ = ["HELP", "add_arguments", "run"]
 

@@ -15,7 +15,7 @@ import json
 import os
 
 from hatp_mcp.cli._run import EXIT_OK, InputError, fail, print_json, read_json
-from hatp_mcp.core.evidence.keys import ROLES, Keyring, PublicKeyEntry, SigningKey
+from hatp_mcp.core.signing.keys import ROLES, Keyring, PublicKeyEntry, SigningKey
 
 HELP = "make Ed25519 signing keys (JWK) and keyrings"
 

@@ -15,7 +15,7 @@ else. What it wrote is said on stderr; stdout is the JSON alone. Without --org i
 acme.com (spec/fixtures/org, keys from its test-only-keys/), for demos and tests, and says so on stderr.
 
 `hatp mcp-config --org DIR [--agent NAME]` prints the block for an organisation `hatp init-org` made
-(hatp_mcp.runtime.org_setup), and writes nothing: every key was made and pinned by the operator's steps (init-org,
+(hatp_mcp.cli.org_layout), and writes nothing: every key was made and pinned by the operator's steps (init-org,
 `hatp card`, `hatp trust add`) and no server rewrites one at start (HATP-MCP-34). The design (HATP-MCP-35):
 - One gateway process. Claude Desktop starts the gateway (its people's and agents' tools over stdio) with
   `--mcp-port P` (suite.json `gateway.mcpPort`): the same process also serves MCP on 127.0.0.1:P, and the
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail, print_json
+from hatp_mcp.cli.org_layout import OrgLayout, load_suite
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
-from hatp_mcp.runtime.org_setup import OrgLayout, load_suite
 
 __all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "org_config", "run", "trust_setup"]
 

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_json
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys

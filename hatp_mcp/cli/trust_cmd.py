@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_json
 from hatp_mcp.cli.keys_cmd import public_entries, split_party
-from hatp_mcp.core.evidence.keys import ROLES, PublicKeyEntry
+from hatp_mcp.core.signing.keys import ROLES, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.pin_file import add_pins
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, b64u
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, b64u
 
 __all__ = ["KEYS", "key", "keyring"]
 

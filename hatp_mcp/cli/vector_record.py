@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from hatp_mcp.cli.vector_keys import KEYS, key, keyring
-from hatp_mcp.core.evidence.canonical import canonical, digest
-from hatp_mcp.core.evidence.keys import sign_object, signing_bytes
-from hatp_mcp.core.gate.checks import GateRequirement, expected_call
-from hatp_mcp.core.gate.toolcall import tool_call_ask_id
-from hatp_mcp.core.humans.proof import ask_id_of
+from hatp_mcp.core.gated_tools.checks import GateRequirement, expected_call
+from hatp_mcp.core.gated_tools.gateway_routing import tool_call_ask_id
+from hatp_mcp.core.gateway.proof import ask_id_of
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.money import plan_money
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import canonical, digest
+from hatp_mcp.core.signing.keys import sign_object, signing_bytes
 from hatp_mcp.core.txn.record import RecordChain, check_record
 
 __all__ = ["approval_vectors", "record_vectors"]

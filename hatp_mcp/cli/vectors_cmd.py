@@ -23,9 +23,9 @@ from typing import Any
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.vector_keys import KEYS, key
 from hatp_mcp.cli.vector_record import approval_vectors, record_vectors
-from hatp_mcp.core.evidence.canonical import canonical
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object, signing_bytes
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import canonical
+from hatp_mcp.core.signing.keys import SigningKey, sign_object, signing_bytes
 
 __all__ = ["HELP", "add_arguments", "generated", "run"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
 from hatp_mcp.cli.evidence_cmd import EXPORT_TYPE
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
-from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.journal.record import is_journal_record, verify_journal
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.txn.anchors import Anchoring
 from hatp_mcp.core.txn.record import Verified, check_record, signatures_ahead
 from hatp_mcp.errors import HatpError

@@ -18,12 +18,12 @@ from hatp_mcp.conformance.exchange import Answer
 from hatp_mcp.conformance.report import Report
 from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
-from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VotedRequest
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import CODES, DEFAULT_CODE, INVALID_PARAMS
 from hatp_mcp.mcp.extension import read_advertisement

@@ -23,8 +23,6 @@ from hatp_mcp.conformance.exchange import Answer
 from hatp_mcp.conformance.report import Report
 from hatp_mcp.conformance.session import Clock, Session
 from hatp_mcp.conformance.target import Identity
-from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Preconditions, RecordHead
 from hatp_mcp.core.model.messages import (
@@ -36,6 +34,8 @@ from hatp_mcp.core.model.messages import (
     StatusRequest,
 )
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import CODES, INVALID_PARAMS

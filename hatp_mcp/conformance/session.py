@@ -13,9 +13,9 @@ from mcp import Client
 from hatp_mcp.conformance.exchange import Answer, exchange
 from hatp_mcp.conformance.report import CheckResult, Report
 from hatp_mcp.conformance.target import Identity
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SignatureError, SigningKey
-from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.participant.coordinator_auth import authorize
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SignatureError, SigningKey
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import HatpError
 
 __all__ = ["Clock", "Session"]

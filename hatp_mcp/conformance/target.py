@@ -22,7 +22,7 @@ from typing import TextIO
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, write_trust_list
 from hatp_mcp.store.files import load_or_create_key
 

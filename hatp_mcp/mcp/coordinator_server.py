@@ -6,7 +6,7 @@ hatp/txn/abort (TxnAbortRequest), each answering a TxnStatus, and the same opera
 Desktop can drive it. Params are validated as their wire models; refusals leave through hatp_mcp.mcp.errors only:
 a method's as a JSON-RPC error (HATP-MCP-3), a tool's as a tool result with `isError` that the model reads
 (HATP-MCP-25).
-Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.txn_service's; this module only
+Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.coordinator.service's; this module only
 binds it to MCP.
 """
 
@@ -31,7 +31,7 @@ from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, add_agent_guide, describe
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
-from hatp_mcp.runtime.txn_service import MAX_WAIT_SECONDS, TxnService
+from hatp_mcp.runtime.coordinator.service import MAX_WAIT_SECONDS, TxnService
 
 __all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "PROGRESS_SECONDS", "RECORD_URI", "serve_coordinator"]
 

@@ -1,7 +1,7 @@
 """`serve_directory(server, directory, ...)`: the Directory as an MCP server (spec/mcp-binding.md, HATP-MCP-14/15).
 
 - `hatp/directory/resolve` (ResolveRequest -> ResolveResult): who may decide an action on an amount for an
-  address, ranked, and who may not with the rule and a detail, exactly as hatp_mcp/core/humans/directory.py computes;
+  address, ranked, and who may not with the rule and a detail, exactly as hatp_mcp/core/gateway/directory.py computes;
 - resources: each trusted Human Card as `cards://ORG/NAME` (also through the template `cards://{org}/{name}`),
   served as the very object the Directory signed so a reader verifies it offline, and the well-known document as
   `wellknown://ORG/human-card.json`.
@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.humans.address import parse_address
-from hatp_mcp.core.humans.directory import Criteria, Directory
+from hatp_mcp.core.gateway.address import parse_address
+from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.model.amount import totals
 from hatp_mcp.core.model.base import WireModel, format_ts, parse_ts
 from hatp_mcp.core.model.gateway_messages import Eligible, Excluded, ResolveRequest, ResolveResult

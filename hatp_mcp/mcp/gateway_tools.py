@@ -19,13 +19,13 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from pydantic import Field
 
-from hatp_mcp.core.gate.checks import GateRequirement
-from hatp_mcp.core.humans.proof import subject_digest
-from hatp_mcp.core.humans.screen import render_ask_text
+from hatp_mcp.core.gated_tools.checks import GateRequirement
+from hatp_mcp.core.gateway.proof import subject_digest
+from hatp_mcp.core.gateway.screen import render_ask_text
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
 __all__ = ["GATEWAY_TOOLS", "add_gateway_tools", "ask_view"]

@@ -23,8 +23,8 @@ from hatp_mcp.core.journal.undo_map import UndoMap, UndoRule
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.journal_server import KEY_META
-from hatp_mcp.runtime.journal import Journal, Saga
-from hatp_mcp.runtime.undoable import Undoable, UndoRefused, undoable
+from hatp_mcp.runtime.journal.driver import Journal, Saga
+from hatp_mcp.runtime.journal.undoable import Undoable, UndoRefused, undoable
 
 __all__ = ["SAGA_TOOLS", "JournalingProxy"]
 

@@ -21,16 +21,16 @@ from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.types import RequestParamsMeta
 
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
+from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
 from hatp_mcp.core.journal.machine import StepView
 from hatp_mcp.core.journal.undo_spec import UndoSpec, parse_undo
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.journal_callers import CallerTokens, caller_middleware, current_caller, not_owner
-from hatp_mcp.mcp.links import LOST, Link
-from hatp_mcp.mcp.undo_approval import APPROVAL_INVALID_CODE, APPROVAL_REQUIRED_CODE, UndoApprovals
-from hatp_mcp.runtime.journal import Journal, Saga
-from hatp_mcp.runtime.undoable import Undoable, UndoRefused, undoable
+from hatp_mcp.mcp.journal_undo_approvals import APPROVAL_INVALID_CODE, APPROVAL_REQUIRED_CODE, UndoApprovals
+from hatp_mcp.mcp.server_links import LOST, Link
+from hatp_mcp.runtime.journal.driver import Journal, Saga
+from hatp_mcp.runtime.journal.undoable import Undoable, UndoRefused, undoable
 
 __all__ = ["AGENT_STEP", "AGENT_STEP_FINAL", "JOURNAL_TOOLS", "KEY_META", "McpUndo", "agent_tools", "serve_journal"]
 

@@ -17,8 +17,6 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError
-from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -30,6 +28,8 @@ from hatp_mcp.core.model.messages import (
     StatusRequest,
     StatusResult,
 )
+from hatp_mcp.core.signing.keys import Keyring, SignatureError
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import Signer, call
 from hatp_mcp.runtime.interfaces import Participant

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import TransportFailed
-from hatp_mcp.mcp.links import Link, advertised_keyring
+from hatp_mcp.mcp.server_links import Link, advertised_keyring
 from hatp_mcp.store.files import create_file
 
 __all__ = ["KeySource", "check_pinned", "describe", "participant_keyring", "read_keys", "tofu_file", "unpinned"]

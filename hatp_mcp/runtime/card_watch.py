@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from hatp_mcp.core.humans.directory import Directory, IgnoredCard
+from hatp_mcp.core.gateway.directory import Directory, IgnoredCard
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_directory
 

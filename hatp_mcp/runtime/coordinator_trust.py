@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.core.participant.coordinator_auth import (
     Admitted,
     Binding,
@@ -28,6 +27,7 @@ from hatp_mcp.core.participant.coordinator_auth import (
     check_decision,
     check_epoch,
 )
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.store.files import load_or_create_key, replace_file

@@ -2,7 +2,7 @@
 
 Everyone who checks people reads it the same way (the gateway, the coordinator, `hatp verify --org`, a gated
 tool server), with the wire limits of `hatp_mcp.core.wire.load_json`. The gateway's private `contacts.json` is
-read only by the gateway (`hatp_mcp.runtime.gateway.load_org`), never here.
+read only by the gateway (`hatp_mcp.runtime.gateway.driver.load_org`), never here.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.humans.agents import AgentKeys
-from hatp_mcp.core.humans.directory import Directory, IgnoredCard
-from hatp_mcp.core.humans.passkey import RelyingParty
-from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.gateway.agents import AgentKeys
+from hatp_mcp.core.gateway.directory import Directory, IgnoredCard
+from hatp_mcp.core.gateway.passkey import RelyingParty
+from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.errors import HatpError
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hatp_mcp.core.humans.notice import Notice, NoticeKind
+from hatp_mcp.core.gateway.notice import Notice, NoticeKind
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import immediate, json_text, open_versioned

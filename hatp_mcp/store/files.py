@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 
 __all__ = ["create_file", "load_or_create_key", "replace_file"]
 

@@ -2,7 +2,7 @@
 
 `MemoryParticipantStore` for tests and demos, `SqliteParticipantStore` (via hatp_mcp.store.sqlite.open_db) when
 the state must survive the process. Calls are synchronous and short (one row); this module holds no protocol
-logic: it stores what hatp_mcp.runtime.participant decides.
+logic: it stores what hatp_mcp.runtime.participant.driver decides.
 
 `StateDb` is the one SQLite database a store keeps its rows in; a tool whose own data lives in the same database
 (servers/_inventory.py) shares it, so that an effect and the answer that reports it can be kept by one durable

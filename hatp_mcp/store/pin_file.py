@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.files import replace_file
 

@@ -3,7 +3,7 @@ approval works once, across restarts, HATP-GATE-18) and when each tool definitio
 
 Spending a nonce is one atomic INSERT committed with synchronous=FULL before the tool runs, so two concurrent
 calls with the same approval cannot both run and a crash after the insert never lets it run twice. This module
-decides nothing: the rules are hatp_mcp/core/gate/checks.py's; it must not import the MCP SDK. `ReplayCache` is
+decides nothing: the rules are hatp_mcp/core/gated_tools/checks.py's; it must not import the MCP SDK. `ReplayCache` is
 the interface, `SqliteReplayCache` the embedded default, hatp_mcp.store.postgresql.replay_cache the shared one.
 """
 

@@ -2,7 +2,7 @@
 HATP-GW-72..74). A person signs in with a passkey on their Directory-signed card, sees only the asks they were
 asked, opens one and decides with their passkey: the decision's WebAuthn challenge is the SHA-256 of the canonical
 JSON of {askId, subjectDigest, decision, nonce, issuedAt} (HATP-GW-67), kept server-side by its nonce and usable
-once; the gateway verifies the assertion against the card (core/humans/passkey.py) and records it.
+once; the gateway verifies the assertion against the card (core/gateway/passkey.py) and records it.
 
 Safe by default:
 - every POST proves where it comes from: its Origin is the inbox's own (exact, port included) and it carries the
@@ -42,9 +42,9 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from hatp_mcp.core.humans import asks as core_asks
-from hatp_mcp.core.humans.passkey import RelyingParty, b64u, decision_challenge, decision_payload, unb64u
-from hatp_mcp.core.humans.proof import HumanKeys, subject_digest
+from hatp_mcp.core.gateway import asks as core_asks
+from hatp_mcp.core.gateway.passkey import RelyingParty, b64u, decision_challenge, decision_payload, unb64u
+from hatp_mcp.core.gateway.proof import HumanKeys, subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
@@ -53,7 +53,7 @@ from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
 from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
 from hatp_mcp.web.record_shelf import RecordShelf

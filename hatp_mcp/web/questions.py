@@ -17,7 +17,7 @@ from hatp_mcp.core.model.gateway import Ask
 
 __all__ = ["answer_controls"]
 
-_TEXT_DEFAULT = 10_000  # as core/humans/asks.py: a text answer without maxLength
+_TEXT_DEFAULT = 10_000  # as core/gateway/asks.py: a text answer without maxLength
 
 
 def _e(value: object) -> str:

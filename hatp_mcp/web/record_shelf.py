@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.errors import HatpError
 
 __all__ = ["RecordShelf"]

@@ -14,11 +14,11 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from hatp_mcp.adapters.openai_agents import journaled_tools
 from hatp_mcp.core.journal.events import SagaStatus, StepState
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.journal import Journal, SagaRolledBack
+from hatp_mcp.runtime.journal.driver import Journal, SagaRolledBack
 from hatp_mcp.store.journal_store import MemoryJournalStore
 from tests.adapters.test_pydantic_ai import PLAN, shop_tools
 from tests.journal_shop import Shop
-from tests.runtime.test_journal import KEY
+from tests.runtime.journal.test_driver import KEY
 
 
 class Scripted(Model):

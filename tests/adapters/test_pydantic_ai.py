@@ -13,11 +13,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from hatp_mcp.adapters.pydantic_ai import journaled_tools
 from hatp_mcp.core.journal.events import SagaStatus, StepState
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.journal import Journal, SagaRolledBack
-from hatp_mcp.runtime.undoable import undoable
+from hatp_mcp.runtime.journal.driver import Journal, SagaRolledBack
+from hatp_mcp.runtime.journal.undoable import undoable
 from hatp_mcp.store.journal_store import MemoryJournalStore
 from tests.journal_shop import Shop
-from tests.runtime.test_journal import KEY
+from tests.runtime.journal.test_driver import KEY
 
 PLAN = [("mark_returned", {"item": "882"}), ("refund", {"item": "882", "usd": "40.00"}), ("label", {"item": "882"})]
 

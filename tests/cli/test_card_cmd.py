@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.agents import card_of_key
+from hatp_mcp.cli.org_layout import OrgLayout, init_org
+from hatp_mcp.core.gateway.agents import card_of_key
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.org import load_agents, load_directory
-from hatp_mcp.runtime.org_setup import OrgLayout, init_org
 
 
 @pytest.fixture

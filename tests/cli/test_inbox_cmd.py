@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.humans.asks import open_question
-from hatp_mcp.core.humans.gateway import open_approval
+from hatp_mcp.core.gateway.asks import open_question
+from hatp_mcp.core.gateway.machine import open_approval
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
 from hatp_mcp.store.url import StoreUrl, open_gateway_store
 from tests.acme_org import GATEWAY_ID, ORG_DIR, directory, gateway_key, h, plan

@@ -53,8 +53,8 @@ def test_mcp_config_lists_all_seven_servers_and_the_coordinator_reaches_the_othe
 def test_HATP_TXN_21_the_coordinator_claude_desktop_starts_holds_an_agent_key_on_a_signed_agent_card(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from hatp_mcp.core.evidence.keys import SigningKey
-    from hatp_mcp.core.humans.agents import card_of_key
+    from hatp_mcp.core.gateway.agents import card_of_key
+    from hatp_mcp.core.signing.keys import SigningKey
     from tests.acme_org import agent_keys, h
 
     assert main(["mcp-config", "--data", str(tmp_path)]) == 0
@@ -85,7 +85,7 @@ def test_HATP_TRUST_10_mcp_config_makes_the_coordinators_key_and_every_receiver_
 
 
 def org_with_agent(root: Path, *, inbox: bool = False) -> Path:
-    from hatp_mcp.runtime.org_setup import init_org
+    from hatp_mcp.cli.org_layout import init_org
 
     init_org(root, "example.org", inbox=inbox)
     assert main(["card", "person", "--org", str(root), "ann", "--display", "Ann Lee"]) == 0
@@ -96,7 +96,7 @@ def org_with_agent(root: Path, *, inbox: bool = False) -> Path:
 def test_HATP_MCP_35_the_org_block_has_one_gateway_the_coordinator_reaches_over_loopback_and_writes_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from hatp_mcp.runtime.org_setup import load_suite
+    from hatp_mcp.cli.org_layout import load_suite
 
     root = org_with_agent(tmp_path / "org", inbox=True)
     capsys.readouterr()
@@ -139,7 +139,7 @@ def test_HATP_MCP_35_the_acme_test_organisation_is_refused_as_an_org_block(
 def test_HATP_MCP_35_an_org_without_an_agent_card_is_refused_saying_how_to_add_one(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from hatp_mcp.runtime.org_setup import init_org
+    from hatp_mcp.cli.org_layout import init_org
 
     root = init_org(tmp_path / "org", "example.org")
     assert main(["mcp-config", "--org", str(root)]) == 1

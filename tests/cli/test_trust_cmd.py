@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.coordinator_trust import load_trust_list
 from hatp_mcp.store.pin_file import read_pins
 

@@ -14,7 +14,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 

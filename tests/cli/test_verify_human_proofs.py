@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from hatp_mcp.cli import main
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain, verify_record
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from tests.acme_org import ORG_DIR, decide_as, directory, gateway_key, human_keys, keyring, plan
 

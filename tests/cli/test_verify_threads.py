@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from hatp_mcp.cli import main
 from hatp_mcp.cli.verify_cmd import verify_ahead
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, b64u, b64u_decode, sign_object
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, b64u, b64u_decode, sign_object
 from hatp_mcp.core.txn.record import check_record, signatures_ahead
 from tests.factories import signed_trip_record
 

@@ -19,11 +19,11 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.mcp.gateway_server import serve_approver
 from hatp_mcp.mcp.serve import quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from servers.gateway import DEFAULT_ORG, build
 from tests.conformance.broken_participant import AdmitAnyone
 

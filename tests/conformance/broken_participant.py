@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.messages import (
     AbortRequest,
@@ -40,12 +39,13 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.participant.coordinator_auth import Admitted
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators, open_trust
-from hatp_mcp.runtime.participant import ParticipantRuntime
+from hatp_mcp.runtime.participant.driver import ParticipantRuntime
 from hatp_mcp.store.files import load_or_create_key
 from servers import payments
 from servers._participant import build

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from hatp_mcp.mcp.links import LinkedParticipant
+from hatp_mcp.mcp.server_links import LinkedParticipant
 from hatp_mcp.store.postgresql.txn_log import PostgresTxnLog
 from hatp_mcp.store.txn_log import Pending
 from servers.coordinator import main as coordinator_main

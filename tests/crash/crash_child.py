@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 
 from demo.trip_world import build_world, trip_plan
-from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.messages import CommitRequest
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_log import SqliteTxnLog

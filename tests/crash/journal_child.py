@@ -20,9 +20,9 @@ from pathlib import Path
 
 import anyio
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.journal import Journal, SagaError
+from hatp_mcp.runtime.journal.driver import Journal, SagaError
 from hatp_mcp.store.journal_store import JournalStore
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from tests.journal_shop import Shop

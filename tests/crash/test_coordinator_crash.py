@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from tests.crash.child_process import Child, finish
 

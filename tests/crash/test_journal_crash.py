@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.core.signing.keys import Keyring
 from tests.crash.child_process import Child, finish
 from tests.postgres_cluster import Cluster
 

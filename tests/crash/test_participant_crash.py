@@ -13,9 +13,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.mcp.launch import launch_http
 from hatp_mcp.store.participant_state import StateDb
 from servers._inventory import Inventory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from demo.trip_world import trip_plan
-from hatp_mcp.core.humans.estimate import understated_links
+from hatp_mcp.core.gateway.estimate import understated_links
 from tests.acme_org import directory
 
 

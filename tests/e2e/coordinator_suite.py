@@ -16,8 +16,8 @@ from typing import Any
 from mcp import Client
 
 from demo.trip_mcp import plan_for
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.mcp.call import call_raw
 from tests.acme_org import GATEWAY_ID, ORG_DIR

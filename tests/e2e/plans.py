@@ -9,10 +9,10 @@ from typing import Any
 
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.interfaces import Participant

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import PublicKeyEntry
+from hatp_mcp.core.signing.keys import PublicKeyEntry
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip
 from tests.e2e.pg_coordinators import effects, launch_coordinator, said, signers, start_receivers
 from tests.postgres_cluster import Cluster

@@ -20,8 +20,8 @@ from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.approver_client import mcp_approver
 from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.gateway_client import mcp_approver
 from hatp_mcp.mcp.launch import launch_http, stdio_params
 from hatp_mcp.runtime.clock import FakeClock, SystemClock
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings

@@ -23,8 +23,8 @@ import psycopg
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.keys import PublicKeyEntry
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import PublicKeyEntry
 from hatp_mcp.mcp.call import call_raw
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems
 from tests.e2e.pg_coordinators import effects, launch_coordinator, signers, start_receivers, unattended_trip

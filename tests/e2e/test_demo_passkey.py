@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from demo.passkey import run_demo
-from hatp_mcp.core.humans.passkey import b64u, unb64u
+from hatp_mcp.core.gateway.passkey import b64u, unb64u
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 

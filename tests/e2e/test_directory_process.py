@@ -9,8 +9,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.mcp.call import call
 from hatp_mcp.mcp.launch import launch_http
 from tests.acme_org import ORG_DIR, h, keyring

@@ -18,10 +18,10 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
 from demo.people import decide_as
-from hatp_mcp.core.evidence.keys import sign_object
-from hatp_mcp.core.gate.checks import APPROVAL_META_KEY
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
+from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.signing.keys import sign_object
 from tests.acme_org import agent_request, gateway_key, h, human_key
 
 pytestmark = pytest.mark.anyio

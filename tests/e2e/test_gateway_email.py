@@ -17,7 +17,7 @@ import pytest
 from demo.trip_mcp import plan_for
 from demo.trip_suite import ORG, open_seven
 from tests.acme_org import resigned
-from tests.runtime.delivery.receivers import smtp_receiver
+from tests.runtime.gateway.delivery.receivers import smtp_receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 

@@ -14,11 +14,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.signing import verify_raw
-from hatp_mcp.core.humans.proof import check_decision_proofs, sign_decision
+from hatp_mcp.core.gateway.proof import check_decision_proofs, sign_decision
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
-from hatp_mcp.mcp.approver_client import mcp_approver
+from hatp_mcp.core.signing.models import verify_raw
+from hatp_mcp.mcp.gateway_client import mcp_approver
 from hatp_mcp.mcp.launch import launch_http, stdio_params
 from hatp_mcp.runtime.clock import FakeClock, SystemClock
 from tests.acme_org import GATEWAY_ID, ORG_DIR, h, human_key, human_keys, keyring, plan

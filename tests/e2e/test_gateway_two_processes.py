@@ -22,11 +22,11 @@ import pytest
 
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
+from hatp_mcp.runtime.gateway.driver import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.url import StoreUrl, open_delivery_queue, open_gateway_store
 from tests.acme_org import ORG_DIR, agent_keys, directory, gateway_key, h, plan
 from tests.postgres_cluster import Cluster
-from tests.runtime.delivery.receivers import Hook, webhook_receiver
+from tests.runtime.gateway.delivery.receivers import Hook, webhook_receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 

@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 
 from demo.trip_suite import human_key_file
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import SigningKey
 from tests.acme_org import ORG_DIR
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip
 from tests.e2e.test_coordinator_http import Suite

@@ -23,12 +23,12 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from demo.people import ORG, decide_as
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.launch import launch_http, stdio_params
 from tests.acme_org import resigned
 from tests.e2e.test_journal_server import Agent
-from tests.runtime.delivery.receivers import Mailbox, smtp_receiver
+from tests.runtime.gateway.delivery.receivers import Mailbox, smtp_receiver
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.launch import launch_http
 from servers import journal as journal_server

@@ -14,8 +14,8 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.journal.record import verify_journal
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.journal_server import JOURNAL_TOOLS, KEY_META
 from hatp_mcp.mcp.launch import HttpProcess, launch_http, stdio_params
 

@@ -24,13 +24,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.core.humans.passkey import unb64u
+from hatp_mcp.cli.org_layout import OrgLayout, load_suite
+from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.mcp.call import call_raw
-from hatp_mcp.runtime.org_setup import OrgLayout, load_suite
 from tests.e2e.coordinator_suite import child_pids
 from tests.passkey_authenticator import SoftAuthenticator
 from tests.readme_walkthrough import commands, run
-from tests.runtime.delivery.receivers import smtp_receiver
+from tests.runtime.gateway.delivery.receivers import smtp_receiver
 from tests.web.browserless import Browserless
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

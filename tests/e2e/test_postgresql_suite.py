@@ -21,8 +21,8 @@ import pytest
 from mcp import Client
 
 from demo.trip_suite import human_key_file
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gateway.proof import sign_decision
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from servers.coordinator import main as coordinator_main
 from tests.acme_org import ORG_DIR

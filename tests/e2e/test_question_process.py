@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 
 from demo.people import GatewayRefused, decide_as
-from hatp_mcp.core.evidence.signing import verify_raw
 from hatp_mcp.core.model.question import QuestionRequest, question_digest
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.mcp.launch import launch_http
 from tests.acme_org import ORG_DIR, agent_request, h, keyring
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from demo.trip_mcp import run_trip
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 from tests.records import rechain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

@@ -15,7 +15,7 @@ import pytest
 
 from demo.trip_mcp import run_trip
 from demo.trip_suite import ORG
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 from tests.records import about, keep, rechain
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

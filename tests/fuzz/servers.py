@@ -30,21 +30,21 @@ from mcp.server import MCPServer
 
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.conformance.exchange import Answer, exchange
-from hatp_mcp.core.evidence.keys import SigningKey
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest, StatusRequest
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_auth import AUTH_METHODS
 from hatp_mcp.core.participant.coordinator_auth import authorize
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.approver_server import APPROVER_METHODS
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_METHODS, serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
+from hatp_mcp.mcp.gateway_server import APPROVER_METHODS
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.participant_server import LOCK_METHODS, PARTICIPANT_METHODS
 from hatp_mcp.runtime.clock import FakeClock, SystemClock
+from hatp_mcp.runtime.coordinator.service import TxnService
 from hatp_mcp.runtime.coordinator_trust import trust_coordinator
-from hatp_mcp.runtime.txn_service import TxnService
 from servers import airline
 from servers._participant import build as build_participant
 from servers.gateway import DEFAULT_ORG

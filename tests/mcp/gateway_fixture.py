@@ -7,10 +7,10 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.mcp.gateway_server import serve_approver
 from hatp_mcp.runtime.clock import Clock, FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
+from hatp_mcp.runtime.gateway.driver import GatewayApprover, RecordingNotifier
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from tests.acme_org import agent_keys, contacts, directory, gateway_key
 from tests.coordinators import trusted

@@ -18,10 +18,10 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.validate.validator import validate
 from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, PROMPT_NAME, describe, plan_schema
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS
+from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_questions
 from hatp_mcp.mcp.gateway_tools import GATEWAY_TOOLS, add_gateway_tools
-from hatp_mcp.mcp.question_server import QUESTION_TOOLS, serve_questions
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.txn_service import MAX_WAIT_SECONDS
+from hatp_mcp.runtime.coordinator.service import MAX_WAIT_SECONDS
 from tests.mcp.gateway_fixture import make_gateway
 from tests.mcp.test_coordinator_server import coordinator, text_of
 

@@ -17,16 +17,16 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import HatpRequest, call_raw
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS, PROGRESS_SECONDS, RECORD_URI, serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings, read_advertisement
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.scripted_approver import HumanScript
-from hatp_mcp.runtime.txn_service import TxnService
+from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
+from hatp_mcp.runtime.coordinator.service import TxnService
 
 pytestmark = pytest.mark.anyio
 

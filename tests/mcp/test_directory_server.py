@@ -13,10 +13,10 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.signing import verify_raw
-from hatp_mcp.core.humans.address import parse_address
-from hatp_mcp.core.humans.directory import Criteria
+from hatp_mcp.core.gateway.address import parse_address
+from hatp_mcp.core.gateway.directory import Criteria
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.extension import read_advertisement

@@ -15,17 +15,17 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.core.evidence.signing import verify_raw
-from hatp_mcp.core.gate.checks import GateRequirement, call_digest, expected_call
-from hatp_mcp.core.humans.proof import sign_decision
+from hatp_mcp.core.gated_tools.checks import GateRequirement, call_digest, expected_call
+from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.gateway_messages import VoteResult
 from hatp_mcp.core.model.messages import PrepareRequest
-from hatp_mcp.mcp.approver_server import serve_approver
+from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.mcp.call import call
+from hatp_mcp.mcp.gateway_server import serve_approver
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from tests.acme_org import agent_request, contacts, h, human_key, keyring, plan
 from tests.coordinators import COORDINATOR, signer, trusted
 from tests.mcp.gateway_fixture import make_gateway

@@ -8,10 +8,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareRequest, StatusRequest
+from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_server import AnyParams

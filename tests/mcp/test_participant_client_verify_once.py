@@ -11,12 +11,12 @@ import pytest
 from mcp import Client
 
 from demo.trip_world import AIRLINE, HOTEL, trip_plan
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.model.messages import StatusRequest
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.events import Decide, PrepareAnswer, Record, Start, TxnState
 from hatp_mcp.core.txn.machine import Coordinator
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp import links
+from hatp_mcp.mcp import server_links as links
 from hatp_mcp.mcp.participant_client import McpParticipant, mcp_participant
 from hatp_mcp.runtime.clock import FakeClock
 from tests.coordinators import signer

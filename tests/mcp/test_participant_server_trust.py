@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 
-from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
+from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.mcp.call import HatpRequest, Signer, call_raw
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_server import AnyParams

@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp import pins
-from hatp_mcp.mcp.links import Target, open_links
 from hatp_mcp.mcp.pins import check_pinned, participant_keyring, read_keys, tofu_file
+from hatp_mcp.mcp.server_links import Target, open_links
 from hatp_mcp.store.files import create_file
 
 pytestmark = pytest.mark.anyio

@@ -7,13 +7,13 @@ from typing import Any
 
 from mcp.server import MCPServer
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.participant.branch import Lease
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.participant import DryRun, Operation, ParticipantRuntime
+from hatp_mcp.runtime.participant.driver import DryRun, Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import MemoryParticipantStore
 from tests.coordinators import signer, trusted
 from tests.factories import trip_plan

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import sign_object
-from hatp_mcp.core.humans.directory import IgnoredCard
+from hatp_mcp.core.gateway.directory import IgnoredCard
+from hatp_mcp.core.signing.keys import sign_object
 from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from tests.acme_org import ORG_DIR, directory_key, gateway_key, h

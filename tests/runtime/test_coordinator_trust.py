@@ -14,14 +14,14 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey
+from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.core.txn.events import Outcome
 from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.mcp.extension import HatpSettings
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.driver import CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.coordinator_trust import (
     TRUST_FILE,
     RequestSigner,

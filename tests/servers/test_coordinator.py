@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import SigningKey
-from hatp_mcp.mcp.links import Target
+from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.mcp.server_links import Target
 from servers.coordinator import _parser, main, read_setup
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hatp_mcp.runtime.org_setup import OrgLayout, init_org
+from hatp_mcp.cli.org_layout import OrgLayout, init_org
 
 
 def test_HATP_MCP_35_a_second_gateway_on_the_organisations_mcp_port_refuses_to_start(tmp_path: Path) -> None:

@@ -38,14 +38,14 @@ import anyio.abc
 from mcp import Client
 
 from demo.trip_world import trip_plan
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call_raw
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
+from hatp_mcp.runtime.coordinator.scripted_approver import SCRIPTED_GATEWAY
 from hatp_mcp.runtime.coordinator_trust import trust_coordinator
-from hatp_mcp.runtime.scripted_approver import SCRIPTED_GATEWAY
 from servers._inventory import Inventory
 
 __all__ = ["Report", "soak_processes"]

@@ -40,7 +40,7 @@ from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.coordinator import CoordinatorRuntime, default_validator
+from hatp_mcp.runtime.coordinator.driver import CoordinatorRuntime, default_validator
 from hatp_mcp.runtime.interfaces import Participant
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, MemoryTxnLog
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from tests.soak.processes import BLOCKED_EVERY, SERVERS, Holdings, check, soak_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]

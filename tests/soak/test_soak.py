@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from demo.trip_world import CardCapture
-from hatp_mcp.core.evidence.keys import SigningKey
+from hatp_mcp.core.signing.keys import SigningKey
 from tests.soak import soak as soak_mod
 from tests.soak.soak import FAULTS, soak
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.humans.notice import Notice, notice_key
+from hatp_mcp.core.gateway.notice import Notice, notice_key
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.deliveries import DeliveryQueue, DeliveryStore
 from hatp_mcp.store.url import open_delivery_queue

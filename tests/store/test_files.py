@@ -63,7 +63,7 @@ def test_HATP_MCP_34_a_public_key_file_replaced_by_another_key_refuses_the_start
     import subprocess
     import sys
 
-    from hatp_mcp.core.evidence.keys import SigningKey
+    from hatp_mcp.core.signing.keys import SigningKey
 
     files.load_or_create_key(tmp_path, ["participant"])
     planted = json.dumps(SigningKey.generate(["participant"]).public_jwk())  # someone swapped the public half

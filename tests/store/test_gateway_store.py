@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hatp_mcp.core.humans.gateway import open_approval
+from hatp_mcp.core.gateway.machine import open_approval
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import Sent, StoredAsk, TimerStep, Write
 from hatp_mcp.store.url import open_gateway_store

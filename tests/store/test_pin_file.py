@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import PublicKeyEntry, SigningKey
+from hatp_mcp.core.signing.keys import PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.pin_file import add_pins, read_pins
 

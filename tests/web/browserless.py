@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from hatp_mcp.core.humans.passkey import unb64u
+from hatp_mcp.core.gateway.passkey import unb64u
 from tests.acme_org import h
 from tests.web.inbox_fixture import Served
 

@@ -15,11 +15,11 @@ import anyio
 import uvicorn
 from cryptography.hazmat.primitives import serialization
 
-from hatp_mcp.core.humans.directory import Directory
-from hatp_mcp.core.humans.passkey import RelyingParty, unb64u
+from hatp_mcp.core.gateway.directory import Directory
+from hatp_mcp.core.gateway.passkey import RelyingParty, unb64u
 from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.gateway import GatewayApprover, RecordingNotifier
+from hatp_mcp.runtime.gateway.driver import GatewayApprover, RecordingNotifier
 from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import SqliteGatewayStore
 from hatp_mcp.store.inbox_state import InboxState

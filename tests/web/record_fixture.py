@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
-from hatp_mcp.core.humans.proof import subject_digest
+from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.txn.record import RecordChain
 from tests.acme_org import GATEWAY_ID, decide_as, keyring
 from tests.web.inbox_fixture import Served

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from hatp_mcp.cli import main as hatp
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.org import load_directory
 from tests.acme_org import h

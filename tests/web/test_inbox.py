@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hatp_mcp.core.humans.passkey import unb64u
+from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
 from tests.acme_org import h, plan

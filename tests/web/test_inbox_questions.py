@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import pytest
 
-from hatp_mcp.core.humans.passkey import unb64u
-from hatp_mcp.core.humans.proof import HumanKeys, check_answer_proof
+from hatp_mcp.core.gateway.passkey import unb64u
+from hatp_mcp.core.gateway.proof import HumanKeys, check_answer_proof
 from hatp_mcp.core.model.gateway import Answer
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hatp_mcp.core.humans.notice import Notice
+from hatp_mcp.core.gateway.notice import Notice
 
 __all__ = ["ERROR_CHARS", "dead_letter_key", "dead_letter_notice"]
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.core.journal.events import (
     ArmRetry,
     CallStep,
@@ -41,6 +40,7 @@ from hatp_mcp.core.journal.events import (
     Write,
 )
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 from hatp_mcp.errors import HatpError
 
 __all__ = [

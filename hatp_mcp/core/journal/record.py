@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
 from hatp_mcp.core.journal.events import ENTRIES
 from hatp_mcp.core.journal.machine import SagaMachine
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
+from hatp_mcp.core.signing.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
 from hatp_mcp.errors import HatpError
 
 __all__ = ["CLOSE", "EVENT_TYPE", "RECORD_TYPE", "JournalChain", "Problem", "is_journal_record", "verify_journal"]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.errors import HatpError
 
 __all__ = ["UndoMap", "UndoRule", "resolve_pointer"]

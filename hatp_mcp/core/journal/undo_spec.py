@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import canonical
+from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.errors import HatpError
 
 __all__ = ["UndoSpec", "parse_undo"]

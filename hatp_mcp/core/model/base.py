@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from hatp_mcp.core.evidence.canonical import canonical, digest
+from hatp_mcp.core.signing.canonical import canonical, digest
 
 __all__ = [
     "NON_FINITE",
@@ -220,6 +220,6 @@ class Signature(WireModel):
 
 
 class SignedModel(WireModel):
-    """A wire object that carries a signature. Sign and verify with hatp_mcp.core.evidence."""
+    """A wire object that carries a signature. Sign and verify with hatp_mcp.core.signing."""
 
     signature: Signature | None = None

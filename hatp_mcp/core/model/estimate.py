@@ -1,9 +1,9 @@
 """Wire objects of `hatp/txn/estimate` and `hatp/txn/tighten` (spec/mcp-binding.md HATP-MCP-17..19). Pure: no IO.
 
 - EstimateRequest -> Estimate: the gateway's signed worst case for one approval requirement of a plan, as it will
-  actually route it (core/humans/estimate.py).
+  actually route it (core/gateway/estimate.py).
 - TightenRequest -> VoteResult: the coordinator shrinks an ask's deadline and, in holds-first mode, names the
-  holds' end times the person approves under (core/humans/terms.py).
+  holds' end times the person approves under (core/gateway/terms.py).
 - BoundsRequest -> OperationBounds: a participant's advertised bounds of one branch's operation.
 """
 

@@ -2,7 +2,7 @@
 
 Who signs what (the keyring role the verifier demands): votes and receipts, the participant (or, for approval
 votes, the gateway); approvals and routing records, the gateway; a HumanDecisionProof, the person themselves
-(an `ed25519` key on their Directory-signed card, hatp_mcp/core/humans/proof.py).
+(an `ed25519` key on their Directory-signed card, hatp_mcp/core/gateway/proof.py).
 """
 
 from __future__ import annotations

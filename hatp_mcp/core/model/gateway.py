@@ -57,7 +57,7 @@ class ScreenOperation(WireModel):
 
 
 class Screen(WireModel):
-    """What an approver is shown, rendered from the structured plan (core/humans/screen.py), never from agent prose."""
+    """What an approver is shown, rendered from the structured plan (core/gateway/screen.py), never from agent prose."""
 
     title: str
     plan_digest: str = Field(pattern=DIGEST_PATTERN)
@@ -166,7 +166,8 @@ class AskRecord(WireModel):
     closed_at: Timestamp | None = None
     code: str | None = None
     reason: str | None = None
-    # A tool-call ask (core/gate/toolcall.py): the call it is about, so the Approval can be built after a restart.
+    # A tool-call ask (core/gated_tools/gateway_routing.py): the call it is about, so the Approval can be built
+    # after a restart.
     tool_call: ToolCall | None = None
     # The agent's signed request a tool-call ask was opened on (HATP-GW-49): it travels into the Approval.
     agent_request: AgentRequest | None = None

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 Evidence = JsonObject
-# An ask's states (core/humans/gateway.py AskState) plus `refused`: the gateway would not route the requirement.
+# An ask's states (core/gateway/machine.py AskState) plus `refused`: the gateway would not route the requirement.
 ASK_STATES = ("pending", "approved", "rejected", "answered", "expired", "exhausted", "withdrawn", "refused")
 AskStateName = Literal["pending", "approved", "rejected", "answered", "expired", "exhausted", "withdrawn", "refused"]
 

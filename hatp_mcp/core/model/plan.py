@@ -16,9 +16,9 @@ from typing import Any, Literal, Self, TypeVar, cast
 from pydantic import Field, model_validator
 from pydantic_core import PydanticSerializationError
 
-from hatp_mcp.core.evidence.canonical import canonical_typed, digest_bytes, surely_canonical
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import DecimalStr, Ident, JsonObject, Seconds, Timestamp, WireModel
+from hatp_mcp.core.signing.canonical import canonical_typed, digest_bytes, surely_canonical
 
 __all__ = [
     "ApprovalRequirement",

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.base import Ident, Timestamp, WireModel
 from hatp_mcp.core.model.gateway import Option
+from hatp_mcp.core.signing.canonical import digest
 
 __all__ = ["QuestionQuery", "QuestionRequest", "question_digest"]
 

@@ -1,5 +1,5 @@
 """Which wire objects validation made: a mark a model's after-validator sets on each object it validates, so that a
-verifier handed that object may skip validating its wire form again (hatp_mcp/core/humans/proof.py, agents.py).
+verifier handed that object may skip validating its wire form again (hatp_mcp/core/gateway/proof.py, agents.py).
 
 An object validation made holds what validation would make of its own wire form (tests prove it of each marked
 model, tests/core/model/test_validated.py); one made any other way (`model_copy(update=...)`, `model_construct`,

@@ -2,7 +2,7 @@
 
 `BranchMachine` is one (txnId, branchId) on one participant: states are an Enum, transitions a table, and an
 illegal event raises HatpError (HATP-PART-8) leaving the state unchanged. `LockTable` hands out fencing tokens.
-The runtime wrapper (hatp_mcp/runtime/participant.py) feeds these and keeps them durable. This module does no
+The runtime wrapper (hatp_mcp/runtime/participant/driver.py) feeds these and keeps them durable. This module does no
 IO and never reads the clock: every function takes `now`.
 """
 

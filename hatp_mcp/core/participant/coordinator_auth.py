@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.txn_auth import AUTH_METHODS, TxnAuth
 from hatp_mcp.core.model.wire import WireError, parse
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
+from hatp_mcp.core.signing.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
 from hatp_mcp.errors import HatpError
 
 __all__ = [

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
 from hatp_mcp.core.model.evidence import RecordHead
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.errors import HatpError
 
 __all__ = ["check_commit_head", "head_of"]

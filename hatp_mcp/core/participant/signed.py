@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import canonical
-from hatp_mcp.core.evidence.keys import ALG, SigningKey, sign_object
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Preconditions, Receipt, RecordHead, Vote
+from hatp_mcp.core.signing.canonical import canonical
+from hatp_mcp.core.signing.keys import ALG, SigningKey, sign_object
 
 __all__ = ["signed_receipt", "signed_vote"]
 

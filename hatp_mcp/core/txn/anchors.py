@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring, SignatureError, check_party, verify_object
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
+from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party, verify_object
 from hatp_mcp.core.txn.problem import Problem
 
 __all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest"]

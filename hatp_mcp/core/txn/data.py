@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring
-from hatp_mcp.core.humans.proof import HumanKeys
+from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.events import Arm, Command, Record, TxnState
 from hatp_mcp.core.txn.timing import Timing, commit_order
 from hatp_mcp.errors import HatpError

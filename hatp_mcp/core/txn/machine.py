@@ -8,7 +8,7 @@ machine's data (hatp_mcp.core.txn.data.Txn) explicitly: phase1 (start, votes, ap
 failed calls, recovery), timers, and below them commit, abort, deadlines and terms.
 
 An event the table does not allow raises HatpError HATP-TXN-13 and leaves the machine unchanged; so does any
-error while handling (the data's snapshot is restored). The driver (hatp_mcp/runtime/coordinator.py) persists
+error while handling (the data's snapshot is restored). The driver (hatp_mcp/runtime/coordinator/driver.py) persists
 `Record` / `Decide` commands before it sends anything of the same batch. No IO, no clock: `now` is passed in.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.data import Config, Txn
 from hatp_mcp.core.txn.events import (
     ApproverReply,

@@ -4,7 +4,7 @@ A chain that verifies proves only that the coordinator wrote these events in thi
 outcome: a commit decision is preceded by every branch's signed yes vote and ok prepare receipt and, for every
 approval requirement, a signed approval that meets it; a COMMITTED record then holds every branch's signed commit
 receipt; an ABORTED record names why it aborted and shows nothing was left in place; a decision that contradicts
-a recorded vote is refused. The evidence checks are the coordinator's own (core/txn/evidence.py): a record proves
+a recorded vote is refused. The evidence checks are the coordinator's own (core/txn/evidence_checks.py): a record proves
 no more than the coordinator was allowed to count, and grows stronger with those checks.
 
 Two callers run the same rules: `verify_record` (offline, `hatp verify`) and the coordinator runtime, which runs
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.evidence.keys import Keyring
-from hatp_mcp.core.humans.proof import HumanKeys
-from hatp_mcp.core.humans.terms import check_sent_terms
+from hatp_mcp.core.gateway.proof import HumanKeys
+from hatp_mcp.core.gateway.terms import check_sent_terms
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.txn.evidence import check_approver_answer, check_branch_receipt, check_branch_vote
+from hatp_mcp.core.signing.keys import Keyring
+from hatp_mcp.core.txn.evidence_checks import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import HatpError
 

@@ -17,7 +17,7 @@ from hatp_mcp.core.txn.commit import decide_commit, next_commit
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease, set_deadline
 from hatp_mcp.core.txn.events import ApproverReply, Ask, Command, PrepareAnswer, Record, SendPrepare, TxnState
-from hatp_mcp.core.txn.evidence import check_approver_answer, check_branch_receipt, check_branch_vote
+from hatp_mcp.core.txn.evidence_checks import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.txn.phase2 import start_recovered
 from hatp_mcp.core.txn.terms import check_terms, holds_terms, terms_accepted, tighten
 from hatp_mcp.errors import HatpError

@@ -13,7 +13,7 @@ from hatp_mcp.core.txn.commit import in_doubt, irreversible_done, next_commit, r
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease
 from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, TxnState
-from hatp_mcp.core.txn.evidence import check_branch_receipt
+from hatp_mcp.core.txn.evidence_checks import check_branch_receipt
 from hatp_mcp.errors import HatpError
 
 __all__ = ["on_failed", "on_receipt", "start_recovered"]

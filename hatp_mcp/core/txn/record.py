@@ -19,8 +19,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, canonical, digest, digest_bytes
-from hatp_mcp.core.evidence.keys import (
+from hatp_mcp.core.gateway.proof import HumanKeys, check_decision_proofs
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
+from hatp_mcp.core.model.wire import error_path
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical, digest, digest_bytes
+from hatp_mcp.core.signing.keys import (
     ALG,
     Keyring,
     PublicKeyEntry,
@@ -31,12 +37,6 @@ from hatp_mcp.core.evidence.keys import (
     signing_bytes,
     verify_object,
 )
-from hatp_mcp.core.humans.proof import HumanKeys, check_decision_proofs
-from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.evidence import DIGEST_PATTERN, Approval, RecordHead
-from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.model.record import CLOSE_EVENT, RecordEvent, TransactionRecord
-from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.core.txn.anchors import Anchoring, check_anchors, event_digest
 from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.problem import Problem

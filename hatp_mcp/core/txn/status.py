@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT
 from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary
+from hatp_mcp.core.signing.canonical import digest
 
 __all__ = ["derive_state", "first_refusal", "results", "summarize"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hatp_mcp.core.humans.terms import check_sent_terms, same_terms
+from hatp_mcp.core.gateway.terms import check_sent_terms, same_terms
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm

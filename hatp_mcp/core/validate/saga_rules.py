@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 from hatp_mcp.core.validate.saga_view import SagaView, _spend
 from hatp_mcp.core.validate.violation import Violation, violation
 

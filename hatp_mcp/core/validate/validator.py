@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan, has_canonical_form
+from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.validate.money_rules import (
     check_amounts,

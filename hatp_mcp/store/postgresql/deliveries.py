@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from hatp_mcp.core.humans.notice import Notice, NoticeKind
+from hatp_mcp.core.gateway.notice import Notice, NoticeKind
 from hatp_mcp.store.deliveries import COLUMNS, Claim, Delivery, claim_lost, delivery_row
 from hatp_mcp.store.postgresql.pools import open_pool, run
 from hatp_mcp.store.schema import Schema

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.journal.events import Rollback, StartStep, StepCompleted, UndoAnswered, Write
 from hatp_mcp.core.journal.machine import SagaMachine
 from hatp_mcp.core.journal.record import JournalChain, verify_journal
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 
 KEY = SigningKey.generate(["journal"], kid="journal-1")
 RING = Keyring()

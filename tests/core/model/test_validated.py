@@ -1,6 +1,6 @@
 """Which wire objects validation made, and that each marked model holds what validation makes of its wire form:
 validating a marked object's wire form again gives an equal object in the same canonical bytes, which is what
-lets a verifier handed one skip that validation (hatp_mcp/core/humans/proof.py, agents.py). Generated objects,
+lets a verifier handed one skip that validation (hatp_mcp/core/gateway/proof.py, agents.py). Generated objects,
 near the edges of each field (lengths, timestamps with fractions, free JSON values with floats and nesting)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, canonical
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
 from hatp_mcp.core.model.validated import _MADE, was_validated
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 from tests.acme_org import agent_request
 
 DIGEST = "sha256:" + "ab" * 32
@@ -114,7 +114,7 @@ def test_only_objects_validation_made_are_marked_never_copies_or_constructed_one
 
 
 def test_objects_inside_a_parsed_approval_are_marked_and_a_mark_dies_with_its_object() -> None:
-    from tests.mcp.test_gate_tools import ARGS, approve  # the gate's own approvals, fresh
+    from tests.mcp.test_gated_tools import ARGS, approve  # the gate's own approvals, fresh
 
     tool_call = {"server": "mcp://payments.example", "tool": "charge_card", "argumentsDigest": DIGEST}
     approval = Approval.model_validate(approve(tool_call, _now(), args=ARGS))

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.core.participant.coordinator_auth import (
     Admitted,
     Binding,
@@ -19,6 +18,7 @@ from hatp_mcp.core.participant.coordinator_auth import (
     check_epoch,
     request_digest,
 )
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
 from hatp_mcp.errors import HatpError
 from tests.coordinators import COORDINATOR, KEY, OTHER, OTHER_KEY, decision_event, trust_ring
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hatp_mcp.core.evidence.canonical import digest
 from hatp_mcp.core.model.evidence import RecordHead
 from hatp_mcp.core.participant.record_head import check_commit_head, head_of
+from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.errors import HatpError
 
 EVENT = {"type": "hatp.event", "seq": 7, "event": "decision", "body": {"decision": "commit"}}

@@ -15,8 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import canonical
-from hatp_mcp.core.evidence.keys import Keyring, SigningKey, sign_object, verify_object
 from hatp_mcp.core.model import base
 from hatp_mcp.core.model import evidence as model
 from hatp_mcp.core.model.amount import Amount
@@ -24,6 +22,8 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Preconditions, Receipt, RecordHead, Vote
 from hatp_mcp.core.participant import signed
 from hatp_mcp.core.participant.signed import signed_receipt, signed_vote
+from hatp_mcp.core.signing.canonical import canonical
+from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object, verify_object
 
 KEY = SigningKey.generate(["participant"], kid="p-1")
 DIGEST = "sha256:" + "ab" * 32

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError, digest
-from hatp_mcp.core.evidence.keys import Keyring
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn import anchors
 from hatp_mcp.core.txn.anchors import Anchoring
 from hatp_mcp.core.txn.problem import Problem

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from demo.trip_world import AIRLINE, World, build_world, trip_plan
-from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import SigningKey, sign_object
+from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.core.txn.anchors import AnchorStatus
 from hatp_mcp.core.txn.record import check_record
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.participant import kept_evidence
+from hatp_mcp.runtime.participant.driver import kept_evidence
 from tests.factories import signed_trip_record
 from tests.records import index, rechain
 from tests.txn_helpers import drive

@@ -6,7 +6,7 @@ from dataclasses import fields
 from datetime import timedelta
 
 from demo.trip_world import trip_plan
-from hatp_mcp.core.evidence.keys import Keyring
+from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.data import Approvals, Config, Holds, Progress, Txn, Votes, arm
 from hatp_mcp.core.txn.events import Arm, TxnState
 from hatp_mcp.core.txn.timing import timing

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from demo.trip_world import AIRLINE, HOTEL, trip_plan
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey, sign_object
 from hatp_mcp.core.txn import machine
 from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (

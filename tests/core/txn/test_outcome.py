@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.evidence.keys import sign_object
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import sign_object
 from hatp_mcp.core.txn.events import Outcome
 from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.record import Problem, check_record, verify_record

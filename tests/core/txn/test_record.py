@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
-from hatp_mcp.core.evidence.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.model import Plan
+from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import Problem, RecordChain, verify_record
 from tests.factories import signed_trip_record, trip_plan
 

@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.evidence.canonical import digest
-from hatp_mcp.core.evidence.keys import sign_object
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.keys import sign_object
 from hatp_mcp.core.txn import record as record_module
 from hatp_mcp.core.txn.anchors import check_anchors, event_digest
 from hatp_mcp.core.txn.record import CLOSE_EVENT, check_record
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.runtime.participant import kept_evidence
+from hatp_mcp.runtime.participant.driver import kept_evidence
 from tests.core.txn.anchors_oracle import old_check_anchors
 from tests.records import rechain
 from tests.txn_helpers import drive

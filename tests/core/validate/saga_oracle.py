@@ -10,8 +10,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.evidence.canonical import CanonicalError
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate.saga import SagaPlan, SagaStep, step_key_hash
 from hatp_mcp.core.validate.saga_rules import _HEX64, _PARTS_SHOWN
 from hatp_mcp.core.validate.violation import Violation, schema_violations

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hatp_mcp.core.evidence.canonical import CanonicalError
+from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate import saga as saga_mod
 from hatp_mcp.core.validate import saga_view
 from hatp_mcp.core.validate.saga import SagaPlan, SagaView, step_key_hash, validate_saga

@@ -1,0 +1,111 @@
+"""The approval screen: a model rendered from the structured plan (operations, amounts with "up to",
+participants, deadlines), and its plain-text form for the terminal inbox. Pure: no IO.
+
+Only the plan's structure speaks in the gateway's voice. Anything the agent wrote (the plan summary, free-text
+arguments) is carried as AgentText and printed under the label "agent-written"; it must never be rendered as
+if the gateway or the organisation said it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hatp_mcp.core.gateway.authority import PlanMoney, show_money
+from hatp_mcp.core.model.amount import Amount, with_tolerance
+from hatp_mcp.core.model.gateway import AgentText, Ask, Screen, ScreenOperation
+from hatp_mcp.core.model.plan import ApprovalRequirement, Plan
+
+__all__ = ["AGENT_LABEL", "render_ask_text", "render_screen", "render_text"]
+
+AGENT_LABEL = "[agent-written]"
+
+
+def _agent_args(args: dict[str, Any]) -> list[AgentText]:
+    # Free text inside arguments was written by the agent: show it, labelled, one line per string value.
+    out = []
+    for key in sorted(args):
+        value = args[key]
+        if isinstance(value, str):
+            out.append(AgentText(text=f"{key}: {value}"[:4000]))
+    return out
+
+
+def render_screen(plan: Plan, req: ApprovalRequirement, money: PlanMoney, quorum: tuple[int, int]) -> Screen:
+    """The screen for one approval requirement of a plan."""
+    ops = []
+    for b in plan.branches:
+        amount = up_to = None
+        if b.amount is not None:
+            amount = b.amount.display()
+            most = Amount.of(with_tolerance(b.amount, b.tolerance_percent), b.amount.currency)
+            up_to = most.display() if most.decimal != b.amount.decimal else None
+        ops.append(
+            ScreenOperation(
+                branch_id=b.branch_id,
+                participant=b.participant,
+                operation=b.operation,
+                tier=b.tier,
+                amount=amount,
+                up_to=up_to,
+                args=_agent_args(b.args),
+            )
+        )
+    agent_written = [AgentText(text=plan.summary)] if plan.summary else []
+    return Screen(
+        title=f"Approve {req.action} for {plan.requester.principal}",
+        plan_digest=plan.digest(),
+        txn_id=plan.txn_id,
+        requester=plan.requester.principal,
+        agent=plan.requester.agent,
+        action=req.action,
+        totals=show_money(money),
+        operations=ops,
+        participants=sorted({b.participant for b in plan.branches}),
+        decide_by=req.decide_by or plan.deadlines.decide_by,
+        commit_by=plan.deadlines.commit_by,
+        quorum=f"{quorum[0]} of {quorum[1]}",
+        agent_written=agent_written,
+    )
+
+
+def render_text(screen: Screen) -> list[str]:
+    """The screen as terminal lines. Agent-written text is always prefixed with AGENT_LABEL."""
+    lines = [screen.title, f"  transaction {screen.txn_id}  plan {screen.plan_digest}"]
+    lines.append(f"  requested by {screen.requester} through {screen.agent}")
+    lines.append(f"  total: {'; '.join(screen.totals) if screen.totals else 'no amounts stated'}")
+    if screen.quorum:
+        lines.append(f"  approvals needed: {screen.quorum}")
+    if screen.decide_by:
+        lines.append(f"  decide by {screen.decide_by}")
+    if screen.commit_by:
+        lines.append(f"  commit by {screen.commit_by}")
+    for h in screen.holds or []:  # holds-first: what the approval relies on (HATP-GW-31)
+        horizon = f", kept at most until {h.hold_horizon}" if h.hold_horizon else ""
+        lines.append(f"  hold {h.branch_id} placed: lease ends {h.lease_expires_at}{horizon}")
+    lines.append("  operations:")
+    for op in screen.operations:
+        money = ""
+        if op.amount:
+            money = f"  {op.amount}" + (f", up to {op.up_to}" if op.up_to else "")
+        lines.append(f"    {op.branch_id}: {op.operation} on {op.participant} ({op.tier}){money}")
+        lines.extend(f"      {AGENT_LABEL} {a.text}" for a in op.args)
+    lines.append(f"  participants: {', '.join(screen.participants)}")
+    lines.extend(f"  {AGENT_LABEL} {a.text}" for a in screen.agent_written)
+    return lines
+
+
+def render_ask_text(ask: Ask) -> list[str]:
+    """Any ask as terminal lines: the plan screen for approvals, the labelled question and its choices otherwise."""
+    lines = [f"ask {ask.ask_id} ({ask.kind}) to {ask.address}, decide by {ask.decide_by}"]
+    if ask.screen is not None:
+        lines.extend(render_text(ask.screen))
+    if ask.question is not None:
+        lines.append(f"  {AGENT_LABEL} {ask.question.text}")
+    lines.extend(f"  option {o.id}: {o.label}" for o in ask.options)
+    if ask.form_schema is not None:
+        props = ask.form_schema.get("properties")
+        if isinstance(props, dict):
+            lines.append(f"  fields: {', '.join(sorted(props))}")
+    if ask.max_length is not None:
+        lines.append(f"  answer in at most {ask.max_length} characters")
+    return lines

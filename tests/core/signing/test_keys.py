@@ -1,0 +1,306 @@
+"""Ed25519 JWKs, keyrings and signatures: each refusal has its own rule (HATP-SIG-1..5, HATP-KEY-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical
+from hatp_mcp.core.signing.keys import (
+    Keyring,
+    PublicKeyEntry,
+    SignatureError,
+    SigningKey,
+    b64u,
+    b64u_decode,
+    check_party,
+    checked_signing_bytes,
+    sign_object,
+    signing_bytes,
+    verify_object,
+    verify_object_bytes,
+)
+
+
+@pytest.fixture
+def signer() -> SigningKey:
+    return SigningKey.generate(["participant"])
+
+
+@pytest.fixture
+def ring(signer: SigningKey) -> Keyring:
+    r = Keyring()
+    r.add_signer(signer)
+    return r
+
+
+def refusal(obj: dict[str, object], ring: Keyring, role: str | None = "participant") -> SignatureError:
+    with pytest.raises(SignatureError) as err:
+        verify_object(obj, ring, role)
+    return err.value
+
+
+def test_a_signed_object_verifies_and_names_its_signer(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"type": "hatp.vote", "decision": "yes"}, signer)
+    assert obj["signature"]["alg"] == "EdDSA"
+    assert verify_object(obj, ring, "participant") == signer.kid
+
+
+def test_an_unsigned_object_is_refused_as_unsigned_HATP_SIG_1(ring: Keyring) -> None:
+    err = refusal({"decision": "yes"}, ring)
+    assert err.rule == "HATP-SIG-1"
+    err = refusal({"decision": "yes", "signature": {"alg": "EdDSA", "kid": 3, "sig": "x"}}, ring)
+    assert err.rule == "HATP-SIG-1"
+
+
+def test_a_signature_by_an_unknown_kid_is_refused_HATP_SIG_2(ring: Keyring) -> None:
+    stranger = SigningKey.generate(["participant"])
+    err = refusal(sign_object({"decision": "yes"}, stranger), ring)
+    assert err.rule == "HATP-SIG-2"
+    assert stranger.kid in err.reason
+
+
+def test_a_signature_with_another_algorithm_is_refused_HATP_SIG_3(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"decision": "yes"}, signer)
+    obj["signature"] = {**obj["signature"], "alg": "none"}
+    err = refusal(obj, ring)
+    assert err.rule == "HATP-SIG-3"
+    assert err.path == "$.signature.alg"
+
+
+def test_one_changed_byte_breaks_the_signature_HATP_SIG_4(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"decision": "yes", "amount": "100.00"}, signer)
+    err = refusal({**obj, "amount": "100.01"}, ring)
+    assert err.rule == "HATP-SIG-4"
+    sig = bytearray(b64u_decode(obj["signature"]["sig"]))
+    sig[0] ^= 1
+    err = refusal({**obj, "signature": {**obj["signature"], "sig": b64u(bytes(sig))}}, ring)
+    assert err.rule == "HATP-SIG-4"
+
+
+def test_a_key_signing_outside_its_roles_is_refused_HATP_SIG_5(signer: SigningKey, ring: Keyring) -> None:
+    obj = sign_object({"event": "txn.begin"}, signer)
+    err = refusal(obj, ring, role="coordinator")
+    assert err.rule == "HATP-SIG-5"
+    assert "coordinator" in err.reason
+
+
+def test_jwks_round_trip_and_kid_collisions_are_refused_HATP_KEY_1(signer: SigningKey) -> None:
+    ring = Keyring.from_jwks({"keys": [signer.public_jwk()]})
+    assert signer.kid in ring
+    assert Keyring.from_jwks(ring.to_jwks()).get(signer.kid) is not None
+    other = SigningKey.generate(["participant"], kid=signer.kid)
+    with pytest.raises(ValueError, match="share kid"):
+        Keyring.from_jwks({"keys": [signer.public_jwk(), other.public_jwk()]})
+    loaded = SigningKey.from_jwk(signer.private_jwk())
+    assert loaded.public_raw() == signer.public_raw()
+    tampered = {**signer.private_jwk(), "x": other.public_jwk()["x"]}
+    with pytest.raises(ValueError, match="does not match"):
+        SigningKey.from_jwk(tampered)
+
+
+@pytest.mark.parametrize(
+    "jwk",
+    [
+        {"kty": "RSA", "crv": "Ed25519", "kid": "k", "x": "AAAA"},
+        {"kty": "OKP", "crv": "Ed25519", "x": "AAAA"},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": "not base64!"},
+        {"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": b64u(b"\0" * 32), "roles": ["king"]},
+    ],
+)
+def test_malformed_keys_are_refused_with_a_reason(jwk: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"keys\[0\]"):
+        Keyring.from_jwks({"keys": [jwk]})
+
+
+HOTEL = "mcp://hotel.example/hatp"
+AIRLINE = "mcp://airline.example/hatp"
+
+
+def test_HATP_SIG_6_a_keyring_entry_names_its_party_and_keeps_it_through_a_jwks(signer: SigningKey) -> None:
+    ring = Keyring()
+    ring.add_signer(signer, HOTEL)
+    assert signer.public_jwk(HOTEL)["party"] == HOTEL and "party" not in signer.public_jwk()
+    again = Keyring.from_jwks(ring.to_jwks())
+    assert again.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    ring.add_signer(signer)  # adding the key again without a party never unbinds it
+    assert ring.get(signer.kid).party == HOTEL  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="speaks for"):
+        ring.add_signer(signer, AIRLINE)
+    with pytest.raises(ValueError, match="party"):
+        Keyring.from_jwks({"keys": [{**signer.public_jwk(), "party": ""}]})
+    assert [e.party for e in Keyring([again.get(signer.kid)]).bound_to(HOTEL).entries()] == [HOTEL]  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        again.bound_to(AIRLINE)
+
+
+def test_HATP_SIG_6_a_bound_key_signs_only_as_its_party_and_an_unbound_one_only_where_allowed(
+    signer: SigningKey,
+) -> None:
+    bound = Keyring()
+    bound.add_signer(signer, HOTEL)
+    entry = bound.get(signer.kid)
+    assert entry is not None
+    check_party(entry, HOTEL)
+    with pytest.raises(SignatureError) as err:
+        check_party(entry, AIRLINE, "$.vote.voter")
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-SIG-6", "KEY_NOT_THE_PARTY", "$.vote.voter")
+    free = Keyring()
+    free.add_signer(signer)
+    unbound = free.get(signer.kid)
+    assert unbound is not None
+    check_party(unbound, AIRLINE)  # no party named: roles alone decide
+    with pytest.raises(SignatureError) as closed:
+        check_party(unbound, AIRLINE, required=True)  # where whose key signed matters, fail closed
+    assert closed.value.rule == "HATP-SIG-6"
+
+
+def test_a_signature_verified_once_is_remembered_only_for_its_exact_bytes_HATP_SIG_4() -> None:
+    """The coordinator verifies evidence on arrival and again before it closes the record (HATP-REC-17): the
+    second check may skip the arithmetic, never the comparison of the bytes."""
+    from hatp_mcp.core.signing.keys import Keyring, SignatureError, SigningKey, sign_object, verify_object
+
+    key = SigningKey.generate(["participant"], kid="p-1")
+    ring = Keyring()
+    ring.add_signer(key)
+    signed = sign_object({"type": "hatp.vote", "decision": "yes"}, key)
+    assert verify_object(signed, ring) == "p-1"
+    assert verify_object(signed, ring) == "p-1"  # remembered
+    for altered in ({**signed, "decision": "no"}, {**signed, "extra": 1}):
+        with pytest.raises(SignatureError) as err:
+            verify_object(altered, ring)
+        assert err.value.rule == "HATP-SIG-4"
+    other = SigningKey.generate(["participant"], kid="p-1")  # the same kid, another key, in another keyring
+    ring2 = Keyring()
+    ring2.add_signer(other)
+    with pytest.raises(SignatureError):
+        verify_object(signed, ring2)
+
+
+def _full_memo_of_two(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> tuple[PublicKeyEntry, list[bytes]]:
+    """A memo that keeps 2 triples, full after 3 verified; the 4 messages, the last not yet verified."""
+    import hatp_mcp.core.signing.keys as keys
+
+    monkeypatch.setattr(keys, "_REMEMBERED", 2)
+    entry = ring.entries()[0]
+    messages = [f"message {i}".encode() for i in range(4)]
+    for m in messages[:3]:
+        ring.check_signature(entry, b64u_decode(signer.sign(m)), m)  # memo full: 2 kept
+    return entry, messages
+
+
+class _EvictedMeanwhile(dict[bytes, None]):
+    """A keyring memo where another thread evicts the oldest entry at the moment this one looks it up: the
+    interleaving two verifying threads (the gate's worker and its verifier) can meet when the memo is full."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        keys = list(super().__iter__())
+        if keys:
+            super().__delitem__(keys[0])  # the other thread's eviction, between this lookup and this delete
+        return iter(keys)
+
+
+def test_a_full_memo_evicted_by_two_threads_at_once_never_fails_a_good_signature(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry, messages = _full_memo_of_two(signer, ring, monkeypatch)
+    ring._verified = _EvictedMeanwhile(ring._verified)
+    ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good signature: no KeyError
+    assert len(ring._verified) <= 2
+
+
+# Any text, lone surrogates included (no canonical form), and JSON-ish values with floats (none either).
+_any_text = st.text(st.characters(), max_size=6)
+_leaf = st.none() | st.booleans() | st.integers(-(2**54), 2**54) | st.floats() | _any_text
+_value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_any_text, inner, max_size=3))
+_signature = st.fixed_dictionaries({"alg": _any_text, "kid": _any_text, "sig": _any_text}) | _value
+_signed_doc = st.dictionaries(_any_text.filter(lambda k: k != "signature"), _value, max_size=4).flatmap(
+    lambda d: st.fixed_dictionaries({}, optional={"signature": _signature}).map(lambda s: {**d, **s})
+)
+
+
+def _outcome(fn: Any, *args: Any) -> object:
+    try:
+        return ("ok", fn(*args))
+    except CanonicalError as exc:
+        return (exc.rule, exc.path, exc.reason, exc.fix)
+
+
+@settings(max_examples=400, deadline=None)
+@given(doc=_signed_doc)
+def test_HATP_CANON_2_checked_signing_bytes_are_the_signing_bytes_or_the_whole_objects_own_refusal(
+    doc: dict[str, Any],
+) -> None:
+    """The oracle is the two steps it replaces: canonical(doc) (the canonical-form check, whose refusal is kept
+    exactly), then signing_bytes(doc) (the bytes the signature is verified over)."""
+    whole = _outcome(canonical, doc)
+    want = _outcome(signing_bytes, doc) if whole[0] == "ok" else whole
+    assert _outcome(checked_signing_bytes, doc) == want
+
+
+def test_HATP_CANON_2_a_lone_surrogate_in_the_signature_alone_is_refused_as_the_whole_object_refuses_it() -> None:
+    doc = {"a": 1, "signature": {"alg": "EdDSA", "kid": "k\ud800", "sig": "x"}, "z": 1.5}
+    assert _outcome(signing_bytes, doc)[0] == "HATP-CANON-2"  # z's float: the other members fail too, later
+    assert _outcome(checked_signing_bytes, doc) == _outcome(canonical, doc)
+    assert _outcome(checked_signing_bytes, doc)[1] == "$.signature.kid"
+
+
+def _verdict(fn: Any, *args: Any) -> object:
+    try:
+        return fn(*args)
+    except SignatureError as exc:
+        return (exc.rule, exc.path, exc.reason, exc.fix)
+
+
+@pytest.mark.parametrize("role", [None, "participant", "coordinator"])
+def test_HATP_SIG_verify_object_bytes_refuses_as_verify_object_does(
+    signer: SigningKey, ring: Keyring, role: str | None
+) -> None:
+    """Over its own signing bytes an object gets verify_object's verdict: a good one, forged, altered, unknown
+    kid, another algorithm, a malformed signature, a key not allowed for the role."""
+    good = sign_object({"a": 1, "b": "x"}, signer)
+    other = SigningKey.generate(["participant"])
+    cases = [
+        good,
+        {**good, "b": "y"},
+        sign_object({"a": 1, "b": "x"}, other),
+        {**good, "signature": {**good["signature"], "alg": "ES256"}},
+        {**good, "signature": {**good["signature"], "sig": "not base64!"}},
+        {**good, "signature": {"alg": "EdDSA", "kid": signer.kid}},
+        {k: v for k, v in good.items() if k != "signature"},
+        {**good, "signature": {**good["signature"], "sig": b64u(b"\0" * 64)}},
+    ]
+    for obj in cases:
+        fresh = Keyring(ring.entries())  # no memo shared between the two verdicts
+        assert _verdict(verify_object_bytes, obj, signing_bytes(obj), fresh, role, "$.x") == _verdict(
+            verify_object, obj, Keyring(ring.entries()), role, "$.x"
+        )
+
+
+class _GrownMeanwhile(dict[bytes, None]):
+    """A keyring memo where another thread remembers a triple right after this one starts looking for the oldest
+    entry to evict (between iter() and next()): a dict iterator then raises RuntimeError (it changed size)."""
+
+    grown = False
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        it = super().__iter__()
+        if not self.grown:  # (once: the other thread remembers one triple)
+            self.grown = True
+            self[b"the other thread's triple"] = None
+        return it
+
+
+def test_a_full_memo_grown_by_another_thread_while_evicting_never_fails_a_good_signature(
+    signer: SigningKey, ring: Keyring, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry, messages = _full_memo_of_two(signer, ring, monkeypatch)
+    memo = _GrownMeanwhile(ring._verified)
+    ring._verified = memo
+    ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good one: no RuntimeError
+    assert memo.grown and len(memo) == 2  # the other thread's triple came in, and the memo's bound still holds

@@ -1,0 +1,144 @@
+"""Questions over MCP (hatp_mcp/mcp/gateway_questions.py, HATP-MCP-33), in memory on the acme.com test organisation:
+the agent proves whom it asks for, the question is routed like an approval (the requester is never asked), an
+answer that does not fit is never signed, a decline passes it on, and the signed Answer is fetched by askId."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from hatp_mcp.core.model.question import QuestionRequest, question_digest
+from hatp_mcp.core.signing.models import verify_raw
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_questions
+from hatp_mcp.mcp.gateway_tools import add_gateway_tools
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.gateway.driver import GatewayApprover
+from tests.acme_org import agent_request, h, human_key, keyring
+from tests.mcp.gateway_fixture import make_gateway
+from tests.mcp.test_gateway_tools import refused, signed, tool
+
+pytestmark = pytest.mark.anyio
+
+OPTIONS = [{"id": "adlon", "label": "Hotel Adlon"}, {"id": "motel", "label": "Motel One"}]
+ROLE = "human://acme.com/role/finance-approver"
+
+
+def server_of(gw: GatewayApprover) -> MCPServer:
+    server = MCPServer("hatp-gateway", log_level="WARNING")
+    add_gateway_tools(server, gw)
+    serve_questions(server, gw)
+    return server
+
+
+def choose(clock: FakeClock, ask_id: str = "q-hotel", address: str = ROLE, **request_over: Any) -> dict[str, Any]:
+    """The ask_choose arguments with the travel-bot's signed request about exactly this question."""
+    q = QuestionRequest.model_validate(
+        {"askId": ask_id, "kind": "choose", "address": address, "question": "Which hotel?", "options": OPTIONS}
+    )
+    request = agent_request(question_digest(q), clock.now(), subject="question", **request_over)
+    return {"ask_id": ask_id, "address": address, "question": "Which hotel?", "options": OPTIONS, "request": request}
+
+
+async def answer(client: Client, ask_id: str, name: str, action: str, clock: FakeClock, value: Any = None) -> Any:
+    proof = await signed(client, ask_id, name, action, clock.now(), value)
+    return await client.call_tool("decide", {"ask_id": ask_id, "proof": proof})
+
+
+async def test_HATP_MCP_33_an_agent_asks_a_question_and_fetches_the_signed_answer(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            asked = await tool(client, "ask_choose", choose(clock))
+            again = await tool(client, "ask_choose", choose(clock))  # the same question again: the same ask
+            who = asked["waitingFor"][0]
+            misfit = await answer(client, "q-hotel", who.rsplit("/", 1)[-1], "answer", clock, "ritz")
+            before = await tool(client, "question_status", {"ask_id": "q-hotel"})
+            fits = await answer(client, "q-hotel", who.rsplit("/", 1)[-1], "answer", clock, "motel")
+            done = await tool(client, "question_status", {"ask_id": "q-hotel"})
+    assert set(QUESTION_TOOLS) <= tools
+    assert (asked["askId"], asked["kind"], asked["state"]) == ("q-hotel", "choose", "pending")
+    assert again["askId"] == "q-hotel" and again["waitingFor"] == asked["waitingFor"]
+    assert h("dana") not in asked["waitingFor"]  # the agent acts for dana: she is never asked (HATP-GW-5)
+    seats = {s["human"]: s["status"] for s in asked["seats"]}
+    assert seats[h("dana")] == "excluded" and asked["ask"]["requester"] == h("dana")
+    assert misfit.is_error and "HATP-ASK-2" in misfit.content[0].text  # type: ignore[union-attr]
+    assert before["state"] == "pending" and "answer" not in before  # nothing signed for an answer that did not fit
+    assert not fits.is_error
+    signed_answer = done["answer"]
+    assert done["state"] == "answered" and signed_answer["value"] == "motel" and signed_answer["answerer"] == who
+    verify_raw(signed_answer, keyring(), role="gateway")
+
+
+async def test_HATP_MCP_33_a_decline_passes_the_question_to_the_next_person(tmp_path: Path, clock: FakeClock) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            asked = await tool(client, "ask_choose", choose(clock))
+            first = asked["waitingFor"][0]
+            declined = await answer(client, "q-hotel", first.rsplit("/", 1)[-1], "decline", clock)
+            after = await tool(client, "question_status", {"ask_id": "q-hotel"})
+    assert not declined.is_error
+    assert after["state"] == "pending" and after["waitingFor"] and first not in after["waitingFor"]
+
+
+@pytest.mark.parametrize(
+    ("over", "rule"),
+    [
+        ({"acts_for": h("bob")}, "HATP-GW-48"),  # the agent claims to act for someone its card does not name
+        ({"key": human_key("bob")}, "HATP-GW-47"),  # signed with a key that is not on the agent's card
+    ],
+)
+async def test_HATP_MCP_33_a_question_without_a_proven_requester_is_refused_and_nothing_is_asked(
+    tmp_path: Path, clock: FakeClock, over: dict[str, Any], rule: str
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            data = await refused(client, "ask_choose", choose(clock, **over))
+            other = choose(clock)
+            other["question"] = "Which flight?"  # the request is about another question
+            about_other = await refused(client, "ask_choose", other)
+    assert data["rule"] == rule and about_other["rule"] == "HATP-GW-48"
+    assert gw.store.get("q-hotel") is None
+
+
+async def test_HATP_MCP_33_another_question_under_a_known_ask_id_is_refused(tmp_path: Path, clock: FakeClock) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            await tool(client, "ask_choose", choose(clock))
+            data = await refused(client, "ask_choose", choose(clock, address=h("carol")) | {"ask_id": "q-hotel"})
+            unknown = await refused(client, "question_status", {"ask_id": "q-none"})
+    assert (data["rule"], data["code"]) == ("HATP-MCP-33", "ASK_MISMATCH")
+    stored = gw.store.get("q-hotel")
+    assert stored is not None and stored.record is not None and stored.record.ask.address == ROLE  # unchanged
+    assert (unknown["rule"], unknown["code"]) == ("HATP-MCP-33", "NO_SUCH_ASK")
+
+
+async def test_HATP_MCP_33_the_methods_ask_and_answer_the_same_over_json_rpc(tmp_path: Path, clock: FakeClock) -> None:
+    gw = make_gateway(tmp_path, clock)
+    q = QuestionRequest.model_validate(
+        {"askId": "q-diet", "kind": "text", "address": h("alice"), "question": "Any dietary needs?", "maxLength": 200}
+    )
+    params = q.wire() | {"request": agent_request(question_digest(q), clock.now(), subject="question")}
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            asked = await call_raw(client, "hatp/ask/text", params, 5)
+            with pytest.raises(HatpError) as wrong_kind:
+                await call_raw(client, "hatp/ask/choose", params, 5)
+            await answer(client, "q-diet", "alice", "answer", clock, "vegetarian")
+            done = await call_raw(client, "hatp/ask/status", {"askId": "q-diet"}, 5)
+    assert asked["waitingFor"] == [h("alice")]
+    assert wrong_kind.value.rule == "HATP-MCP-33" and "hatp/ask/choose asks a choose question" in str(wrong_kind.value)
+    assert done["answer"]["value"] == "vegetarian" and json.dumps(done).count("signature") >= 1

@@ -1,0 +1,317 @@
+"""TxnService: begin returns once durable and runs in the background; status from the log; abort; recovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.model.txn_api import TxnStatus
+from hatp_mcp.core.txn.record import verify_record
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
+from hatp_mcp.runtime.coordinator.service import TxnService
+from hatp_mcp.store.txn_log import MemoryTxnLog, TxnLog
+
+pytestmark = pytest.mark.anyio
+
+
+def service(world: World, log: TxnLog | None = None) -> TxnService:
+    return TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=log or world.log,
+        clock=world.clock,
+    )
+
+
+def slow_human(clock: FakeClock) -> World:
+    return build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=3600)})
+
+
+async def test_HATP_MCP_20_begin_answers_once_the_plan_is_durable_without_waiting_for_the_human(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(trip_plan(clock.now(), "txn-bg"))
+            logged = await world.log.load("txn-bg")
+            await anyio.wait_all_tasks_blocked()
+            later = await svc.status("txn-bg")
+    assert begun.state in ("preparing", "approving") and begun.decision is None
+    assert logged is not None and logged.events[0]["event"] == "txn.begin"
+    assert later.state == "approving" and {v.branch_id: v.decision for v in later.votes}["finance"] == "pending"
+
+
+async def test_HATP_MCP_20_an_invalid_plan_is_refused_with_every_violation_and_nothing_is_written(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    data = trip_plan(clock.now(), "txn-bad").wire()
+    data["branches"][0]["amount"] = {"value": "-5.00", "currency": "USD"}
+    from hatp_mcp.core.model.plan import Plan
+
+    with anyio.fail_after(10):
+        async with svc.running():
+            with pytest.raises(HatpError) as info:
+                await svc.begin(Plan.model_validate(data))
+            pending = await svc.pending()
+    assert (info.value.rule, info.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
+    assert info.value.data["violations"]
+    assert await world.log.load("txn-bad") is None and pending.txns == []
+    assert world.effects() == {"seat": [], "room": [], "event": [], "pay": []}
+
+
+async def test_HATP_VAL_13_begin_refuses_a_plan_whose_approval_is_addressed_to_an_agent_and_writes_nothing(
+    clock: FakeClock,
+) -> None:
+    from hatp_mcp.core.model.plan import Plan
+
+    world = build_world(clock)
+    data = trip_plan(clock.now(), "txn-agent-approves").wire()
+    data["approvals"][0]["address"] = "agent://acme.com/travel-bot"
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            with pytest.raises(HatpError) as refused:
+                await svc.begin(Plan.model_validate(data))
+    assert (refused.value.rule, refused.value.code) == ("HATP-TXN-1", "PLAN_INVALID")
+    assert refused.value.data is not None
+    assert {(v["rule"], v["path"]) for v in refused.value.data["violations"]} == {
+        ("HATP-VAL-13", "approvals[0].address")
+    }
+    assert await world.log.load("txn-agent-approves") is None and world.approver.calls == []
+
+
+async def test_HATP_MCP_21_the_same_plan_again_starts_nothing_twice_and_another_plan_is_refused(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    plan = trip_plan(clock.now(), "txn-twice")
+    other = trip_plan(clock.now(), "txn-twice", summary="another trip")
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(plan)
+            await anyio.wait_all_tasks_blocked()
+            again = await svc.begin(plan)
+            with pytest.raises(HatpError) as info:
+                await svc.begin(other)
+            await anyio.wait_all_tasks_blocked()
+    assert again.txn_id == "txn-twice" and again.plan_digest == plan.digest()
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-21", "PLAN_MISMATCH")
+    assert world.seat.effects == ["hold txn-twice"]
+
+
+async def test_HATP_MCP_22_status_of_an_unknown_transaction_is_refused(clock: FakeClock) -> None:
+    svc = service(build_world(clock))
+    async with svc.running():
+        with pytest.raises(HatpError) as info:
+            await svc.status("txn-nobody")
+    assert (info.value.rule, info.value.code, info.value.path) == ("HATP-MCP-22", "UNKNOWN_TXN", "$.txnId")
+
+
+async def test_HATP_MCP_22_a_finished_transaction_reports_its_outcome_and_a_record_that_verifies(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-done"))
+            done = await svc.wait("txn-done")
+            again = await service(world).status("txn-done")  # another service on the same log: the same answer
+    assert (done.state, done.outcome, done.decision) == ("committed", "COMMITTED", "commit")
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    assert again == done
+
+
+async def test_HATP_MCP_23_abort_before_the_decision_releases_every_hold_and_withdraws_the_ask(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-stop"))
+            await anyio.wait_all_tasks_blocked()
+            aborting = await svc.abort("txn-stop", "the trip is off")
+            done = await svc.wait("txn-stop")
+            again = await svc.abort("txn-stop")
+    assert aborting.decision == "abort"
+    assert (done.outcome, again.outcome) == ("ABORTED", "ABORTED")
+    assert world.seat.effects == ["hold txn-stop", "release txn-stop"]
+    assert world.room.effects == ["hold txn-stop", "release txn-stop"]
+    assert world.pay.effects == [] and ("withdraw", "txn-stop", "finance") in world.approver.calls
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+
+
+async def test_HATP_TXN_4_records_that_waited_are_kept_when_the_agent_aborts_while_a_prepare_is_in_flight(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+
+    async def hangs(*args: Any, **kwargs: Any) -> Any:
+        await anyio.sleep_forever()
+
+    world.room.dry_run = hangs  # type: ignore[method-assign]
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-hang"))
+            await anyio.wait_all_tasks_blocked()  # three votes are in, waiting for a forced write; room never answers
+            await svc.abort("txn-hang", "the trip is off")
+            done = await svc.wait("txn-hang")
+    assert done.outcome == "ABORTED" and done.record is not None
+    votes = [e["body"]["branchId"] for e in done.record["events"] if e["event"] == "vote"]
+    assert sorted(votes) == ["event", "finance", "pay", "seat"]
+    assert verify_record(done.record, world.keyring) == []
+
+
+async def test_HATP_MCP_23_abort_once_commit_is_decided_is_refused_and_the_trip_stays_committed(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-late"))
+            await svc.wait("txn-late")
+            with pytest.raises(HatpError) as info:
+                await svc.abort("txn-late", "too late")
+            status = await svc.status("txn-late")
+    assert (info.value.rule, info.value.code) == ("HATP-MCP-23", "ILLEGAL_TRANSITION")
+    assert status.outcome == "COMMITTED" and world.pay.effects == ["capture txn-late"]
+
+
+async def stop_undecided_then_recover(
+    world: World, clock: FakeClock, txn_id: str
+) -> tuple[list[str], TxnStatus, list[Any]]:
+    """Begin `txn_id` on one service, stop it while the human still decides (no decision in the log), then let a
+    new service on the same log recover it: (what it recovered, the finished transaction, approver calls at the
+    stop)."""
+    log = MemoryTxnLog()
+    with anyio.fail_after(10):
+        async with service(world, log).running() as first:
+            await first.begin(trip_plan(clock.now(), txn_id))
+            await anyio.wait_all_tasks_blocked()
+        calls_at_stop = list(world.approver.calls)
+        async with service(world, log).running() as second:
+            recovered = await second.recover_unfinished()
+            done = await second.wait(txn_id)
+    return recovered, done, calls_at_stop
+
+
+async def test_HATP_MCP_24_a_new_service_on_the_same_log_finishes_what_a_stopped_one_left_undecided(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    recovered, done, _asked = await stop_undecided_then_recover(world, clock, "txn-left")
+    assert recovered == ["txn-left"]
+    assert done.outcome == "ABORTED"
+    assert world.seat.effects == ["hold txn-left", "release txn-left"]
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    assert [e["event"] for e in done.record["events"]].count("coordinator.recovered") == 1
+
+
+async def test_HATP_MCP_22_status_with_after_events_answers_on_progress_not_only_at_the_end(clock: FakeClock) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(trip_plan(clock.now(), "txn-follow"))
+            moved = await svc.status("txn-follow", wait_seconds=5, after_events=begun.event_count)
+            await anyio.wait_all_tasks_blocked()
+            settled = await svc.status("txn-follow")
+    assert begun.event_count < moved.event_count <= settled.event_count
+    assert moved.outcome is None
+
+
+def events_of(record: dict[str, object]) -> list[dict[str, Any]]:
+    return list(record["events"])  # type: ignore[call-overload]
+
+
+async def test_HATP_TXN_18_the_agents_abort_request_is_an_event_of_the_record_with_its_reason_and_who_asked(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    svc = service(world)
+    plan = trip_plan(clock.now(), "txn-asked")
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(plan)
+            await anyio.wait_all_tasks_blocked()
+            await svc.abort("txn-asked", "the trip is off")
+            done = await svc.wait("txn-asked")
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    events = events_of(done.record)
+    names = [e["event"] for e in events]
+    asked = events[names.index("abort.requested")]
+    assert asked["body"] == {"reason": "the trip is off", "by": plan.requester.agent}
+    decision = events[names.index("decision")]
+    assert names.index("abort.requested") < names.index("decision")
+    assert decision["body"]["reason"] == "ABORT_REQUESTED: the agent asked: the trip is off"
+
+
+async def test_HATP_TXN_17_recovery_at_startup_withdraws_the_pending_ask_through_the_approver_and_records_it(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    _recovered, done, calls_at_stop = await stop_undecided_then_recover(world, clock, "txn-asked-left")
+    assert ("withdraw", "txn-asked-left", "finance") not in calls_at_stop  # the human was still asked
+    assert done.outcome == "ABORTED" and done.record is not None
+    assert verify_record(done.record, world.keyring) == []
+    withdrawn = [e["body"] for e in events_of(done.record) if e["event"] == "approval.withdrawn"]
+    assert withdrawn == [{"requirementId": "finance", "reason": "PRESUMED_ABORT"}]
+    assert world.approver.calls.count(("withdraw", "txn-asked-left", "finance")) >= 1
+    assert "abort.requested" not in [e["event"] for e in events_of(done.record)]  # nobody asked: presumed
+
+
+async def test_HATP_TXN_21_with_the_agent_cards_an_unproven_requester_is_refused_and_nothing_is_written(
+    clock: FakeClock,
+) -> None:
+    from tests.acme_org import agent_key, agent_keys, agent_request, h
+
+    world = build_world(clock)
+    strict = TxnService(
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=world.clock,
+        agents=agent_keys(),
+    )
+    held = TxnService(  # holds the travel-bot's key: signs for a client that cannot sign, as the card says
+        key=world.keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=world.clock,
+        agents=agent_keys(),
+        agent_key=agent_key(),
+    )
+    as_bob = trip_plan(
+        clock.now(), "txn-as-bob", requester={"principal": h("bob"), "agent": "agent://acme.com/travel-bot"}
+    )
+    with anyio.fail_after(10):
+        async with strict.running(), held.running():
+            with pytest.raises(HatpError) as unsigned:
+                await strict.begin(trip_plan(clock.now(), "txn-unsigned"))
+            with pytest.raises(HatpError) as renamed:
+                await held.begin(as_bob)  # the client wrote bob; the key's card acts for dana
+            plan = trip_plan(clock.now(), "txn-signed")
+            signed = await strict.begin(plan, agent_request(plan.digest(), clock.now(), subject="plan"))
+            by_holder = await held.begin(trip_plan(clock.now(), "txn-held"))
+    assert (unsigned.value.rule, renamed.value.rule) == ("HATP-TXN-21", "HATP-TXN-21")
+    assert await world.log.load("txn-unsigned") is None and await world.log.load("txn-as-bob") is None
+    assert signed.txn_id == "txn-signed" and by_holder.txn_id == "txn-held"
