@@ -16,7 +16,7 @@ import rfc8785
 from bench._timing import versus
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.signing.canonical import canonical, canonical_exact
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 GOAL = 10.0
 FLOAT_GOAL = 2.0
@@ -32,7 +32,7 @@ def _as_ints(x: Any) -> Any:
 
 
 def main() -> int:
-    plan = Plan.model_validate(trip_plan()).wire()
+    plan = Plan.model_validate(trip_plan_json()).wire()
     size = len(canonical(plan))
     assert canonical(plan) == rfc8785.dumps(plan), "canonical() must be byte-identical to RFC 8785"
     ours, ref, ratio = versus(lambda: canonical(plan), lambda: rfc8785.dumps(plan))

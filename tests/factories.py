@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def trip_plan(txn_id: str = "txn-trip-0001") -> dict[str, Any]:
+def trip_plan_json(txn_id: str = "txn-trip-0001") -> dict[str, Any]:
     """A 2-3 KB trip: seat and room holds, a calendar event, a card capture, a finance approval."""
     usd = "USD"
     return {
@@ -102,7 +102,7 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
     from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
     from hatp_mcp.core.txn.record import RecordChain
 
-    plan = Plan.model_validate(trip_plan(txn_id))
+    plan = Plan.model_validate(trip_plan_json(txn_id))
     keys = {
         "coordinator": SigningKey.generate(["coordinator"], kid="coord-1"),
         "participant": SigningKey.generate(["participant"], kid="airline-1"),

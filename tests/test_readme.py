@@ -42,11 +42,11 @@ async def test_the_participant_example_advertises_hatp_and_commits_a_branch_once
     from hatp_mcp.runtime.clock import SystemClock
     from hatp_mcp.runtime.coordinator_trust import write_trust_list
     from tests.coordinators import COORDINATOR, KEY, decision_for, signer
-    from tests.factories import trip_plan
+    from tests.factories import trip_plan_json
 
     trust = write_trust_list(tmp_path / "trust", {COORDINATOR: KEY.public_jwk()})
     server = example("## Joining transactions with your own MCP server")["build"](str(tmp_path), str(trust))
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][2]["participant"] = "mcp://calendar.example/hatp"
     plan = Plan.model_validate(raw)
     digest = plan.digest()

@@ -30,7 +30,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, add_agent_guide, describe, plan_schema
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
-from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import AnyParams, lowlevel_of
 from hatp_mcp.runtime.coordinator.service import MAX_WAIT_SECONDS, TxnService
 
 __all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "PROGRESS_SECONDS", "RECORD_URI", "serve_coordinator"]

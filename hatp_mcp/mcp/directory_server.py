@@ -28,7 +28,7 @@ from hatp_mcp.core.model.gateway_messages import Eligible, Excluded, ResolveRequ
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
-from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import Clock
 
 __all__ = ["card_uri", "resolve", "serve_directory", "well_known_uri"]

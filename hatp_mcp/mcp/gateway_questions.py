@@ -25,7 +25,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.gateway_tools import ask_view
-from hatp_mcp.mcp.participant_server import AnyParams, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import AnyParams, lowlevel_of
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 

@@ -32,7 +32,7 @@ from hatp_mcp.core.model.messages import AbortRequest, PrepareRequest
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.extension import HatpSettings, advertise
-from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import add_method, lowlevel_of
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk

@@ -11,13 +11,10 @@ keyed by txnId and branchId, never by connection. This module holds no protocol 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
-import mcp.types as types
 from mcp.server import MCPServer, Server
-from pydantic import ConfigDict
 
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.estimate import BoundsRequest
@@ -33,15 +30,13 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
     StatusRequest,
 )
-from hatp_mcp.core.model.wire import parse
-from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
+from hatp_mcp.mcp.hatp_methods import add_method, lowlevel_of, sync_call
 from hatp_mcp.mcp.participant_estimate import bounds_handler
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.interfaces import Participant
 
-__all__ = ["PARTICIPANT_METHODS", "AnyParams", "LockService", "add_method", "lowlevel_of", "serve_hatp"]
+__all__ = ["LOCK_METHODS", "PARTICIPANT_METHODS", "LockService", "serve_hatp"]
 
 PARTICIPANT_METHODS = (
     "hatp/txn/prepare",
@@ -56,12 +51,6 @@ LOCK_METHODS = ("hatp/lock/acquire", "hatp/lock/renew", "hatp/lock/release")
 M = TypeVar("M", bound=WireModel)
 
 
-class AnyParams(types.RequestParams):
-    """Params of a hatp/* method: every key the caller sent (nulls included), validated later by its model."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 @runtime_checkable
 class LockService(Protocol):
     """A participant that hands out fencing-token locks (hatp/lock/*)."""
@@ -71,70 +60,6 @@ class LockService(Protocol):
     def lock_renew(self, req: LockRenewRequest) -> LockResult: ...
 
     def lock_release(self, req: LockReleaseRequest) -> LockResult: ...
-
-
-def lowlevel_of(server: MCPServer | Server[Any]) -> Server[Any]:
-    """The low-level Server under an MCPServer (the SDK offers no public accessor; this is the one place)."""
-    if isinstance(server, Server):
-        return server
-    low: Server[Any] = server._lowlevel_server
-    return low
-
-
-def add_method(
-    server: Server[Any],
-    method: str,
-    model: type[M],
-    call: Callable[[M], Awaitable[WireModel]],
-    gate: anyio.Semaphore,
-    trust: TrustedCoordinators | None = None,
-    hold: Callable[[M], Awaitable[None]] | None = None,
-) -> None:
-    """Register `method`: params validated as `model` (HATP-MCP-2), `call` run, its wire form returned.
-
-    With `trust` (every state-changing method), the params as received must prove a trusted coordinator sent them
-    (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8).
-    `hold`, when given, runs next, outside the gate and unshielded: a long poll's wait (a caller that stops waiting
-    ends it); it must bound itself."""
-    auth_method = method.rsplit("/", 1)[-1]
-
-    async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
-        body = dict(params.model_extra or {})
-        try:
-            req = parse(model, body, method)
-            admitted = trust.admit(auth_method, body, bind=_names_its_plan(req)) if trust is not None else None
-            try:
-                if hold is not None:
-                    await hold(req)
-                # Shielded: a caller that stops waiting (timeout, cancel) must not leave a commit half done; the
-                # answer is kept and a repeated request gets it (HATP-MCP-6).
-                with anyio.CancelScope(shield=True):
-                    async with gate:
-                        result = await call(req)
-            finally:
-                if trust is not None and admitted is not None:
-                    # HATP-TRUST-5: the binding is durable before any answer leaves (usually already, kept by the
-                    # transaction that kept the request's state; synchronous, so no cancellation cuts it short)
-                    trust.settle(admitted)
-        except HatpError as exc:
-            raise to_mcp_error(exc) from exc
-        return result.wire()
-
-    server.add_request_handler(method, AnyParams, handler)
-
-
-def _names_its_plan(req: WireModel) -> bool:
-    """A prepare whose planDigest and txnId are its plan's (else the receiver refuses it, and it binds nothing)."""
-    if isinstance(req, PrepareRequest):
-        return req.plan.txn_id == req.txn_id and req.plan.digest() == req.plan_digest
-    return True
-
-
-def _sync(fn: Callable[[M], WireModel]) -> Callable[[M], Awaitable[WireModel]]:
-    async def call(req: M) -> WireModel:
-        return fn(req)
-
-    return call
 
 
 def serve_hatp(
@@ -173,6 +98,6 @@ def serve_hatp(
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
     add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
     if serve_locks and isinstance(participant, LockService):
-        add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate)
-        add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate)
-        add_method(low, "hatp/lock/release", LockReleaseRequest, _sync(participant.lock_release), gate)
+        add_method(low, "hatp/lock/acquire", LockAcquireRequest, sync_call(participant.lock_acquire), gate)
+        add_method(low, "hatp/lock/renew", LockRenewRequest, sync_call(participant.lock_renew), gate)
+        add_method(low, "hatp/lock/release", LockReleaseRequest, sync_call(participant.lock_release), gate)

@@ -27,7 +27,7 @@ import anyio.to_thread
 from mcp.server import MCPServer, Server
 from mcp.server.stdio import stdio_server
 
-from hatp_mcp.mcp.participant_server import lowlevel_of
+from hatp_mcp.mcp.hatp_methods import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 from hatp_mcp.runtime.gc_tuning import settle_heap

@@ -124,9 +124,9 @@ def test_a_now_that_leaves_the_calendar_once_in_utc_exits_2_with_one_line(
 def test_HATP_OBJ_4_validate_refuses_a_plan_file_whose_args_overflow_a_double(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.factories import trip_plan
+    from tests.factories import trip_plan_json
 
-    text = json.dumps(trip_plan()).replace('"seat": "14C"', '"seat": 1e400')
+    text = json.dumps(trip_plan_json()).replace('"seat": "14C"', '"seat": 1e400')
     assert "1e400" in text
     path = tmp_path / "plan.json"
     path.write_text(text)

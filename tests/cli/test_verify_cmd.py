@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hatp_mcp.cli import main
-from tests.factories import signed_trip_record, trip_plan
+from tests.factories import signed_trip_record, trip_plan_json
 
 
 def write(tmp_path: Path, name: str, value: Any) -> str:
@@ -77,7 +77,7 @@ def test_a_missing_file_and_a_bad_keyring_exit_2(tmp_path: Path, files: Any, cap
 def test_digest_prints_the_plan_digest_and_refuses_unknown_fields(tmp_path: Path, capsys: Any) -> None:
     from hatp_mcp.core.model import Plan
 
-    plan = trip_plan()
+    plan = trip_plan_json()
     assert main(["digest", write(tmp_path, "plan.json", plan)]) == 0
     assert capsys.readouterr().out.strip() == Plan.model_validate(plan).digest()
     plan["branches"][1]["extra"] = 1

@@ -17,14 +17,14 @@ from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.interfaces import Participant
 from tests.coordinators import COORDINATOR, signer
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 __all__ = ["keyring_of", "live_plan", "participant", "prepare_for"]
 
 
 def live_plan(txn_id: str, **changes: Any) -> Plan:
     now = datetime.now(UTC).replace(microsecond=0)
-    data = trip_plan(txn_id)
+    data = trip_plan_json(txn_id)
     data["createdAt"] = format_ts(now)
     data["deadlines"] = {
         "decideBy": format_ts(now + timedelta(hours=2)),

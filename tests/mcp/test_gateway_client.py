@@ -18,7 +18,7 @@ from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.gateway_client import mcp_approver
-from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
 from tests.acme_org import GATEWAY_ID, decide_as, gateway_key, keyring, plan
 from tests.coordinators import COORDINATOR, signer

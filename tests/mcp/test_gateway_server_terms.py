@@ -23,7 +23,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.gateway_client import check_tightened, mcp_approver
 from hatp_mcp.mcp.gateway_server import vote_result
-from hatp_mcp.mcp.participant_server import add_method, lowlevel_of
+from hatp_mcp.mcp.hatp_methods import add_method, lowlevel_of
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.interfaces import ApproverAnswer
 from tests.acme_org import GATEWAY_ID, gateway_key, h, human_key, keyring, plan, proof

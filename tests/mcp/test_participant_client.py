@@ -13,8 +13,8 @@ from hatp_mcp.core.model.messages import AbortRequest, CommitRequest, PrepareReq
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.hatp_methods import AnyParams
 from hatp_mcp.mcp.participant_client import mcp_participant
-from hatp_mcp.mcp.participant_server import AnyParams
 from hatp_mcp.runtime.clock import FakeClock
 from tests.coordinators import COORDINATOR, decision_for
 from tests.mcp.toy import AIRLINE, Toy, plan, toy_server

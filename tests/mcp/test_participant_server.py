@@ -14,7 +14,8 @@ from mcp.server import Server
 from hatp_mcp.core.model.messages import LockAcquireRequest, PrepareRequest, StatusRequest, StatusResult
 from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
-from hatp_mcp.mcp.participant_server import AnyParams, serve_hatp
+from hatp_mcp.mcp.hatp_methods import AnyParams
+from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.runtime.clock import FakeClock
 from servers import airline
 from servers._participant import build

@@ -14,8 +14,8 @@ from mcp import Client, MCPError
 from hatp_mcp.core.model.messages import CommitRequest, PrepareRequest, StatusRequest
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.mcp.call import HatpRequest, Signer, call_raw
+from hatp_mcp.mcp.hatp_methods import AnyParams
 from hatp_mcp.mcp.participant_client import mcp_participant
-from hatp_mcp.mcp.participant_server import AnyParams
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from tests.coordinators import COORDINATOR, KEY, OTHER, OTHER_KEY, decision_for, signer, trust_ring

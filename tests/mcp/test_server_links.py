@@ -45,7 +45,7 @@ async def test_HATP_MCP_19_a_participants_bounds_are_asked_once_per_connection_a
     from hatp_mcp.core.model.plan import Plan
     from hatp_mcp.mcp import participant_estimate as estimate_module
     from hatp_mcp.mcp.server_links import LinkedParticipant, Target, bounds_over_links, open_links
-    from tests.factories import trip_plan
+    from tests.factories import trip_plan_json
 
     asked: list[str] = []
     real = estimate_module.participant_bounds
@@ -59,7 +59,7 @@ async def test_HATP_MCP_19_a_participants_bounds_are_asked_once_per_connection_a
     with anyio.fail_after(60):
         async with open_links({uri: Target(module="servers.airline", data=str(tmp_path / "airline"))}, tmp_path) as ls:
             airline = LinkedParticipant(uri, ls[uri], Keyring())
-            plan_a, plan_b = Plan.model_validate(trip_plan("txn-a")), Plan.model_validate(trip_plan("txn-b"))
+            plan_a, plan_b = Plan.model_validate(trip_plan_json("txn-a")), Plan.model_validate(trip_plan_json("txn-b"))
             assert airline.known_bounds(plan_a, "seat") is None  # no connection yet: nothing held
             first = await airline.bounds(plan_a, "seat")
             held = bounds_over_links({uri: airline}).known(uri, plan_b, "seat")  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.participant.driver import DryRun, Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import MemoryParticipantStore
 from tests.coordinators import signer, trusted
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 __all__ = ["AIRLINE", "SeatHold", "Toy", "plan", "toy_server"]
 
@@ -77,6 +77,6 @@ def toy_server(toy: Toy, *, serve_locks: bool = True) -> MCPServer:
 
 def plan(txn_id: str = "txn-toy-0001", **seat: Any) -> Plan:
     """The trip plan (its seat branch is the toy's)."""
-    data = trip_plan(txn_id)
+    data = trip_plan_json(txn_id)
     data["branches"][0].update(seat)
     return Plan.model_validate(data)

@@ -14,7 +14,7 @@ from hatp_mcp.core.model import Amount, Plan, format_ts, parse_ts
 from hatp_mcp.core.model.money import plan_money
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import digest
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,14 +26,14 @@ def refuse(value: Any) -> WireError:
 
 
 def test_a_trip_plan_parses_and_its_wire_form_is_a_fixed_point() -> None:
-    plan = parse(Plan, trip_plan(), "plan.json")
+    plan = parse(Plan, trip_plan_json(), "plan.json")
     again = parse(Plan, plan.wire(), "again")
     assert again.wire() == plan.wire()
     assert again.digest() == plan.digest() == digest(plan.wire())
 
 
 def test_the_plan_digest_is_sha256_of_the_normalized_wire_form_HATP_DIG_1() -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][0]["amount"] = {"value": 400, "currency": "USD"}  # an integer value is kept as its string
     plan = parse(Plan, raw, "plan.json")
     assert plan.branches[0].amount == Amount(value="400", currency="USD")
@@ -44,7 +44,7 @@ def test_the_plan_digest_is_sha256_of_the_normalized_wire_form_HATP_DIG_1() -> N
 
 
 def test_a_plan_digest_is_remembered_per_object_and_a_changed_copy_gets_its_own() -> None:
-    plan = parse(Plan, trip_plan(), "plan.json")
+    plan = parse(Plan, trip_plan_json(), "plan.json")
     first = plan.digest()
     assert plan.digest() == first == digest(plan.wire())
     # a changed plan is a new object (model_copy): it never inherits the remembered digest
@@ -55,7 +55,7 @@ def test_a_plan_digest_is_remembered_per_object_and_a_changed_copy_gets_its_own(
 
 
 def test_plan_money_is_remembered_per_object_and_a_changed_copy_gets_its_own() -> None:
-    plan = parse(Plan, trip_plan(), "plan.json")
+    plan = parse(Plan, trip_plan_json(), "plan.json")
     money = plan_money(plan)
     assert plan_money(plan) is money
     first = plan.branches[0]
@@ -70,7 +70,7 @@ def test_plan_money_is_remembered_per_object_and_a_changed_copy_gets_its_own() -
 
 
 def test_an_unknown_field_is_refused_with_its_json_path_HATP_OBJ_3() -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][2]["surprise"] = True
     err = refuse(raw)
     assert err.rule == "HATP-OBJ-3"
@@ -79,17 +79,17 @@ def test_an_unknown_field_is_refused_with_its_json_path_HATP_OBJ_3() -> None:
 
 
 def test_wrong_types_are_refused_strictly_not_coerced_HATP_OBJ_3() -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][0]["leaseSeconds"] = "900"
     err = refuse(raw)
     assert err.path == "branches[0].leaseSeconds"
-    raw = trip_plan()
+    raw = trip_plan_json()
     del raw["requester"]
     assert refuse(raw).path == "requester"
 
 
 def test_a_float_amount_is_refused_with_a_clear_error_HATP_AMT_1() -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][1]["amount"]["value"] = 300.5
     err = refuse(raw)
     assert err.path == "branches[1].amount.value"
@@ -111,7 +111,7 @@ def test_a_currency_is_three_upper_case_letters_HATP_AMT_2(currency: str) -> Non
 
 @pytest.mark.parametrize("ts", ["2026-11-29T10:00:00+00:00", "2026-11-29 10:00:00Z", "2026-11-29", "yesterday"])
 def test_timestamps_are_rfc3339_utc_with_z_HATP_TS_1(ts: str) -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["createdAt"] = ts
     assert refuse(raw).path == "createdAt"
 
@@ -167,7 +167,7 @@ def test_a_format_with_a_trailing_newline_is_refused_with_its_json_path_HATP_OBJ
 ) -> None:
     """Python's `$` also matches before a final newline: `"seat\\n"` passed as the identifier `seat` does not, and
     went into the digest as other bytes with the same meaning (two plans, one reading)."""
-    raw = trip_plan()
+    raw = trip_plan_json()
     node = raw
     for key in where[:-1]:
         node = node[key]

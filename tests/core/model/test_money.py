@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.money import _plan_money, branch_most
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 _ZERO = Decimal(0)
 
@@ -92,7 +92,7 @@ branch = st.fixed_dictionaries(
 def test_plan_money_adds_up_as_the_reference_computation_does_in_every_settles_graph(
     branches: list[dict[str, Any]],
 ) -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"] = [{"participant": "p", "operation": "o", "tier": "final", **b} for b in branches]
     plan = Plan.model_validate(raw)
     money = _plan_money(plan)

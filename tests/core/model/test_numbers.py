@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import RecordEvent
 from hatp_mcp.core.model.wire import WireError, load_json, parse
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 SAFE = 2**53 - 1
 
 
 def with_args(args: dict[str, Any]) -> dict[str, Any]:
-    plan = trip_plan()
+    plan = trip_plan_json()
     plan["branches"][0]["args"] = args
     return plan
 

@@ -19,7 +19,7 @@ from hatp_mcp.core.model import Plan
 from hatp_mcp.core.model import plan as plan_module
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, CanonicalError, canonical_exact, digest, digest_bytes
-from tests.factories import trip_plan
+from tests.factories import trip_plan_json
 
 
 def _free_fields(model: type[BaseModel], where: str, out: set[str]) -> None:
@@ -109,7 +109,7 @@ safe_values = st.recursive(
 def test_the_fast_plan_digest_equals_the_exact_path_in_bytes_and_refusals_HATP_DIG_1(
     args: dict[str, Any], undo: dict[str, Any], summary: str
 ) -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][0]["args"] = args
     raw["branches"][2]["compensation"]["args"] = undo
     raw["summary"] = summary  # any text, beyond the BMP included: the fast path hands those to the exact one
@@ -137,7 +137,7 @@ def test_the_fast_plan_digest_equals_the_exact_path_in_bytes_and_refusals_HATP_D
 def test_a_plan_whose_args_have_no_canonical_form_is_refused_as_the_exact_path_refuses_it_HATP_CANON_2(
     where: tuple[Any, ...], value: dict[str, Any], path: str
 ) -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     node: Any = raw
     for step in where[:-1]:
         node = node[step]
@@ -152,7 +152,7 @@ def test_a_plan_whose_args_have_no_canonical_form_is_refused_as_the_exact_path_r
 
 
 def test_what_is_remembered_of_a_plan_lives_as_long_as_the_plan() -> None:
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     first = plan.digest()
     key = id(plan)
     assert plan_module._MEMO[key][1]["digest"] == first
@@ -160,13 +160,13 @@ def test_what_is_remembered_of_a_plan_lives_as_long_as_the_plan() -> None:
     gc.collect()
     assert key not in plan_module._MEMO
     # a plan parsed from the same content (possibly at the same address) computes its own digest
-    again = Plan.model_validate(copy.deepcopy(trip_plan()))
+    again = Plan.model_validate(copy.deepcopy(trip_plan_json()))
     assert again.digest() == first == _oracle(again)
 
 
 def test_a_changed_copy_holding_a_value_its_field_does_not_type_digests_as_the_whole_value_path_does() -> None:
     # model_copy(update=...) is not validated: a float in a typed member must still be refused, never hashed
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     seat = plan.branches[0].model_copy(update={"lease_seconds": 1800.5})
     changed = plan.model_copy(update={"branches": [seat, *plan.branches[1:]]})
     with pytest.warns(UserWarning):
@@ -177,7 +177,7 @@ def test_a_changed_copy_holding_a_value_its_field_does_not_type_digests_as_the_w
 
 
 def test_a_plan_validation_made_is_proven_canonical_without_hashing_and_any_other_is_hashed() -> None:
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     plan_module.has_canonical_form(plan)
     assert "digest" not in plan_module._MEMO[id(plan)][1]  # proven from its types and its plain args
     # a changed copy is not marked as validated: its canonical form is computed (and remembered) to be known
@@ -195,7 +195,7 @@ def test_a_plan_validation_made_is_proven_canonical_without_hashing_and_any_othe
 def test_args_the_json_dump_converts_are_not_taken_as_proven_but_hashed_and_found_canonical(
     args: dict[str, Any],
 ) -> None:
-    raw = trip_plan()
+    raw = trip_plan_json()
     raw["branches"][1]["args"] = args
     plan = Plan.model_validate(raw)
     plan_module.has_canonical_form(plan)  # no refusal: the wire form (`"1"`, a list) has a canonical form

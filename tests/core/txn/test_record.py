@@ -15,7 +15,7 @@ from hatp_mcp.core.model import Plan
 from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import Problem, RecordChain, verify_record
-from tests.factories import signed_trip_record, trip_plan
+from tests.factories import signed_trip_record, trip_plan_json
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_events_after_the_close_or_a_wrong_count_are_refused_HATP_REC_6(made: An
 
 
 def test_the_first_event_must_be_the_begin_HATP_REC_7() -> None:
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     key = SigningKey.generate(["coordinator"])
     ring = Keyring()
     ring.add_signer(key)
@@ -148,7 +148,7 @@ def test_a_record_whose_plan_was_edited_no_longer_matches_its_digest(made: Any) 
 
 
 def test_nothing_may_be_appended_after_the_close() -> None:
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     chain = RecordChain(plan, SigningKey.generate(["coordinator"]), "coordinator")
     chain.append("txn.begin", "2026-11-29T10:00:00Z")
     chain.close("2026-11-29T10:00:01Z", "ABORTED")
@@ -170,7 +170,7 @@ def test_nothing_may_be_appended_after_the_close() -> None:
 def test_a_malformed_append_is_refused_and_leaves_the_chain_unchanged(
     event: str, at: str, body: Any, match: str
 ) -> None:
-    chain = RecordChain(Plan.model_validate(trip_plan()), SigningKey.generate(["coordinator"]), "coordinator")
+    chain = RecordChain(Plan.model_validate(trip_plan_json()), SigningKey.generate(["coordinator"]), "coordinator")
     begun = chain.append("txn.begin", "2026-11-29T10:00:00Z")
     with pytest.raises(ValueError, match=match):
         chain.append(event, at, body)
@@ -183,7 +183,7 @@ def test_a_malformed_append_is_refused_and_leaves_the_chain_unchanged(
 
 
 def test_a_chain_given_the_plan_digest_builds_the_same_record_and_refuses_a_non_digest() -> None:
-    plan = Plan.model_validate(trip_plan())
+    plan = Plan.model_validate(trip_plan_json())
     key = SigningKey.generate(["coordinator"])
     ring = Keyring()
     ring.add_signer(key)
@@ -221,7 +221,7 @@ def test_HATP_SIG_6_a_gateway_vote_naming_another_gateway_is_reported(made: Any)
     assert (9, "HATP-SIG-6") in rules(verify_record(record, ring))
 
 
-_PLAN = Plan.model_validate(trip_plan())
+_PLAN = Plan.model_validate(trip_plan_json())
 _leaf = st.none() | st.booleans() | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER) | st.text()
 _json = st.recursive(
     _leaf, lambda i: st.lists(i, max_size=4) | st.dictionaries(st.text(), i, max_size=4), max_leaves=16
