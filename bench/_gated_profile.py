@@ -11,15 +11,12 @@ current directory (the server, under valgrind say; another worktree's for an A/B
 time, waiting for each answer, and fails on any error. The instructions per call are the difference of two runs, N
 and M calls, over N - M (the first calls warm it):
 
-    .venv/bin/python -m bench._gated_profile lines 110 gated /tmp/g110.jsonl   # and 10 -> /tmp/g10.jsonl
-    PYTHONHASHSEED=0 .venv/bin/python -m bench._gated_profile drive /tmp/g110.jsonl valgrind --tool=callgrind \\
-        --callgrind-out-file=/tmp/g110.cg .venv/bin/python -m demo.gated_server --org spec/fixtures/org \\
-        --now 2026-11-29T10:00:00Z --db /tmp/g110.db                            # add --ungated for carry, plain
+    .venv/bin/python -m bench._gated_profile lines 110 gated g110.jsonl   # and 10 -> g10.jsonl
+    PYTHONHASHSEED=0 .venv/bin/python -m bench._gated_profile drive g110.jsonl valgrind --tool=callgrind \\
+        --callgrind-out-file=g110.cg .venv/bin/python -m demo.gated_server --org spec/fixtures/org \\
+        --now 2026-11-29T10:00:00Z --db g110.db                            # add --ungated for carry, plain
 
-Measured on this host (session 12, instructions per call): gated 10.14M (10.30M before its hop and parse_address
-were cut), carry 2.50M, plain 1.83M; the gate's 7.6M are Ed25519 5.84M, the checks' Python, pydantic and canonical
-JSON about 1.1M, the tool's listing, digest and expected call 0.25M on the event loop, SQLite 0.2M, the hop to the
-gate's thread 0.07M.
+docs/performance.md quotes the counts it gave last.
 """
 
 from __future__ import annotations

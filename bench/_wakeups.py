@@ -3,7 +3,7 @@
 An iteration is one pass of the loop (a select, then every callback that was ready); a callback (a Handle run)
 is a task step, a future's done callback, an I/O event, a timer, or a call_soon_threadsafe from another thread.
 Both are counted while `counting()` is entered, by wrapping asyncio's own methods (opt-in, for benches only: the
-wrappers add well under a microsecond a callback, and they are removed on leaving).
+wrappers add a little to each callback, and they are removed on leaving).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ and the rest. Then verify_record over signed trip records as `hatp verify` runs 
 loaded for it, so every signature is verified), on one thread and with the signatures verified ahead on two
 (`hatp verify --verify-threads 2`): events checked per second (goal: at least 8,000) and CPU per event, beside the
 same records against keyrings that verified them already (the Python work alone: every signature is
-found in the keyring's memo; earlier bench runs reported this figure as the goal's, which it is not).
+found in the keyring's memo; not the goal's figure).
 
 Run: `.venv/bin/python -m bench.gated [CALLS]` (default 200)
 """

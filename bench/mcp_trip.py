@@ -270,7 +270,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
                 hatp.append(t1 - t0)
                 direct.append(t2 - t1)
                 replay.append(t3 - t2)
-                cpu_hatp.add(c0, c1)  # each side's own window (before, the HATP window also held the direct calls)
+                cpu_hatp.add(c0, c1)  # each side's own window: the HATP window never holds the direct calls
                 cpu_direct.add(c1, c2)
                 cpu_replay.add(c2, c3)
         p50_hatp, p50_direct = statistics.median(hatp), statistics.median(direct)

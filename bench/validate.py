@@ -72,8 +72,8 @@ def _long_saga(template: dict[str, Any], n: int) -> dict[str, Any]:
 
 def _long_sagas(template: dict[str, Any]) -> None:
     """Linear work and output in the number of steps (HATP-SAGA-5): the cost per step at 50,000 steps against the
-    same at 10,000, measured in the same run. Goal: at most 2x (a quadratic check gives 5x; it took 43 s for 10,000
-    steps); allocation and garbage collection over 18 MB of messages keep it above 1x."""
+    same at 10,000, measured in the same run. Goal: at most 2x (a quadratic check gives 5x); allocation and garbage
+    collection over 18 MB of messages keep it above 1x."""
     per_step: dict[int, float] = {}
     for n in (10_000, 50_000):
         doc = _long_saga(template, n)

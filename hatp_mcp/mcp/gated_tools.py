@@ -117,12 +117,8 @@ class ApprovalGate:
             await self.in_thread(self._check_and_spend, name, spec, want, tool_digest, raw, quote, now)
 
     async def in_thread(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run `fn(*args)` on the gate's own threads and return what it returns (or raise what it raised).
-
-        The hop is hatp_mcp/runtime/worker_threads.py's: a C-level SimpleQueue to threads that live as long as the
-        gate, and one call_soon_threadsafe back (an asyncio executor hop chains a concurrent Future to an asyncio
-        one; anyio.to_thread's hand-over is a Queue whose Condition the event loop notifies with the interpreter
-        lock held: py-spy --gil had Condition.notify at a fifth of the gate's samples)."""
+        """Run `fn(*args)` on the gate's own threads (runtime/worker_threads.py) and return what it returns (or raise
+        what it raised): anyio.to_thread's hand-over notifies a Condition with the interpreter lock held."""
         return await self._threads.run(fn, *args)
 
     def _check_and_spend(
@@ -175,17 +171,11 @@ class ApprovalGate:
             check(True)
 
     def _verify_together(self, parts: Sequence[SignedPart]) -> None:
-        """Verify `parts` on two threads, this one and the verifier: `cryptography` releases the interpreter lock
-        while it verifies, so the verification wall is about halved; the checks then find each one that verified
-        remembered by its keyring. The later half goes to the verifier first (the checks reach it last); this thread
-        then verifies the first half, and takes back any of the verifier's that has not started (so a call never
-        waits for a queue behind other calls, and a verifier that is slow to wake costs nothing but that).
-
-        Measured at load 5-8 on 2 shared cores, where two threads verify a long batch no faster than one: over
-        stdio (bench.gated, the same server with `--verify-threads 1` in the same run) the gated call's p50 is
-        0.86-0.90 of the one-thread gate's (3 runs); in process (check_approval alone, alternating calls) it was
-        1.20-1.35x (the hand-over and the interpreter lock going back and forth); at load below 1 on a slow host,
-        1.03 over stdio (two runs). Hence `verify_threads`, 1 by default: a server with a core to spare sets 2."""
+        """Verify `parts` on this thread and the verifier (`cryptography` releases the interpreter lock while it
+        verifies); the checks then find each one that verified remembered by its keyring. The later half goes to the
+        verifier first (the checks reach it last); this thread verifies the first half and takes back any of the
+        verifier's that has not started, so a call never waits behind other calls. Only with a core to spare does
+        this gain (bench.gated times it beside one thread), hence `verify_threads`, 1 by default."""
         verify_on_two_threads(parts, verify_part, self._verifier)
 
     def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:

@@ -119,7 +119,7 @@ def _http_server(app: Any, port_holder: list[int]) -> Any:
 def bind_loopback(port: int) -> socket.socket:
     """A TCP socket bound on 127.0.0.1:`port` (0: any free port). Raises OSError (e.g. the port is taken)."""
     # IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on accepted sockets of that proto; with proto 0 every
-    # JSON response waits ~40 ms for the client's delayed ACK.
+    # JSON response waits for the client's delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

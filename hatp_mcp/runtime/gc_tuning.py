@@ -3,12 +3,11 @@
 A server's heap is mostly what it built at startup (modules, pydantic schemas, keys, stores: tens of thousands of
 objects) and never frees. Python's cyclic collector walks all of it at every full collection, and each
 transaction's short-lived objects, promoted at the default thresholds (700, 10, 10), bring one on every few
-hundred transactions: 100-300 ms of CPU each time the in-process trip bench measured it (bench.txn), 5-8% of a
-trip's CPU. `settle_heap` collects once, then freezes what is alive (gc.freeze: moved to the permanent generation,
-never walked again, never freed, which what is alive after startup would not be anyway), and lets the youngest
-generation grow to YOUNG_THRESHOLD objects before a collection, so fewer short-lived objects live long enough to be
-walked or promoted. Garbage is still collected, cycles included; reference counting frees the rest at once as
-before. Called by hatp_mcp.mcp.serve.serve, which every server ends in, before it takes its first request.
+hundred transactions. `settle_heap` collects once, then freezes what is alive (gc.freeze: moved to the permanent
+generation, never walked again, never freed, which what is alive after startup would not be anyway), and lets the
+youngest generation grow to YOUNG_THRESHOLD objects before a collection, so fewer short-lived objects live long
+enough to be walked or promoted. Garbage is still collected, cycles included; reference counting frees the rest at
+once as before. Called by hatp_mcp.mcp.serve.serve, which every server ends in, before it takes its first request.
 """
 
 from __future__ import annotations

@@ -263,7 +263,7 @@ class SqliteJournalStore:
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
         """Run `fn` on the store's own thread (one: SQLite work is serialized by the mutex anyway), as the decision
-        log does (hatp_mcp/store/txn_log.py): an asyncio executor hop costs about half of anyio.to_thread's, and a
+        log does (hatp_mcp/store/txn_log.py): an asyncio executor hop is cheaper than anyio.to_thread's, and a
         journaled call makes two appends in sequence."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-journal")

@@ -74,13 +74,12 @@ WAL_PAGES = 1000
 def _presize_wal(db: sqlite3.Connection, path: str | Path) -> None:
     """Grow the write-ahead log to WAL_PAGES pages now, through SQLite itself, so that a spend never grows it.
 
-    Every spend is one fdatasync of the log (synchronous=FULL). While the log is growing, that fdatasync must also
-    make the file's new size durable, which here costs a second device flush (a commit on a growing log measured
-    about twice as long as one on a log of constant size). After a complete checkpoint SQLite writes the log again
-    from its start, and keeps its size, so a log grown once to the checkpoint threshold never grows again while the
-    cache is open. The same durable point stays: the nonce is in the log, and the log fdatasync'd, before the call
-    runs. Costs one write of WAL_PAGES pages at open (a scratch table filled and dropped, then checkpointed: its
-    pages stay in the file as free pages, reused as the cache grows). Nothing for an in-memory cache."""
+    Every spend is one fdatasync of the log (synchronous=FULL). While the log is growing, that fdatasync must also make
+    the file's new size durable, which costs a second device flush. After a complete checkpoint SQLite writes the log
+    again from its start, and keeps its size, so a log grown once to the checkpoint threshold never grows again while
+    the cache is open. The same durable point stays: the nonce is in the log, and the log fdatasync'd, before the call
+    runs. Costs one write of WAL_PAGES pages at open (a scratch table filled and dropped, then checkpointed: its pages
+    stay in the file as free pages, reused as the cache grows). Nothing for an in-memory cache."""
     if str(path) == ":memory:" or db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         return
     page = int(db.execute("PRAGMA page_size").fetchone()[0])

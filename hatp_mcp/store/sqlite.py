@@ -23,7 +23,7 @@ __all__ = ["immediate", "json_text", "open_db", "open_versioned"]
 def json_text(obj: Any) -> str:
     """JSON text for a row, read back exactly by json.loads.
 
-    orjson (several times faster than json.dumps for rows that hold signed objects) except for an integer beyond
+    orjson (faster than json.dumps for rows that hold signed objects) except for an integer beyond
     64 bits, which it refuses: then the exact, slower encoder. Callers store only objects that were canonicalized
     (signed or digested) or built from such, which refuses NaN and infinities, the one thing orjson would change
     (it writes them as null).

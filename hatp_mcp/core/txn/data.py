@@ -36,7 +36,7 @@ class Config:
 
 
 # Each group's `copy` copies its containers: their items are immutable or never changed in place. It passes the fields
-# in their order, not by keyword (a snapshot is taken for every event, and keywords cost twice as much); a test holds
+# in their order, not by keyword (a snapshot is taken for every event, and keywords cost more); a test holds
 # each field to itself (tests/core/txn/test_data.py).
 
 

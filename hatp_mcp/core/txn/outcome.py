@@ -56,7 +56,7 @@ class Justification:
 
 
 # Not frozen: one is built for every event each time a record is checked (the coordinator does it at every close,
-# HATP-REC-17), a frozen dataclass's __init__ costs four times as much, and nothing here assigns to one.
+# HATP-REC-17), a frozen dataclass's __init__ costs more, and nothing here assigns to one.
 @dataclass(slots=True)
 class _Ev:
     i: int

@@ -33,7 +33,7 @@ _PARTS_SHOWN = 6
 
 def step_key_hash(step: Any) -> str:
     """sha256 hex of the RFC 8785 form of a step as received, without its own `idempotencyKey` member."""
-    body = dict(step)  # a copy, then the key out: a third of a comprehension's cost
+    body = dict(step)  # a copy, then the key out: cheaper than a comprehension
     body.pop("idempotencyKey", None)
     return hashlib.sha256(canonical(body, allow_floats=True)).hexdigest()
 

@@ -2,9 +2,9 @@
 
 Each participant and approver call (and, on a clock other than the system's, the alarm: runtime/coordinator/alarms.py)
 runs as a plain asyncio task; answers are posted to an asyncio.Queue that the drive loop reads. An anyio task group and
-memory stream did the same job, but a spawn there costs several times an asyncio task's (measured here: ~15-40 us
-against ~4 us) and a trip starts about ten; so the coordinator runtime runs on asyncio, the backend the MCP SDK's
-servers and every process in this project use.
+memory stream would do the same job, but a spawn there costs more than an asyncio task's and a trip starts about
+ten; so the coordinator runtime runs on asyncio, the backend the MCP SDK's servers and every process in this
+project use.
 
 The guarantees the task group gave are kept:
 - a child that fails (an exception other than cancellation) stops the drive loop with that exception;

@@ -185,14 +185,13 @@ class CoordinatorRuntime:
 
     async def _estimates(self, plan: Plan) -> dict[str, int | None] | None:
         """HATP-MODE-5: the gateway's signed worst case for each approval requirement, before begin chooses the
-        mode. An approver that cannot estimate (fails, refuses, or has no `estimate`) gives None: unbounded."""
+        mode. An approver that cannot estimate (fails or refuses) gives None: unbounded."""
         if self._approver is None or not plan.approvals:
             return None
         out: dict[str, int | None] = {}
         for req in plan.approvals:
-            estimate = getattr(self._approver, "estimate", None)
             try:
-                out[req.id] = None if estimate is None else (await estimate(plan, req.id)).worst_seconds
+                out[req.id] = (await self._approver.estimate(plan, req.id)).worst_seconds
             except Exception:  # no estimate is an unbounded one (fail closed); cancellation still passes
                 out[req.id] = None
         return out
@@ -484,10 +483,8 @@ class CoordinatorRuntime:
             if self._approver is None:
                 raise HatpError("HATP-TXN-3", "no approver is configured", code="NO_APPROVER")
             terms = cmd.terms if isinstance(cmd, Ask) else None
-            if isinstance(cmd, Ask) and terms is not None:
+            if isinstance(cmd, Ask):
                 answer = await self._approver.ask(plan, rid, terms)
-            elif isinstance(cmd, Ask):
-                answer = await self._approver.ask(plan, rid)  # an approver older than terms is still called alike
             else:
                 answer = await self._approver.poll(plan.txn_id, rid)
             event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=terms)
@@ -502,7 +499,8 @@ class CoordinatorRuntime:
         gateway has it, instead of at the next poll (`Config.poll_seconds`, which stays as the fallback). One per
         requirement; it ends with the decision, when the transaction ends (cancelled with the other calls), on any
         failure (the next poll's pending answer starts it again), and when the approver answers without holding
-        (an older gateway: it is polled only, never hammered)."""
+        (HATP-MCP-40 lets a gateway hold for less: it is polled only, never hammered). An approver with no `wait`
+        (the scripted one) is polled only."""
         wait = getattr(self._approver, "wait", None)
         if wait is None or self._watch_seconds <= 0 or (txn_id, rid) in self._watching:
             return
