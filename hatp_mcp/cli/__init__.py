@@ -2,7 +2,29 @@
 
 This package is the one place where core errors become exit codes and one-line messages (see _run.py):
 exit 0 success, 1 the input was read and something is wrong with it (violations, problems), 2 it could not be
-read or the call was wrong. Never a traceback.
+read or the call was wrong. Never a traceback. May import every other part of hatp_mcp; nothing imports it.
+
+- __main__.py: `python -m hatp_mcp.cli`, the `hatp` console script;
+- _run.py: shared plumbing: reading input files into wire objects, printing errors as one line on stderr;
+- validate_cmd.py: `hatp validate`, the static plan checker, for HATP plans and saga artifacts;
+- digest_cmd.py: `hatp digest`, a plan's digest (sha256 of its canonical wire form);
+- example_plan_cmd.py: `hatp example-plan`, a trip plan made fresh, so that its times lie ahead of the clock;
+- verify_cmd.py: `hatp verify`, a Transaction Record or a saga's journal record checked offline;
+- evidence_cmd.py: `hatp evidence`, the votes and receipts a participant signed for one transaction, exported;
+- timeline_cmd.py: `hatp timeline`, a finished transaction as a sequence diagram with each event's check;
+- keys_cmd.py: `hatp keys`, a new private Ed25519 JWK, or a keyring of public keys bound to their parties;
+- trust_cmd.py: `hatp trust add`, the operator's step that pins public keys, each bound to its party;
+- init_org_cmd.py: `hatp init-org`, a new organisation directory with its keys, settings and demo servers;
+- org_layout.py: an organisation directory as `hatp init-org` lays it out, and making one;
+- card_cmd.py: `hatp card`, a Directory-signed person or agent card in an organisation directory;
+- enrol_cmd.py: `hatp enrol`, the operator's side of passkey enrolment (codes, registrations, approval);
+- inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
+- mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
+- conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
+- schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
+- vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
+- vector_keys.py: the interop vectors' test-only keys, derived from their names so anyone can rebuild them;
+- vector_record.py: the interop vectors of a whole signed Transaction Record and of approvals.
 """
 
 from __future__ import annotations

@@ -1,8 +1,41 @@
 """The MCP binding of HATP: hatp/* methods as custom JSON-RPC requests over the official MCP SDK.
 
-`errors` is the one place core errors become JSON-RPC errors (and back); `extension` advertises HATP in a
-server's capabilities; `participant_server.serve_hatp` makes an MCP server a participant; `participant_client`
-gives a coordinator a participant over a client session; `serve` and `launch` run and start server processes.
+Beside hatp_mcp.web in the layers: may import the runtime, the stores and the core; nothing below imports it.
+
+The binding itself:
+
+- errors.py: the one boundary between core refusals (HatpError) and JSON-RPC errors on the wire, both ways;
+- extension.py: HATP advertised in a server's capabilities, and the advertisement read on the client side;
+- hatp_methods.py: `add_method`, the one way every HATP server adds a hatp/* request to the SDK's Server;
+- hatp_server.py: `HatpServer`, whose agent tools refuse arguments that do not fit with a HATP refusal;
+- call.py: one hatp/* request sent over a client session, its answer a validated wire object or a HatpError;
+- wire_guard.py: the wire's own limits (HATP-OBJ-1/2) checked on every message before the SDK parses it;
+- pins.py: which keys a coordinator trusts for each participant: pinned by the operator, or on first use.
+
+The servers and their clients:
+
+- participant_server.py: `serve_hatp`, one call that makes an existing MCP server a HATP participant;
+- participant_estimate.py: `hatp/txn/estimate` on a participant: the bounds it advertises for an operation;
+- participant_client.py: `mcp_participant`, the Participant Protocol over a client session, evidence checked;
+- coordinator_server.py: `serve_coordinator`, a coordinator as an MCP server for agents and MCP clients;
+- agent_guide.py: what a coordinator tells an agent about writing a plan: schema, fresh example, prompt;
+- gateway_server.py: `serve_approver`, the Human Gateway as a voter over MCP;
+- gateway_tools.py: the Human Gateway's ordinary MCP tools, for people (decide with a signed proof) and agents;
+- gateway_questions.py: `serve_questions`, questions an agent asks people through the Human Gateway;
+- gateway_client.py: `mcp_approver`, the coordinator's Approver over a client session, trusting nothing unsigned;
+- directory_server.py: `serve_directory`, the Directory as an MCP server: resolving addresses, serving cards;
+- gated_tools.py: approval gates on an existing MCPServer: a gated call runs only with an approval that fits it;
+- journal_server.py: `serve_journal`, the journal as an MCP server for agents, and its undos over MCP;
+- journal_proxy.py: a journaling proxy: an upstream server's tools re-exposed, each call journaled as a step;
+- journal_callers.py: who sent a journal request over HTTP: a bearer token per caller, each saga bound to one;
+- journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.
+
+Processes and connections:
+
+- serve.py: one MCP server run as its own process over stdio or streamable HTTP, and stopped cleanly;
+- stdio_pipes.py: the process's stdin and stdout as event-loop pipes, for the SDK's stdio server transport;
+- launch.py: server processes started from a parent (tests, the demo, the bench), and made sure to end;
+- server_links.py: a long-lived coordinator's connections to other MCP servers, each re-opened after it is lost.
 """
 
 __all__: list[str] = []
