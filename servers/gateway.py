@@ -56,8 +56,8 @@ from hatp_mcp.core.gateway.passkey import RelyingParty
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.gateway_questions import serve_questions
-from hatp_mcp.mcp.gateway_server import serve_approver
+from hatp_mcp.mcp.gateway_questions import serve_gateway_questions
+from hatp_mcp.mcp.gateway_server import serve_gateway
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.serve import (
@@ -153,9 +153,9 @@ def build(
     if trust.keyring is None:
         log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
     server = HatpServer("hatp-gateway", version="0.1.0", log_level="WARNING")
-    serve_approver(server, gateway, trust=trust)
+    serve_gateway(server, gateway, trust=trust)
     add_gateway_tools(server, gateway)
-    serve_questions(server, gateway)
+    serve_gateway_questions(server, gateway)
     return server, gateway, deliverer
 
 

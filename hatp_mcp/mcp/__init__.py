@@ -19,9 +19,9 @@ The servers and their clients:
 - participant_client.py: `mcp_participant`, the Participant Protocol over a client session, evidence checked;
 - coordinator_server.py: `serve_coordinator`, a coordinator as an MCP server for agents and MCP clients;
 - agent_guide.py: what a coordinator tells an agent about writing a plan: schema, fresh example, prompt;
-- gateway_server.py: `serve_approver`, the Human Gateway as a voter over MCP;
+- gateway_server.py: `serve_gateway`, the Human Gateway as a voter over MCP;
 - gateway_tools.py: the Human Gateway's ordinary MCP tools, for people (decide with a signed proof) and agents;
-- gateway_questions.py: `serve_questions`, questions an agent asks people through the Human Gateway;
+- gateway_questions.py: `serve_gateway_questions`, questions an agent asks people through the Human Gateway;
 - gateway_client.py: `mcp_approver`, the coordinator's Approver over a client session, trusting nothing unsigned;
 - directory_server.py: `serve_directory`, the Directory as an MCP server: resolving addresses, serving cards;
 - gated_tools.py: approval gates on an existing MCPServer: a gated call runs only with an approval that fits it;

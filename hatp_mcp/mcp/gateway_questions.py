@@ -1,4 +1,4 @@
-"""`serve_questions(server, gateway)`: questions an agent asks people through the Human Gateway over MCP
+"""`serve_gateway_questions(server, gateway)`: questions an agent asks people through the Human Gateway over MCP
 (spec/mcp-binding.md HATP-MCP-33).
 
 Methods `hatp/ask/choose`, `hatp/ask/form`, `hatp/ask/text` (QuestionRequest, the kind named by the method) open a
@@ -29,7 +29,7 @@ from hatp_mcp.mcp.hatp_methods import AnyParams, lowlevel_of
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
-__all__ = ["QUESTION_METHODS", "QUESTION_TOOLS", "serve_questions"]
+__all__ = ["QUESTION_METHODS", "QUESTION_TOOLS", "serve_gateway_questions"]
 
 QUESTION_METHODS = ("hatp/ask/choose", "hatp/ask/form", "hatp/ask/text", "hatp/ask/status")
 QUESTION_TOOLS = ("ask_choose", "ask_form", "ask_text", "question_status")
@@ -74,7 +74,7 @@ def _no_such_ask(ask_id: str) -> HatpError:
     )
 
 
-def serve_questions(server: MCPServer, gateway: GatewayApprover) -> None:
+def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover) -> None:
     """Register the hatp/ask/* methods and the agents' question tools of `gateway` on `server`."""
     low = lowlevel_of(server)
 

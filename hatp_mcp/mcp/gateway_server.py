@@ -1,4 +1,4 @@
-"""`serve_approver(server, gateway)`: the Human Gateway as a voter over MCP (spec/mcp-binding.md, HATP-MCP-9/10).
+"""`serve_gateway(server, gateway)`: the Human Gateway as a voter over MCP (spec/mcp-binding.md, HATP-MCP-9/10).
 
 It registers on an MCP server, beside its ordinary tools:
 
@@ -37,7 +37,7 @@ from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
-__all__ = ["APPROVER_METHODS", "MAX_HOLD_SECONDS", "no_such_ask", "serve_approver", "vote_result"]
+__all__ = ["APPROVER_METHODS", "MAX_HOLD_SECONDS", "no_such_ask", "serve_gateway", "vote_result"]
 
 # The longest a long poll is held (HATP-MCP-40): under the idle timeouts of common HTTP proxies (often 30-60 s).
 MAX_HOLD_SECONDS = 25.0
@@ -69,7 +69,7 @@ def vote_result(txn_id: str, requirement_id: str, stored: StoredAsk) -> VoteResu
     )
 
 
-def serve_approver(
+def serve_gateway(
     server: MCPServer | Server[Any],
     gateway: GatewayApprover,
     *,

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from hatp_mcp.mcp.gateway_server import serve_approver
+from hatp_mcp.mcp.gateway_server import serve_gateway
 from hatp_mcp.mcp.serve import quiet, serve
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.mode == "trust-anyone"
         else open_trust(Path(args.data), args.trusted_coordinators, clock)
     )
-    serve_approver(server, gateway, trust=trust)
+    serve_gateway(server, gateway, trust=trust)
     try:
         anyio.run(functools.partial(_run, server, gateway))
     finally:

@@ -18,7 +18,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.validate.validator import validate
 from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, PROMPT_NAME, describe, plan_schema
 from hatp_mcp.mcp.coordinator_server import COORDINATOR_TOOLS
-from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_questions
+from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_gateway_questions
 from hatp_mcp.mcp.gateway_tools import GATEWAY_TOOLS, add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator.service import MAX_WAIT_SECONDS
@@ -78,7 +78,7 @@ async def test_HATP_MCP_30_every_tool_parameter_is_described_and_bounded_and_des
     gateway = MCPServer("gw")
     approver = make_gateway(tmp_path, clock)
     add_gateway_tools(gateway, approver)
-    serve_questions(gateway, approver)
+    serve_gateway_questions(gateway, approver)
     with anyio.fail_after(10):
         async with coordinator(build_world(clock)) as client, Client(gateway) as gw:
             tools = {t.name: t for t in (await client.list_tools()).tools}

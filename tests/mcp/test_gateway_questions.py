@@ -17,7 +17,7 @@ from hatp_mcp.core.model.question import QuestionRequest, question_digest
 from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call_raw
-from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_questions
+from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_gateway_questions
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
@@ -34,7 +34,7 @@ ROLE = "human://acme.com/role/finance-approver"
 def server_of(gw: GatewayApprover) -> MCPServer:
     server = MCPServer("hatp-gateway", log_level="WARNING")
     add_gateway_tools(server, gw)
-    serve_questions(server, gw)
+    serve_gateway_questions(server, gw)
     return server
 
 

@@ -1,4 +1,4 @@
-"""serve_approver over an in-memory MCP client: the gateway votes on hatp/txn/prepare, answers hatp/txn/voted and
+"""serve_gateway over an in-memory MCP client: the gateway votes on hatp/txn/prepare, answers hatp/txn/voted and
 withdraws on hatp/txn/abort; refusals are JSON-RPC errors carrying the rule (HATP-MCP-9, HATP-MCP-10)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""hatp/txn/estimate and hatp/txn/tighten between a coordinator (mcp_approver) and the gateway (serve_approver),
+"""hatp/txn/estimate and hatp/txn/tighten between a coordinator (mcp_approver) and the gateway (serve_gateway),
 in memory: signed estimates, deadlines that only shrink, terms bound into the signed approval (HATP-MCP-17/18)."""
 
 from __future__ import annotations

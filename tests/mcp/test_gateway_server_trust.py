@@ -1,4 +1,4 @@
-"""The attacks on the Human Gateway's hatp/txn/* from issue #12, over an in-memory MCP client to serve_approver: a
+"""The attacks on the Human Gateway's hatp/txn/* from issue #12, over an in-memory MCP client to serve_gateway: a
 squatter who prepares txnId T with its own plan, and anyone withdrawing or tightening an ask. Refused with their
 HATP-TRUST rule; no ask is opened, withdrawn or changed and no txnId is bound (spec/mcp-binding.md HATP-TRUST-1..8).
 """
@@ -20,7 +20,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.gateway_client import mcp_approver
-from hatp_mcp.mcp.gateway_server import serve_approver
+from hatp_mcp.mcp.gateway_server import serve_gateway
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators
 from hatp_mcp.runtime.gateway.driver import GatewayApprover, RecordingNotifier
@@ -51,7 +51,7 @@ async def refusal(client: Client, method: str, params: dict[str, Any]) -> HatpEr
 
 def server_with(gw: GatewayApprover, trust: TrustedCoordinators) -> MCPServer:
     server = MCPServer("gateway", log_level="WARNING")
-    serve_approver(server, gw, trust=trust)
+    serve_gateway(server, gw, trust=trust)
     return server
 
 

@@ -22,7 +22,7 @@ from hatp_mcp.core.model.messages import PrepareRequest
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.mcp.call import call
-from hatp_mcp.mcp.gateway_server import serve_approver
+from hatp_mcp.mcp.gateway_server import serve_gateway
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
@@ -42,7 +42,7 @@ SERVER = "mcp://payments.example"
 
 def gateway_server(gw: GatewayApprover) -> MCPServer:
     server = MCPServer("hatp-gateway", log_level="WARNING")
-    serve_approver(server, gw, trust=trusted(gw.clock))
+    serve_gateway(server, gw, trust=trusted(gw.clock))
     add_gateway_tools(server, gw)
     return server
 
