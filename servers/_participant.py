@@ -32,7 +32,7 @@ from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant.driver import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
-from hatp_mcp.store.txn_bindings import SqliteTxnBindings, TxnBindings, move_bindings
+from hatp_mcp.store.txn_bindings import SqliteTxnBindings, TxnBindings
 from hatp_mcp.store.url import StoreUrl, open_participant_store, open_txn_bindings
 from servers._inventory import Inventory
 from servers._keys import load_or_create_key
@@ -105,12 +105,9 @@ def build(
     shared = store.database if isinstance(store, SqliteParticipantStore) and not apart else None
     # HATP-TRUST-10; the txnId bindings live with the state (HATP-TRUST-5). In a SQLite state.db each binding is
     # written by the transaction that keeps the request's state, when every effect is kept there too (deferred: no
-    # sync of its own); with effects apart, before them. An earlier release's DATA/coordinators.db moves in first.
+    # sync of its own); with effects apart, before them.
     bindings: TxnBindings
     if isinstance(store, SqliteParticipantStore):
-        moved = move_bindings(data / "coordinators.db", store.database)
-        if moved:
-            log(f"{spec.name}: moved {moved} txnId bindings from coordinators.db into {store.database.where}")
         bindings = SqliteTxnBindings(store.database, defer=shared is not None)
     else:
         bindings = open_txn_bindings(url)

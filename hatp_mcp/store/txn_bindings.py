@@ -11,8 +11,7 @@ Where they are kept: `SqliteTxnBindings` on a file of their own (the gateway's `
 binding durably when it is made. On a participant's own database (a `StateDb`, `state.db`) with `defer=True` a
 binding or a raised epoch is held in memory (so every later request sees it at once) and written by the first
 transaction that keeps state for its txnId (`SqliteParticipantStore.put`), or alone by `settle` before the request
-that made it is answered: no sync of its own (HATP-TRUST-5). `move_bindings` brings the bindings an earlier release
-kept in `DATA/coordinators.db` into `state.db`. hatp_mcp.store.postgresql.txn_bindings in PostgreSQL;
+that made it is answered: no sync of its own (HATP-TRUST-5). hatp_mcp.store.postgresql.txn_bindings in PostgreSQL;
 `MemoryTxnBindings` for in-memory servers and tests. No protocol logic: the checks are
 hatp_mcp/core/participant/coordinator_auth.py's.
 """
@@ -25,12 +24,10 @@ from pathlib import Path
 from typing import Protocol
 
 from hatp_mcp.core.participant.coordinator_auth import Binding, check_binding
-from hatp_mcp.errors import HatpError
 from hatp_mcp.store.participant_state import BINDING_TABLES, StateDb
 from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import open_db
 
-__all__ = ["SQLITE_SCHEMA", "MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings", "move_bindings"]
+__all__ = ["SQLITE_SCHEMA", "MemoryTxnBindings", "SqliteTxnBindings", "TxnBindings"]
 
 SQLITE_SCHEMA = Schema("coordinator.bindings", ((BINDING_TABLES[0],), (BINDING_TABLES[1],)))
 _READ = "SELECT coordinator, plan_digest FROM txn_bindings WHERE txn_id = ?"
@@ -170,52 +167,3 @@ def _insert(binding: Binding, conn: sqlite3.Connection) -> None:
 
 def _raise(txn_id: str, epoch: int, conn: sqlite3.Connection) -> None:
     conn.execute(_RAISE, (txn_id, epoch)).fetchone()
-
-
-MOVED = ".moved-into-state.db"
-
-
-def move_bindings(old: Path, db: StateDb) -> int:
-    """Bring the bindings and epochs an earlier release kept in `old` (a receiver's `DATA/coordinators.db`) into
-    `db` (its `state.db`), in one transaction, then rename `old` to `coordinators.db.moved-into-state.db` (a number
-    appended when that exists): a restart between the two moves them again, the same rows. Returns how many
-    bindings `old` held (0 when there is no `old`).
-
-    Raises HatpError HATP-STORE-1 (SCHEMA_TOO_NEW) for an `old` newer than this code, HATP-TRUST-5
-    (BINDINGS_DISAGREE) when `old` and `db` bind one txnId to different coordinators or plans (nothing is moved),
-    OSError for IO."""
-    if not old.exists():
-        return 0
-    src = open_db(old)
-    try:
-        migrate_sqlite(src, SQLITE_SCHEMA, str(old))
-        rows = src.execute("SELECT txn_id, coordinator, plan_digest FROM txn_bindings ORDER BY txn_id").fetchall()
-        epochs = src.execute("SELECT txn_id, epoch FROM txn_epochs ORDER BY txn_id").fetchall()
-    finally:
-        src.close()
-    with db.transaction() as conn:
-        for txn_id, coordinator, plan_digest in rows:
-            held = conn.execute(_READ, (txn_id,)).fetchone()
-            if held is None:
-                conn.execute(_INSERT, (txn_id, coordinator, plan_digest))
-            elif tuple(held) != (coordinator, plan_digest):
-                raise HatpError(
-                    "HATP-TRUST-5",
-                    f"{old} binds {txn_id!r} to {coordinator!r} and plan {plan_digest}, {db.where} to {held[0]!r} "
-                    f"and plan {held[1]}: refusing to choose",
-                    path=f"txn_bindings.{txn_id}",
-                    code="BINDINGS_DISAGREE",
-                    fix=f"keep the one that is right and move the other file away ({old} or {db.where})",
-                )
-        for txn_id, epoch in epochs:
-            conn.execute(_RAISE, (txn_id, int(epoch))).fetchone()
-    target = old.with_name(old.name + MOVED)
-    n = 1
-    while target.exists():
-        target, n = old.with_name(f"{old.name}{MOVED}.{n}"), n + 1
-    for suffix in ("-wal", "-shm"):  # closed, SQLite has removed them; if one remains it goes with its file
-        side = old.with_name(old.name + suffix)
-        if side.exists():
-            side.rename(target.with_name(target.name + suffix))
-    old.rename(target)
-    return len(rows)

@@ -1,6 +1,6 @@
 """Where a demo tool server (servers/_participant.py, in memory) keeps its txnId bindings (spec/mcp-binding.md
 HATP-TRUST-5): in state.db, written by the one durable transaction that keeps a prepare's hold and answer (no sync
-of its own), before any answer leaves; an earlier release's DATA/coordinators.db is moved in at start."""
+of its own), before any answer leaves."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ import pytest
 from mcp import Client
 
 from hatp_mcp.core.model.messages import RenewRequest
-from hatp_mcp.core.participant.coordinator_auth import Binding
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.participant_client import mcp_participant
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator_trust import write_trust_list
 from hatp_mcp.store.participant_state import SqliteParticipantStore
-from hatp_mcp.store.txn_bindings import MOVED, SqliteTxnBindings
 from servers import airline
 from servers._participant import build
 from tests.coordinators import COORDINATOR, KEY, OTHER, OTHER_KEY, signer
@@ -117,39 +115,3 @@ async def test_HATP_TRUST_5_a_first_request_that_keeps_no_state_still_binds_dura
     assert writes.count == 1 and bound(data, plan.txn_id) == (COORDINATOR, plan.digest())
     assert store_of(runtime).get(plan.txn_id, "seat") is None
     inventory.close()
-
-
-def test_HATP_TRUST_5_bindings_an_earlier_release_kept_in_coordinators_db_move_into_state_db(tmp_path: Path) -> None:
-    data = trusting_both(tmp_path / "airline")
-    old = SqliteTxnBindings(data / "coordinators.db")  # the layout before: a file of their own
-    kept = Binding("txn-old", OTHER, "sha256:" + "c" * 64)
-    old.bind(kept)
-    old.advance("txn-old", 3)
-    old.close()
-    _server, runtime, inventory = build(airline.SPEC, data)
-    trust_bindings = SqliteTxnBindings(store_of(runtime).database)
-    assert trust_bindings.get("txn-old") == kept and trust_bindings.advance("txn-old", 0) == 3
-    assert not (data / "coordinators.db").exists() and (data / f"coordinators.db{MOVED}").exists()
-    inventory.close()
-
-
-def test_HATP_TRUST_5_a_coordinators_db_that_disagrees_with_state_db_stops_the_server_with_the_fix(
-    tmp_path: Path,
-) -> None:
-    data = trusting_both(tmp_path / "airline")
-    _server, runtime, inventory = build(airline.SPEC, data)
-    SqliteTxnBindings(store_of(runtime).database).bind(Binding("txn-1", COORDINATOR, "sha256:" + "a" * 64))
-    inventory.close()
-    old = SqliteTxnBindings(data / "coordinators.db")
-    old.bind(Binding("txn-1", OTHER, "sha256:" + "b" * 64))
-    old.close()
-    with pytest.raises(HatpError) as err:
-        build(airline.SPEC, data)
-    assert (err.value.rule, err.value.code, err.value.path) == (
-        "HATP-TRUST-5",
-        "BINDINGS_DISAGREE",
-        "txn_bindings.txn-1",
-    )
-    assert "move the other file away" in err.value.fix
-    assert (data / "coordinators.db").exists()  # nothing moved, nothing renamed
-    assert bound(data, "txn-1") == (COORDINATOR, "sha256:" + "a" * 64)

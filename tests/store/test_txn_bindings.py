@@ -16,7 +16,7 @@ from hatp_mcp.store.participant_state import SQLITE_SCHEMA as PARTICIPANT_SCHEMA
 from hatp_mcp.store.participant_state import BranchRow, SqliteParticipantStore, StateDb
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import open_db
-from hatp_mcp.store.txn_bindings import MOVED, MemoryTxnBindings, SqliteTxnBindings, TxnBindings, move_bindings
+from hatp_mcp.store.txn_bindings import MemoryTxnBindings, SqliteTxnBindings, TxnBindings
 from hatp_mcp.store.url import open_txn_bindings
 from tests.store.conftest import Backend
 
@@ -173,24 +173,3 @@ def test_HATP_STORE_1_a_state_db_holding_its_bindings_is_refused_by_code_that_ke
         "SCHEMA_TOO_NEW",
         "hatp_schema.participant.state",
     )
-
-
-def test_HATP_TRUST_5_moving_bindings_twice_moves_the_same_rows_once(tmp_path: Path) -> None:
-    """A restart between the copy and the rename copies again: the same rows, no conflict, one binding."""
-    old = tmp_path / "coordinators.db"
-    kept = SqliteTxnBindings(old)
-    kept.bind(A)
-    kept.close()
-    db = StateDb(tmp_path / "state.db")
-    SqliteParticipantStore(db)
-    copy = tmp_path / "copy.db"
-    copy.write_bytes(old.read_bytes())
-    assert move_bindings(old, db) == 1
-    copy.rename(old)  # as if the rename had not happened
-    assert move_bindings(old, db) == 1
-    assert SqliteTxnBindings(db).get("txn-1") == A
-    assert sorted(p.name for p in tmp_path.glob("coordinators.db*")) == [
-        f"coordinators.db{MOVED}",
-        f"coordinators.db{MOVED}.1",
-    ]
-    assert move_bindings(old, db) == 0  # nothing left to move
