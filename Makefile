@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed
 
 TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
+NPM_SERVERS := tests/e2e/npm_servers
+NPM_SERVERS_STAMP := $(NPM_SERVERS)/node_modules/.installed
 
-.PHONY: install postgresql ts-client test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
+.PHONY: install postgresql ts-client npm-servers test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -19,6 +21,16 @@ $(TS_STAMP): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	command -v npm >/dev/null || { echo "make ts-client: installing node and npm (apt-get install -y nodejs npm)" >&2; \
 		apt-get update -q && apt-get install -y -q nodejs npm; }
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Third-party MCP servers (server-memory, server-filesystem, server-everything), pinned by their lockfile, that
+# tests/e2e/test_proxy_npm_servers.py runs behind the proxy.
+npm-servers: $(NPM_SERVERS_STAMP)
+
+$(NPM_SERVERS_STAMP): $(NPM_SERVERS)/package.json $(NPM_SERVERS)/package-lock.json
+	command -v npm >/dev/null || { echo "make npm-servers: installing node and npm (apt-get install -y nodejs npm)" >&2; \
+		apt-get update -q && apt-get install -y -q nodejs npm; }
+	cd $(NPM_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The saga reader and rules are compiled (setup.py): an edit to them builds them again, else the old build would run
@@ -53,7 +65,7 @@ chromium:
 	  || (sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); }
 
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql ts-client chromium
+pytest: install postgresql ts-client npm-servers chromium
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
@@ -108,5 +120,5 @@ violations: install
 	$(BIN)/python -m tests.violations_appendix --write
 
 clean:
-	rm -rf $(VENV) $(TS_CLIENT)/node_modules build
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(NPM_SERVERS)/node_modules build
 	find hatp_mcp -name '*.so' -delete
