@@ -40,7 +40,7 @@ class SagaStatus(Enum):
     COMPLETED = "COMPLETED"  # every step ran; nothing to undo
     FAILED = "FAILED"  # the saga failed (or was told to roll back); its rollback has not finished
     ROLLED_BACK = "ROLLED_BACK"  # every completed step (back to a pivot) was undone or had no undo
-    ROLLBACK_FAILED = "ROLLBACK_FAILED"  # some step could not be undone, or stayed in doubt: a dead letter says which
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"  # a step could not be undone (`leftInPlace`) or stayed in doubt (a dead letter)
 
 
 class StepState(Enum):
@@ -79,13 +79,15 @@ ENTRIES = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartStep:
     """A tool call is about to go out. `has_undo`: the tool declares an undo; `pivot`: it cannot be undone and
-    rollback stops at it (HATP-JRN-5)."""
+    rollback stops at it (HATP-JRN-5); `irreversible`: it cannot be undone, rollback goes on past it and the saga
+    cannot end ROLLED_BACK (HATP-JRN-19)."""
 
     step_id: str
     tool: str
     args: dict[str, Any]
     has_undo: bool
     pivot: bool = False
+    irreversible: bool = False
     kind: str = "start"
 
 

@@ -178,7 +178,8 @@ class StepView:
     key: str
     undo_attempts: int
     retry_at: str | None  # when its failed undo is tried again
-    rollback: str | None  # undone | skipped-no-undo | kept-pivot | dead-letter | undo-failed | None
+    rollback: str | None  # undone | skipped-no-undo | kept-irreversible | kept-pivot | dead-letter | undo-failed
+    irreversible: bool = False
 
 
 @dataclass
@@ -194,7 +195,8 @@ class _Step:
     error: str | None = None
     undo_attempts: int = 0
     retry_at: str | None = None  # an undo retry is armed for this time
-    settled: str | None = None  # skipped-no-undo | kept-pivot | dead-letter: rollback is done with it
+    settled: str | None = None  # skipped-no-undo | kept-irreversible | kept-pivot | dead-letter: rollback is done
+    irreversible: bool = False  # it cannot be undone: rollback leaves it in place and says so (HATP-JRN-19)
     undo_lost: bool = False  # its undo was out when the process stopped: it may be sent again, same key
 
 
@@ -349,6 +351,12 @@ class SagaMachine:
             "attempt": 1,
             "key": step_key(self.saga_id, ev.step_id, 1),
         }
+        if ev.irreversible:
+            if ev.has_undo or ev.pivot:
+                raise HatpError(
+                    "HATP-JRN-19", "an irreversible step has no undo and is no pivot", code="BAD_STEP", path="args"
+                )
+            body["irreversible"] = True
         out = self._write("step.started", body)
         return [*out, CallStep(step_id=ev.step_id, tool=ev.tool, args=ev.args, key=str(body["key"]))]
 
@@ -406,7 +414,8 @@ class SagaMachine:
                 out += self._write("rollback.stopped", {"stepId": s.step_id, "reason": "pivot"})
                 return out + self._close()
             if s.state is P.COMPLETED and not s.has_undo:
-                out += self._write("step.skipped", {"stepId": s.step_id, "reason": "no-undo"})
+                reason = "irreversible" if s.irreversible else "no-undo"
+                out += self._write("step.skipped", {"stepId": s.step_id, "reason": reason})
                 continue
             if s.state is P.UNDOING and s.retry_at is not None:
                 if not resending:  # pragma: no cover - the walk reaches an armed retry only after a restart
@@ -451,11 +460,15 @@ class SagaMachine:
         return self._send_undo(s)
 
     def _close(self) -> list[Command]:
-        failed = any(s.state is P.ROLLBACK_FAILED or s.settled == "dead-letter" for s in self._walked())
+        walked = self._walked()
+        failed = any(_not_clean(s) for s in walked)
         status = S.ROLLBACK_FAILED if failed else S.ROLLED_BACK
         body: dict[str, Any] = {"status": status.value}
         if self._d.stopped_at is not None:
             body["stoppedAt"] = self._d.stopped_at
+        left = [s.step_id for s in reversed(walked) if s.settled == "kept-irreversible"]
+        if left:
+            body["leftInPlace"] = left
         return [*self._write("saga.closed", body), Finished(status=status)]
 
     def _walked(self) -> list[_Step]:
@@ -553,6 +566,7 @@ class SagaMachine:
                 bool(body.get("undo")),
                 bool(body.get("pivot")),
                 int(body.get("attempt", 1)),
+                irreversible=bool(body.get("irreversible")),
             )
             return
         s = self._step(step_id)
@@ -587,8 +601,8 @@ class SagaMachine:
             s.error, s.retry_at = str(body.get("error")), str(body.get("retryAt"))
         elif event == "undo.gave-up":
             s.error = str(body.get("error"))
-        elif event == "step.skipped":
-            s.settled = "skipped-no-undo"
+        elif event == "step.skipped":  # from the step as started, never from the entry's reason (HATP-JRN-19)
+            s.settled = "kept-irreversible" if s.irreversible else "skipped-no-undo"
         elif event == "step.dead-letter":
             s.settled, s.error = "dead-letter", str(body.get("error"))
         elif event == "rollback.stopped":
@@ -635,7 +649,14 @@ class SagaMachine:
                     code="STEP_UNSETTLED",
                     path=f"steps.{s.step_id}",
                 )
-            failed = failed or s.state is P.ROLLBACK_FAILED or s.settled == "dead-letter"
+            if status is S.ROLLED_BACK and s.settled == "kept-irreversible":
+                raise HatpError(
+                    "HATP-JRN-19",
+                    f"the saga claims ROLLED_BACK, but step {s.step_id} ({s.tool}) is irreversible and stands",
+                    code="IRREVERSIBLE_KEPT",
+                    path=f"steps.{s.step_id}",
+                )
+            failed = failed or _not_clean(s)
         if failed and status is S.ROLLED_BACK:
             raise HatpError(
                 "HATP-JRN-4",
@@ -645,6 +666,11 @@ class SagaMachine:
         if not failed and status is S.ROLLBACK_FAILED:
             raise HatpError("HATP-JRN-4", "the saga claims ROLLBACK_FAILED, but every step was settled cleanly")
         return status
+
+
+def _not_clean(s: _Step) -> bool:
+    """Whether rollback left this step other than undone, skipped for having no undo, or failed (HATP-JRN-4/19)."""
+    return s.state is P.ROLLBACK_FAILED or s.settled in ("dead-letter", "kept-irreversible")
 
 
 def output_body(value: Any) -> dict[str, Any]:
@@ -686,4 +712,5 @@ def _view(saga_id: str, s: _Step) -> StepView:
         undo_attempts=s.undo_attempts,
         retry_at=s.retry_at,
         rollback=rollback,
+        irreversible=s.irreversible,
     )

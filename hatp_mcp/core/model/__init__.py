@@ -24,6 +24,7 @@ and a test fails when the committed schemas drift from the models.
 - gateway.py: the Human Gateway's models: the Ask, the signed Answer, the Screen, and its durable AskRecord;
 - gateway_messages.py: the request / result messages of the Human Gateway and the Directory as MCP servers;
 - question.py: a question an agent asks people over MCP (`hatp/ask/{choose,form,text}`);
+- proxy_policy.py: the proxy's policy file: its upstream, that server's environment, a policy per tool;
 - toolcall.py: the subject of a tool-call approval: server, tool, arguments by digest, most paid and to whom.
 """
 
@@ -53,6 +54,7 @@ from hatp_mcp.core.model.messages import (
     StatusResult,
 )
 from hatp_mcp.core.model.plan import ApprovalRequirement, Branch, Plan
+from hatp_mcp.core.model.proxy_policy import ProxyPolicy
 from hatp_mcp.core.model.question import QuestionQuery, QuestionRequest
 from hatp_mcp.core.model.record import RecordEvent, TransactionRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
@@ -72,6 +74,7 @@ __all__ = [
     "HumanCard",
     "HumanDecisionProof",
     "Plan",
+    "ProxyPolicy",
     "Receipt",
     "RecordEvent",
     "RoutingRecord",
@@ -134,4 +137,5 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "txn-auth": TxnAuth,
     "question-request": QuestionRequest,
     "question-query": QuestionQuery,
+    "proxy-policy": ProxyPolicy,
 }

@@ -197,7 +197,14 @@ class Saga:
 
     async def _start(self, t: Undoable, args: dict[str, Any]) -> CallStep:
         step_id = f"s{self._m.step_count + 1}"  # (no await between here and the machine: the id is still free)
-        event = StartStep(step_id=step_id, tool=t.name, args=args, has_undo=t.undo is not None, pivot=t.pivot)
+        event = StartStep(
+            step_id=step_id,
+            tool=t.name,
+            args=args,
+            has_undo=t.undo is not None,
+            pivot=t.pivot,
+            irreversible=t.irreversible,
+        )
         cmds = await self._feed(event)
         return next(c for c in cmds if isinstance(c, CallStep))
 

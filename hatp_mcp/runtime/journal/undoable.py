@@ -63,6 +63,7 @@ class Undoable:
     pivot: bool = False
     description: str = ""  # for agent frameworks: what the tool does
     schema: dict[str, Any] | None = None  # for agent frameworks: the JSON Schema of its arguments
+    irreversible: bool = False  # it cannot be undone; rollback leaves it in place and says so (HATP-JRN-19)
 
 
 def undoable(
@@ -74,10 +75,14 @@ def undoable(
     pivot: bool = False,
     description: str = "",
     schema: dict[str, Any] | None = None,
+    irreversible: bool = False,
 ) -> Undoable:
-    """Declare a tool. Raises ValueError for a pivot that declares an undo (a pivot is what cannot be undone)."""
+    """Declare a tool. Raises ValueError for a pivot or an irreversible tool that declares an undo (neither can be
+    undone), or one that is both."""
     if not name:
         raise ValueError("a tool needs a name")
-    if pivot and undo is not None:
-        raise ValueError(f"tool {name!r}: a pivot cannot be undone, so it declares no undo")
-    return Undoable(name, execute, undo, lookup, pivot, description, schema)
+    if (pivot or irreversible) and undo is not None:
+        raise ValueError(f"tool {name!r}: a pivot or irreversible tool cannot be undone, so it declares no undo")
+    if pivot and irreversible:
+        raise ValueError(f"tool {name!r}: a pivot stops rollback; an irreversible tool does not: choose one")
+    return Undoable(name, execute, undo, lookup, pivot, description, schema, irreversible)

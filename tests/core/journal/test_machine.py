@@ -195,6 +195,33 @@ def test_rollback_stops_at_a_completed_pivot_and_the_record_says_so_HATP_JRN_5()
     assert r.replayed().stopped_at == "ship"
 
 
+def test_rollback_leaves_an_irreversible_step_in_place_goes_on_and_never_ends_rolled_back_HATP_JRN_19() -> None:
+    r = Run()
+    r.step("s1")
+    r.feed(StartStep(step_id="write", tool="write_file", args={"path": "a"}, has_undo=False, irreversible=True))
+    r.feed(StepCompleted(step_id="write", output={"ok": True}))
+    r.step("s3")
+    r.feed(Rollback(reason="boom"))
+    r.feed(UndoAnswered(step_id="s3", ok=True))
+    out = r.feed(UndoAnswered(step_id="s1", ok=True))  # rollback went on past the irreversible step
+    closed = next(c for c in out if isinstance(c, Write) and c.event == "saga.closed")
+    assert closed.body == {"status": "ROLLBACK_FAILED", "leftInPlace": ["write"]}
+    assert out[-1] == Finished(status=S.ROLLBACK_FAILED) and not any(isinstance(c, DeadLetter) for c in out)
+    skipped = next(b for e, b in entries(r.m, r.log) if e == "step.skipped")
+    assert skipped == {"stepId": "write", "reason": "irreversible"}
+    assert r.m.step("write").rollback == "kept-irreversible" and r.m.step("s1").rollback == "undone"
+    assert r.replayed().status is S.ROLLBACK_FAILED
+    # a record that says it was all undone, over an irreversible step left in place, does not replay
+    lie = [*entries(r.m, r.log)[:-1], ("saga.closed", {"status": "ROLLED_BACK"})]
+    with pytest.raises(HatpError) as err:
+        SagaMachine.replay("saga-1", lie)
+    assert err.value.rule == "HATP-JRN-19" and err.value.code == "IRREVERSIBLE_KEPT"
+    # nor does one whose skip calls it a mere no-undo step: the step as started decides
+    relabelled = [(e, {**b, "reason": "no-undo"} if e == "step.skipped" else b) for e, b in lie]
+    with pytest.raises(HatpError):
+        SagaMachine.replay("saga-1", relabelled)
+
+
 def test_a_pivot_in_doubt_stops_rollback_and_the_saga_ends_rollback_failed_HATP_JRN_5() -> None:
     r = Run()
     r.step("s1")

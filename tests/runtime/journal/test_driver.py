@@ -371,7 +371,7 @@ def test_a_pivot_declares_no_undo_and_the_journal_needs_a_journal_key() -> None:
     async def undo(args: dict[str, Any], output: Any, key: str) -> None:
         return None
 
-    with pytest.raises(ValueError, match="pivot cannot be undone"):
+    with pytest.raises(ValueError, match="pivot or irreversible tool cannot be undone"):
         undoable("ship", run, undo, pivot=True)
     with pytest.raises(ValueError, match="'journal'"):
         Journal(MemoryJournalStore(), SigningKey.generate(["coordinator"]))

@@ -1,0 +1,202 @@
+"""The proxy's decision for each upstream tool, checked against the tools the upstream lists (spec/proxy.md), and
+the undo and lookup arguments its expressions build. Pure: the binding lists the tools and makes the calls.
+
+`resolve_tools(policy, upstream)` is run once at start, before anything is served: every tool, undo tool and
+lookup tool the file names exists upstream (HATP-PXY-4); each built argument fits the undo (lookup) tool's
+`inputSchema` as far as an expression's shape can be known without running it: required properties present,
+none the schema forbids, arrays where arrays go, objects with their required members (HATP-PXY-5); a read-only
+tool is never journaled (HATP-PXY-6). `build_arguments` evaluates the expressions at rollback; one that finds
+nothing refuses the undo rather than send it with an argument missing (HATP-PXY-7).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, compiled
+from hatp_mcp.errors import HatpError
+
+__all__ = [
+    "IRREVERSIBLE_NOTE",
+    "ToolRule",
+    "UpstreamTool",
+    "build_arguments",
+    "call_document",
+    "expression_shape",
+    "resolve_tools",
+]
+
+IRREVERSIBLE_NOTE = "This call cannot be undone: a saga rollback leaves its effect in place and says so (HATP-PXY-8)."
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTool:
+    """What the proxy needs of one tool the upstream lists."""
+
+    name: str
+    input_schema: Mapping[str, Any]
+    read_only_hint: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRule:
+    """The proxy's decision for one upstream tool: `action` is pass, journal, irreversible, hide or deny."""
+
+    tool: str
+    action: str
+    undo: UndoCall | None = None
+    lookup: LookupCall | None = None
+
+
+def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict[str, ToolRule]:
+    """Each upstream tool's rule. Raises HatpError HATP-PXY-4 (`UNKNOWN_TOOL`), HATP-PXY-5
+    (`UNDO_ARGUMENTS_UNFIT`) or HATP-PXY-6 (`READ_ONLY_JOURNALED`), naming the file's path and the fix."""
+    tools = {t.name: t for t in upstream}
+    listed = ", ".join(sorted(tools)) or "none"
+    for name, entry in policy.tools.items():
+        at = f"tools.{name}"
+        if name not in tools:
+            raise HatpError(
+                "HATP-PXY-4",
+                f"the upstream has no tool {name!r} (it lists: {listed})",
+                path=at,
+                code="UNKNOWN_TOOL",
+                fix="name a tool the upstream lists, or remove the entry",
+            )
+        read_only = entry.read_only or tools[name].read_only_hint
+        if read_only and entry.policy in ("journal", "irreversible"):
+            by = "the file marks it readOnly" if entry.read_only else "the upstream marks it readOnlyHint"
+            raise HatpError(
+                "HATP-PXY-6",
+                f"{name!r} changes nothing ({by}), so it is never journaled: policy {entry.policy!r} is refused",
+                path=f"{at}.policy",
+                code="READ_ONLY_JOURNALED",
+                fix='make it "pass" (or "hide" / "deny")',
+            )
+        for member, call in (("undo", entry.undo), ("lookup", entry.lookup)):
+            if call is None:
+                continue
+            target = tools.get(call.tool)
+            if target is None:
+                raise HatpError(
+                    "HATP-PXY-4",
+                    f"the {member} of {name!r} calls {call.tool!r}, which the upstream does not have "
+                    f"(it lists: {listed})",
+                    path=f"{at}.{member}.tool",
+                    code="UNKNOWN_TOOL",
+                    fix=f"name an upstream tool as the {member}",
+                )
+            _fits(call.arguments, target, f"{at}.{member}.arguments")
+    out: dict[str, ToolRule] = {}
+    for t in upstream:
+        named = policy.tools.get(t.name)
+        if named is not None:
+            out[t.name] = ToolRule(t.name, named.policy, named.undo, named.lookup)
+        elif t.read_only_hint and policy.default == "irreversible":
+            out[t.name] = ToolRule(t.name, "pass")  # a read-only tool is never journaled (HATP-PXY-6)
+        else:
+            out[t.name] = ToolRule(t.name, policy.default)
+    return out
+
+
+def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str) -> None:
+    """Raises HatpError HATP-PXY-5 when the built object cannot fit the tool's inputSchema."""
+    shape: dict[str, Any] = {k: expression_shape(v) for k, v in arguments.items()}
+    problem = _misfit(("object", shape), tool.input_schema, "")
+    if problem is not None:
+        where, why = problem
+        raise HatpError(
+            "HATP-PXY-5",
+            f"the arguments built for {tool.name!r} do not fit its inputSchema: {why}",
+            path=path + where,
+            code="UNDO_ARGUMENTS_UNFIT",
+            fix=f"build what {tool.name}'s inputSchema asks for (see its tools/list entry), e.g. rename with "
+            "a multiselect hash: items[*].{wanted: given}",
+        )
+
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+
+
+def expression_shape(expression: str) -> Any:
+    """What an expression yields, as far as its syntax tells: `("array", item)`, `("object", {key: shape})`, a JSON
+    type name, or None (unknown until it runs)."""
+    return _shape(compiled(expression).parsed)
+
+
+def _shape(node: Mapping[str, Any]) -> Any:
+    kind = node.get("type")
+    children = node.get("children") or []
+    if kind in ("projection", "value_projection", "filter_projection"):
+        return ("array", _shape(children[1]))
+    if kind in ("flatten", "multi_select_list"):
+        return ("array", None)
+    if kind == "multi_select_dict":
+        return ("object", {pair["value"]: _shape(pair["children"][0]) for pair in children})
+    if kind in ("subexpression", "pipe") and children:
+        return _shape(children[-1])
+    if kind == "literal":
+        value = node.get("value")
+        if isinstance(value, list):
+            return ("array", None)
+        if isinstance(value, dict):
+            return ("object", {k: _JSON_TYPES.get(type(v)) for k, v in value.items()})
+        return _JSON_TYPES.get(type(value))
+    if kind in ("comparator", "not_expression"):
+        return "boolean"
+    return None
+
+
+def _misfit(shape: Any, schema: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+    """Why a value of `shape` cannot be valid against `schema`, or None (it may be)."""
+    if shape is None or not isinstance(schema, Mapping):
+        return None
+    kind = shape[0] if isinstance(shape, tuple) else shape
+    allowed = schema.get("type")
+    types = {allowed} if isinstance(allowed, str) else set(allowed) if isinstance(allowed, list) else None
+    if types is not None and kind not in types and not (kind == "integer" and "number" in types):
+        return where, f"{where.lstrip('.') or 'the arguments'} is built as {kind}, the schema asks for {allowed}"
+    if kind == "array" and isinstance(shape, tuple):
+        return _misfit(shape[1], schema.get("items") or {}, f"{where}[*]")
+    if kind == "object" and isinstance(shape, tuple):
+        members: Mapping[str, Any] = shape[1]
+        missing = [r for r in schema.get("required") or [] if r not in members]
+        if missing:
+            return where, f"{where.lstrip('.') or 'the arguments'} lacks required {', '.join(map(repr, missing))}"
+        props = schema.get("properties") or {}
+        if schema.get("additionalProperties") is False:
+            extra = [k for k in members if k not in props]
+            if extra:
+                return f"{where}.{extra[0]}", f"{extra[0]!r} is not a property the schema allows"
+        for key, sub in members.items():
+            problem = _misfit(sub, props.get(key) or {}, f"{where}.{key}")
+            if problem is not None:
+                return problem
+    return None
+
+
+def call_document(args: Mapping[str, Any], result: Any) -> dict[str, Any]:
+    """What the expressions read: `{"args": <the call's arguments>, "result": <its result>}`."""
+    return {"args": dict(args), "result": result}
+
+
+def build_arguments(arguments: Mapping[str, str], doc: Mapping[str, Any], *, what: str, path: str) -> dict[str, Any]:
+    """Evaluate each expression over `doc`. Raises HatpError HATP-PXY-7 (`ARGUMENT_NOT_FOUND`) when one yields
+    null: the call is never sent with an argument missing."""
+    out: dict[str, Any] = {}
+    for name, expression in arguments.items():
+        value = compiled(expression).search(dict(doc))
+        if value is None:
+            raise HatpError(
+                "HATP-PXY-7",
+                f"{what}: {expression!r} found nothing in the call's "
+                f"{'arguments and result' if 'result' in doc else 'arguments'} (keys: {json.dumps(sorted(doc))})",
+                path=f"{path}.{name}",
+                code="ARGUMENT_NOT_FOUND",
+                fix="write an expression over what the call's arguments or result always hold",
+            )
+        out[name] = value
+    return out

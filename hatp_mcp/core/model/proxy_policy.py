@@ -1,0 +1,219 @@
+"""The proxy's policy file: which upstream MCP server it fronts, the environment that server gets, and what the
+proxy does with each of its tools (spec/proxy.md). Pure: no IO; reading the file, the environment and secret files
+is the binding's (hatp_mcp/mcp/proxy_upstream.py).
+
+    {"upstream": {"command": "node", "args": ["server-memory/dist/index.js"],
+                  "env": {"MEMORY_FILE_PATH": "/srv/memory.jsonl", "API_KEY": {"file": "/srv/key"}}},
+     "default": "deny",
+     "tools": {
+       "read_graph": {"policy": "pass"},
+       "create_entities": {"policy": "journal",
+                           "undo": {"tool": "delete_entities",
+                                    "arguments": {"entityNames": "result.entities[*].name"}}},
+       "write_file": {"policy": "irreversible"}}}
+
+Each undo (and lookup) argument is a JMESPath expression over `{"args": <the call's arguments>, "result": <its
+structured result, or its text parsed as JSON>}`, compiled when the file is read: data for a library made to
+select and reshape JSON, never code (HATP-PXY-3). `load_policy` turns a parsed document into a ProxyPolicy or one
+HatpError naming the rule, the JSON path and the fix.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.wire import error_path, explain
+from hatp_mcp.errors import HatpError
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "POLICIES",
+    "EnvFromEnv",
+    "EnvFromFile",
+    "Expression",
+    "HttpUpstream",
+    "LookupCall",
+    "ProxyPolicy",
+    "StdioUpstream",
+    "ToolPolicy",
+    "UndoCall",
+    "compiled",
+    "load_policy",
+]
+
+POLICIES = ("pass", "journal", "irreversible", "hide", "deny")
+DEFAULT_POLICIES = ("pass", "irreversible", "hide", "deny")  # journal needs an undo, which only a named tool has
+_EXPRESSION_ERROR = "hatp_proxy_expression"
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_TOOL_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$"
+
+
+@lru_cache(maxsize=1024)
+def compiled(expression: str) -> Any:
+    """The compiled JMESPath expression (remembered: a policy's few expressions run on every call and undo).
+    Raises jmespath's ParseError (a ValueError) for one that does not parse."""
+    return jmespath.compile(expression)
+
+
+def _check_expression(value: str) -> str:
+    try:
+        compiled(value)
+    except (JMESPathError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PydanticCustomError(
+            _EXPRESSION_ERROR,
+            "'{expression}' is not a JMESPath expression ({why})",
+            {"expression": value, "why": first},
+        ) from None
+    return value
+
+
+Expression = Annotated[
+    str,
+    AfterValidator(_check_expression),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "description": 'A JMESPath expression over {"args": ..., "result": ...}, e.g. result.entities[*].name; '
+            'a constant is a literal, e.g. `"soft"`.',
+        }
+    ),
+]
+ToolName = Annotated[str, Field(pattern=_TOOL_NAME)]
+EnvName = Annotated[str, Field(pattern=_ENV_NAME)]
+
+
+class EnvFromEnv(WireModel):
+    """`{"env": NAME}`: the value of the proxy's own variable NAME, passed on under the name the file gives it."""
+
+    env: EnvName
+
+
+class EnvFromFile(WireModel):
+    """`{"file": PATH}`: the content of a file readable by its owner only (mode 0600 or stricter), trailing newline
+    removed: where a secret lives."""
+
+    file: str = Field(min_length=1, max_length=4096)
+
+
+EnvValue = str | EnvFromEnv | EnvFromFile
+
+
+class StdioUpstream(WireModel):
+    """A server the proxy starts over stdio. It gets exactly `env` beside the MCP SDK's minimal default (PATH,
+    HOME, USER, ...): nothing else of the proxy's environment (HATP-PXY-2)."""
+
+    command: str = Field(min_length=1, max_length=4096)
+    args: list[str] = Field(default_factory=list)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    cwd: str | None = Field(default=None, min_length=1, max_length=4096)
+
+
+class HttpUpstream(WireModel):
+    """A server the proxy reaches over streamable HTTP."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=4096)
+
+
+class UndoCall(WireModel):
+    """The upstream call that undoes a journaled one: a tool, and each argument as an expression."""
+
+    tool: ToolName
+    arguments: dict[str, Expression] = Field(default_factory=dict)
+
+
+class LookupCall(WireModel):
+    """How to tell whether a call whose answer was lost happened: an upstream (read) tool called with `arguments`
+    (expressions over `{"args"}`), and `happened`, an expression over `{"args", "result": <the lookup's result>}`
+    that is true when it did, false when it did not (null: cannot tell, a dead letter)."""
+
+    tool: ToolName
+    arguments: dict[str, Expression] = Field(default_factory=dict)
+    happened: Expression
+
+
+class ToolPolicy(WireModel):
+    """What the proxy does with one tool. `undo` (and `lookup`) only with `journal`; `readOnly: true` says the tool
+    changes nothing, so it is never journaled (as a `readOnlyHint` from the upstream does)."""
+
+    policy: Literal["pass", "journal", "irreversible", "hide", "deny"]
+    undo: UndoCall | None = None
+    lookup: LookupCall | None = None
+    read_only: bool | None = None
+
+
+class ProxyPolicy(WireModel):
+    """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool."""
+
+    upstream: StdioUpstream | HttpUpstream
+    default: Literal["pass", "irreversible", "hide", "deny"] = "deny"
+    tools: dict[ToolName, ToolPolicy] = Field(default_factory=dict)
+
+
+def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
+    """A parsed policy document as a ProxyPolicy. Raises HatpError: HATP-PXY-1 (`BAD_POLICY`: not of the schema,
+    or a journal entry without an undo, an undo on another policy), HATP-PXY-3 (`BAD_EXPRESSION`)."""
+    try:
+        policy = ProxyPolicy.model_validate(doc)
+    except ValidationError as exc:
+        errors = exc.errors()
+        bad = next((e for e in errors if e["type"] == _EXPRESSION_ERROR), None)
+        if bad is not None:
+            raise HatpError(
+                "HATP-PXY-3",
+                f"{source}: {bad['msg']}",
+                path=_path(bad["loc"]),
+                code="BAD_EXPRESSION",
+                fix='write a JMESPath expression (jmespath.org) over {"args": ..., "result": ...}, '
+                'e.g. args.entities[*].name; a constant as a literal: `"text"`',
+            ) from None
+        first = dict(_most_specific(errors))
+        first["loc"] = tuple(p for p in first["loc"] if p not in _UNION_TAGS)
+        raise HatpError(
+            "HATP-PXY-1",
+            f"{source}: {explain(first, ProxyPolicy)}",
+            path=_path(first["loc"]),
+            code="BAD_POLICY",
+            fix="see spec/schemas/proxy-policy.json and spec/proxy.md",
+        ) from None
+    for name, tool in policy.tools.items():
+        at = f"tools.{name}"
+        if tool.policy == "journal" and tool.undo is None:
+            raise HatpError(
+                "HATP-PXY-1",
+                f"{source}: {name!r} is journaled but names no undo: rollback could not undo it",
+                path=f"{at}.undo",
+                code="BAD_POLICY",
+                fix='add "undo": {"tool": ..., "arguments": {...}}, or make it "irreversible" (never undone) or "pass"',
+            )
+        if tool.policy != "journal" and (tool.undo is not None or tool.lookup is not None):
+            member = "undo" if tool.undo is not None else "lookup"
+            raise HatpError(
+                "HATP-PXY-1",
+                f"{source}: {name!r} has policy {tool.policy!r}, which is never undone or looked up",
+                path=f"{at}.{member}",
+                code="BAD_POLICY",
+                fix=f'remove {member}, or make the policy "journal"',
+            )
+    return policy
+
+
+# pydantic names the union member it tried in an error's location; the file has no such member
+_UNION_TAGS = frozenset({"StdioUpstream", "HttpUpstream", "EnvFromEnv", "EnvFromFile", "str"})
+
+
+def _path(loc: Any) -> str:
+    return error_path(tuple(p for p in loc if p not in _UNION_TAGS))
+
+
+def _most_specific(errors: list[Any]) -> Any:
+    """Of a union's errors (the upstream is one of two shapes), the one that reached deepest: the likeliest typo."""
+    return max(errors, key=lambda e: len(e["loc"]))

@@ -1,0 +1,108 @@
+"""How the proxy reaches its upstream: the policy file read from disk, and the stdio server's parameters with
+exactly the environment the file names, its secrets read from the proxy's environment or from owner-only files
+(HATP-PXY-2, spec/proxy.md).
+
+The MCP SDK's stdio client starts a server with its minimal default environment (PATH, HOME, USER, ...) merged
+under the `env` given here, never the caller's whole environment; the proxy adds only what the file names. No
+value read here is ever put in an error or a log line: refusals name the variable, the path and the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from mcp import StdioServerParameters
+
+from hatp_mcp.core.model.proxy_policy import EnvFromEnv, EnvFromFile, HttpUpstream, ProxyPolicy, load_policy
+from hatp_mcp.errors import HatpError
+
+__all__ = ["read_policy", "upstream_target"]
+
+RULE = "HATP-PXY-2"
+
+
+def read_policy(path: Path) -> ProxyPolicy:
+    """The policy file at `path`. Raises HatpError HATP-PXY-1 (not JSON, not of the schema), HATP-PXY-3."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise HatpError(
+            "HATP-PXY-1",
+            f"cannot read the policy file {path}: {type(exc).__name__}: {exc}",
+            code="BAD_POLICY",
+            fix="give --policy a readable JSON file (spec/proxy.md)",
+        ) from None
+    return load_policy(doc, f"policy file {path.name}")
+
+
+def upstream_target(
+    policy: ProxyPolicy, base: Path, environ: Mapping[str, str] | None = None
+) -> str | StdioServerParameters:
+    """The URL, or how to start the stdio server: its `cwd` and relative paths taken from `base` (the policy
+    file's folder), its `env` exactly the file's, resolved. Raises HatpError HATP-PXY-2 (`ENV_NOT_SET`,
+    `SECRET_FILE_OPEN`, `SECRET_FILE_UNREADABLE`)."""
+    up = policy.upstream
+    if isinstance(up, HttpUpstream):
+        return up.url
+    source = os.environ if environ is None else environ
+    env: dict[str, str] = {}
+    for name, value in up.env.items():
+        at = f"upstream.env.{name}"
+        if isinstance(value, EnvFromEnv):
+            got = source.get(value.env)
+            if got is None:
+                raise HatpError(
+                    RULE,
+                    f"the upstream's {name} is to come from the proxy's variable {value.env}, which is not set",
+                    path=at,
+                    code="ENV_NOT_SET",
+                    fix=f"set {value.env} in the proxy's environment, or give {name} another value",
+                )
+            env[name] = got
+        elif isinstance(value, EnvFromFile):
+            env[name] = _secret(base / value.file, at)
+        else:
+            env[name] = value
+    cwd = base / up.cwd if up.cwd is not None else base
+    return StdioServerParameters(command=up.command, args=list(up.args), env=env, cwd=str(cwd))
+
+
+def _secret(path: Path, at: str) -> str:
+    """The content of an owner-only file, without its trailing newline. Checked on the file opened, so the file
+    read is the file checked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise HatpError(
+            RULE,
+            f"cannot open the secret file {path} ({exc.strerror})",
+            path=f"{at}.file",
+            code="SECRET_FILE_UNREADABLE",
+            fix="name a file the proxy can read",
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o177:
+            raise HatpError(
+                RULE,
+                f"the secret file {path} has mode {stat.S_IMODE(st.st_mode):04o}: others than its owner may use it",
+                path=f"{at}.file",
+                code="SECRET_FILE_OPEN",
+                fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
+            )
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HatpError(
+            RULE,
+            f"the secret file {path} is not UTF-8 text",
+            path=f"{at}.file",
+            code="SECRET_FILE_UNREADABLE",
+            fix="store the value as UTF-8 text",
+        ) from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
