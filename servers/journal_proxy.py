@@ -1,10 +1,17 @@
-"""The journaling proxy as a process: any MCP server's tools, unchanged, each call journaled and undoable.
+"""The proxy as a process: any MCP server's tools, each passed, journaled, marked irreversible, hidden or denied as
+its policy file says (spec/proxy.md).
 
-`python -m servers.journal_proxy --transport stdio|http [--port N] --data DIR --upstream TARGET --undo-map FILE`
+`python -m servers.journal_proxy --transport stdio|http [--port N] --data DIR --policy FILE`
 
-TARGET is the upstream server, as the operator writes it: `http(s)://.../mcp`, `stdio:MODULE[:DATA]` (a Python
-module of this repository) or `cmd:<command line>` (any stdio MCP server; split like a shell would, never run
-through one). The undo map says which upstream tool undoes which (hatp_mcp/core/journal/undo_map.py). State and
+The policy file names the upstream (a command it starts over stdio with exactly the environment the file names, or
+a URL) and the policy of each tool. At start the proxy lists the upstream's tools and checks the file against
+them; a file it refuses ends it with exit status 2 and one line naming the rule, the path and the fix, before its
+journal is opened or anything is served.
+
+The older form `--upstream TARGET --undo-map FILE` still works: TARGET is `http(s)://.../mcp`,
+`stdio:MODULE[:DATA]` (a Python module of this repository) or `cmd:<command line>` (any stdio MCP server; split
+like a shell would, never run through one); the undo map (hatp_mcp/core/journal/undo_map.py) becomes the same
+policy, every tool it does not name irreversible. State and
 the journal's key (role `journal`) live under --data (`--store postgresql://USER@HOST:PORT/DB`: the sagas in
 PostgreSQL); on start it recovers unfinished sagas (policy `rollback`). Over HTTP it needs `--callers FILE` and
 refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers share its one current saga, so
@@ -26,11 +33,14 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from hatp_mcp.core.journal.proxy_tools import resolve_tools
 from hatp_mcp.core.journal.undo_map import UndoMap
+from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
-from hatp_mcp.mcp.journal_proxy import JournalingProxy
+from hatp_mcp.mcp.journal_proxy import JournalingProxy, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.url import StoreUrl, open_journal_store
@@ -52,11 +62,36 @@ def parse_upstream(target: str) -> str | StdioServerParameters:
     raise ValueError(f"--upstream {target!r}: http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
 
 
+def _legacy_upstream(target: str | StdioServerParameters) -> StdioUpstream | HttpUpstream:
+    if isinstance(target, str):
+        return HttpUpstream(url=target)
+    cwd = str(target.cwd) if target.cwd is not None else None
+    return StdioUpstream(command=target.command, args=list(target.args), env=dict(target.env or {}), cwd=cwd)
+
+
+def _policy(args: argparse.Namespace) -> tuple[ProxyPolicy, str | StdioServerParameters]:
+    """The policy and how to reach the upstream. Raises HatpError (HATP-PXY-1/2/3, HATP-JRN-14), ValueError."""
+    if args.policy is not None:
+        if args.upstream is not None or args.undo_map is not None:
+            raise ValueError(
+                "--policy names the upstream and every tool's policy: give neither --upstream nor --undo-map"
+            )
+        path = Path(args.policy).resolve()
+        policy = read_policy(path)
+        return policy, upstream_target(policy, path.parent)
+    if args.upstream is None or args.undo_map is None:
+        raise ValueError("give --policy FILE (or the older --upstream TARGET with --undo-map FILE)")
+    target = parse_upstream(args.upstream)
+    undo_map = UndoMap.parse(json.loads(Path(args.undo_map).read_text()))
+    return undo_map.policy(_legacy_upstream(target)), target
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servers.journal_proxy", description="a journaling MCP proxy (undoable calls)")
+    p = argparse.ArgumentParser(prog="servers.journal_proxy", description="an MCP proxy with a policy per tool")
     add_server_arguments(p)
-    p.add_argument("--upstream", required=True, help="http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
-    p.add_argument("--undo-map", required=True, help="JSON: which upstream tool undoes which")
+    p.add_argument("--policy", help="the policy file: the upstream and each tool's policy (spec/proxy.md)")
+    p.add_argument("--upstream", help="(with --undo-map) http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
+    p.add_argument("--undo-map", help="(with --upstream) JSON: which upstream tool undoes which")
     add_callers_argument(p)
     p.add_argument(
         "--store",
@@ -69,17 +104,12 @@ async def _run(
     args: argparse.Namespace,
     data: Path,
     store_url: StoreUrl,
-    undo_map: UndoMap,
+    policy: ProxyPolicy,
     target: str | StdioServerParameters,
     callers: CallerTokens | None,
 ) -> int:
     key = load_or_create_key(data, ["journal"])
     async with AsyncExitStack() as stack:
-        try:
-            store = await stack.enter_async_context(open_journal_store(store_url))
-        except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
-            log(f"journal-proxy: cannot start: {store_url}: {exc}")
-            return 2
         if isinstance(target, str):
             client = Client(target)
         else:
@@ -87,8 +117,18 @@ async def _run(
             client = Client(stdio_client(target, errlog=errlog))
         upstream = await stack.enter_async_context(client)
         tools = (await upstream.list_tools()).tools
+        try:  # the file against the upstream's tools, before the journal is opened or anything is served
+            resolve_tools(policy, upstream_tools(tools))
+        except HatpError as exc:  # HATP-PXY-4/5/6
+            log(f"journal-proxy: cannot start: {exc.one_line()}")
+            return 2
+        try:
+            store = await stack.enter_async_context(open_journal_store(store_url))
+        except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
+            log(f"journal-proxy: cannot start: {store_url}: {exc}")
+            return 2
         journal = Journal(store, key, author="journal-proxy://" + data.name)
-        proxy = JournalingProxy(upstream, tools, journal, undo_map)
+        proxy = JournalingProxy(upstream, tools, journal, policy)
         for saga_id, status in (await journal.recover()).items():
             log(f"journal-proxy: recovered {saga_id}: {status.value}")
         low = proxy.server()
@@ -105,8 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("journal-proxy: --data DIR is required (the journal keeps its sagas and key there)")
         return 2
     try:
-        undo_map = UndoMap.parse(json.loads(Path(args.undo_map).read_text()))
-        target = parse_upstream(args.upstream)
+        policy, target = _policy(args)
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(Path(args.data) / "journal.db")
         callers = read_callers(args, "journaling proxy")
     except (OSError, ValueError) as exc:
@@ -116,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"journal-proxy: cannot start: {exc.one_line()}")
         return 2
     Path(args.data).mkdir(parents=True, exist_ok=True)
-    return anyio.run(functools.partial(_run, args, Path(args.data), store, undo_map, target, callers))
+    return anyio.run(functools.partial(_run, args, Path(args.data), store, policy, target, callers))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from mcp.server import MCPServer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ORG = Path(__file__).resolve().parents[1] / "spec" / "fixtures" / "org"
+NPM_MODULES = Path(__file__).resolve().parent / "e2e" / "npm_servers" / "node_modules"
 
 
 def example(heading: str) -> dict[str, Any]:
@@ -119,3 +120,46 @@ async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_
     link = (await run(enrol[0], tmp_path)).strip()  # the rest needs Ben's browser: tests/e2e/test_org_config.py
     assert link.startswith(f"http://localhost:{load_suite(org).inbox_port}/enrol?code=")
     assert json.loads(await run(enrol[1], tmp_path)) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.e2e
+async def test_the_proxy_policy_example_runs_server_memory_and_a_rollback_leaves_its_file_as_it_was(
+    tmp_path: Path,
+) -> None:
+    import json
+    import shutil
+
+    import anyio
+    from mcp.client.stdio import stdio_client
+
+    from hatp_mcp.mcp.launch import stdio_params
+
+    text = README.read_text()
+    section = text[text.index("## Any MCP server behind a policy file") :]
+    install = re.search(r"```sh\n(.*?)```", section, re.S)
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert install and block and install.group(1).strip().startswith("npm install @modelcontextprotocol/server-memory")
+    modules = NPM_MODULES
+    if shutil.which("node") is None or not (modules / "@modelcontextprotocol" / "server-memory").is_dir():
+        pytest.fail("server-memory is not installed: run `make npm-servers` (needs node and npm)")
+    (tmp_path / "node_modules").symlink_to(modules)  # what the README's npm install gives, pinned by the lockfile
+    memory = tmp_path / "memory.jsonl"
+    (tmp_path / "policy.json").write_text(block.group(1).replace("/home/you/memory.jsonl", str(memory)))
+    policy = json.loads((tmp_path / "policy.json").read_text())
+    assert policy["upstream"]["env"] == {"MEMORY_FILE_PATH": str(memory)}
+    params = stdio_params("servers.journal_proxy", tmp_path / "proxy-data", ["--policy", str(tmp_path / "policy.json")])
+    with anyio.fail_after(60):
+        async with Client(stdio_client(params)) as client:
+            await client.call_tool("saga_begin", {"name": "notes"})
+            made = await client.call_tool(
+                "create_entities", {"entities": [{"name": "ada", "entityType": "person", "observations": []}]}
+            )
+            await client.call_tool(
+                "add_observations", {"observations": [{"entityName": "ada", "contents": ["writes code"]}]}
+            )
+            grown = memory.read_text()
+            done = await client.call_tool("saga_rollback", {})
+    assert not made.is_error and "writes code" in grown
+    assert done.structured_content is not None and done.structured_content["status"] == "ROLLED_BACK"
+    assert memory.read_text() == ""  # everything the saga made was deleted again

@@ -26,7 +26,8 @@ The servers and their clients:
 - directory_server.py: `serve_directory`, the Directory as an MCP server: resolving addresses, serving cards;
 - gated_tools.py: approval gates on an existing MCPServer: a gated call runs only with an approval that fits it;
 - journal_server.py: `serve_journal`, the journal as an MCP server for agents, and its undos over MCP;
-- journal_proxy.py: a journaling proxy: an upstream server's tools re-exposed, each call journaled as a step;
+- journal_proxy.py: the proxy: an upstream server's tools passed, journaled, irreversible, hidden or denied;
+- proxy_upstream.py: the proxy's policy file read, and its upstream started with exactly the env the file names;
 - journal_callers.py: who sent a journal request over HTTP: a bearer token per caller, each saga bound to one;
 - journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.
 

@@ -1,11 +1,13 @@
-"""A journaling proxy: an upstream MCP server's tools, re-exposed unchanged, each call journaled as a saga step
-with the undo the operator's undo map declares (HATP-JRN-14, hatp_mcp/core/journal/undo_map.py).
+"""The proxy: an upstream MCP server's tools, each handled by the policy file's rule for it (spec/proxy.md):
+passed, journaled as a saga step with the undo the file declares, journaled as an irreversible step, hidden or
+denied. The journal's rules hold for every journaled call (HATP-JRN-14).
 
-Every proxied call is registered (durable) before it goes upstream, with its idempotency key in `_meta`
-(`io.hatp/idempotencyKey`), and its result is written after; the upstream's answer goes back to the client
-exactly as it came. A call outside a saga begins one. The proxy adds `saga_begin`, `saga_complete`,
-`saga_rollback` and `saga_status`; a rollback calls the upstream undo tools, last first, with arguments taken by
-JSON pointer from each call's arguments and result. Refusals leave through hatp_mcp.mcp.errors only.
+Every journaled call is registered (durable) before it goes upstream, with its idempotency key in `_meta`
+(`io.hatp/idempotencyKey`), and its result is written after; the upstream's answer goes back to the client as it
+came (an irreversible tool's with a line saying it cannot be undone). A journaled call outside a saga begins one.
+The proxy adds `saga_begin`, `saga_complete`, `saga_rollback` and `saga_status`; a rollback calls the upstream
+undo tools, last first, with arguments built by the file's JMESPath expressions from each call's arguments and
+result. Refusals leave through hatp_mcp.mcp.errors only.
 """
 
 from __future__ import annotations
@@ -19,14 +21,30 @@ from mcp.server import Server
 from mcp.types import RequestParamsMeta
 
 from hatp_mcp.core.journal.events import SagaStatus
-from hatp_mcp.core.journal.undo_map import UndoMap, UndoRule
+from hatp_mcp.core.journal.proxy_tools import (
+    IRREVERSIBLE_NOTE,
+    ToolRule,
+    UpstreamTool,
+    build_arguments,
+    call_document,
+    resolve_tools,
+)
+from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, compiled
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import to_mcp_error
+from hatp_mcp.mcp.errors import to_mcp_error, tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.runtime.journal.driver import Journal, Saga
-from hatp_mcp.runtime.journal.undoable import Undoable, UndoRefused, undoable
+from hatp_mcp.runtime.journal.undoable import (
+    DidNotHappen,
+    Happened,
+    LookupFn,
+    Undo,
+    Undoable,
+    UndoRefused,
+    undoable,
+)
 
-__all__ = ["SAGA_TOOLS", "JournalingProxy"]
+__all__ = ["SAGA_TOOLS", "JournalingProxy", "result_document", "upstream_tools"]
 
 SAGA_TOOLS: list[types.Tool] = [
     types.Tool(
@@ -41,7 +59,8 @@ SAGA_TOOLS: list[types.Tool] = [
     ),
     types.Tool(
         name="saga_rollback",
-        description="Undo the current saga's calls, last first, through the upstream's undo tools.",
+        description="Undo the current saga's calls, last first, through the upstream's undo tools. Calls that "
+        "cannot be undone stay as they are, and the result lists them (leftInPlace).",
         input_schema={"type": "object", "properties": {"reason": {"type": "string"}}},
     ),
     types.Tool(
@@ -50,10 +69,30 @@ SAGA_TOOLS: list[types.Tool] = [
         input_schema={"type": "object", "properties": {"saga_id": {"type": "string"}}},
     ),
 ]
+_SAGA_NAMES = frozenset(t.name for t in SAGA_TOOLS)
+
+
+def upstream_tools(tools: list[types.Tool]) -> list[UpstreamTool]:
+    """What the policy checks need of the upstream's tools/list."""
+    return [
+        UpstreamTool(t.name, t.input_schema, bool(t.annotations is not None and t.annotations.read_only_hint))
+        for t in tools
+    ]
 
 
 def _text(result: types.CallToolResult) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def result_document(result: types.CallToolResult) -> Any:
+    """What expressions see as `result`: the structured result, else the text parsed as JSON, else the text."""
+    if result.structured_content is not None:
+        return result.structured_content
+    text = _text(result)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _json_result(value: dict[str, Any]) -> types.CallToolResult:
@@ -63,53 +102,109 @@ def _json_result(value: dict[str, Any]) -> types.CallToolResult:
 
 
 class JournalingProxy:
-    """The proxy's tool handlers over one upstream client. Build, then `server()` for the low-level server."""
+    """The proxy's tool handlers over one upstream client. Build, then `server()` for the low-level server.
 
-    def __init__(self, upstream: Client, upstream_tools: list[types.Tool], journal: Journal, undo_map: UndoMap):
-        names = {t.name for t in upstream_tools}
-        clash = names & {t.name for t in SAGA_TOOLS}
+    Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's tools (nothing is registered),
+    ValueError when the upstream already has a tool named as one of the saga tools."""
+
+    def __init__(self, upstream: Client, tools: list[types.Tool], journal: Journal, policy: ProxyPolicy):
+        clash = {t.name for t in tools} & _SAGA_NAMES
         if clash:
             raise ValueError(f"the upstream already has tools named {sorted(clash)}: the proxy cannot add its own")
+        self.rules: dict[str, ToolRule] = resolve_tools(policy, upstream_tools(tools))
         self.upstream = upstream
-        self.upstream_tools = upstream_tools
         self.journal = journal
-        self.map = undo_map
         self.current: Saga | None = None
-        for t in upstream_tools:
-            journal.register(self._undoable(undo_map.rule(t.name)))
+        self.listed: list[types.Tool] = []
+        for t in tools:
+            rule = self.rules[t.name]
+            if rule.action == "hide":
+                continue
+            if rule.action == "irreversible":
+                t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{IRREVERSIBLE_NOTE}"})
+            self.listed.append(t)
+            if rule.action in ("journal", "irreversible"):
+                journal.register(self._undoable(rule))
 
-    def _undoable(self, rule: UndoRule) -> Undoable:
+    def _undoable(self, rule: ToolRule) -> Undoable:
         async def never(args: dict[str, Any], key: str) -> Any:
             raise UndoRefused("the proxy makes proxied calls itself")
 
+        lookup = self._lookup(rule.tool, rule.lookup) if rule.lookup is not None else None
         if rule.undo is None:
-            return undoable(rule.tool, never, pivot=rule.pivot)
-        undo_tool = rule.undo
+            return undoable(rule.tool, never, lookup=lookup, irreversible=True)
+        return undoable(rule.tool, never, self._undo(rule.tool, rule.undo), lookup)
 
+    def _undo(self, tool: str, call: UndoCall) -> Undo:
         async def undo(args: dict[str, Any], output: Any, key: str) -> Any:
             try:
-                call_args = rule.build(args, output)
-            except HatpError as exc:
+                built = build_arguments(
+                    call.arguments, call_document(args, output), what=f"the undo of {tool}", path=f"tools.{tool}.undo"
+                )
+            except HatpError as exc:  # never sent with an argument missing (HATP-PXY-7): a dead letter says why
                 raise UndoRefused(exc.one_line()) from exc
-            result = await self.upstream.call_tool(undo_tool, call_args, meta=cast(RequestParamsMeta, {KEY_META: key}))
+            result = await self.upstream.call_tool(call.tool, built, meta=cast(RequestParamsMeta, {KEY_META: key}))
             if result.is_error:
-                raise RuntimeError(f"{undo_tool} failed: {_text(result) or 'isError'}")
-            return result.structured_content
+                raise RuntimeError(f"{call.tool} failed: {_text(result) or 'isError'}")
+            return result_document(result)
 
-        return undoable(rule.tool, never, undo)
+        return undo
+
+    def _lookup(self, tool: str, call: LookupCall) -> LookupFn:
+        async def lookup(args: dict[str, Any], key: str) -> Happened | DidNotHappen | None:
+            built = build_arguments(call.arguments, {"args": args}, what=f"the lookup of {tool}", path=f"tools.{tool}")
+            result = await self.upstream.call_tool(call.tool, built, meta=cast(RequestParamsMeta, {KEY_META: key}))
+            if result.is_error:
+                return None
+            happened = compiled(call.happened).search(call_document(args, result_document(result)))
+            if happened is None:
+                return None
+            return Happened(None) if happened else DidNotHappen()
+
+        return lookup
 
     def server(self, name: str = "hatp-journal-proxy") -> Server[Any]:
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult(tools=[*self.upstream_tools, *SAGA_TOOLS])
+            return types.ListToolsResult(tools=[*self.listed, *SAGA_TOOLS])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
             args = dict(params.arguments or {})
             try:
-                if params.name in {t.name for t in SAGA_TOOLS}:
+                if params.name in _SAGA_NAMES:
                     return _json_result(await self._saga_tool(params.name, args))
-                return await self._proxied(params.name, args)
             except HatpError as exc:
                 raise to_mcp_error(exc) from exc
+            rule = self.rules.get(params.name)
+            if rule is None or rule.action == "hide":  # a hidden tool is refused as one that does not exist
+                return tool_refusal(
+                    HatpError(
+                        "HATP-PXY-7",
+                        f"there is no tool named {params.name!r} here",
+                        path="name",
+                        code="UNKNOWN_TOOL",
+                        fix="call one of the tools tools/list gives",
+                    )
+                )
+            if rule.action == "deny":
+                return tool_refusal(
+                    HatpError(
+                        "HATP-PXY-7",
+                        f"the proxy's policy denies {params.name!r}: the call was not sent",
+                        path="name",
+                        code="TOOL_DENIED",
+                        fix="do without it, or ask the operator to change its policy (spec/proxy.md)",
+                    )
+                )
+            if rule.action == "pass":
+                return await self.upstream.call_tool(params.name, args)
+            try:
+                result = await self._journaled(params.name, args)
+            except HatpError as exc:
+                raise to_mcp_error(exc) from exc
+            if rule.action == "irreversible":  # every result says so (HATP-PXY-8)
+                note = types.TextContent(type="text", text=IRREVERSIBLE_NOTE)
+                result = result.model_copy(update={"content": [*result.content, note]})
+            return result
 
         return Server(name, version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -118,7 +213,7 @@ class JournalingProxy:
             self.current = await self.journal.begin("proxy")
         return self.current
 
-    async def _proxied(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _journaled(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
         saga = await self._saga()
         step = await saga.add_step(tool, args)  # durable before the call goes upstream (HATP-JRN-2)
         try:
@@ -129,8 +224,7 @@ class JournalingProxy:
         if result.is_error:
             await saga.fail_step(step.step_id, _text(result) or "isError")
         else:
-            output = result.structured_content
-            await saga.complete_step(step.step_id, output if output is not None else {"text": _text(result)})
+            await saga.complete_step(step.step_id, result_document(result))
         return result
 
     async def _saga_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -160,11 +254,17 @@ class JournalingProxy:
 
     @staticmethod
     def _status(saga: Saga) -> dict[str, Any]:
-        return {
-            "sagaId": saga.id,
-            "status": saga.status.value,
-            "steps": [
-                {"stepId": s.step_id, "tool": s.tool, "state": s.state.value, "rollback": s.rollback}
-                for s in saga.steps
-            ],
-        }
+        """The saga's status and steps; `leftInPlace`: the irreversible steps a rollback left standing."""
+        steps = []
+        for s in saga.steps:
+            step: dict[str, Any] = {"stepId": s.step_id, "tool": s.tool, "state": s.state.value, "rollback": s.rollback}
+            if s.irreversible:
+                step["irreversible"] = True
+            if s.error is not None:
+                step["error"] = s.error
+            steps.append(step)
+        out: dict[str, Any] = {"sagaId": saga.id, "status": saga.status.value, "steps": steps}
+        left = [s.step_id for s in saga.steps if s.rollback == "kept-irreversible"]
+        if left:
+            out["leftInPlace"] = left
+        return out

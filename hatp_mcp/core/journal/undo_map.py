@@ -8,20 +8,26 @@ call's arguments and result (HATP-JRN-14). Pure.
 
 A pointer (RFC 6901) is resolved against `{"args": <the call's arguments>, "result": <its structured result>}`;
 a value that is not a pointer string is refused (a constant goes in `"constants"`). A tool the map does not name
-is journaled without an undo (rollback skips it and says so).
+is journaled as irreversible (rollback leaves it in place and says so, HATP-JRN-19).
+
+The proxy runs on a policy file (hatp_mcp/core/model/proxy_policy.py); `UndoMap.policy` turns a map into one:
+each pointer becomes the JMESPath expression that finds the same member, each constant a literal, a pivot an
+irreversible tool, and the default `irreversible`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream, load_policy
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.errors import HatpError
 
-__all__ = ["UndoMap", "UndoRule", "resolve_pointer"]
+__all__ = ["UndoMap", "UndoRule", "pointer_expression", "resolve_pointer"]
 
 RULE = "HATP-JRN-14"
 _TOOL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")
@@ -73,12 +79,41 @@ def resolve_pointer(doc: Any, pointer: str) -> Any:
     return doc
 
 
+def pointer_expression(pointer: str) -> str:
+    """The JMESPath expression that finds what an RFC 6901 pointer finds (`/args/items/0` -> `"args"."items"[0]`)."""
+    parts: list[str] = []
+    for raw in pointer[1:].split("/") if pointer else []:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if token.isdigit() and (token == "0" or not token.startswith("0")):
+            parts.append(f"[{token}]")
+        else:
+            parts.append(("." if parts else "") + json.dumps(token))
+    return "".join(parts) or "@"
+
+
+def _literal(value: Any) -> str:
+    return "`" + json.dumps(value, ensure_ascii=False).replace("`", "\\`") + "`"
+
+
 @dataclass(frozen=True, slots=True)
 class UndoMap:
     rules: dict[str, UndoRule]
 
     def rule(self, tool: str) -> UndoRule:
         return self.rules.get(tool) or UndoRule(tool, None)
+
+    def policy(self, upstream: StdioUpstream | HttpUpstream) -> ProxyPolicy:
+        """The same proxy as a policy file. Raises HatpError HATP-PXY-1/3 (not for a map `parse` accepted)."""
+        tools: dict[str, Any] = {}
+        for name, r in self.rules.items():
+            if r.undo is None:
+                tools[name] = {"policy": "irreversible"}
+                continue
+            arguments = {k: _literal(v) for k, v in r.constants.items()}
+            arguments.update({k: pointer_expression(p) for k, p in r.arguments.items()})
+            tools[name] = {"policy": "journal", "undo": {"tool": r.undo, "arguments": arguments}}
+        doc = {"upstream": upstream.wire(), "default": "irreversible", "tools": tools}
+        return load_policy(doc, "the undo map")
 
     @classmethod
     def parse(cls, doc: object) -> UndoMap:

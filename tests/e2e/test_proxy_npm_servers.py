@@ -1,0 +1,272 @@
+"""The proxy (servers.journal_proxy --policy FILE) in front of MCP servers nobody here wrote: the official npm
+server-memory, server-filesystem and server-everything (pinned in tests/e2e/npm_servers/, `make npm-servers`),
+each started by the proxy as its upstream, the proxy itself a process driven by the MCP SDK's client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import get_default_environment, stdio_client
+
+from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
+from hatp_mcp.mcp.launch import ROOT, stdio_params
+
+pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
+
+SERVERS = Path(__file__).resolve().parent / "npm_servers" / "node_modules" / "@modelcontextprotocol"
+SECRET = "s3cr3t-never-in-a-log"
+
+
+def server(name: str) -> str:
+    """The npm server's entry point, or a failure saying how to install it (never a skip)."""
+    entry = SERVERS / name / "dist" / "index.js"
+    if shutil.which("node") is None or not entry.is_file():
+        pytest.fail(f"{name} is not installed: run `make npm-servers` (needs node and npm)")
+    return str(entry)
+
+
+def memory_policy(memory_file: Path) -> dict[str, Any]:
+    """server-memory with its three natural undo pairs (tests/../third-party-servers notes)."""
+    return {
+        "upstream": {
+            "command": "node",
+            "args": [server("server-memory")],
+            "env": {"MEMORY_FILE_PATH": str(memory_file)},
+        },
+        "default": "deny",
+        "tools": {
+            "read_graph": {"policy": "pass"},
+            "delete_relations": {"policy": "hide"},
+            "create_entities": {
+                "policy": "journal",
+                "undo": {"tool": "delete_entities", "arguments": {"entityNames": "result.entities[*].name"}},
+            },
+            "create_relations": {
+                "policy": "journal",
+                "undo": {"tool": "delete_relations", "arguments": {"relations": "args.relations"}},
+            },
+            "add_observations": {
+                "policy": "journal",
+                "undo": {
+                    "tool": "delete_observations",
+                    "arguments": {"deletions": "args.observations[*].{entityName: entityName, observations: contents}"},
+                },
+            },
+        },
+    }
+
+
+@asynccontextmanager
+async def proxy(tmp: Path, policy: dict[str, Any], env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    path = tmp / "policy.json"
+    path.write_text(json.dumps(policy))
+    params = stdio_params("servers.journal_proxy", tmp / "proxy", ["--policy", str(path)])
+    if env is not None:
+        params = params.model_copy(update={"env": env})
+    async with Client(stdio_client(params)) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
+    return await client.call_tool(tool, args)
+
+
+def text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_HATP_PXY_7_server_memory_journaled_and_rolled_back_leaves_its_file_byte_identical(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    async with proxy(tmp_path, memory_policy(memory)) as client:
+        with anyio.fail_after(60):
+            listed = {t.name for t in (await client.list_tools()).tools}
+            await call(client, "saga_begin", {"name": "before"})
+            base = {"name": "alice", "entityType": "person", "observations": ["likes tea"]}
+            await call(client, "create_entities", {"entities": [base]})
+            await call(client, "saga_complete", {})
+            before = memory.read_bytes()
+
+            begun = (await call(client, "saga_begin", {"name": "meeting"})).structured_content
+            bob = {"name": "bob", "entityType": "person", "observations": ["new"]}
+            made = await call(client, "create_entities", {"entities": [bob]})
+            related = await call(
+                client, "create_relations", {"relations": [{"from": "alice", "to": "bob", "relationType": "knows"}]}
+            )
+            observed = await call(
+                client,
+                "add_observations",
+                {
+                    "observations": [
+                        {"entityName": "alice", "contents": ["met bob"]},
+                        {"entityName": "bob", "contents": ["x"]},
+                    ]
+                },
+            )
+            graph = await call(client, "read_graph", {})  # pass: forwarded, not a step
+            changed = memory.read_bytes()
+            denied = await call(client, "delete_entities", {"entityNames": ["alice"]})
+            hidden = await call(client, "delete_relations", {"relations": []})
+            after_refusals = memory.read_bytes()
+            done = (await call(client, "saga_rollback", {"reason": "wrong meeting"})).structured_content
+    assert not made.is_error and not related.is_error and not observed.is_error
+    assert "met bob" in json.dumps(graph.structured_content) and changed != before
+    assert "delete_relations" not in listed and {"delete_entities", "read_graph", "saga_rollback"} <= listed
+    for refused, code in ((denied, "TOOL_DENIED"), (hidden, "UNKNOWN_TOOL")):
+        assert refused.is_error and refused.structured_content["refusal"]["rule"] == "HATP-PXY-7"
+        assert refused.structured_content["refusal"]["code"] == code
+    assert after_refusals == changed  # neither refused call reached server-memory
+    assert done["sagaId"] == begun["sagaId"] and done["status"] == "ROLLED_BACK" and "leftInPlace" not in done
+    assert [(s["tool"], s["state"]) for s in done["steps"]] == [
+        ("create_entities", "ROLLED_BACK"),
+        ("create_relations", "ROLLED_BACK"),
+        ("add_observations", "ROLLED_BACK"),
+    ]
+    assert memory.read_bytes() == before
+
+
+def filesystem_policy(root: Path, write_file: str) -> dict[str, Any]:
+    return {
+        "upstream": {"command": "node", "args": [server("server-filesystem"), str(root)]},
+        "default": "pass",
+        "tools": {
+            "write_file": {"policy": write_file},
+            "move_file": {
+                "policy": "journal",  # its own inverse, the arguments swapped
+                "undo": {
+                    "tool": "move_file",
+                    "arguments": {"source": "args.destination", "destination": "args.source"},
+                },
+            },
+        },
+    }
+
+
+async def test_HATP_PXY_7_server_filesystem_write_file_denied_never_reaches_the_server(tmp_path: Path) -> None:
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "notes.txt").write_text("original")
+    async with proxy(tmp_path, filesystem_policy(root, "deny")) as client:
+        with anyio.fail_after(60):
+            refused = await call(client, "write_file", {"path": str(root / "notes.txt"), "content": "overwritten"})
+    assert refused.is_error and refused.structured_content["refusal"]["code"] == "TOOL_DENIED"
+    assert "HATP-PXY-7" in text(refused) and (root / "notes.txt").read_text() == "original"
+
+
+async def test_HATP_PXY_8_an_irreversible_write_is_told_and_the_rollback_says_it_was_left_in_place(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "notes.txt").write_text("original")
+    (root / "a.txt").write_text("a")
+    async with proxy(tmp_path, filesystem_policy(root, "irreversible")) as client:
+        with anyio.fail_after(60):
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            await call(client, "saga_begin", {"name": "tidy"})
+            moved = await call(client, "move_file", {"source": str(root / "a.txt"), "destination": str(root / "b.txt")})
+            wrote = await call(client, "write_file", {"path": str(root / "notes.txt"), "content": "overwritten"})
+            done = (await call(client, "saga_rollback", {"reason": "not what the user wanted"})).structured_content
+            status = (await call(client, "saga_status", {"saga_id": done["sagaId"]})).structured_content
+    assert IRREVERSIBLE_NOTE in (tools["write_file"].description or "")
+    assert IRREVERSIBLE_NOTE not in (tools["move_file"].description or "")
+    assert not moved.is_error and not wrote.is_error and IRREVERSIBLE_NOTE in text(wrote)
+    assert IRREVERSIBLE_NOTE not in text(moved)
+    assert done["status"] == "ROLLBACK_FAILED" and done["leftInPlace"] == ["s2"]  # never ROLLED_BACK
+    assert [(s["tool"], s["rollback"]) for s in done["steps"]] == [
+        ("move_file", "undone"),
+        ("write_file", "kept-irreversible"),
+    ]
+    assert status == done
+    assert (root / "notes.txt").read_text() == "overwritten"  # not restored, and the saga says so
+    assert (root / "a.txt").read_text() == "a" and not (root / "b.txt").exists()  # the move was undone
+
+
+async def test_HATP_PXY_2_server_everything_sees_exactly_the_variables_the_policy_names(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text(SECRET + "\n")
+    key.chmod(0o600)
+    policy = {
+        "upstream": {
+            "command": "node",
+            "args": [server("server-everything")],
+            "env": {"LITERAL": "plain", "FROM_ENV": {"env": "HATP_PROXY_TOKEN"}, "FROM_FILE": {"file": str(key)}},
+        },
+        "default": "hide",
+        "tools": {"get-env": {"policy": "pass"}},
+    }
+    env = {**get_default_environment(), "HATP_PROXY_TOKEN": "token-1", "PROXY_ONLY": "not for the upstream"}
+    env["PYTHONPATH"] = str(ROOT)
+    async with proxy(tmp_path, policy, env) as client:
+        with anyio.fail_after(60):
+            listed = [t.name for t in (await client.list_tools()).tools]
+            seen = json.loads(text(await call(client, "get-env", {})))
+    assert listed == ["get-env", "saga_begin", "saga_complete", "saga_rollback", "saga_status"]
+    assert {k: seen[k] for k in ("LITERAL", "FROM_ENV", "FROM_FILE")} == {
+        "LITERAL": "plain",
+        "FROM_ENV": "token-1",
+        "FROM_FILE": SECRET,
+    }
+    assert set(seen) <= set(get_default_environment()) | {"LITERAL", "FROM_ENV", "FROM_FILE"}
+    assert "PROXY_ONLY" not in seen and "HATP_PROXY_TOKEN" not in seen and "PYTHONPATH" not in seen
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "proxy").rglob("*") if p.is_file())
+    assert SECRET not in logs
+
+
+def bad_policies(tmp: Path) -> list[tuple[str, dict[str, Any], str, str]]:
+    memory = tmp / "memory.jsonl"
+    loose = tmp / "loose-key"
+    loose.write_text(SECRET)
+    loose.chmod(0o644)
+    good = memory_policy(memory)
+    unknown = json.loads(json.dumps(good))
+    unknown["tools"]["create_entity"] = {"policy": "pass"}
+    short = json.loads(json.dumps(good))
+    short["tools"]["add_observations"]["undo"]["arguments"] = {
+        "deletions": "args.observations[*].{entityName: entityName, contents: contents}"
+    }
+    leaky = json.loads(json.dumps(good))
+    leaky["upstream"]["env"]["API_KEY"] = {"file": str(loose)}
+    unparsed = json.loads(json.dumps(good))
+    unparsed["tools"]["create_entities"]["undo"]["arguments"]["entityNames"] = "result.entities[*.name"
+    return [
+        ("unknown-tool", unknown, "HATP-PXY-4", "tools.create_entity"),
+        ("undo-short", short, "HATP-PXY-5", "tools.add_observations.undo.arguments.deletions[*]"),
+        ("loose-secret", leaky, "HATP-PXY-2", "upstream.env.API_KEY.file"),
+        ("bad-expression", unparsed, "HATP-PXY-3", "tools.create_entities.undo.arguments.entityNames"),
+    ]
+
+
+@pytest.mark.parametrize("case", ["unknown-tool", "undo-short", "loose-secret", "bad-expression"])
+async def test_HATP_PXY_4_a_bad_policy_is_refused_at_start_with_the_rule_and_nothing_is_served(
+    tmp_path: Path, case: str
+) -> None:
+    _, policy, rule, path = next(c for c in bad_policies(tmp_path) if c[0] == case)
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    data = tmp_path / "proxy"
+    argv = [sys.executable, "-m", "servers.journal_proxy", "--transport", "stdio", "--data", str(data)]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [*argv, "--policy", str(tmp_path / "policy.json")],
+            cwd=ROOT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"journal-proxy: cannot start: {rule} at {path}: ") and "Fix: " in lines[0]
+    assert SECRET not in done.stderr.decode()
+    assert not (data / "journal.db").exists()  # no journal opened, nothing served
+    assert not (tmp_path / "memory.jsonl").exists()  # server-memory wrote nothing
