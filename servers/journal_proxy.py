@@ -38,7 +38,7 @@ from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
-from hatp_mcp.mcp.journal_proxy import JournalingProxy, upstream_tools
+from hatp_mcp.mcp.journal_proxy import JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -100,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _first_error(exc: BaseException) -> str:
+    """The innermost first error of a (group of) exceptions, as `Type: message`."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def _run(
     args: argparse.Namespace,
     data: Path,
@@ -115,8 +122,24 @@ async def _run(
         else:
             errlog = stack.enter_context((data / "upstream.stderr").open("a"))
             client = Client(stdio_client(target, errlog=errlog))
-        upstream = await stack.enter_async_context(client)
-        tools = (await upstream.list_tools()).tools
+        try:
+            upstream = await stack.enter_async_context(client)
+            tools = (await upstream.list_tools()).tools
+        except Exception as exc:  # one line naming what failed; never the upstream's environment (HATP-PXY-2)
+            refusal = HatpError(
+                "HATP-PXY-4",
+                f"the upstream did not start or list its tools ({_first_error(exc)})",
+                path="upstream",
+                code="UPSTREAM_UNAVAILABLE",
+                fix="check upstream.command, args and cwd (or url); its stderr is in DATA/upstream.stderr",
+            )
+            log(f"journal-proxy: cannot start: {refusal.one_line()}")
+            return 2
+        try:  # the saga tools' names are the proxy's own
+            proxy_names_free(tools)
+        except ValueError as exc:
+            log(f"journal-proxy: cannot start: {exc}")
+            return 2
         try:  # the file against the upstream's tools, before the journal is opened or anything is served
             resolve_tools(policy, upstream_tools(tools))
         except HatpError as exc:  # HATP-PXY-4/5/6
@@ -128,7 +151,7 @@ async def _run(
             log(f"journal-proxy: cannot start: {store_url}: {exc}")
             return 2
         journal = Journal(store, key, author="journal-proxy://" + data.name)
-        proxy = JournalingProxy(upstream, tools, journal, policy)
+        proxy = JournalingProxy(upstream, tools, journal, policy)  # (checked above: it raises nothing here)
         for saga_id, status in (await journal.recover()).items():
             log(f"journal-proxy: recovered {saga_id}: {status.value}")
         low = proxy.server()

@@ -44,7 +44,7 @@ from hatp_mcp.runtime.journal.undoable import (
     undoable,
 )
 
-__all__ = ["SAGA_TOOLS", "JournalingProxy", "result_document", "upstream_tools"]
+__all__ = ["SAGA_TOOLS", "JournalingProxy", "proxy_names_free", "result_document", "upstream_tools"]
 
 SAGA_TOOLS: list[types.Tool] = [
     types.Tool(
@@ -70,6 +70,13 @@ SAGA_TOOLS: list[types.Tool] = [
     ),
 ]
 _SAGA_NAMES = frozenset(t.name for t in SAGA_TOOLS)
+
+
+def proxy_names_free(tools: list[types.Tool]) -> None:
+    """Raises ValueError when the upstream already has a tool named as one of the saga tools."""
+    clash = {t.name for t in tools} & _SAGA_NAMES
+    if clash:
+        raise ValueError(f"the upstream already has tools named {sorted(clash)}: the proxy cannot add its own")
 
 
 def upstream_tools(tools: list[types.Tool]) -> list[UpstreamTool]:
@@ -108,9 +115,7 @@ class JournalingProxy:
     ValueError when the upstream already has a tool named as one of the saga tools."""
 
     def __init__(self, upstream: Client, tools: list[types.Tool], journal: Journal, policy: ProxyPolicy):
-        clash = {t.name for t in tools} & _SAGA_NAMES
-        if clash:
-            raise ValueError(f"the upstream already has tools named {sorted(clash)}: the proxy cannot add its own")
+        proxy_names_free(tools)
         self.rules: dict[str, ToolRule] = resolve_tools(policy, upstream_tools(tools))
         self.upstream = upstream
         self.journal = journal
@@ -139,7 +144,10 @@ class JournalingProxy:
         async def undo(args: dict[str, Any], output: Any, key: str) -> Any:
             try:
                 built = build_arguments(
-                    call.arguments, call_document(args, output), what=f"the undo of {tool}", path=f"tools.{tool}.undo"
+                    call.arguments,
+                    call_document(args, output),
+                    what=f"the undo of {tool}",
+                    path=f"tools.{tool}.undo.arguments",
                 )
             except HatpError as exc:  # never sent with an argument missing (HATP-PXY-7): a dead letter says why
                 raise UndoRefused(exc.one_line()) from exc
@@ -152,7 +160,9 @@ class JournalingProxy:
 
     def _lookup(self, tool: str, call: LookupCall) -> LookupFn:
         async def lookup(args: dict[str, Any], key: str) -> Happened | DidNotHappen | None:
-            built = build_arguments(call.arguments, {"args": args}, what=f"the lookup of {tool}", path=f"tools.{tool}")
+            built = build_arguments(
+                call.arguments, {"args": args}, what=f"the lookup of {tool}", path=f"tools.{tool}.lookup.arguments"
+            )
             result = await self.upstream.call_tool(call.tool, built, meta=cast(RequestParamsMeta, {KEY_META: key}))
             if result.is_error:
                 return None

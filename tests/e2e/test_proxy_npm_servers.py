@@ -136,6 +136,26 @@ async def test_HATP_PXY_7_server_memory_journaled_and_rolled_back_leaves_its_fil
     assert memory.read_bytes() == before
 
 
+async def test_HATP_PXY_7_an_undo_whose_expression_finds_nothing_is_never_sent_and_the_result_says_why(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    policy = memory_policy(memory)
+    policy["tools"]["create_entities"]["undo"]["arguments"]["entityNames"] = "result.created[*].name"  # a typo
+    async with proxy(tmp_path, policy) as client:
+        with anyio.fail_after(60):
+            await call(client, "saga_begin", {"name": "typo"})
+            await call(
+                client, "create_entities", {"entities": [{"name": "carol", "entityType": "p", "observations": []}]}
+            )
+            done = (await call(client, "saga_rollback", {})).structured_content
+    assert done["status"] == "ROLLBACK_FAILED"
+    (step,) = done["steps"]
+    assert step["rollback"] == "undo-failed" and "found nothing" in step["error"]
+    assert "HATP-PXY-7 at tools.create_entities.undo.arguments.entityNames" in step["error"]
+    assert "carol" in memory.read_text()  # no undo went out with its argument missing
+
+
 def filesystem_policy(root: Path, write_file: str) -> dict[str, Any]:
     return {
         "upstream": {"command": "node", "args": [server("server-filesystem"), str(root)]},
@@ -240,15 +260,18 @@ def bad_policies(tmp: Path) -> list[tuple[str, dict[str, Any], str, str]]:
     leaky["upstream"]["env"]["API_KEY"] = {"file": str(loose)}
     unparsed = json.loads(json.dumps(good))
     unparsed["tools"]["create_entities"]["undo"]["arguments"]["entityNames"] = "result.entities[*.name"
+    missing = json.loads(json.dumps(good))
+    missing["upstream"]["command"] = "no-such-command-for-hatp"
     return [
         ("unknown-tool", unknown, "HATP-PXY-4", "tools.create_entity"),
+        ("no-upstream", missing, "HATP-PXY-4", "upstream"),
         ("undo-short", short, "HATP-PXY-5", "tools.add_observations.undo.arguments.deletions[*]"),
         ("loose-secret", leaky, "HATP-PXY-2", "upstream.env.API_KEY.file"),
         ("bad-expression", unparsed, "HATP-PXY-3", "tools.create_entities.undo.arguments.entityNames"),
     ]
 
 
-@pytest.mark.parametrize("case", ["unknown-tool", "undo-short", "loose-secret", "bad-expression"])
+@pytest.mark.parametrize("case", ["unknown-tool", "no-upstream", "undo-short", "loose-secret", "bad-expression"])
 async def test_HATP_PXY_4_a_bad_policy_is_refused_at_start_with_the_rule_and_nothing_is_served(
     tmp_path: Path, case: str
 ) -> None:

@@ -11,7 +11,6 @@ nothing refuses the undo rather than send it with an argument missing (HATP-PXY-
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,7 +192,7 @@ def build_arguments(arguments: Mapping[str, str], doc: Mapping[str, Any], *, wha
             raise HatpError(
                 "HATP-PXY-7",
                 f"{what}: {expression!r} found nothing in the call's "
-                f"{'arguments and result' if 'result' in doc else 'arguments'} (keys: {json.dumps(sorted(doc))})",
+                f"{'arguments and result' if 'result' in doc else 'arguments'}: it is not sent short of one",
                 path=f"{path}.{name}",
                 code="ARGUMENT_NOT_FOUND",
                 fix="write an expression over what the call's arguments or result always hold",
