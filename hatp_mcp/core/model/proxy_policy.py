@@ -109,7 +109,8 @@ EnvValue = str | EnvFromEnv | EnvFromFile
 
 class StdioUpstream(WireModel):
     """A server the proxy starts over stdio. It gets exactly `env` beside the MCP SDK's minimal default (PATH,
-    HOME, USER, ...): nothing else of the proxy's environment (HATP-PXY-2)."""
+    HOME, USER, ...): nothing else of the proxy's environment (HATP-PXY-2). `cwd`, and a relative secret file,
+    are taken from the policy file's folder, which is also the default `cwd`."""
 
     command: str = Field(min_length=1, max_length=4096)
     args: list[str] = Field(default_factory=list)
