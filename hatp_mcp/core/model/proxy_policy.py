@@ -34,6 +34,7 @@ from hatp_mcp.errors import HatpError
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "MAX_EXPRESSION",
     "POLICIES",
     "EnvFromEnv",
     "EnvFromFile",
@@ -51,6 +52,7 @@ __all__ = [
 POLICIES = ("pass", "journal", "irreversible", "hide", "deny")
 DEFAULT_POLICIES = ("pass", "irreversible", "hide", "deny")  # journal needs an undo, which only a named tool has
 _EXPRESSION_ERROR = "hatp_proxy_expression"
+MAX_EXPRESSION = 1000
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _TOOL_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$"
 
@@ -63,8 +65,16 @@ def compiled(expression: str) -> Any:
 
 
 def _check_expression(value: str) -> str:
+    if len(value) > MAX_EXPRESSION:
+        raise PydanticCustomError(
+            _EXPRESSION_ERROR,
+            "an expression of {n} characters is longer than the {limit} an undo argument needs",
+            {"n": len(value), "limit": MAX_EXPRESSION},
+        )
     try:
         compiled(value)
+    except RecursionError:  # the parser recurses per nesting level: a hostile file must not crash the proxy
+        raise PydanticCustomError(_EXPRESSION_ERROR, "the expression nests too deep to compile") from None
     except (JMESPathError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PydanticCustomError(
@@ -82,6 +92,7 @@ Expression = Annotated[
         {
             "type": "string",
             "minLength": 1,
+            "maxLength": 1000,
             "description": 'A JMESPath expression over {"args": ..., "result": ...}, e.g. result.entities[*].name; '
             'a constant is a literal, e.g. `"soft"`.',
         }

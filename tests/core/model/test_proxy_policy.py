@@ -67,7 +67,9 @@ def test_HATP_PXY_1_a_file_not_of_the_schema_is_refused_with_its_path(doc: Any, 
     assert err.fix
 
 
-@pytest.mark.parametrize("expression", ["args.[", "result.entities[*.name", "`unterminated", ""])
+@pytest.mark.parametrize(
+    "expression", ["args.[", "result.entities[*.name", "`unterminated", "", "!" * 998 + "a", "a" * 1001]
+)
 def test_HATP_PXY_3_an_expression_that_does_not_parse_is_refused_with_its_path_and_the_fix(expression: str) -> None:
     doc = {
         "upstream": {"command": "node"},
