@@ -24,10 +24,11 @@ from hatp_mcp.core.txn.events import (
     SendPrepare,
     SendRenew,
     Start,
+    Step,
     Timer,
     TxnState,
 )
-from hatp_mcp.core.txn.machine import TRANSITIONS, Coordinator, transition_table
+from hatp_mcp.core.txn.machine import ACCEPTS, TRANSITIONS, Coordinator, transition_table
 from hatp_mcp.errors import HatpError
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -69,7 +70,11 @@ def started() -> tuple[Coordinator, list[Any]]:
 def test_the_spec_states_table_is_generated_from_the_transition_table() -> None:
     spec = (ROOT / "spec" / "coordinator.md").read_text()
     assert transition_table() in spec
-    assert set(TRANSITIONS) | {TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY} == set(TxnState)
+    ends = {TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY}
+    assert set(ACCEPTS) | ends == set(TxnState)  # every state but the ends accepts events ...
+    assert {state for state, _ in TRANSITIONS} | ends == set(TxnState)  # ... and has a step out of it
+    assert set(TRANSITIONS.values()) | {TxnState.NEW} == set(TxnState)  # every state but new is reached
+    assert {step for _, step in TRANSITIONS} == set(Step)  # and every step the phases name is in the table
 
 
 def test_an_event_the_state_does_not_accept_raises_and_leaves_the_machine_unchanged() -> None:
