@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,39 @@ def test_the_spec_states_table_is_generated_from_the_transition_table() -> None:
     assert {state for state, _ in TRANSITIONS} | ends == set(TxnState)  # ... and has a step out of it
     assert set(TRANSITIONS.values()) | {TxnState.NEW} == set(TxnState)  # every state but new is reached
     assert {step for _, step in TRANSITIONS} == set(Step)  # and every step the phases name is in the table
+
+
+_SETS_STATE = re.compile(r"\.state\s*=(?!=)")
+
+
+def state_setters(sources: Mapping[str, str]) -> set[str]:
+    """The modules with a line that sets a `.state`."""
+    return {name for name, text in sources.items() for line in text.splitlines() if _SETS_STATE.search(line)}
+
+
+def test_HATP_TXN_13_only_the_machine_and_its_data_class_set_a_state() -> None:
+    sources = {p.name: p.read_text() for p in (ROOT / "hatp_mcp" / "core" / "txn").glob("*.py")}
+    assert "phase2.py" in sources and state_setters(sources) <= {"machine.py", "data.py"}  # data: Txn.fire, restore
+    planted = {**sources, "phase2.py": sources["phase2.py"] + "\n    t.state = TxnState.COMMITTING\n"}
+    assert state_setters(planted) - {"machine.py", "data.py"} == {"phase2.py"}
+    assert not state_setters({"phase1.py": "if t.state == T.QUOTING or t.state is T.PREPARING:"})
+
+
+def test_HATP_TXN_13_a_step_the_table_does_not_have_is_refused_and_the_machine_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, _ = started()
+    forged = answer(c.plan, "seat", HOTEL, KEYS["hotel"])  # counts as no: the transaction decides abort
+    before = c._d.snapshot()
+    monkeypatch.delitem(machine.TRANSITIONS, (TxnState.PREPARING, Step.DECIDED_ABORT))  # planted: one pair gone
+    with pytest.raises(HatpError) as err:
+        c.handle(forged, NOW)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-13", "ILLEGAL_TRANSITION")
+    assert "'decided-abort' may not happen in state 'preparing'" in err.value.reason
+    assert c._d.snapshot() == before  # the refused step changed nothing, nor did the work before it
+    monkeypatch.undo()
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in c.handle(forged, NOW))
+    assert c.state is TxnState.ABORTING  # with the pair back, the same event takes the step
 
 
 def test_an_event_the_state_does_not_accept_raises_and_leaves_the_machine_unchanged() -> None:
