@@ -18,6 +18,8 @@ from hatp_mcp.core.txn import machine
 from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (
     Decide,
+    Finish,
+    Outcome,
     PrepareAnswer,
     ReceiptAnswer,
     Record,
@@ -276,3 +278,32 @@ def test_HATP_TXN_16_a_pending_vote_without_its_signed_deadline_is_refused_and_a
     assert [r.body for r in refused] == [{"branchId": "seat", "rule": "HATP-TXN-16", "code": "NO_DEADLINE"}]
     assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)  # never waited on without a bound
     assert c.state is TxnState.ABORTING
+
+
+def test_a_quote_that_cannot_be_counted_aborts_while_quoting() -> None:
+    c = Coordinator.begin(trip_plan(NOW, mode="approval-first"), NOW, RING)
+    c.handle(Start(), NOW)
+    quoting = c.state
+    out = c.handle(answer(c.plan, "seat", HOTEL, KEYS["hotel"], phase="quote"), NOW)  # the hotel's key
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)
+    assert (quoting, c.state) == (TxnState.QUOTING, TxnState.ABORTING)
+
+
+def test_an_abort_whose_undo_is_refused_ends_in_needs_recovery() -> None:
+    plan = trip_plan(NOW)
+    holds = plan.model_copy(update={"branches": [b for b in plan.branches if b.tier == "hold"]})
+    c = Coordinator.begin(holds, NOW, RING)
+    c.handle(Start(), NOW)
+    out = c.handle(answer(holds, "seat", HOTEL, KEYS["hotel"]), NOW)  # cannot be counted: abort
+    assert [x.branch_id for x in out if isinstance(x, SendAbort)] == ["room"]
+    base = {"txnId": holds.txn_id, "planDigest": holds.digest(), "issuedAt": format_ts(NOW), "phase": "abort"}
+
+    def released(branch: str, participant: str, key: SigningKey, outcome: str) -> ReceiptAnswer:
+        receipt = {"type": "hatp.receipt", **base, "branchId": branch, "participant": participant, "outcome": outcome}
+        return ReceiptAnswer(branch_id=branch, receipt=sign_object(receipt, key))
+
+    out = c.handle(released("room", HOTEL, KEYS["hotel"], "refused"), NOW)
+    assert [x.branch_id for x in out if isinstance(x, SendAbort)] == ["seat"]
+    out = c.handle(released("seat", AIRLINE, KEYS["airline"], "ok"), NOW)
+    assert [x.outcome for x in out if isinstance(x, Finish)] == [Outcome.NEEDS_RECOVERY]
+    assert c.state is TxnState.NEEDS_RECOVERY and c._d.phase2.undo_failed == ["room"]
