@@ -1,7 +1,7 @@
 """`serve_hatp(server, participant, settings)`: one call that makes an existing MCP server a HATP participant.
 
 It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and, only when the operator asks with
-`serve_locks`, hatp/lock/{acquire,renew,release}: they take no proof, HATP-MCP-51) as custom JSON-RPC methods on
+`serve_locks`, hatp/lock/{acquire,renew,release}, HATP-MCP-51) as custom JSON-RPC methods on
 the server, validates every params object against its wire model, proves that every state-changing request comes
 from a coordinator of the participant's trust list (hatp_mcp/runtime/coordinator_trust.py, HATP-TRUST-1..9) before
 the participant sees it, calls the participant and returns the result's wire form. Refusals leave through
@@ -33,6 +33,7 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
     StatusRequest,
 )
+from hatp_mcp.core.model.txn_auth import auth_method
 from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
@@ -96,13 +97,13 @@ def add_method(
     (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8).
     `hold`, when given, runs next, outside the gate and unshielded: a long poll's wait (a caller that stops waiting
     ends it); it must bound itself."""
-    auth_method = method.rsplit("/", 1)[-1]
+    name = auth_method(method)  # hatp/lock/acquire -> lock-acquire (HATP-LOCK-4)
 
     async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
         body = dict(params.model_extra or {})
         try:
             req = parse(model, body, method)
-            admitted = trust.admit(auth_method, body, bind=_names_its_plan(req)) if trust is not None else None
+            admitted = trust.admit(name, body, bind=_names_its_plan(req)) if trust is not None else None
             try:
                 if hold is not None:
                     await hold(req)
@@ -151,8 +152,8 @@ def serve_hatp(
     `trust`: the coordinators this participant acts for; every prepare, quote, commit, abort, compensate and renew
     must prove it comes from one (HATP-TRUST-1..9); status and estimate change nothing and need no proof.
     `max_concurrent` bounds how many hatp calls run at once (the SDK runs every request as its own task).
-    `serve_locks`: also serve the participant's fencing-token locks (hatp/lock/*). They change state and take no
-    proof (who may lock is not specified yet), so they are off unless the operator turns them on (HATP-MCP-51).
+    `serve_locks`: also serve the participant's fencing-token locks (hatp/lock/*), for plans whose branches name
+    `locks` (HATP-MCP-51). Like hatp/txn/*, each must prove it comes from a trusted coordinator (HATP-LOCK-4).
     """
     low = lowlevel_of(server)
     # fast_acquire: a request that finds a free place goes straight on, without first giving the event loop a turn
@@ -172,7 +173,7 @@ def serve_hatp(
     add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate, trust)
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
     add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
-    if serve_locks and isinstance(participant, LockService):
-        add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate)
-        add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate)
-        add_method(low, "hatp/lock/release", LockReleaseRequest, _sync(participant.lock_release), gate)
+    if serve_locks and isinstance(participant, LockService):  # HATP-LOCK-4: proven like hatp/txn/*
+        add_method(low, "hatp/lock/acquire", LockAcquireRequest, _sync(participant.lock_acquire), gate, trust)
+        add_method(low, "hatp/lock/renew", LockRenewRequest, _sync(participant.lock_renew), gate, trust)
+        add_method(low, "hatp/lock/release", LockReleaseRequest, _sync(participant.lock_release), gate, trust)
