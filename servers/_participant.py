@@ -22,13 +22,14 @@ import anyio
 from mcp.server import MCPServer
 from pydantic import Field
 
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import agent_tool_sync
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
-from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.coordinator_trust import open_trust
 from hatp_mcp.runtime.participant.driver import Operation, ParticipantRuntime
 from hatp_mcp.store.participant_state import SqliteParticipantStore
@@ -81,6 +82,7 @@ def build(
     store_url: StoreUrl | None = None,
     demo_tools: bool = False,
     serve_locks: bool = False,
+    clock: Clock | None = None,
 ) -> tuple[MCPServer, ParticipantRuntime, Inventory]:
     """Open the key and state under `data` and build the MCP server (HATP plus ordinary tools).
 
@@ -90,8 +92,8 @@ def build(
     (`store_url`, e.g. PostgreSQL) the inventory is always apart, in inventory.db. `trusted_coordinators`: the
     `--trusted-coordinators [ID=]FILE` flag (default DATA/trusted-coordinators.json; none: every state-changing
     request is refused, HATP-TRUST-6). `demo_tools` offers the `<noun>_book` and `<noun>_change` tools too
-    (HATP-MCP-31); `serve_locks` serves hatp/lock/*, which take no proof (HATP-MCP-51). Raises OSError, ValueError
-    or HatpError (HATP-STORE-1/3)."""
+    (HATP-MCP-31); `serve_locks` serves hatp/lock/*, proven like hatp/txn/* (HATP-MCP-51, HATP-LOCK-4). `clock`:
+    the system clock unless given (tests pin one). Raises OSError, ValueError or HatpError (HATP-STORE-1/3)."""
     url = store_url or StoreUrl.sqlite(data / "state.db")
     apart = effects_apart or url.backend != "sqlite"
     if not apart and (data / "inventory.db").exists():  # fail closed: never two inventories
@@ -100,7 +102,7 @@ def build(
             " start with --effects-apart, or move it away"
         )
     key = load_or_create_key(data, ["participant"])
-    clock = SystemClock()
+    clock = clock if clock is not None else SystemClock()
     store = open_participant_store(url)
     shared = store.database if isinstance(store, SqliteParticipantStore) and not apart else None
     # HATP-TRUST-10; the txnId bindings live with the state (HATP-TRUST-5). In a SQLite state.db each binding is
@@ -221,9 +223,10 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--serve-locks",
         action="store_true",
-        help="also serve hatp/lock/{acquire,renew,release}: they take no proof, so anyone who can reach this server"
-        " can take, renew or release a lock in any owner's name (HATP-MCP-51); off unless asked",
+        help="also serve hatp/lock/{acquire,renew,release}, the fencing-token locks a trusted coordinator takes for"
+        " the branches whose plan names `locks` (HATP-MCP-51, HATP-LOCK-4); off unless asked",
     )
+    parser.add_argument("--now", default=None, help="TEST-ONLY: pin a fake clock at this RFC 3339 UTC time")
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else default_data(spec.name)
@@ -237,6 +240,7 @@ def main(spec: ToolServer, argv: Sequence[str] | None = None) -> int:
             store_url=StoreUrl.parse(args.store) if args.store else None,
             demo_tools=args.demo_tools,
             serve_locks=args.serve_locks,
+            clock=FakeClock(parse_ts(args.now)) if args.now else None,
         )
         FinalOp.delay_seconds = args.commit_delay
         _InventoryOp.crash_after_effect = args.crash_after_effect

@@ -30,61 +30,54 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
-
-from hatp_mcp.cli import (
-    card_cmd,
-    conformance_cmd,
-    digest_cmd,
-    enrol_cmd,
-    evidence_cmd,
-    example_plan_cmd,
-    inbox_cmd,
-    init_org_cmd,
-    keys_cmd,
-    mcp_config_cmd,
-    schemas_cmd,
-    timeline_cmd,
-    trust_cmd,
-    validate_cmd,
-    vectors_cmd,
-    verify_cmd,
-)
+from typing import Any
 
 __all__ = ["COMMANDS", "main"]
 
-# name -> (add_arguments, run). Add a subcommand by adding its module here.
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
-    "verify": (verify_cmd.HELP, verify_cmd.add_arguments, verify_cmd.run),
-    "evidence": (evidence_cmd.HELP, evidence_cmd.add_arguments, evidence_cmd.run),
-    "digest": (digest_cmd.HELP, digest_cmd.add_arguments, digest_cmd.run),
-    "keys": (keys_cmd.HELP, keys_cmd.add_arguments, keys_cmd.run),
-    "schemas": (schemas_cmd.HELP, schemas_cmd.add_arguments, schemas_cmd.run),
-    "vectors": (vectors_cmd.HELP, vectors_cmd.add_arguments, vectors_cmd.run),
-    "validate": (validate_cmd.HELP, validate_cmd.add_arguments, validate_cmd.run),
-    "example-plan": (example_plan_cmd.HELP, example_plan_cmd.add_arguments, example_plan_cmd.run),
-    "inbox": (inbox_cmd.HELP, inbox_cmd.add_arguments, inbox_cmd.run),
-    "enrol": (enrol_cmd.HELP, enrol_cmd.add_arguments, enrol_cmd.run),
-    "timeline": (timeline_cmd.HELP, timeline_cmd.add_arguments, timeline_cmd.run),
-    "init-org": (init_org_cmd.HELP, init_org_cmd.add_arguments, init_org_cmd.run),
-    "card": (card_cmd.HELP, card_cmd.add_arguments, card_cmd.run),
-    "trust": (trust_cmd.HELP, trust_cmd.add_arguments, trust_cmd.run),
-    "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
-    "conformance": (conformance_cmd.HELP, conformance_cmd.add_arguments, conformance_cmd.run),
+# name -> the module that holds it (its HELP, add_arguments and run). Add a subcommand by adding its module here.
+# A module is imported only when its subcommand runs (or for `hatp --help`): each starts with what it uses alone.
+COMMANDS: dict[str, str] = {
+    "verify": "verify_cmd",
+    "evidence": "evidence_cmd",
+    "digest": "digest_cmd",
+    "keys": "keys_cmd",
+    "schemas": "schemas_cmd",
+    "vectors": "vectors_cmd",
+    "validate": "validate_cmd",
+    "example-plan": "example_plan_cmd",
+    "inbox": "inbox_cmd",
+    "enrol": "enrol_cmd",
+    "timeline": "timeline_cmd",
+    "init-org": "init_org_cmd",
+    "card": "card_cmd",
+    "trust": "trust_cmd",
+    "mcp-config": "mcp_config_cmd",
+    "conformance": "conformance_cmd",
 }
 
 
+def _command(name: str) -> Any:
+    return importlib.import_module(f"hatp_mcp.cli.{COMMANDS[name]}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="hatp", description="HATP, the Human-Agent Transaction Protocol")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (help_text, add, _run) in COMMANDS.items():
-        add(sub.add_parser(name, help=help_text, description=help_text))
+    # The subcommand named first is the only one built; anything else (--help, a typo) builds them all.
+    names = [args_in[0]] if args_in and args_in[0] in COMMANDS else list(COMMANDS)
+    for name in names:
+        module = _command(name)
+        add: Callable[[argparse.ArgumentParser], None] = module.add_arguments
+        add(sub.add_parser(name, help=module.HELP, description=module.HELP))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_in)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
-    _help, _add, run = COMMANDS[args.command]
+    run: Callable[[argparse.Namespace], int] = _command(args.command).run
     return run(args)
 
 

@@ -17,6 +17,7 @@ from mcp import Client, MCPError
 from pydantic import BaseModel, ConfigDict
 
 from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.txn_auth import auth_method
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import TransportFailed, from_mcp_error
@@ -79,7 +80,7 @@ async def call(
     """
     params = request.wire()
     if sign is not None:
-        params = sign(method.rsplit("/", 1)[-1], params)
+        params = sign(auth_method(method), params)
     body = await call_raw(client, method, params, read_timeout)
     try:
         return parse(result_model, body, f"{method} result")

@@ -19,6 +19,7 @@ from pydantic import ConfigDict
 
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.messages import PrepareRequest
+from hatp_mcp.core.model.txn_auth import auth_method
 from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
@@ -58,13 +59,13 @@ def add_method(
     (HATP-TRUST-1..9) before `call` runs: a refused request reaches nothing that keeps state (HATP-TRUST-8).
     `hold`, when given, runs next, outside the gate and unshielded: a long poll's wait (a caller that stops waiting
     ends it); it must bound itself."""
-    auth_method = method.rsplit("/", 1)[-1]
+    name = auth_method(method)  # hatp/lock/acquire -> lock-acquire (HATP-LOCK-4)
 
     async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:
         body = dict(params.model_extra or {})
         try:
             req = parse(model, body, method)
-            admitted = trust.admit(auth_method, body, bind=_names_its_plan(req)) if trust is not None else None
+            admitted = trust.admit(name, body, bind=_names_its_plan(req)) if trust is not None else None
             try:
                 if hold is not None:
                     await hold(req)

@@ -22,6 +22,9 @@ from hatp_mcp.core.model.messages import (
     BranchResult,
     CommitRequest,
     CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockResult,
     PrepareRequest,
     PrepareResult,
     RenewRequest,
@@ -129,6 +132,14 @@ class McpParticipant:
 
     async def renew(self, req: RenewRequest) -> BranchResult:
         return await self._branch("hatp/txn/renew", req)
+
+    async def acquire_lock(self, req: LockAcquireRequest) -> LockResult:
+        """hatp/lock/acquire, signed like every state-changing request (HATP-LOCK-4)."""
+        return await call(self.client, "hatp/lock/acquire", req, LockResult, self.timeout, self.signer)
+
+    async def release_lock(self, req: LockReleaseRequest) -> LockResult:
+        """hatp/lock/release, signed (HATP-LOCK-4)."""
+        return await call(self.client, "hatp/lock/release", req, LockResult, self.timeout, self.signer)
 
     async def status(self, req: StatusRequest) -> StatusResult:
         result = await call(self.client, "hatp/txn/status", req, StatusResult, self.timeout)

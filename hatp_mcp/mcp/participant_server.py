@@ -1,7 +1,7 @@
 """`serve_hatp(server, participant, settings)`: one call that makes an existing MCP server a HATP participant.
 
 It registers hatp/txn/{prepare,quote,commit,abort,compensate,renew,status} (and, only when the operator asks with
-`serve_locks`, hatp/lock/{acquire,renew,release}: they take no proof, HATP-MCP-51) as custom JSON-RPC methods on
+`serve_locks`, hatp/lock/{acquire,renew,release}, HATP-MCP-51) as custom JSON-RPC methods on
 the server, validates every params object against its wire model, proves that every state-changing request comes
 from a coordinator of the participant's trust list (hatp_mcp/runtime/coordinator_trust.py, HATP-TRUST-1..9) before
 the participant sees it, calls the participant and returns the result's wire form. Refusals leave through
@@ -76,8 +76,8 @@ def serve_hatp(
     `trust`: the coordinators this participant acts for; every prepare, quote, commit, abort, compensate and renew
     must prove it comes from one (HATP-TRUST-1..9); status and estimate change nothing and need no proof.
     `max_concurrent` bounds how many hatp calls run at once (the SDK runs every request as its own task).
-    `serve_locks`: also serve the participant's fencing-token locks (hatp/lock/*). They change state and take no
-    proof (who may lock is not specified yet), so they are off unless the operator turns them on (HATP-MCP-51).
+    `serve_locks`: also serve the participant's fencing-token locks (hatp/lock/*), for plans whose branches name
+    `locks` (HATP-MCP-51). Like hatp/txn/*, each must prove it comes from a trusted coordinator (HATP-LOCK-4).
     """
     low = lowlevel_of(server)
     # fast_acquire: a request that finds a free place goes straight on, without first giving the event loop a turn
@@ -97,7 +97,7 @@ def serve_hatp(
     add_method(low, "hatp/txn/renew", RenewRequest, participant.renew, gate, trust)
     add_method(low, "hatp/txn/status", StatusRequest, participant.status, gate)
     add_method(low, "hatp/txn/estimate", BoundsRequest, bounds_handler(settings), gate)  # HATP-MCP-19
-    if serve_locks and isinstance(participant, LockService):
-        add_method(low, "hatp/lock/acquire", LockAcquireRequest, sync_call(participant.lock_acquire), gate)
-        add_method(low, "hatp/lock/renew", LockRenewRequest, sync_call(participant.lock_renew), gate)
-        add_method(low, "hatp/lock/release", LockReleaseRequest, sync_call(participant.lock_release), gate)
+    if serve_locks and isinstance(participant, LockService):  # HATP-LOCK-4: proven like hatp/txn/*
+        add_method(low, "hatp/lock/acquire", LockAcquireRequest, sync_call(participant.lock_acquire), gate, trust)
+        add_method(low, "hatp/lock/renew", LockRenewRequest, sync_call(participant.lock_renew), gate, trust)
+        add_method(low, "hatp/lock/release", LockReleaseRequest, sync_call(participant.lock_release), gate, trust)

@@ -31,6 +31,9 @@ from hatp_mcp.core.model.messages import (
     BranchResult,
     CommitRequest,
     CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockResult,
     PrepareRequest,
     PrepareResult,
     RenewRequest,
@@ -238,6 +241,12 @@ class LinkedParticipant:
 
     async def status(self, req: StatusRequest) -> StatusResult:
         return await self._on(lambda p: p.status(req))
+
+    async def acquire_lock(self, req: LockAcquireRequest) -> LockResult:
+        return await self._on(lambda p: p.acquire_lock(req))
+
+    async def release_lock(self, req: LockReleaseRequest) -> LockResult:
+        return await self._on(lambda p: p.release_lock(req))
 
     async def bounds(self, plan: Plan, branch_id: str) -> OperationBounds:
         """The participant's bounds for one branch (hatp/txn/estimate, HATP-MCP-19); raises like participant_bounds.

@@ -8,7 +8,7 @@ import a transport or do IO.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hatp_mcp.core.model.estimate import Estimate
 from hatp_mcp.core.model.messages import (
@@ -16,6 +16,9 @@ from hatp_mcp.core.model.messages import (
     BranchResult,
     CommitRequest,
     CompensateRequest,
+    LockAcquireRequest,
+    LockReleaseRequest,
+    LockResult,
     PrepareRequest,
     PrepareResult,
     RenewRequest,
@@ -25,7 +28,7 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 
-__all__ = ["Approver", "ApproverAnswer", "Participant", "WatchingApprover"]
+__all__ = ["Approver", "ApproverAnswer", "Participant", "ParticipantLocks", "WatchingApprover"]
 
 
 class Participant(Protocol):
@@ -44,6 +47,20 @@ class Participant(Protocol):
     async def renew(self, req: RenewRequest) -> BranchResult: ...
 
     async def status(self, req: StatusRequest) -> StatusResult: ...
+
+
+@runtime_checkable
+class ParticipantLocks(Protocol):
+    """A participant that serves fencing-token locks (hatp/lock/*), as the coordinator asks for them
+    (spec/coordinator.md HATP-LOCK-7). A participant without these serves no locks."""
+
+    async def acquire_lock(self, req: LockAcquireRequest) -> LockResult:
+        """Raises HatpError HATP-LOCK-1 (LOCKED) while another transaction holds the resource."""
+        ...
+
+    async def release_lock(self, req: LockReleaseRequest) -> LockResult:
+        """Raises HatpError HATP-LOCK-2 (STALE_TOKEN) when the token is no longer the live lock's."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The coordinator as a real process over streamable HTTP, with the four tool servers and the Human Gateway as
 processes too: an agent drives trips over MCP, a person decides through the gateway's MCP tools.
 
-Commit; abort on a participant's refusal; the approver says no; a precondition changed after approval; a final
-step that outlasts the request timeout (in doubt, then resolved); a participant killed mid-transaction; the
-coordinator killed (SIGKILL) mid-phase-2 and restarted. Processes start once per module."""
+Commit; a seat locked, committed with its fencing token and released; abort on a participant's refusal; the
+approver says no; a precondition changed after approval; a final step that outlasts the request timeout (in doubt,
+then resolved); a participant killed mid-transaction; the coordinator killed (SIGKILL) mid-phase-2 and restarted.
+Processes start once per module."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from mcp import Client
 
 from demo.trip_suite import human_key_file
 from hatp_mcp.core.gateway.proof import sign_decision
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
+from hatp_mcp.store.participant_state import SqliteParticipantStore
 from tests.acme_org import ORG_DIR
 from tests.coordinators import trust_coordinator_dirs
 from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, events, problems, trip, uri
@@ -91,7 +94,8 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite
     async with AsyncExitStack() as stack:
         s = Suite(data, stack)
         for name in PARTICIPANTS:
-            await s.start(name, f"servers.{name}", ["--demo-tools"])  # room_change, card_change: outside changes
+            # room_change, card_change: outside changes; locks for plans whose branches name them (HATP-LOCK-7)
+            await s.start(name, f"servers.{name}", ["--demo-tools", "--serve-locks"])
         await s.start("payments-slow", "servers.payments", ["--commit-delay", "3"])
         await s.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
         yield s
@@ -118,6 +122,28 @@ async def test_HATP_MCP_20_an_agent_begins_a_trip_over_http_a_person_approves_an
     assert (done["outcome"], done["state"]) == ("COMMITTED", "committed")
     assert problems(done["record"], suite.data) == []
     assert (seat["state"], seat["holder"]) == ("taken", "txn-h-commit")
+
+
+async def test_HATP_LOCK_7_the_coordinator_process_locks_a_seat_commits_with_its_token_and_releases_it(
+    suite: Suite, agent: Agent
+) -> None:
+    seat = "LH123/2026-12-10/19F"
+    data = trip("txn-h-locked", "2026-12-19", "19F").wire()
+    data["branches"][0]["locks"] = [seat]  # the seat branch writes that seat: the coordinator locks it
+    plan = Plan.model_validate(data)
+    with anyio.fail_after(60):
+        await agent.begin(plan)
+        await agent.asked(plan.txn_id)
+        await suite.decide(plan.txn_id, "approve")
+        done = await agent.outcome(plan.txn_id)
+    store = SqliteParticipantStore(suite.data / "airline" / "state.db")
+    try:
+        lock = store.get_lock(seat)
+    finally:
+        store.close()
+    assert (done["outcome"], done["state"]) == ("COMMITTED", "committed")  # the commit carried the live token
+    assert lock is not None
+    assert (lock["owner"], lock["token"], lock["released"]) == (plan.txn_id, 1, True)  # taken, then given back
 
 
 async def test_a_participant_refusal_aborts_the_trip_and_releases_every_hold(suite: Suite, agent: Agent) -> None:

@@ -11,15 +11,16 @@ import pytest
 from mcp import Client, MCPError
 from mcp.server import Server
 
-from hatp_mcp.core.model.messages import LockAcquireRequest, PrepareRequest, StatusRequest, StatusResult
+from hatp_mcp.core.model.messages import PrepareRequest, StatusRequest, StatusResult
 from hatp_mcp.mcp.call import HatpRequest
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, EXTENSION_ID, HatpSettings, read_advertisement
 from hatp_mcp.mcp.hatp_methods import AnyParams
 from hatp_mcp.mcp.participant_server import serve_hatp
-from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.clock import FakeClock, SystemClock
 from servers import airline
 from servers._participant import build
-from tests.coordinators import COORDINATOR, decision_for
+from tests.coordinators import COORDINATOR, KEY, OTHER, OTHER_KEY, decision_for, signer, trusted, trusting
+from tests.locks import acquire, release, renew
 from tests.mcp.toy import Toy, plan, toy_server
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +84,9 @@ async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_ru
     with anyio.fail_after(10):
         async with Client(toy_server(toy)) as client:
             with pytest.raises(MCPError) as info:
-                await send(client, "hatp/lock/renew", {"resource": "seat/14C", "token": 9, "leaseSeconds": 60})
+                await send(
+                    client, "hatp/lock/renew", toy.signer("lock-renew", renew("seat/14C", 9, "txn-other").wire())
+                )
             commit = {
                 "txnId": p.txn_id,
                 "branchId": "seat",
@@ -101,13 +104,57 @@ async def test_HATP_MCP_3_a_refusal_goes_on_the_wire_with_its_stable_code_and_ru
 
 
 async def test_locks_are_served_and_their_tokens_grow(clock: FakeClock) -> None:
+    toy = Toy(clock)
     with anyio.fail_after(10):
-        async with Client(toy_server(Toy(clock))) as client:
-            first = await send(client, "hatp/lock/acquire", {"resource": "r", "owner": "a", "leaseSeconds": 60})
-            released = await send(client, "hatp/lock/release", {"resource": "r", "token": first["token"]})
-            second = await send(client, "hatp/lock/acquire", {"resource": "r", "owner": "b", "leaseSeconds": 60})
+        async with Client(toy_server(toy)) as client:
+            first = await send(client, "hatp/lock/acquire", toy.signer("lock-acquire", acquire("r", "txn-a").wire()))
+            gone = release("r", first["token"], "txn-a")
+            released = await send(client, "hatp/lock/release", toy.signer("lock-release", gone.wire()))
+            second = await send(client, "hatp/lock/acquire", toy.signer("lock-acquire", acquire("r", "txn-b").wire()))
     assert released["released"] is True
     assert second["token"] > first["token"]
+
+
+async def test_HATP_LOCK_4_a_lock_request_without_a_trusted_coordinators_proof_is_refused_and_takes_nothing(
+    clock: FakeClock,
+) -> None:
+    toy = Toy(clock)
+    mine = acquire("seat-14C", "txn-a").wire()
+    outsider = signer(clock, OTHER, OTHER_KEY)  # a coordinator this participant does not trust
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            refused = []
+            hold_renew = toy.signer("renew", renew("seat-14C", 1, "txn-a").wire())  # a hold's renew auth
+            for method, params in (
+                ("hatp/lock/acquire", mine),
+                ("hatp/lock/acquire", outsider("lock-acquire", mine)),
+                ("hatp/lock/renew", hold_renew),
+            ):
+                with pytest.raises(MCPError) as err:
+                    await send(client, method, params)
+                refused.append((err.value.data["rule"], err.value.data["code"]))
+            granted = await send(client, "hatp/lock/acquire", toy.signer("lock-acquire", mine))
+    assert refused == [
+        ("HATP-TRUST-1", "COORDINATOR_UNPROVEN"),  # no auth
+        ("HATP-TRUST-2", "COORDINATOR_UNPROVEN"),  # a key the operator did not pin
+        ("HATP-TRUST-3", "AUTH_MISMATCH"),  # an auth for another method: a hold's renew is not a lock's
+    ]
+    assert (granted["owner"], granted["token"]) == ("txn-a", 1)  # nothing was taken by the refused ones
+
+
+async def test_HATP_LOCK_4_another_trusted_coordinator_cannot_lock_in_a_transaction_bound_to_the_first(
+    clock: FakeClock,
+) -> None:
+    toy = Toy(clock)
+    toy.trust = trusted(clock, (COORDINATOR, KEY), (OTHER, OTHER_KEY))
+    with anyio.fail_after(10):
+        async with Client(toy_server(toy)) as client:
+            await send(client, "hatp/lock/acquire", toy.signer("lock-acquire", acquire("seat-14C", "txn-a").wire()))
+            gone = release("seat-14C", 1, "txn-a").wire()
+            with pytest.raises(MCPError) as err:
+                await send(client, "hatp/lock/release", signer(clock, OTHER, OTHER_KEY)("lock-release", gone))
+    assert (err.value.data["rule"], err.value.data["code"]) == ("HATP-TRUST-5", "TXN_BOUND")
+    assert toy.runtime.locks.table.holder("seat-14C", clock.now()) is not None  # still held by txn-a
 
 
 async def test_serve_hatp_works_on_a_low_level_server(clock: FakeClock) -> None:
@@ -134,24 +181,22 @@ def test_any_params_keeps_unknown_keys_and_nulls() -> None:
     assert params.model_extra == {"txnId": "t", "reason": None}
 
 
-async def test_HATP_MCP_51_locks_that_take_no_proof_are_not_served_unless_the_operator_asks(clock: FakeClock) -> None:
+async def test_HATP_MCP_51_locks_are_not_served_unless_the_operator_asks(clock: FakeClock) -> None:
     toy = Toy(clock)
     with anyio.fail_after(10):
         async with Client(toy_server(toy, serve_locks=False)) as client:
             with pytest.raises(MCPError) as refused:
-                await send(
-                    client, "hatp/lock/acquire", {"resource": "seat-14C", "owner": "mallory", "leaseSeconds": 60}
-                )
+                await send(client, "hatp/lock/acquire", toy.signer("lock-acquire", acquire("seat-14C", "txn-m").wire()))
     assert refused.value.error.code == types.METHOD_NOT_FOUND
     # nothing was taken: the resource is free for its real owner
-    mine = toy.runtime.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    mine = toy.runtime.lock_acquire(acquire("seat-14C", "txn-a"))
     assert (mine.owner, mine.token) == ("txn-a", 1)
 
 
 async def test_HATP_MCP_51_the_suites_participant_servers_offer_locks_only_with_serve_locks(tmp_path: Path) -> None:
-    ask = {"resource": "seat-14C", "owner": "mallory", "leaseSeconds": 60}
-    off, _r1, inv1 = build(airline.SPEC, tmp_path / "off")
-    on, _r2, inv2 = build(airline.SPEC, tmp_path / "on", serve_locks=True)
+    ask = signer(SystemClock())("lock-acquire", acquire("seat-14C", "txn-a").wire())
+    off, _r1, inv1 = build(airline.SPEC, trusting(tmp_path / "off"))
+    on, _r2, inv2 = build(airline.SPEC, trusting(tmp_path / "on"), serve_locks=True)
     try:
         with anyio.fail_after(20):
             async with Client(off) as client:
@@ -163,7 +208,7 @@ async def test_HATP_MCP_51_the_suites_participant_servers_offer_locks_only_with_
         inv1.close()
         inv2.close()
     assert refused.value.error.code == types.METHOD_NOT_FOUND
-    assert (granted["owner"], granted["token"]) == ("mallory", 1)  # served on request, and then open to anyone
+    assert (granted["owner"], granted["token"]) == ("txn-a", 1)  # served on request, to the trusted coordinator
 
 
 @pytest.mark.parametrize(("field", "value"), [("createdAt", "2026-11-29T10:00:00Z\n"), ("txnId", "txn-toy-0001\n")])

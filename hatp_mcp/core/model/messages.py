@@ -7,7 +7,7 @@ coordinator verifies and records it exactly as received. Pure: no IO.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -76,6 +76,8 @@ class CommitRequest(WireModel):
     # signed yes vote that decision rests on (HATP-TRUST-7)
     decision: Evidence | None = None
     vote_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
+    # the fencing token of each resource the branch's `locks` name, as hatp/lock/acquire granted it (HATP-LOCK-6)
+    lock_tokens: dict[str, Annotated[int, Field(ge=1, le=2**53 - 1)]] | None = None
     auth: Evidence | None = None  # the coordinator's signed TxnAuth (spec/mcp-binding.md HATP-TRUST-1)
 
 
@@ -148,12 +150,19 @@ class StatusResult(WireModel):
 
 
 class LockAcquireRequest(WireModel):
-    """hatp/lock/acquire: a lease on `resource` for `owner`; the result carries a fencing token."""
+    """hatp/lock/acquire: a lease on `resource` for `owner`; the result carries a fencing token.
+
+    A lock is taken for one branch of one transaction: `owner` is the `txnId` (HATP-LOCK-5), and `auth` is the
+    coordinator's signed TxnAuth for it (method `lock-acquire`, HATP-LOCK-4)."""
 
     type: Literal["hatp.lock-acquire"] = "hatp.lock-acquire"
     resource: str = Field(min_length=1, max_length=500)
     owner: str = Field(min_length=1, max_length=500)
     lease_seconds: Seconds
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (HATP-LOCK-4)
 
 
 class LockRenewRequest(WireModel):
@@ -161,12 +170,20 @@ class LockRenewRequest(WireModel):
     resource: str = Field(min_length=1, max_length=500)
     token: int = Field(ge=1, le=2**53 - 1)
     lease_seconds: Seconds
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (HATP-LOCK-4)
 
 
 class LockReleaseRequest(WireModel):
     type: Literal["hatp.lock-release"] = "hatp.lock-release"
     resource: str = Field(min_length=1, max_length=500)
     token: int = Field(ge=1, le=2**53 - 1)
+    txn_id: Ident
+    branch_id: Ident
+    plan_digest: str = Field(pattern=DIGEST_PATTERN)
+    auth: Evidence | None = None  # the coordinator's signed TxnAuth (HATP-LOCK-4)
 
 
 class LockResult(WireModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import Annotated, Any, Literal, Self, TypeVar, cast
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticSerializationError
@@ -93,6 +93,12 @@ class Branch(WireModel):
     )
     preconditions: dict[str, str] | None = Field(
         default=None, description="Versions the participant must still see at commit; usually left out."
+    )
+    locks: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+        default=None,
+        max_length=16,
+        description="Resources this branch writes that the coordinator locks at the participant (hatp/lock/*) "
+        "from prepare to commit; the commit carries their fencing tokens. Only for a participant that serves locks.",
     )
 
 

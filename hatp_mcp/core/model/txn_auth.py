@@ -9,17 +9,35 @@ receiver compares with the highest it has admitted (HATP-TRUST-9). Pure: no IO.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from hatp_mcp.core.model.base import Ident, SignedModel, Timestamp
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 
-__all__ = ["AUTH_METHODS", "AuthMethod", "TxnAuth"]
+__all__ = ["AUTH_METHODS", "AuthMethod", "TxnAuth", "auth_method"]
 
-AuthMethod = Literal["prepare", "quote", "commit", "abort", "compensate", "renew", "tighten"]
-AUTH_METHODS: frozenset[str] = frozenset({"prepare", "quote", "commit", "abort", "compensate", "renew", "tighten"})
+AuthMethod = Literal[
+    "prepare",
+    "quote",
+    "commit",
+    "abort",
+    "compensate",
+    "renew",
+    "tighten",
+    "lock-acquire",
+    "lock-renew",
+    "lock-release",
+]
+AUTH_METHODS: frozenset[str] = frozenset(get_args(AuthMethod))
+
+
+def auth_method(rpc_method: str) -> str:
+    """The `method` an auth names for a JSON-RPC method: its last segment (`hatp/txn/commit` -> `commit`), and
+    `lock-<segment>` for `hatp/lock/*` (HATP-LOCK-4), so a lock's renew is never a hold's renew."""
+    head, _, last = rpc_method.rpartition("/")
+    return f"lock-{last}" if head == "hatp/lock" else last
 
 
 class TxnAuth(SignedModel):

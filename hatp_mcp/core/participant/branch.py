@@ -8,7 +8,7 @@ IO and never reads the clock: every function takes `now`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -27,6 +27,8 @@ __all__ = [
     "Lease",
     "LockTable",
     "check_cost",
+    "check_lock_owner",
+    "check_lock_tokens",
     "check_preconditions",
     "grant_lease",
     "idempotency_key",
@@ -189,6 +191,40 @@ def check_cost(branch: Branch, reported: Amount | None, index: int = 0) -> None:
             code="COST_UNDERSTATED",
             fix="state the real cost in the plan and ask the approver again",
         )
+
+
+def check_lock_owner(owner: str, txn_id: str) -> None:
+    """HATP-LOCK-5: a lock is held by the transaction its proof names. Raises HatpError (code AUTH_MISMATCH)."""
+    if owner != txn_id:
+        raise HatpError(
+            "HATP-LOCK-5",
+            f"the lock's owner is {owner!r}, but the request is for transaction {txn_id!r}",
+            path="$.owner",
+            code="AUTH_MISMATCH",
+            fix="acquire a lock with `owner` set to the txnId the request (and its auth) names",
+        )
+
+
+def check_lock_tokens(
+    resources: list[str] | None, tokens: Mapping[str, int] | None, check: Callable[[str, int], object]
+) -> None:
+    """HATP-LOCK-6: a commit of a branch that names `locks` carries the live fencing token of each, which `check`
+    (a LockTable's, at the commit's time) proves. Raises HatpError HATP-LOCK-6 for a missing token, HATP-LOCK-2
+    for a stale one (code STALE_TOKEN both), naming the resource."""
+    for resource in sorted(set(resources or ())):
+        token = (tokens or {}).get(resource)
+        if token is None:
+            raise HatpError(
+                "HATP-LOCK-6",
+                f"the branch writes {resource}, which it locks, and the commit carries no fencing token for it",
+                path=f"$.lockTokens.{resource}",
+                code="STALE_TOKEN",
+                fix="acquire the lock (hatp/lock/acquire) and send its token in the commit's lockTokens",
+            )
+        try:
+            check(resource, token)
+        except HatpError as exc:
+            raise HatpError(exc.rule, exc.reason, path=f"$.lockTokens.{resource}", code=exc.code, fix=exc.fix) from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from hatp_mcp.core.txn.events import (
     Record,
     SendAbort,
     SendCompensate,
+    Step,
     TxnState,
     Withdraw,
 )
@@ -24,11 +25,15 @@ from hatp_mcp.core.txn.timing import abort_order
 __all__ = ["abort", "finish", "next_abort", "queue_abort"]
 
 T = TxnState
-_OUTCOME_STATE = {Outcome.COMMITTED: T.COMMITTED, Outcome.ABORTED: T.ABORTED, Outcome.NEEDS_RECOVERY: T.NEEDS_RECOVERY}
+_FINISHED = {
+    Outcome.COMMITTED: Step.FINISHED_COMMITTED,
+    Outcome.ABORTED: Step.FINISHED_ABORTED,
+    Outcome.NEEDS_RECOVERY: Step.FINISHED_NEEDS_RECOVERY,
+}
 
 
 def finish(t: Txn, outcome: Outcome) -> list[Command]:
-    t.state = _OUTCOME_STATE[outcome]
+    t.fire(_FINISHED[outcome])
     t.timers.clear()
     return [Finish(outcome=outcome)]
 
@@ -38,7 +43,7 @@ def abort(t: Txn, now: datetime, code: str, reason: str, *, log: bool = True) ->
     p = t.phase2
     if t.state is T.ABORTING:
         return []
-    t.state = T.ABORTING
+    t.fire(Step.DECIDED_ABORT)
     p.decision = "abort"
     t.timers.clear()
     p.doubt = None

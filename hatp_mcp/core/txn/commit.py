@@ -13,7 +13,17 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.txn.abort import finish
 from hatp_mcp.core.txn.data import Txn, arm
 from hatp_mcp.core.txn.deadlines import renew
-from hatp_mcp.core.txn.events import Command, Decide, Escalate, Outcome, Record, SendCommit, SendPrepare, TxnState
+from hatp_mcp.core.txn.events import (
+    Command,
+    Decide,
+    Escalate,
+    Outcome,
+    Record,
+    SendCommit,
+    SendPrepare,
+    Step,
+    TxnState,
+)
 
 __all__ = ["decide_commit", "escalate", "in_doubt", "irreversible_done", "next_commit", "offer_recovery", "resolved"]
 
@@ -31,7 +41,7 @@ def irreversible_done(t: Txn) -> bool:
 def decide_commit(t: Txn, now: datetime) -> list[Command]:
     t.phase2.decision = "commit"
     t.timers.clear()
-    t.state = T.COMMITTING
+    t.fire(Step.DECIDED_COMMIT)
     return [Decide(decision="commit", reason="every branch and every approver voted yes"), *next_commit(t, now)]
 
 
@@ -85,7 +95,7 @@ def in_doubt(t: Txn, bid: str, now: datetime) -> list[Command]:
     out: list[Command] = []
     if t.state is not T.IN_DOUBT:
         out.append(Record(event="commit.in-doubt", body={"branchId": bid}))
-    t.state = T.IN_DOUBT
+    t.fire(Step.COMMIT_IN_DOUBT)
     p.doubt = bid
     out += arm(t, f"retry:{bid}", now + timedelta(seconds=t.config.retry_seconds))
     for b, expires in h.leases.items():

@@ -3,12 +3,14 @@
 `Txn` is one transaction as the machine knows it: the fixed facts (plan, mode, keys, configuration), the state,
 and what changes, in five groups: the phase-1 votes, the holds' leases and horizons, the approvals, the phase-2
 progress, and the armed timers. The phase functions (phase1, phase2, deadlines, terms, abort, commit, timers) take
-it explicitly; hatp_mcp.core.txn.machine owns it and restores a `snapshot` when an event fails. Pure data: no IO,
-no clock, no protocol logic beyond arming a timer.
+it explicitly and name each step that moves it (`fire`); the state it moves to is decided by the transition
+function hatp_mcp.core.txn.machine hands in, from its table. The machine owns it and restores a `snapshot` when an
+event fails. Pure data: no IO, no clock, no protocol logic beyond arming a timer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,11 +19,24 @@ from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring
-from hatp_mcp.core.txn.events import Arm, Command, Record, TxnState
+from hatp_mcp.core.txn.events import Arm, Command, Record, Step, TxnState
 from hatp_mcp.core.txn.timing import Timing, commit_order
 from hatp_mcp.errors import HatpError
 
-__all__ = ["Approvals", "Config", "Holds", "Progress", "Snapshot", "Txn", "Votes", "arm", "refused"]
+__all__ = [
+    "Approvals",
+    "Config",
+    "Holds",
+    "Progress",
+    "Snapshot",
+    "Transition",
+    "Txn",
+    "Votes",
+    "arm",
+    "refused",
+]
+
+Transition = Callable[[TxnState, Step], TxnState]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +164,9 @@ class Snapshot:
 
 
 class Txn:
-    """One transaction as the machine knows it. Fixed: plan, digest, keys, configuration, branches and commit
-    order; chosen before Start: mode and timing; changed by events: `state` and the five groups."""
+    """One transaction as the machine knows it. Fixed: plan, digest, keys, configuration, branches, commit order
+    and the machine's transition function; chosen before Start: mode and timing; changed by events: `state` (only
+    through `fire`) and the five groups."""
 
     __slots__ = (
         "abort_request",
@@ -169,16 +185,20 @@ class Txn:
         "state",
         "timers",
         "timing",
+        "transition",
         "validated",
     )
 
-    def __init__(self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config) -> None:
+    def __init__(
+        self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config, transition: Transition
+    ) -> None:
         self.plan = plan
         self.plan_digest = plan.digest()
         self.mode = mode
         self.timing = timing
         self.keyring = keyring
         self.config = config
+        self.transition = transition
         self.branches: dict[str, Branch] = {b.branch_id: b for b in plan.branches}
         self.order = commit_order(plan)
         self.validated = False
@@ -190,6 +210,11 @@ class Txn:
         self.approvals = Approvals()
         self.phase2 = Progress()
         self.timers: dict[str, datetime] = {}  # key -> when it fires
+
+    def fire(self, step: Step) -> None:
+        """Move to the state the machine's table gives for `step` from here. Raises HatpError HATP-TXN-13 when the
+        table has no such pair (the machine then restores the event's snapshot)."""
+        self.state = self.transition(self.state, step)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(

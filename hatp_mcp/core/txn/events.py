@@ -1,5 +1,8 @@
-"""The coordinator state machine's vocabulary: the events a driver feeds it and the commands it returns.
+"""The coordinator state machine's vocabulary: its states, the events a driver feeds it, the steps its phases
+name, and the commands it returns.
 
+A `Step` is what a phase function did that moves the transaction (it decided commit, a commit went in doubt, it
+finished); which state a step leads to is the machine's table alone (hatp_mcp.core.txn.machine.TRANSITIONS).
 Events and commands are frozen, slotted, keyword-only dataclasses. Pure data: no IO, no logic.
 """
 
@@ -33,6 +36,7 @@ __all__ = [
     "SendPrepare",
     "SendRenew",
     "Start",
+    "Step",
     "Tighten",
     "Timer",
     "TxnState",
@@ -51,6 +55,24 @@ class TxnState(Enum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     NEEDS_RECOVERY = "needs-recovery"  # committed the irreversible step, but something could not follow it
+
+
+class Step(Enum):
+    """What happened, as a phase function names it; the machine's table says where each leads from each state."""
+
+    STARTED_QUOTING = "started-quoting"  # approval-first: the quotes and dry runs are sent
+    STARTED_PREPARING = "started-preparing"  # the prepares are sent (parallel: the approval asked too)
+    RESUMED_COMMIT = "resumed-commit"  # a replacement coordinator carries out the logged commit decision
+    ASKED_APPROVERS = "asked-approvers"  # every quote (or holds-first: every hold) is in; the humans are asked
+    BRANCHES_VOTED_YES = "branches-voted-yes"  # parallel: every branch is prepared, the humans not yet
+    APPROVED_QUOTES = "approved-quotes"  # approval-first: the humans said yes; the quoted holds are prepared
+    DECIDED_COMMIT = "decided-commit"  # every branch and every approver voted yes: commit is decided
+    DECIDED_ABORT = "decided-abort"  # abort is decided (or, for a replacement, presumed or resumed)
+    COMMIT_IN_DOUBT = "commit-in-doubt"  # a commit neither failed nor succeeded (HATP-TXN-10)
+    DOUBT_RESOLVED = "doubt-resolved"  # the commit in doubt answered; phase 2 goes on
+    FINISHED_COMMITTED = "finished-committed"
+    FINISHED_ABORTED = "finished-aborted"
+    FINISHED_NEEDS_RECOVERY = "finished-needs-recovery"
 
 
 class Outcome(Enum):

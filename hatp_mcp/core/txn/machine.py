@@ -1,15 +1,19 @@
 """The coordinator's transaction state machine, pure: `Coordinator.handle(event, now) -> [commands]`.
 
-This module is the whole machine at a glance: the states (`TxnState`, named in hatp_mcp.core.txn.events with the
-rest of the vocabulary), `TRANSITIONS` (per state, the events it accepts and the states they may lead to; the
-table of spec/coordinator.md section 5 is generated from it), and `handle`, which checks the table, sends the
-event to the phase that does the work, and checks where it led. The work lives in plain functions that take the
-machine's data (hatp_mcp.core.txn.data.Txn) explicitly: phase1 (start, votes, approvers), phase2 (receipts,
-failed calls, recovery), timers, and below them commit, abort, deadlines and terms.
+This module is the whole machine at a glance: the states and steps (`TxnState`, `Step`, named in
+hatp_mcp.core.txn.events with the rest of the vocabulary), `ACCEPTS` (per state, the events it accepts),
+`TRANSITIONS` (the exact table `(state, step) -> state`; every state change is one of its rows, and the tables of
+spec/coordinator.md section 5 are generated from both), `transition`, which reads it, and `handle`, which checks
+that the state accepts the event and sends it to the phase that does the work. The work lives in plain functions
+that take the machine's data (hatp_mcp.core.txn.data.Txn) explicitly: phase1 (start, votes, approvers), phase2
+(receipts, failed calls, recovery), timers, and below them commit, abort, deadlines and terms. They compute what
+to send and name each step that moves the transaction (`Txn.fire(step)`); `transition`, handed to the Txn here,
+decides where the step leads, so the phases never set a state themselves and never import this module.
 
-An event the table does not allow raises HatpError HATP-TXN-13 and leaves the machine unchanged; so does any
-error while handling (the data's snapshot is restored). The driver (hatp_mcp/runtime/coordinator/driver.py) persists
-`Record` / `Decide` commands before it sends anything of the same batch. No IO, no clock: `now` is passed in.
+An event the state does not accept, or a step the table does not have from the current state, raises HatpError
+HATP-TXN-13 and leaves the machine unchanged; so does any error while handling (the data's snapshot is restored).
+The driver (hatp_mcp/runtime/coordinator/driver.py) persists `Record` / `Decide` commands before it sends anything
+of the same batch. No IO, no clock: `now` is passed in.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from hatp_mcp.core.txn.events import (
     PrepareAnswer,
     ReceiptAnswer,
     Start,
+    Step,
     TxnState,
 )
 from hatp_mcp.core.txn.phase1 import on_approver, on_prepared, start
@@ -39,33 +44,81 @@ from hatp_mcp.core.txn.timers import on_timer
 from hatp_mcp.core.txn.timing import Timing, choose_mode, timing
 from hatp_mcp.errors import HatpError
 
-__all__ = ["TRANSITIONS", "Config", "Coordinator", "TxnState", "Validator", "transition_table"]
+__all__ = [
+    "ACCEPTS",
+    "TRANSITIONS",
+    "Config",
+    "Coordinator",
+    "Step",
+    "TxnState",
+    "Validator",
+    "transition",
+    "transition_table",
+]
 
 Validator = Callable[[Plan, datetime], Sequence[Any]]
-T = TxnState
-_DECIDING = frozenset({T.QUOTING, T.PREPARING, T.APPROVING})
-_ALL_LIVE = frozenset({T.QUOTING, T.PREPARING, T.APPROVING, T.COMMITTING, T.IN_DOUBT, T.ABORTING})
+T, S = TxnState, Step
 _ENDS = frozenset({T.COMMITTED, T.ABORTED, T.NEEDS_RECOVERY})
 _EVENTS = ("prepared", "receipt", "failed", "approver", "timer")
-TRANSITIONS: dict[TxnState, dict[str, frozenset[TxnState]]] = {
-    T.NEW: {"start": frozenset({T.QUOTING, T.PREPARING, T.COMMITTING, T.ABORTING}) | _ENDS},
-    **{s: dict.fromkeys(_EVENTS, _DECIDING | {T.COMMITTING, T.ABORTING, T.ABORTED}) for s in _DECIDING},
-    T.COMMITTING: dict.fromkeys(_EVENTS, frozenset({T.COMMITTING, T.IN_DOUBT, T.ABORTING}) | _ENDS),
-    T.IN_DOUBT: dict.fromkeys(
-        ("receipt", "failed", "timer"), frozenset({T.IN_DOUBT, T.COMMITTING, T.ABORTING}) | _ENDS
-    ),
-    T.ABORTING: dict.fromkeys(_EVENTS, frozenset({T.ABORTING, T.ABORTED, T.NEEDS_RECOVERY})),
+# The events each state accepts (an answer that comes late is accepted and does nothing); the ends accept none.
+ACCEPTS: dict[TxnState, tuple[str, ...]] = {
+    T.NEW: ("start",),
+    **dict.fromkeys((T.QUOTING, T.PREPARING, T.APPROVING, T.COMMITTING), _EVENTS),
+    T.IN_DOUBT: ("receipt", "failed", "timer"),
+    T.ABORTING: _EVENTS,
+}
+# Every state change: (state, what the phase did) -> the next state.
+TRANSITIONS: dict[tuple[TxnState, Step], TxnState] = {
+    (T.NEW, S.STARTED_QUOTING): T.QUOTING,
+    (T.NEW, S.STARTED_PREPARING): T.PREPARING,
+    (T.NEW, S.RESUMED_COMMIT): T.COMMITTING,  # a replacement with a logged commit (HATP-TXN-12)
+    (T.NEW, S.DECIDED_ABORT): T.ABORTING,  # a replacement: the logged abort, or presumed abort (HATP-TXN-12)
+    (T.QUOTING, S.ASKED_APPROVERS): T.APPROVING,
+    (T.QUOTING, S.DECIDED_ABORT): T.ABORTING,
+    (T.PREPARING, S.ASKED_APPROVERS): T.APPROVING,  # holds-first: the humans approve the placed holds
+    (T.PREPARING, S.BRANCHES_VOTED_YES): T.APPROVING,  # parallel: the humans were asked at start
+    (T.PREPARING, S.DECIDED_COMMIT): T.COMMITTING,
+    (T.PREPARING, S.DECIDED_ABORT): T.ABORTING,
+    (T.APPROVING, S.APPROVED_QUOTES): T.PREPARING,
+    (T.APPROVING, S.DECIDED_COMMIT): T.COMMITTING,
+    (T.APPROVING, S.DECIDED_ABORT): T.ABORTING,
+    (T.COMMITTING, S.COMMIT_IN_DOUBT): T.IN_DOUBT,
+    (T.COMMITTING, S.DECIDED_ABORT): T.ABORTING,  # refused before the irreversible step (HATP-TXN-6)
+    (T.COMMITTING, S.FINISHED_COMMITTED): T.COMMITTED,
+    (T.COMMITTING, S.FINISHED_NEEDS_RECOVERY): T.NEEDS_RECOVERY,
+    (T.IN_DOUBT, S.COMMIT_IN_DOUBT): T.IN_DOUBT,  # another commit in doubt, or the retry again
+    (T.IN_DOUBT, S.DOUBT_RESOLVED): T.COMMITTING,
+    (T.IN_DOUBT, S.DECIDED_ABORT): T.ABORTING,  # a late no before the irreversible step (HATP-TXN-11)
+    (T.ABORTING, S.FINISHED_ABORTED): T.ABORTED,
+    (T.ABORTING, S.FINISHED_NEEDS_RECOVERY): T.NEEDS_RECOVERY,  # an undo failed
 }
 
 
+def transition(state: TxnState, step: Step) -> TxnState:
+    """Where `step` leads from `state`: the one function that decides a state change. Raises HatpError
+    HATP-TXN-13 (ILLEGAL_TRANSITION) when the table has no such pair."""
+    nxt = TRANSITIONS.get((state, step))
+    if nxt is None:
+        raise HatpError(
+            "HATP-TXN-13",
+            f"{step.value!r} may not happen in state {state.value!r}",
+            code="ILLEGAL_TRANSITION",
+        )
+    return nxt
+
+
 def transition_table() -> str:
-    """The Markdown table of spec/coordinator.md section 5, generated from TRANSITIONS (a test compares them)."""
-    order = list(TxnState)
-    rows = ["| state | accepts | may lead to |", "|---|---|---|"]
-    for state in order:
-        accepts = TRANSITIONS.get(state, {})
-        targets = sorted({t for ts in accepts.values() for t in ts}, key=order.index)
-        rows.append(f"| {state.value} | {', '.join(accepts) or 'nothing'} | {', '.join(t.value for t in targets)} |")
+    """The two Markdown tables of spec/coordinator.md section 5, generated from ACCEPTS and TRANSITIONS (a test
+    compares them)."""
+    rows = ["| state | accepts |", "|---|---|"]
+    rows += [f"| {s.value} | {', '.join(ACCEPTS.get(s, ())) or 'nothing'} |" for s in TxnState]
+    rows += ["", "| state | step | leads to |", "|---|---|---|"]
+    for state in TxnState:
+        rows += [
+            f"| {state.value} | {step.value} | {TRANSITIONS[(state, step)].value} |"
+            for step in Step
+            if (state, step) in TRANSITIONS
+        ]
     return "\n".join(rows)
 
 
@@ -73,7 +126,7 @@ class Coordinator:
     """One transaction. Build with `begin` (a new plan) or `recover` (from its logged record and decision)."""
 
     def __init__(self, plan: Plan, mode: str, timing: Timing, keyring: Keyring, config: Config) -> None:
-        self._d = Txn(plan, mode, timing, keyring, config)
+        self._d = Txn(plan, mode, timing, keyring, config, transition)
 
     @property
     def plan(self) -> Plan:
@@ -207,27 +260,20 @@ class Coordinator:
         return self.state in _ENDS
 
     def handle(self, event: Event, now: datetime) -> list[Command]:
-        """Feed one event. Raises HatpError HATP-TXN-13 for an event the state does not accept (state unchanged)."""
-        allowed = TRANSITIONS.get(self.state, {}).get(event.kind)
-        if allowed is None:
+        """Feed one event. Raises HatpError HATP-TXN-13 for an event the state does not accept (ILLEGAL_EVENT) or
+        a step the table does not have (ILLEGAL_TRANSITION); then, as after any error, the machine is unchanged."""
+        if event.kind not in ACCEPTS.get(self.state, ()):
             raise HatpError(
                 "HATP-TXN-13",
                 f"event {event.kind!r} is not allowed in state {self.state.value!r}",
                 code="ILLEGAL_EVENT",
             )
-        saved_state, saved = self.state, self._d.snapshot()
+        saved = self._d.snapshot()
         try:
-            out = self._dispatch(event, now)
-            if self.state not in allowed and self.state is not saved_state:
-                raise HatpError(
-                    "HATP-TXN-13",
-                    f"{event.kind!r} may not lead from {saved_state.value!r} to {self.state.value!r}",
-                    code="ILLEGAL_TRANSITION",
-                )
+            return self._dispatch(event, now)
         except BaseException:
             self._d.restore(saved)
             raise
-        return out
 
     def _dispatch(self, event: Event, now: datetime) -> list[Command]:
         d = self._d

@@ -16,7 +16,7 @@ from hatp_mcp.core.txn.abort import abort, queue_abort
 from hatp_mcp.core.txn.commit import decide_commit, next_commit
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease, set_deadline
-from hatp_mcp.core.txn.events import ApproverReply, Ask, Command, PrepareAnswer, Record, SendPrepare, TxnState
+from hatp_mcp.core.txn.events import ApproverReply, Ask, Command, PrepareAnswer, Record, SendPrepare, Step, TxnState
 from hatp_mcp.core.txn.evidence_checks import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.txn.phase2 import start_recovered
 from hatp_mcp.core.txn.terms import check_terms, holds_terms, terms_accepted, tighten
@@ -49,7 +49,7 @@ def start(t: Txn, now: datetime) -> list[Command]:
         t.phase1.inflight.add(b.branch_id)
         if quote:
             t.phase1.quoting.add(b.branch_id)
-    t.state = T.QUOTING if quoting else T.PREPARING
+    t.fire(Step.STARTED_QUOTING if quoting else Step.STARTED_PREPARING)
     if t.mode == "parallel":
         out += _ask(t)
     out += set_deadline(t, now, None, "plan")
@@ -124,21 +124,21 @@ def _advance(t: Txn, now: datetime) -> list[Command]:
     if p1.inflight or t.holds.lost or any(p1.votes.get(b) not in ("yes", "quoted") for b in t.branches):
         return []
     if t.state is T.QUOTING:
-        t.state = T.APPROVING
+        t.fire(Step.ASKED_APPROVERS)
         return _ask(t)
     if t.state is T.PREPARING and t.mode == "holds-first" and not t.approvals.asked:
-        t.state = T.APPROVING
+        t.fire(Step.ASKED_APPROVERS)
         deadline = set_deadline(t, now, None, "holds")  # first: the human is asked under it (MODE-7)
         return [*_ask(t, holds_terms(t)), *deadline]
     if any(t.approvals.status.get(r.id) != "yes" for r in t.plan.approvals):
         if t.state is T.PREPARING and t.approvals.asked:
-            t.state = T.APPROVING
+            t.fire(Step.BRANCHES_VOTED_YES)
         return []
     if t.mode == "approval-first" and any(v == "quoted" for v in p1.votes.values()):
         expiry = min(p1.valid_until.values(), default=None)
         if expiry is None or now > expiry:
             return abort(t, now, "QUOTE_EXPIRED", "the approval came after the quotes expired (HATP-MODE-3)")
-        t.state = T.PREPARING
+        t.fire(Step.APPROVED_QUOTES)
         out: list[Command] = []
         for b, v in p1.votes.items():
             if v == "quoted":

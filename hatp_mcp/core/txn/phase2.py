@@ -12,7 +12,7 @@ from hatp_mcp.core.txn.abort import abort, next_abort, queue_abort
 from hatp_mcp.core.txn.commit import in_doubt, irreversible_done, next_commit, resolved
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease
-from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, TxnState
+from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, Step, TxnState
 from hatp_mcp.core.txn.evidence_checks import check_branch_receipt
 from hatp_mcp.errors import HatpError
 
@@ -68,7 +68,7 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
             p.committed[bid] = receipt.undo_token
             if resolving:
                 out += resolved(t, bid, "yes", now)
-                t.state = T.COMMITTING
+                t.fire(Step.DOUBT_RESOLVED)
             if t.state is T.IN_DOUBT:  # another hold of the same step is in doubt: its answer decides what next
                 return out
             return out + next_commit(t, now)
@@ -81,7 +81,8 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
         p.holds_refused.append(bid)
         if t.state is T.IN_DOUBT and not resolving:
             return out
-        t.state = T.COMMITTING
+        if resolving:
+            t.fire(Step.DOUBT_RESOLVED)
         return out + next_commit(t, now)
     # abort / compensate
     if p.step == bid:
@@ -131,7 +132,7 @@ def start_recovered(t: Txn, now: datetime) -> list[Command]:
     decision = t.recovering
     out: list[Command] = [Record(event="coordinator.recovered", body={"decision": decision or "none"})]
     if decision == "commit":
-        t.state = T.COMMITTING
+        t.fire(Step.RESUMED_COMMIT)
         return out + next_commit(t, now)
     for b in t.branches:
         t.phase1.votes.setdefault(b, "unknown")

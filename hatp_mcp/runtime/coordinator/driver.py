@@ -66,6 +66,7 @@ from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.coordinator.alarms import Alarms, alarms_for
 from hatp_mcp.runtime.coordinator.calls import Children
 from hatp_mcp.runtime.coordinator.log_writes import TxnWrites
+from hatp_mcp.runtime.coordinator.plan_locks import PlanLocks
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
@@ -168,6 +169,7 @@ class CoordinatorRuntime:
         self.trace: list[tuple[str, Command]] = []  # (txnId, command) when keep_trace: tests look at what was sent
         self._watch_seconds = watch_seconds  # 0: no long poll, the approval is polled only
         self._watching: set[tuple[str, str]] = set()  # (txnId, requirementId) with a long poll out
+        self._locks = PlanLocks()  # the fencing tokens of branches that name `locks` (HATP-LOCK-7..9)
 
     async def run(self, plan: Plan) -> TxnResult:
         """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
@@ -432,10 +434,17 @@ class CoordinatorRuntime:
                     quote_only=cmd.quote_only,
                     record_head=head,
                 )
+                if branch.locks and not cmd.quote_only:  # HATP-LOCK-7: its resources are locked before it is prepared
+                    await self._bounded(bound, lambda: self._locks.take(p, plan, digest, branch, self._clock.now()))
                 res = await self._bounded(bound, lambda: p.prepare(req))
                 event = PrepareAnswer(branch_id=b, vote=res.vote, receipt=res.receipt)
             else:
                 if isinstance(cmd, SendCommit):
+                    tokens = None
+                    if branch.locks:  # HATP-LOCK-8: the write carries its fencing tokens
+                        tokens = await self._bounded(
+                            bound, lambda: self._locks.tokens(p, plan, digest, branch, self._clock.now())
+                        )
                     creq = CommitRequest(
                         txn_id=t,
                         branch_id=b,
@@ -443,6 +452,7 @@ class CoordinatorRuntime:
                         preconditions=Preconditions.model_validate(cmd.preconditions),
                         decision=decision,
                         vote_digest=vote,
+                        lock_tokens=tokens,
                     )
                     res2 = await self._bounded(bound, lambda: p.commit(creq))
                 elif isinstance(cmd, SendRenew):
@@ -458,6 +468,8 @@ class CoordinatorRuntime:
                         txn_id=t, branch_id=b, plan_digest=digest, undo_token=cmd.undo_token, record_head=head
                     )
                     res2 = await self._bounded(bound, lambda: p.compensate(ureq))
+                if branch.locks and isinstance(cmd, (SendCommit, SendAbort)):  # HATP-LOCK-9: answered, so given back
+                    await self._locks.give_back(p, t, b, digest)
                 event = ReceiptAnswer(branch_id=b, receipt=res2.receipt)
         except Exception as exc:  # a participant's failure is data for the machine; cancellation passes
             event = CallFailed(branch_id=cmd.branch_id, phase=phase, reason=str(exc)[:500] or type(exc).__name__)

@@ -325,6 +325,7 @@ class ParticipantRuntime:
             check_commit_head(head, own_vote)  # HATP-REC-23: refused before anything is written
             try:
                 branch = self._prepared(row, req.plan_digest, now)
+                self.locks.check_branch(branch.locks, req.lock_tokens)  # HATP-LOCK-6: a stale writer is refused
                 versions, scope = await self._ops[branch.operation].current(branch, now)
                 check_preconditions(req.preconditions, versions, scope)
                 check_preconditions(Preconditions.model_validate(row.preconditions or {}), versions, scope)
@@ -506,6 +507,14 @@ class ParticipantRuntime:
 
     def lock_release(self, req: LockReleaseRequest) -> LockResult:
         """Raises HatpError HATP-LOCK-2 for a stale token."""
+        return self.locks.release(req)
+
+    async def acquire_lock(self, req: LockAcquireRequest) -> LockResult:
+        """`lock_acquire` for a coordinator in this process (hatp_mcp.runtime.interfaces.ParticipantLocks)."""
+        return self.locks.acquire(req)
+
+    async def release_lock(self, req: LockReleaseRequest) -> LockResult:
+        """`lock_release` for a coordinator in this process."""
         return self.locks.release(req)
 
     def fenced_write(self, resource: str, token: int) -> None:

@@ -8,9 +8,11 @@ transports or branches: hatp_mcp.runtime.participant.driver serves it beside the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.messages import LockAcquireRequest, LockReleaseRequest, LockRenewRequest, LockResult
-from hatp_mcp.core.participant.branch import LockTable
+from hatp_mcp.core.participant.branch import LockTable, check_lock_owner, check_lock_tokens
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.store.participant_state import ParticipantStore
 
@@ -36,7 +38,9 @@ class FencingLocks:
             self._store.put_lock(resource, state)
 
     def acquire(self, req: LockAcquireRequest) -> LockResult:
-        """Raises HatpError HATP-LOCK-1 while another owner holds the resource."""
+        """Raises HatpError HATP-LOCK-5 for an owner that is not the request's txnId, HATP-LOCK-1 while another
+        owner holds the resource."""
+        check_lock_owner(req.owner, req.txn_id)
         self._load(req.resource)
         token, expires = self.table.acquire(req.resource, req.owner, req.lease_seconds, self._clock.now())
         self._save(req.resource)
@@ -64,3 +68,8 @@ class FencingLocks:
         """Call before a write guarded by a lock. Raises HatpError HATP-LOCK-2 for a stale token."""
         self._load(resource)
         self.table.check(resource, token, self._clock.now())
+
+    def check_branch(self, resources: list[str] | None, tokens: Mapping[str, int] | None) -> None:
+        """Before a branch's write: the live token of every resource it locks (HATP-LOCK-6). Raises HatpError
+        HATP-LOCK-6 (no token) or HATP-LOCK-2 (stale), code STALE_TOKEN."""
+        check_lock_tokens(resources, tokens, self.check)

@@ -9,13 +9,14 @@ from demo.trip_world import trip_plan
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.data import Approvals, Config, Holds, Progress, Txn, Votes, arm
 from hatp_mcp.core.txn.events import Arm, TxnState
+from hatp_mcp.core.txn.machine import transition
 from hatp_mcp.core.txn.timing import timing
 from tests.core.txn.test_machine import NOW
 
 
 def test_a_snapshot_is_unchanged_by_later_writes_to_any_group_and_restore_puts_every_group_back() -> None:
     plan = trip_plan(NOW)
-    t = Txn(plan, "parallel", timing(plan, NOW), Keyring(), Config())
+    t = Txn(plan, "parallel", timing(plan, NOW), Keyring(), Config(), transition)
     t.phase1.votes["seat"] = "yes"
     saved = t.snapshot()
     t.state = TxnState.ABORTING

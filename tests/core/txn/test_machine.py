@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from hatp_mcp.core.txn import machine
 from hatp_mcp.core.txn.data import Txn
 from hatp_mcp.core.txn.events import (
     Decide,
+    Finish,
+    Outcome,
     PrepareAnswer,
     ReceiptAnswer,
     Record,
@@ -24,10 +28,11 @@ from hatp_mcp.core.txn.events import (
     SendPrepare,
     SendRenew,
     Start,
+    Step,
     Timer,
     TxnState,
 )
-from hatp_mcp.core.txn.machine import TRANSITIONS, Coordinator, transition_table
+from hatp_mcp.core.txn.machine import ACCEPTS, TRANSITIONS, Coordinator, transition_table
 from hatp_mcp.errors import HatpError
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -69,7 +74,44 @@ def started() -> tuple[Coordinator, list[Any]]:
 def test_the_spec_states_table_is_generated_from_the_transition_table() -> None:
     spec = (ROOT / "spec" / "coordinator.md").read_text()
     assert transition_table() in spec
-    assert set(TRANSITIONS) | {TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY} == set(TxnState)
+    ends = {TxnState.COMMITTED, TxnState.ABORTED, TxnState.NEEDS_RECOVERY}
+    assert set(ACCEPTS) | ends == set(TxnState)  # every state but the ends accepts events ...
+    assert {state for state, _ in TRANSITIONS} | ends == set(TxnState)  # ... and has a step out of it
+    assert set(TRANSITIONS.values()) | {TxnState.NEW} == set(TxnState)  # every state but new is reached
+    assert {step for _, step in TRANSITIONS} == set(Step)  # and every step the phases name is in the table
+
+
+_SETS_STATE = re.compile(r"\.state\s*=(?!=)")
+
+
+def state_setters(sources: Mapping[str, str]) -> set[str]:
+    """The modules with a line that sets a `.state`."""
+    return {name for name, text in sources.items() for line in text.splitlines() if _SETS_STATE.search(line)}
+
+
+def test_HATP_TXN_13_only_the_machine_and_its_data_class_set_a_state() -> None:
+    sources = {p.name: p.read_text() for p in (ROOT / "hatp_mcp" / "core" / "txn").glob("*.py")}
+    assert "phase2.py" in sources and state_setters(sources) <= {"machine.py", "data.py"}  # data: Txn.fire, restore
+    planted = {**sources, "phase2.py": sources["phase2.py"] + "\n    t.state = TxnState.COMMITTING\n"}
+    assert state_setters(planted) - {"machine.py", "data.py"} == {"phase2.py"}
+    assert not state_setters({"phase1.py": "if t.state == T.QUOTING or t.state is T.PREPARING:"})
+
+
+def test_HATP_TXN_13_a_step_the_table_does_not_have_is_refused_and_the_machine_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c, _ = started()
+    forged = answer(c.plan, "seat", HOTEL, KEYS["hotel"])  # counts as no: the transaction decides abort
+    before = c._d.snapshot()
+    monkeypatch.delitem(machine.TRANSITIONS, (TxnState.PREPARING, Step.DECIDED_ABORT))  # planted: one pair gone
+    with pytest.raises(HatpError) as err:
+        c.handle(forged, NOW)
+    assert (err.value.rule, err.value.code) == ("HATP-TXN-13", "ILLEGAL_TRANSITION")
+    assert "'decided-abort' may not happen in state 'preparing'" in err.value.reason
+    assert c._d.snapshot() == before  # the refused step changed nothing, nor did the work before it
+    monkeypatch.undo()
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in c.handle(forged, NOW))
+    assert c.state is TxnState.ABORTING  # with the pair back, the same event takes the step
 
 
 def test_an_event_the_state_does_not_accept_raises_and_leaves_the_machine_unchanged() -> None:
@@ -236,3 +278,32 @@ def test_HATP_TXN_16_a_pending_vote_without_its_signed_deadline_is_refused_and_a
     assert [r.body for r in refused] == [{"branchId": "seat", "rule": "HATP-TXN-16", "code": "NO_DEADLINE"}]
     assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)  # never waited on without a bound
     assert c.state is TxnState.ABORTING
+
+
+def test_a_quote_that_cannot_be_counted_aborts_while_quoting() -> None:
+    c = Coordinator.begin(trip_plan(NOW, mode="approval-first"), NOW, RING)
+    c.handle(Start(), NOW)
+    quoting = c.state
+    out = c.handle(answer(c.plan, "seat", HOTEL, KEYS["hotel"], phase="quote"), NOW)  # the hotel's key
+    assert any(isinstance(x, Decide) and x.decision == "abort" for x in out)
+    assert (quoting, c.state) == (TxnState.QUOTING, TxnState.ABORTING)
+
+
+def test_an_abort_whose_undo_is_refused_ends_in_needs_recovery() -> None:
+    plan = trip_plan(NOW)
+    holds = plan.model_copy(update={"branches": [b for b in plan.branches if b.tier == "hold"]})
+    c = Coordinator.begin(holds, NOW, RING)
+    c.handle(Start(), NOW)
+    out = c.handle(answer(holds, "seat", HOTEL, KEYS["hotel"]), NOW)  # cannot be counted: abort
+    assert [x.branch_id for x in out if isinstance(x, SendAbort)] == ["room"]
+    base = {"txnId": holds.txn_id, "planDigest": holds.digest(), "issuedAt": format_ts(NOW), "phase": "abort"}
+
+    def released(branch: str, participant: str, key: SigningKey, outcome: str) -> ReceiptAnswer:
+        receipt = {"type": "hatp.receipt", **base, "branchId": branch, "participant": participant, "outcome": outcome}
+        return ReceiptAnswer(branch_id=branch, receipt=sign_object(receipt, key))
+
+    out = c.handle(released("room", HOTEL, KEYS["hotel"], "refused"), NOW)
+    assert [x.branch_id for x in out if isinstance(x, SendAbort)] == ["seat"]
+    out = c.handle(released("seat", AIRLINE, KEYS["airline"], "ok"), NOW)
+    assert [x.outcome for x in out if isinstance(x, Finish)] == [Outcome.NEEDS_RECOVERY]
+    assert c.state is TxnState.NEEDS_RECOVERY and c._d.phase2.undo_failed == ["room"]

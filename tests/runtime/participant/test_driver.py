@@ -14,8 +14,6 @@ from hatp_mcp.core.model.messages import (
     AbortRequest,
     CommitRequest,
     CompensateRequest,
-    LockAcquireRequest,
-    LockReleaseRequest,
     PrepareRequest,
     RenewRequest,
     StatusRequest,
@@ -29,6 +27,7 @@ from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.participant.driver import Operation, ParticipantRuntime, Performed
 from hatp_mcp.store.participant_state import MemoryParticipantStore
 from tests.coordinators import KEY, decision_event
+from tests.locks import acquire, release
 from tests.txn_helpers import settle
 
 
@@ -181,17 +180,17 @@ async def test_locks_hand_out_growing_fencing_tokens_and_refuse_stale_writes_HAT
     world: World, clock: FakeClock
 ) -> None:
     airline = world.participants[AIRLINE]
-    a = airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    a = airline.lock_acquire(acquire("seat-14C", "txn-a"))
     with pytest.raises(HatpError) as err:
-        airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+        airline.lock_acquire(acquire("seat-14C", "txn-b"))
     assert err.value.code == "LOCKED"  # HATP-LOCK-1
     clock.advance(31)
-    b = airline.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+    b = airline.lock_acquire(acquire("seat-14C", "txn-b"))
     assert b.token > a.token  # HATP-LOCK-3
     with pytest.raises(HatpError) as err:
         airline.fenced_write("seat-14C", a.token)
     assert err.value.rule == "HATP-LOCK-2"
-    released = airline.lock_release(LockReleaseRequest(resource="seat-14C", token=b.token))
+    released = airline.lock_release(release("seat-14C", b.token, "txn-b"))
     assert released.released and released.owner == "txn-b"
 
 
@@ -201,10 +200,10 @@ def test_fencing_tokens_keep_growing_after_the_participant_restarts(clock: FakeC
 
     key = SigningKey.generate(["participant"])
     first = ParticipantRuntime(AIRLINE, key, {}, SqliteParticipantStore(tmp_path / "p.db"), clock)
-    old = first.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-a", lease_seconds=30))
+    old = first.lock_acquire(acquire("seat-14C", "txn-a"))
     clock.advance(31)
     again = ParticipantRuntime(AIRLINE, key, {}, SqliteParticipantStore(tmp_path / "p.db"), clock)  # a restart
-    new = again.lock_acquire(LockAcquireRequest(resource="seat-14C", owner="txn-b", lease_seconds=30))
+    new = again.lock_acquire(acquire("seat-14C", "txn-b"))
     assert new.token == old.token + 1  # HATP-LOCK-3: never handed out twice, even after a restart
     with pytest.raises(HatpError) as err:
         again.fenced_write("seat-14C", old.token)
@@ -354,3 +353,65 @@ async def test_HATP_REC_19_every_answer_signs_the_head_its_request_named_and_a_c
     aborted = trip_plan(clock.now(), "txn-aborted")
     abort = AbortRequest(txn_id=aborted.txn_id, branch_id="event", plan_digest=aborted.digest(), record_head=head)
     assert (await cal.abort(abort)).receipt["recordHead"] == head.wire()
+
+
+def locking(plan: Plan, branch_id: str, *resources: str) -> Plan:
+    """`plan` with `branch_id` naming `resources` as the ones it writes (Branch.locks)."""
+    data = plan.wire()
+    for b in data["branches"]:
+        if b["branchId"] == branch_id:
+            b["locks"] = list(resources)
+    return Plan.model_validate(data)
+
+
+@pytest.mark.anyio
+async def test_HATP_LOCK_6_a_commit_without_the_live_token_of_each_locked_resource_is_refused_and_writes_nothing(
+    world: World, clock: FakeClock
+) -> None:
+    payments = world.participants[PAYMENTS]
+    refused = []
+    for txn, tokens in (("txn-no-token", None), ("txn-wrong-token", {"card/4242": 99})):
+        plan = locking(trip_plan(clock.now(), txn), "pay", "card/4242")
+        held = payments.lock_acquire(acquire("card/4242", txn, 600, branch_id="pay"))
+        res = await payments.prepare(prep(plan, "pay"))
+        commit = commit_req(plan, "pay", res.receipt["preconditions"]).model_copy(update={"lock_tokens": tokens})
+        refused.append((await payments.commit(commit)).receipt)
+        payments.lock_release(release("card/4242", held.token, txn))
+    assert [(r["outcome"], r["code"]) for r in refused] == [("refused", "STALE_TOKEN")] * 2
+    assert "carries no fencing token" in refused[0]["reason"] and "token 99" in refused[1]["reason"]
+    assert world.pay.effects == []
+    plan = locking(trip_plan(clock.now(), "txn-live"), "pay", "card/4242")
+    held = payments.lock_acquire(acquire("card/4242", "txn-live", 600, branch_id="pay"))
+    res = await payments.prepare(prep(plan, "pay"))
+    commit = commit_req(plan, "pay", res.receipt["preconditions"]).model_copy(
+        update={"lock_tokens": {"card/4242": held.token}}
+    )
+    assert (await payments.commit(commit)).receipt["outcome"] == "ok"
+    assert world.pay.effects == ["capture txn-live"]
+
+
+@pytest.mark.anyio
+async def test_HATP_LOCK_6_a_stale_writer_is_refused_once_another_transaction_took_the_lock_after_its_lease(
+    world: World, clock: FakeClock
+) -> None:
+    payments = world.participants[PAYMENTS]
+    stale = locking(trip_plan(clock.now(), "txn-stale"), "pay", "card/4242")
+    old = payments.lock_acquire(acquire("card/4242", "txn-stale", 30, branch_id="pay"))
+    prepared = await payments.prepare(prep(stale, "pay"))
+    clock.advance(31)  # the stale writer stalls past its lock's lease; another transaction locks the card
+    new = payments.lock_acquire(acquire("card/4242", "txn-next", 30, branch_id="pay"))
+    commit = commit_req(stale, "pay", prepared.receipt["preconditions"]).model_copy(
+        update={"lock_tokens": {"card/4242": old.token}}
+    )
+    r = (await payments.commit(commit)).receipt
+    assert (r["outcome"], r["code"]) == ("refused", "STALE_TOKEN")  # HATP-LOCK-2
+    assert f"the live token is {new.token}" in r["reason"]
+    assert world.pay.effects == []
+
+
+def test_HATP_LOCK_5_an_acquire_whose_owner_is_not_its_transaction_is_refused(world: World, clock: FakeClock) -> None:
+    airline = world.participants[AIRLINE]
+    with pytest.raises(HatpError) as err:
+        airline.lock_acquire(acquire("seat-14C", "txn-b", txn_id="txn-a"))
+    assert (err.value.rule, err.value.code, err.value.path) == ("HATP-LOCK-5", "AUTH_MISMATCH", "$.owner")
+    assert airline.locks.table.holder("seat-14C", clock.now()) is None  # nothing was taken
