@@ -59,6 +59,7 @@ __all__ = [
     "Target",
     "advertised_keyring",
     "bounds_over_links",
+    "cause",
     "open_links",
 ]
 
@@ -98,6 +99,19 @@ class Target:
         return self.url or f"stdio:{self.module}" + (f":{self.data}" if self.data else "")
 
 
+def cause(exc: BaseException) -> str:
+    """What went wrong, in words a model can act on: the innermost error of an exception group (the SDK raises
+    groups of transport errors), by its message or, when it has none, its kind; never a repr (HATP-MCP-47)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    while exc.__cause__ is not None and not str(exc):
+        exc = exc.__cause__
+    text = " ".join(str(exc).split())
+    if "Connect" in type(exc).__name__ or isinstance(exc, ConnectionError):
+        return f"connection refused{': ' + text if text and 'refused' not in text.lower() else ''}"[:300]
+    return (text or type(exc).__name__)[:300]
+
+
 def _file_name(name: str) -> str:
     """`mcp://airline.example/hatp` -> `airline.example_hatp`: a server's name as a file name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name.split("://", 1)[-1]).strip("_") or "server"
@@ -124,7 +138,10 @@ class Link:
                     self._client, self._close = await self._tg.start(self._hold)
                 except Exception as exc:  # the SDK raises groups of transport errors at open
                     raise TransportFailed(
-                        "HATP-MCP-6", f"{self.name}: cannot reach {self.target.describe()}: {exc!r}", code="UNREACHABLE"
+                        "HATP-MCP-6",
+                        f"{self.name} is down: cannot reach {self.target.describe()} ({cause(exc)}); nothing was sent "
+                        f"to it. Start it (hatp serve runs it and restarts it), then try again",
+                        code="UNREACHABLE",
                     ) from exc
                 self.connects += 1
             return self._client
