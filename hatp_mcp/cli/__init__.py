@@ -20,6 +20,8 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - enrol_cmd.py: `hatp enrol`, the operator's side of passkey enrolment (codes, registrations, approval);
 - inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
 - mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
+- serve_cmd.py: `hatp serve`, the organisation's servers as one supervised local service on loopback;
+- connect_cmd.py: `hatp connect`, the stdio bridge from a client that starts a command to that service;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
 - schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
 - vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
@@ -36,6 +38,7 @@ from collections.abc import Callable, Sequence
 from hatp_mcp.cli import (
     card_cmd,
     conformance_cmd,
+    connect_cmd,
     digest_cmd,
     enrol_cmd,
     evidence_cmd,
@@ -45,6 +48,7 @@ from hatp_mcp.cli import (
     keys_cmd,
     mcp_config_cmd,
     schemas_cmd,
+    serve_cmd,
     timeline_cmd,
     trust_cmd,
     validate_cmd,
@@ -72,6 +76,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "trust": (trust_cmd.HELP, trust_cmd.add_arguments, trust_cmd.run),
     "mcp-config": (mcp_config_cmd.HELP, mcp_config_cmd.add_arguments, mcp_config_cmd.run),
     "conformance": (conformance_cmd.HELP, conformance_cmd.add_arguments, conformance_cmd.run),
+    "serve": (serve_cmd.HELP, serve_cmd.add_arguments, serve_cmd.run),
+    "connect": (connect_cmd.HELP, connect_cmd.add_arguments, connect_cmd.run),
 }
 
 
