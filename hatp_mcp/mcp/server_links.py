@@ -44,7 +44,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.call import Signer
-from hatp_mcp.mcp.errors import TransportFailed
+from hatp_mcp.mcp.errors import TransportFailed, cause
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.gateway_client import McpApprover
 from hatp_mcp.mcp.launch import stdio_params
@@ -59,7 +59,6 @@ __all__ = [
     "Target",
     "advertised_keyring",
     "bounds_over_links",
-    "cause",
     "open_links",
 ]
 
@@ -97,19 +96,6 @@ class Target:
 
     def describe(self) -> str:
         return self.url or f"stdio:{self.module}" + (f":{self.data}" if self.data else "")
-
-
-def cause(exc: BaseException) -> str:
-    """What went wrong, in words a model can act on: the innermost error of an exception group (the SDK raises
-    groups of transport errors), by its message or, when it has none, its kind; never a repr (HATP-MCP-47)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    while exc.__cause__ is not None and not str(exc):
-        exc = exc.__cause__
-    text = " ".join(str(exc).split())
-    if "Connect" in type(exc).__name__ or isinstance(exc, ConnectionError):
-        return f"connection refused{': ' + text if text and 'refused' not in text.lower() else ''}"[:300]
-    return (text or type(exc).__name__)[:300]
 
 
 def _file_name(name: str) -> str:
