@@ -12,7 +12,7 @@ another process sharing the gateway's store.
 - a second service on the same organisation exits 2 naming the holder (HATP-MCP-42);
 - the gateway's port taken: the service refuses at start and starts no coordinator (HATP-MCP-44);
 - SIGTERM stops the service and every child; nothing is left (HATP-MCP-41);
-- on a fresh organisation a bridge starts the service, which outlives it; the next bridge uses it (HATP-MCP-41);
+- on a fresh organisation two bridges started at once start one service, which outlives them (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46).
 """
 
@@ -255,30 +255,35 @@ async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(ser
     assert {c["state"] for c in service.status()["children"].values()} == {"stopped"}
 
 
-async def test_HATP_MCP_41_a_bridge_starts_the_service_when_none_runs_and_leaves_it_running_when_it_exits(
-    tmp_path: Path,
-) -> None:
+async def test_HATP_MCP_41_bridges_started_together_start_one_service_which_outlives_them(tmp_path: Path) -> None:
+    """As Claude Desktop starts its entries: the coordinator's and the gateway's bridges at once, no service yet."""
     layout = make_org(tmp_path)
     lock = service_folder(layout.root) / "service.lock"
     assert held_by(lock) is None
+    tools: dict[str, set[str]] = {}
+
+    async def use(server: str) -> None:
+        async with bridge(layout, server) as client:
+            tools[server] = {t.name for t in (await client.list_tools()).tools}
+
     with anyio.fail_after(180):
-        async with bridge(layout) as agent:
-            tools = {t.name for t in (await agent.list_tools()).tools}
-        holder = held_by(lock)  # the bridge is gone; the service it started is not
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(use, "coordinator")
+            tg.start_soon(use, "gateway")
+        holder = held_by(lock)  # the bridges are gone; the one service they started is not
         assert holder is not None and alive(holder["pid"])
-        async with bridge(layout, "gateway") as gateway:  # the next bridge uses the same service
-            assert "request_approval" in {t.name for t in (await gateway.list_tools()).tools}
+        await use("directory")  # the next bridge uses the same service
         assert held_by(lock) == holder
-        pids = [
-            c["pid"] for c in json.loads((service_folder(layout.root) / "status.json").read_text())["children"].values()
-        ]
+        status = json.loads((service_folder(layout.root) / "status.json").read_text())
+        pids = [c["pid"] for c in status["children"].values()]
         pidfd = os.pidfd_open(holder["pid"])
         try:
             os.kill(holder["pid"], signal.SIGTERM)
             await anyio.wait_readable(pidfd)  # readable once that process has ended
         finally:
             os.close(pidfd)
-    assert "begin_transaction" in tools
+    assert "begin_transaction" in tools["coordinator"] and "request_approval" in tools["gateway"]
+    assert "directory" in tools and status["pid"] == holder["pid"]  # it answered (it serves resources only)
     assert not any(alive(p) for p in pids) and held_by(lock) is None
 
 
