@@ -12,7 +12,8 @@ another process sharing the gateway's store.
 - a second service on the same organisation exits 2 naming the holder (HATP-MCP-42);
 - the gateway's port taken: the service refuses at start and starts no coordinator (HATP-MCP-44);
 - SIGTERM stops the service and every child; nothing is left (HATP-MCP-41);
-- on a fresh organisation two bridges started at once start one service, which outlives them (HATP-MCP-41);
+- on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
+  takes every child with it (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46).
 """
 
@@ -255,7 +256,9 @@ async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(ser
     assert {c["state"] for c in service.status()["children"].values()} == {"stopped"}
 
 
-async def test_HATP_MCP_41_bridges_started_together_start_one_service_which_outlives_them(tmp_path: Path) -> None:
+async def test_HATP_MCP_41_bridges_started_together_start_one_service_which_outlives_them_and_dies_whole(
+    tmp_path: Path,
+) -> None:
     """As Claude Desktop starts its entries: the coordinator's and the gateway's bridges at once, no service yet."""
     layout = make_org(tmp_path)
     lock = service_folder(layout.root) / "service.lock"
@@ -276,15 +279,18 @@ async def test_HATP_MCP_41_bridges_started_together_start_one_service_which_outl
         assert held_by(lock) == holder
         status = json.loads((service_folder(layout.root) / "status.json").read_text())
         pids = [c["pid"] for c in status["children"].values()]
-        pidfd = os.pidfd_open(holder["pid"])
+        # the service killed outright: each child sees its stdin end (--parent-watch) and exits too
+        pidfds = [os.pidfd_open(p) for p in [holder["pid"], *pids]]
         try:
-            os.kill(holder["pid"], signal.SIGTERM)
-            await anyio.wait_readable(pidfd)  # readable once that process has ended
+            os.kill(holder["pid"], signal.SIGKILL)
+            for pidfd in pidfds:
+                await anyio.wait_readable(pidfd)  # readable once that process has ended
         finally:
-            os.close(pidfd)
+            for pidfd in pidfds:
+                os.close(pidfd)
     assert "begin_transaction" in tools["coordinator"] and "request_approval" in tools["gateway"]
     assert "directory" in tools and status["pid"] == holder["pid"]  # it answered (it serves resources only)
-    assert not any(alive(p) for p in pids) and held_by(lock) is None
+    assert len(pidfds) == 8 and held_by(lock) is None  # each pidfd became readable: every process ended
 
 
 async def test_HATP_MCP_46_the_bridge_sends_the_token_of_its_0600_file_as_a_bearer_and_never_logs_it(
