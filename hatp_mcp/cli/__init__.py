@@ -20,6 +20,8 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - enrol_cmd.py: `hatp enrol`, the operator's side of passkey enrolment (codes, registrations, approval);
 - inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
 - mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
+- serve_cmd.py: `hatp serve`, the organisation's servers as one supervised local service on loopback;
+- connect_cmd.py: `hatp connect`, the stdio bridge from a client that starts a command to that service;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
 - schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
 - vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
@@ -56,6 +58,8 @@ COMMANDS: dict[str, str] = {
     "trust": "trust_cmd",
     "mcp-config": "mcp_config_cmd",
     "conformance": "conformance_cmd",
+    "serve": "serve_cmd",
+    "connect": "connect_cmd",
 }
 
 

@@ -44,7 +44,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.call import Signer
-from hatp_mcp.mcp.errors import TransportFailed
+from hatp_mcp.mcp.errors import TransportFailed, cause
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.gateway_client import McpApprover
 from hatp_mcp.mcp.launch import stdio_params
@@ -124,7 +124,10 @@ class Link:
                     self._client, self._close = await self._tg.start(self._hold)
                 except Exception as exc:  # the SDK raises groups of transport errors at open
                     raise TransportFailed(
-                        "HATP-MCP-6", f"{self.name}: cannot reach {self.target.describe()}: {exc!r}", code="UNREACHABLE"
+                        "HATP-MCP-6",
+                        f"{self.name} is down: cannot reach {self.target.describe()} ({cause(exc)}); nothing was sent "
+                        f"to it. Start it (hatp serve runs it and restarts it), then try again",
+                        code="UNREACHABLE",
                     ) from exc
                 self.connects += 1
             return self._client
