@@ -231,11 +231,11 @@ class Inbox:
         if session is None:
             return RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303)
         asked = [r for r in self._mine(session.human) if r.ask.txn_id == txn_id and self._finished(r)]
-        record = self.records.get(txn_id) if self.records is not None and asked else None
-        if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
+        records = self.records
+        record = records.get(txn_id) if records is not None and asked else None
+        if records is None or record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such transaction.</p>", 404)
-        assert self.records is not None
-        ring = self.records.keyring()
+        ring = records.keyring()
         if ring is None:  # nothing to check it with: not shown, never shown unchecked
             return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
         humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)

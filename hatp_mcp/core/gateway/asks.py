@@ -12,6 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
+from hatp_mcp.core.gateway.ask_ids import check_question_id
 from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.gateway.machine import (
     AskState,
@@ -27,7 +28,7 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
 from hatp_mcp.core.signing.canonical import digest
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["answer", "ask_digest", "check_fits", "open_question"]
 
@@ -58,8 +59,9 @@ def open_question(
     """Route a choose / form / text ask. The question is agent-written and labelled so.
 
     Raises HatpError HATP-ASK-1 (a malformed question: unknown kind, choose without options, form without a
-    valid JSON Schema) and HATP-ADDR-1..4 (address).
+    valid JSON Schema), HATP-ASK-7 (an id in the approvals' namespaces) and HATP-ADDR-1..4 (address).
     """
+    check_question_id(ask_id)
     if kind not in ("choose", "form", "text"):
         raise HatpError("HATP-ASK-1", f"ask kind {kind!r} is not choose, form or text", path="$.kind")
     if kind == "choose" and len(options or []) < 1:
@@ -159,7 +161,8 @@ def answer(
     seats[i] = seat.model_copy(
         update={"status": "decided", "decision": "answer", "decided_at": format_ts(now), "via": via}
     )
-    assert state is AskState.ANSWERED
+    if state is not AskState.ANSWERED:
+        raise BrokenInvariant(f"an answer moved ask {rec.ask.ask_id} to {state.value}, not answered")
     return rec.model_copy(
         update={
             "state": state.value,
