@@ -27,7 +27,7 @@ from hatp_mcp.core.gateway.machine import (
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
-from hatp_mcp.core.signing.canonical import digest
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical, digest
 from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["answer", "ask_digest", "check_fits", "open_question"]
@@ -101,7 +101,17 @@ def open_question(
 
 def check_fits(ask: Ask, value: Any) -> None:
     """Refuse an answer that does not fit the question ask (before anything signs it: the inbox calls this before
-    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4 (code ANSWER_DOES_NOT_FIT)."""
+    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4/8 (code ANSWER_DOES_NOT_FIT)."""
+    try:  # HATP-ASK-8: JSON Schema counts 1.0 and 2**64 as integers; the signature's canonical form holds neither
+        canonical(value)
+    except CanonicalError as exc:
+        raise HatpError(
+            "HATP-ASK-8",
+            f"the answer has no canonical JSON form to sign: {exc.reason}",
+            path="$.value" + exc.path.removeprefix("$"),
+            fix=exc.fix or "answer with integers within +-(2**53 - 1) and text; never a float",
+            code="ANSWER_DOES_NOT_FIT",
+        ) from exc
     if ask.kind == "choose":
         ids = [o.id for o in ask.options]
         if not isinstance(value, str) or value not in ids:
