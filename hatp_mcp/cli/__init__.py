@@ -51,6 +51,8 @@ from hatp_mcp.cli import (
     vectors_cmd,
     verify_cmd,
 )
+from hatp_mcp.cli._run import InputError, fail
+from hatp_mcp.errors import HatpError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -85,7 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     _help, _add, run = COMMANDS[args.command]
-    return run(args)
+    try:
+        return run(args)
+    except InputError as exc:  # HATP-MCP-52: the backstop for a file a subcommand did not refuse itself
+        return fail(str(exc))
+    except HatpError as exc:
+        return fail(exc.one_line())
 
 
 if __name__ == "__main__":  # pragma: no cover
