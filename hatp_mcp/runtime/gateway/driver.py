@@ -176,14 +176,18 @@ def _approver_answer(stored: StoredAsk) -> ApproverAnswer:
     not an approval (a store written before HATP-ASK-7 kept questions out of that namespace): refused, not
     trusted. Raises HatpError HATP-ASK-7."""
     if stored.vote is None:
-        raise HatpError(
-            "HATP-ASK-7",
-            f"ask {stored.ask_id!r} is not an approval: another kind of ask holds an approval's id",
-            path="$.askId",
-            code="ASK_ID_RESERVED",
-            fix="the operator removes the ask that holds the approval's id from the gateway's store",
-        )
+        raise _not_an_approval(stored.ask_id)
     return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+
+
+def _not_an_approval(ask_id: str) -> HatpError:
+    return HatpError(
+        "HATP-ASK-7",
+        f"ask {ask_id!r} is not an approval: another kind of ask holds an approval's id",
+        path="$.askId",
+        code="ASK_ID_RESERVED",
+        fix="the operator removes the ask that holds the approval's id from the gateway's store",
+    )
 
 
 class _Late(Exception):
@@ -501,7 +505,7 @@ class GatewayApprover:
         that person.
 
         Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20, HATP-GATE-23, HATP-GW-47..49) before anything
-        is stored.
+        is stored, and HATP-ASK-7 when another kind of ask holds the call's ask id.
         """
         now = self.clock.now()
         digest = call_digest(expected_call(server, tool, arguments, requirement, tool_digest))
@@ -531,6 +535,8 @@ class GatewayApprover:
         round_ = 1
         while self.store.get(tool_call_ask_id(digest, round_)) is not None:
             current = await self._sync(tool_call_ask_id(digest, round_))  # time applied: it may have expired
+            if current.record is not None and current.record.tool_call is None:
+                raise _not_an_approval(current.ask_id)  # a store written before HATP-ASK-7: never read as the call's
             if current.state == core.AskState.PENDING.value:
                 return current
             round_ += 1
