@@ -37,6 +37,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hatp_mcp.cli._run import InputError, fail
+from hatp_mcp.errors import HatpError
+
 __all__ = ["COMMANDS", "main"]
 
 # name -> the module that holds it (its HELP, add_arguments and run). Add a subcommand by adding its module here.
@@ -82,7 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     run: Callable[[argparse.Namespace], int] = _command(args.command).run
-    return run(args)
+    try:
+        return run(args)
+    except InputError as exc:  # HATP-MCP-52: the backstop for a file a subcommand did not refuse itself
+        return fail(str(exc))
+    except HatpError as exc:
+        return fail(exc.one_line())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,6 +23,7 @@ import anyio.to_thread
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.mcp.bridge import TokenFileError, read_token, relay
 from hatp_mcp.runtime.service.service_lock import held_by
 from hatp_mcp.runtime.service.supervisor import STATUS_FILE
@@ -70,7 +71,8 @@ def _start(root: Path, python: str, agent: str | None, folder: Path) -> subproce
 
 async def _started(process: subprocess.Popen[bytes]) -> bool:
     """Whether the service we started said it is ready (False: it exited first)."""
-    assert process.stdout is not None
+    if process.stdout is None:
+        raise BrokenInvariant("the service was started with its stdout piped and has none")
     try:
         while True:
             line = await anyio.to_thread.run_sync(process.stdout.readline, abandon_on_cancel=True)

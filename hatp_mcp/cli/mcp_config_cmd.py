@@ -171,7 +171,7 @@ def org_parts(root: Path, agent: str | None = None) -> OrgParts:
     layout = OrgLayout(root.absolute())
     suite = load_suite(layout.root)
     well_known = _require(layout.well_known, "the well-known document", "make the organisation with hatp init-org")
-    if "test-only" in Path(well_known).read_text():
+    if b"test-only" in Path(well_known).read_bytes():
         raise _refuse(
             f"{well_known} publishes a TEST-ONLY key: the acme.com test organisation is for demos and tests",
             "make your own: hatp init-org DIR --name example.org",

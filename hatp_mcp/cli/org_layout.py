@@ -40,7 +40,7 @@ from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS
 from hatp_mcp.core.signing.keys import PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import write_trust_list
-from hatp_mcp.store.files import create_file, load_or_create_key
+from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
 from hatp_mcp.store.pin_file import add_pins
 
 __all__ = ["DEMO_PARTICIPANTS", "OrgLayout", "Participant", "Suite", "init_org", "load_suite"]
@@ -144,7 +144,7 @@ def load_suite(root: Path) -> Suite:
     layout = OrgLayout(root)
     path = layout.suite
     try:
-        doc: Any = json.loads(path.read_text())
+        doc: Any = read_json_file(path)
     except FileNotFoundError as exc:
         raise _bad_suite(path, "$", "there is no suite.json: not an organisation made by hatp init-org") from exc
     except (OSError, ValueError) as exc:

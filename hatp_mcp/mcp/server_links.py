@@ -43,6 +43,7 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.errors import TransportFailed, cause
 from hatp_mcp.mcp.extension import read_advertisement
@@ -151,7 +152,8 @@ class Link:
                 if self.target.url is not None:
                     client = await stack.enter_async_context(Client(self.target.url))
                 else:
-                    assert self.target.module is not None
+                    if self.target.module is None:
+                        raise BrokenInvariant("a server link names neither a url nor a module")
                     errlog: TextIO = sys.stderr
                     if self._errlog_dir is not None:
                         errlog = stack.enter_context((self._errlog_dir / f"{_file_name(self.name)}.stderr").open("a"))

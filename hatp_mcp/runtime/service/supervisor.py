@@ -35,6 +35,7 @@ import anyio
 from anyio.abc import Process, TaskGroup, TaskStatus
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.service.restart import RestartPolicy
 from hatp_mcp.store.files import replace_file
@@ -205,7 +206,8 @@ class Supervisor:
             kwargs["env"] = self.env
         process = await anyio.open_process(argv, **kwargs)
         child.process = process
-        assert process.stderr is not None
+        if process.stderr is None:
+            raise BrokenInvariant(f"{child.spec.name} was started with its stderr piped and has none")
         stream = BufferedByteReceiveStream(process.stderr)
         log = self.log_file(child.spec.name).open("a")
         try:
@@ -226,7 +228,8 @@ class Supervisor:
                     try:
                         line = (await stream.receive_until(b"\n", 1 << 20)).decode(errors="replace")
                     except (anyio.EndOfStream, anyio.IncompleteRead):
-                        assert child.process is not None
+                        if child.process is None:
+                            raise BrokenInvariant(f"{child.spec.name} has no process while it starts") from None
                         code = await child.process.wait()
                         raise StartFailed(
                             name, f"it exited ({code}) before it was ready: {' | '.join(child.lines[-3:])}"
