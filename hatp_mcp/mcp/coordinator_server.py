@@ -158,7 +158,8 @@ def serve_coordinator(
 
     async def with_progress(ctx: Context, wait: int, work: Callable[[], Awaitable[WireModel]]) -> WireModel:
         """Run `work`; meanwhile, every PROGRESS_SECONDS of the coordinator's clock, a progress notification (a
-        no-op unless the client gave a progress token)."""
+        no-op unless the client gave a progress token). A refusal of `work` leaves as itself, never wrapped in the
+        task group's exception group: the agent reads the same rule, path and fix as without a wait (HATP-MCP-32)."""
         if wait <= 0:
             return await work()
         clock = service.clock
@@ -170,10 +171,16 @@ def serve_coordinator(
                 beats += 1
                 await ctx.report_progress(beats * PROGRESS_SECONDS, wait, "waiting for the transaction to end")
 
+        refusal: HatpError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat)
-            result = await work()
+            try:
+                result = await work()
+            except HatpError as exc:  # kept out of the group: the tool's refusal boundary must see it as it is
+                refusal = exc
             tg.cancel_scope.cancel()
+        if refusal is not None:
+            raise refusal
         return result
 
     @agent_tool
