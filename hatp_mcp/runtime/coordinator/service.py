@@ -81,6 +81,15 @@ class _Running:
     result: TxnResult | None = None
 
 
+@dataclass
+class _Beginning:
+    """A begin in flight for one txnId: the digest of its plan, and its end (durable, or refused)."""
+
+    digest: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    refused: HatpError | None = None
+
+
 async def _either(a: anyio.Event, b: anyio.Event) -> None:
     """Return once either event is set."""
     async with anyio.create_task_group() as tg:
@@ -157,6 +166,7 @@ class TxnService:
             bounds=bounds,
         )
         self._running: dict[str, _Running] = {}
+        self._beginning: dict[str, _Beginning] = {}  # one begin per txnId at a time (HATP-MCP-21)
         self._tg: TaskGroup | None = None
 
     @asynccontextmanager
@@ -261,29 +271,57 @@ class TxnService:
     async def begin(self, plan: Plan, request: object = None) -> TxnStatus:
         """HATP-MCP-20/21. `request` is the agent's signed AgentRequest about this plan (HATP-TXN-21). Raises
         HatpError: HATP-TXN-21 (the requester is not proven, nothing written), HATP-TXN-1 (invalid plan, nothing
-        written), HATP-MCP-21 (another plan under this txnId), or what the coordinator machine refuses at begin."""
+        written), HATP-MCP-21 (another plan under this txnId, begun or being begun), or what the coordinator
+        machine refuses at begin.
+
+        One begin per txnId at a time: a second begin that arrives while the first is not yet durable is refused
+        at once for another plan, and for the same plan answered as the first is (its status, or its refusal)."""
         self._prove_requester(plan, request)
         txn_id = plan.txn_id
+        digest = plan.digest()
+        ongoing = self._beginning.get(txn_id)  # checked and claimed with no await between: no second run slips in
+        if ongoing is not None:
+            if ongoing.digest != digest:
+                raise self._mismatch(txn_id, ongoing.digest)
+            await ongoing.done.wait()  # bounded: the first begin ends once durable or refused
+            if ongoing.refused is not None:
+                raise ongoing.refused
+            return await self.status(txn_id)
+        ongoing = self._beginning[txn_id] = _Beginning(digest)
+        try:
+            return await self._begin(plan, digest)
+        except HatpError as exc:
+            ongoing.refused = exc
+            raise
+        finally:
+            del self._beginning[txn_id]
+            ongoing.done.set()
+
+    async def _begin(self, plan: Plan, digest: str) -> TxnStatus:
+        """The one begin in flight for the plan's txnId (see `begin`)."""
+        txn_id = plan.txn_id
         logged = await self._log.load(txn_id)
-        known = logged.plan if logged is not None else None
-        if txn_id in self._running or known is not None:
-            digest = Plan.model_validate(known).digest() if known is not None else None
-            if digest is not None and digest != plan.digest():
-                raise HatpError(
-                    "HATP-MCP-21",
-                    f"transaction {txn_id} was begun with another plan ({digest})",
-                    path="$.txnId",
-                    code="PLAN_MISMATCH",
-                    fix="use a new txnId for a new plan",
-                )
-            if known is not None:
-                return await self.status(txn_id)
+        if logged is not None:
+            known = Plan.model_validate(logged.plan).digest()
+            if known != digest:
+                raise self._mismatch(txn_id, known)
+            return await self.status(txn_id)
         durable = self._log.next_append(txn_id)
         run = await self._start(txn_id, lambda: self.runtime.run(plan))
         await _either(durable, run.done)
         if run.refused is not None and not durable.is_set():
             raise run.refused
         return await self.status(txn_id)
+
+    @staticmethod
+    def _mismatch(txn_id: str, digest: str) -> HatpError:
+        return HatpError(
+            "HATP-MCP-21",
+            f"transaction {txn_id} was begun with another plan ({digest})",
+            path="$.txnId",
+            code="PLAN_MISMATCH",
+            fix="use a new txnId for a new plan",
+        )
 
     async def status(self, txn_id: str, wait_seconds: float = 0, after_events: int | None = None) -> TxnStatus:
         """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction to end first or,
