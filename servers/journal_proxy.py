@@ -28,7 +28,7 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
+from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import JournalingProxy
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve

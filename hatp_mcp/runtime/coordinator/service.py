@@ -352,8 +352,17 @@ class TxnService:
             record = RecordChain(plan, self._key, self.config.coordinator, logged.events, digest).record()
         return summarize(plan, logged.events, logged.decision, record, digest)
 
-    async def abort(self, txn_id: str, reason: str | None = None) -> TxnStatus:
+    async def requester_of(self, txn_id: str) -> str:
+        """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-52). Raises HatpError
+        HATP-MCP-22 (UNKNOWN_TXN)."""
+        logged = await self._log.load(txn_id)
+        if logged is None:
+            raise _unknown(txn_id)
+        return Plan.model_validate(logged.plan).requester.agent
+
+    async def abort(self, txn_id: str, reason: str | None = None, by: str | None = None) -> TxnStatus:
         """HATP-MCP-23: abort before the decision (presumed abort, as a replacement coordinator would finish it).
+        `by`: who asked, as its caller was proven (HATP-MCP-52); None: the plan's agent (its stdio parent).
 
         Raises HatpError HATP-MCP-22 (UNKNOWN_TXN) or HATP-MCP-23 (ILLEGAL_TRANSITION: commit is decided).
         """
@@ -374,8 +383,8 @@ class TxnService:
             await self._start(txn_id, lambda: self.runtime.recover(txn_id))
             raise self._too_late(txn_id)
         decided = self._log.next_append(txn_id)
-        # HATP-TXN-18: the request is an event of the record (the plan's agent asked; the coordinator attests it)
-        request = {"reason": reason, "by": Plan.model_validate(logged.plan).requester.agent}
+        # HATP-TXN-18: the request is an event of the record (who asked, as proven; the coordinator attests it)
+        request = {"reason": reason, "by": by or Plan.model_validate(logged.plan).requester.agent}
         run = await self._start(txn_id, lambda: self.runtime.recover(txn_id, request))
         await _either(decided, run.done)
         status = await self.status(txn_id)
@@ -403,13 +412,17 @@ class TxnService:
             fix="wait for the outcome (hatp/txn/status); undo a committed trip with a new transaction",
         )
 
-    async def pending(self) -> TxnList:
-        """Every transaction whose record is not closed, oldest first (without records)."""
+    async def pending(self, agent: str | None = None) -> TxnList:
+        """Every transaction whose record is not closed, oldest first (without records); with `agent`, only
+        those whose plan's requester is that agent (HATP-MCP-52)."""
         out = []
         for txn_id in await self._log.unfinished():
             logged = await self._log.load(txn_id)
-            if logged is not None:
-                out.append(self._summary(logged, with_record=False))
+            if logged is None:
+                continue
+            if agent is not None and Plan.model_validate(logged.plan).requester.agent != agent:
+                continue
+            out.append(self._summary(logged, with_record=False))
         return TxnList(txns=out)
 
     async def wait(self, txn_id: str) -> TxnStatus:

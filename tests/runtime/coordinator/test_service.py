@@ -9,13 +9,13 @@ import anyio
 import pytest
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnStatus
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
 from hatp_mcp.runtime.coordinator.service import TxnService
-from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, MemoryTxnLog, TxnLog
 
 pytestmark = pytest.mark.anyio
