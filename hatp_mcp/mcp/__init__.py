@@ -27,7 +27,7 @@ The servers and their clients:
 - gated_tools.py: approval gates on an existing MCPServer: a gated call runs only with an approval that fits it;
 - journal_server.py: `serve_journal`, the journal as an MCP server for agents, and its undos over MCP;
 - journal_proxy.py: a journaling proxy: an upstream server's tools re-exposed, each call journaled as a step;
-- http_callers.py: who sent a journal request over HTTP: a bearer token per caller, each saga bound to one;
+- http_callers.py: who sent a request over HTTP, for the journal and the coordinator: a bearer token per caller;
 - journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.
 
 Processes and connections:
