@@ -334,7 +334,8 @@ class Inbox:
 
     def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
         """Who may register: the holder of an unexpired one-time code the operator issued, or a signed-in person
-        (adding a passkey). Returns (human, code hash or None)."""
+        (adding a passkey, proven again at registration by a fresh assertion, HATP-GW-84). Returns (human, code
+        hash or None)."""
         if code:
             code_hash = hashlib.sha256(code.encode()).hexdigest()
             human = self.state.enrol_code(code_hash, self._now())
@@ -365,9 +366,43 @@ class Inbox:
         )
         nonce = secrets.token_urlsafe(18)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
-        kept = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        kept: dict[str, Any] = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        answer: dict[str, Any] = {"nonce": nonce, "publicKey": json.loads(options_to_json(options))}
+        if code_hash is None:  # HATP-GW-84: signed in, so a passkey already on the card asserts the addition
+            if not existing:
+                return self._refuse(403, "your card lists no passkey: enrol with your operator's code", "HATP-GW-84")
+            kept["assertChallenge"] = b64u(secrets.token_bytes(32))
+            answer["assertion"] = {
+                "challenge": kept["assertChallenge"],
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": existing,
+            }
         self.state.keep_challenge(nonce, "enrol", human, kept, expires, self._now())
-        return self._json({"nonce": nonce, "publicKey": json.loads(options_to_json(options))})
+        return self._json(answer)
+
+    def _fresh_assertion(self, human: str, challenge: str, assertion: Any) -> str | None:
+        """HATP-GW-84: the id of the passkey on `human`'s card that asserted `challenge` just now (user verified,
+        exact origin and rpId, a rising counter), or None."""
+        if not isinstance(assertion, dict):
+            return None
+        found = self._credential(str(assertion.get("id", "")))
+        if found is None or found[0].id != human:
+            return None
+        try:
+            verified = verify_authentication_response(
+                credential=assertion,
+                expected_challenge=unb64u(challenge),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                credential_public_key=found[1],
+                credential_current_sign_count=self.state.sign_count(str(assertion["id"])),
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError):
+            return None
+        self.state.set_sign_count(str(assertion["id"]), int(verified.new_sign_count))
+        return str(assertion["id"])
 
     async def enrol_register(self, request: Request) -> Response:
         session = self._session(request)
@@ -378,6 +413,19 @@ class Inbox:
         if kept is None or kept[0] is None:
             return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-71")
         human, payload = kept[0], kept[1]
+        authorized_by = "code"
+        if payload.get("codeHash") is None:  # HATP-GW-84: a session alone (a stolen cookie) adds no passkey
+            asserted = None
+            if session is not None and session.human == human and isinstance(payload.get("assertChallenge"), str):
+                asserted = self._fresh_assertion(human, payload["assertChallenge"], body.get("assertion"))
+            if asserted is None:
+                return self._refuse(
+                    403,
+                    "adding a passkey while signed in needs a fresh assertion of a passkey already on your card"
+                    " (or your operator's enrolment code): nothing was registered",
+                    "HATP-GW-84",
+                )
+            authorized_by = f"passkey {asserted}"
         try:
             verified = verify_registration_response(
                 credential=body.get("credential") or {},
@@ -396,6 +444,7 @@ class Inbox:
                 b64u(verified.credential_id),
                 b64u(verified.credential_public_key),
                 self._now(),
+                authorized_by,
             )
         except (KeyError, sqlite3.IntegrityError):
             return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-71")
