@@ -120,6 +120,11 @@ class Inbox:
         self.clock = clock
         self.session_seconds = session_seconds
         self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
+        # HATP-GW-74: behind TLS they are `__Host-` cookies (Secure, path /, no Domain): a sibling host of the same
+        # site cannot set one the inbox reads. A page on another port of the same host still can (cookies ignore
+        # the port): the inbox gets a host name of its own (spec/gateway.md HATP-GW-74, spec/threat-model.md).
+        prefix = "__Host-" if self._https else ""
+        self.session_cookie, self.csrf_cookie = prefix + SESSION_COOKIE, prefix + CSRF_COOKIE
         self.app: ASGIApp = _StrictHeaders(
             Starlette(
                 routes=[
@@ -145,7 +150,7 @@ class Inbox:
         return format_ts(self.clock.now())
 
     def _session(self, request: Request) -> Session | None:
-        sid = request.cookies.get(SESSION_COOKIE)
+        sid = request.cookies.get(self.session_cookie)
         return self.state.session(sid, self._now()) if sid else None
 
     def _html(self, request: Request, body: str, status: int = 200) -> Response:
@@ -166,7 +171,7 @@ class Inbox:
         if origin is None or origin not in self.rp.origins:
             return False
         sent = request.headers.get("x-csrf-token", "")
-        expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
+        expected = session.csrf if session is not None else request.cookies.get(self.csrf_cookie, "")
         return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
 
     def _fresh(self) -> None:
@@ -194,9 +199,9 @@ class Inbox:
     async def home(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
-            token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+            token = request.cookies.get(self.csrf_cookie) or secrets.token_urlsafe(32)
             response = self._html(request, signin_page(token))
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+            response.set_cookie(self.csrf_cookie, token, httponly=True, samesite="strict", path="/", secure=self._https)
             return response
         mine = self._mine(session.human)
         timelines = {r.ask.txn_id for r in mine if r.ask.txn_id and self._finished(r) and self._shelved(r.ask.txn_id)}
@@ -296,7 +301,7 @@ class Inbox:
         self.state.open_session(session)
         response = self._json({"human": card.id})
         response.set_cookie(
-            SESSION_COOKIE,
+            self.session_cookie,
             session.sid,
             max_age=int(self.session_seconds),
             httponly=True,
@@ -319,17 +324,21 @@ class Inbox:
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         self.state.end_session(session.sid)
         response = self._json({"signedOut": True})
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(self.session_cookie, path="/", secure=self._https)
         return response
 
     # -- enrolment (HATP-GW-71) ---------------------------------------------------------------------------------
 
     async def enrol_page(self, request: Request) -> Response:
         session = self._session(request)
-        token = session.csrf if session is not None else (request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32))
+        token = (
+            session.csrf
+            if session is not None
+            else (request.cookies.get(self.csrf_cookie) or secrets.token_urlsafe(32))
+        )
         response = self._html(request, enrol_page(token))
         if session is None:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+            response.set_cookie(self.csrf_cookie, token, httponly=True, samesite="strict", path="/", secure=self._https)
         return response
 
     def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
