@@ -346,3 +346,15 @@ async def test_HATP_MCP_52_another_agent_sees_none_of_its_transactions_and_the_o
     assert problems(done["record"], suite.data) == []
     assert mine.structured_content is not None
     assert plan.txn_id not in [t["txnId"] for t in mine.structured_content["txns"]]
+
+
+async def test_HATP_MCP_32_a_waiting_status_of_an_unknown_txn_over_http_names_its_rule_and_logs_no_traceback(
+    suite: Suite, agent: Agent
+) -> None:
+    with anyio.fail_after(30):
+        at_once = await agent.client.call_tool("transaction_status", {"txn_id": "txn-h-nobody"})
+        waiting = await agent.client.call_tool("transaction_status", {"txn_id": "txn-h-nobody", "wait_seconds": 5})
+    assert waiting.is_error and waiting.structured_content == at_once.structured_content
+    assert waiting.structured_content is not None
+    assert waiting.structured_content["refusal"]["code"] == "UNKNOWN_TXN"
+    assert not any("Traceback" in line or "ExceptionGroup" in line for line in suite.procs["coordinator"].lines)
