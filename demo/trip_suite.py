@@ -136,7 +136,7 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     gateway += ["--org", str(ORG)]  # the coordinator checks each person's own signed decision (HATP-TXN-19)
     # and proves each plan's requester: it holds the travel-bot's TEST-ONLY key and signs as it (HATP-TXN-21)
     gateway += ["--agent-key", str(ORG / "test-only-keys" / "agents" / "travel-bot.private.jwk.json")]
-    # the agent calls the coordinator with its own bearer token (HATP-MCP-52)
+    # the agent calls the coordinator with its own bearer token (HATP-MCP-53)
     callers = data / "coordinator" / "callers.json"
     token = local_caller(callers, "agent://acme.com/travel-bot")
     gateway += ["--callers", str(callers)]

@@ -24,7 +24,7 @@ DIR/agents: by the agent's own signed request (`begin_transaction`'s `request`),
 (Claude Desktop), by `--agent-key FILE`: this coordinator then holds the agent's key and signs each plan as the
 agent its card names, for the person the card names.
 
-Over HTTP it needs `--callers FILE` (hatp_mcp.mcp.http_callers, HATP-MCP-52): each caller's id (the agent address
+Over HTTP it needs `--callers FILE` (hatp_mcp.mcp.http_callers, HATP-MCP-53): each caller's id (the agent address
 it acts as) and the SHA-256 of its bearer token, and `"sees": "all"` for a caller the operator lets see every
 transaction. Every request but the handshake and the listings carries `Authorization: Bearer <token>`.
 """
@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(data / "coordinator.db")
         data.mkdir(parents=True, exist_ok=True)
         agent_key = SigningKey.from_jwk(json.loads(Path(args.agent_key).read_text())) if args.agent_key else None
-        callers = read_callers(args, "coordinator")  # HATP-MCP-52: HTTP without callers is refused
+        callers = read_callers(args, "coordinator")  # HATP-MCP-53: HTTP without callers is refused
     except (HatpError, OSError, ValueError) as exc:
         log(f"coordinator: cannot start: {exc}")
         return 2

@@ -9,7 +9,7 @@ a method's as a JSON-RPC error (HATP-MCP-3), a tool's as a tool result with `isE
 Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.coordinator.service's; this module only
 binds it to MCP.
 
-Over HTTP every request but the handshake and the listings names its caller by bearer token (HATP-MCP-52,
+Over HTTP every request but the handshake and the listings names its caller by bearer token (HATP-MCP-53,
 hatp_mcp.mcp.http_callers, the journal's mechanism): a caller begins only plans whose `requester.agent` it is, and
 reads, lists and aborts only those transactions unless its operator granted it every one (`"sees": "all"`); an
 abort's record event names the proven caller. Over stdio the parent process is the one caller and acts for every
@@ -59,7 +59,7 @@ SAFE_WAIT_SECONDS = 50
 # client that resets its timeout on progress waiting (HATP-MCP-32).
 PROGRESS_SECONDS = 10
 RECORD_URI = "hatp://txn/{txn_id}/record"
-CALLERS_RULE = "HATP-MCP-52"
+CALLERS_RULE = "HATP-MCP-53"
 # What a client may ask over HTTP before it proves its caller: the handshake and the listings, nothing that reads
 # or changes a transaction. Every other request (tools, hatp/txn/*, resources, prompts) needs a caller's token.
 OPEN_METHODS = frozenset(
@@ -177,7 +177,7 @@ def serve_coordinator(
     """Make `server` a HATP coordinator: advertise `settings`, register the methods and the agent tools.
 
     `max_concurrent` bounds how many begin / abort calls run at once (status long-polls are not counted).
-    `callers`: the bearer tokens every request over HTTP must carry (HATP-MCP-52; required for HTTP: without it
+    `callers`: the bearer tokens every request over HTTP must carry (HATP-MCP-53; required for HTTP: without it
     any local process could read and abort every transaction); each caller then acts on its own transactions.
     """
     low = lowlevel_of(server)
@@ -188,7 +188,7 @@ def serve_coordinator(
 
     async def mine(txn_id: str) -> Caller | None:
         """The proven caller, if it may read and act on `txn_id` (over stdio: None, the parent acts on any).
-        Raises HatpError HATP-MCP-22 (unknown) or HATP-MCP-52 (another agent's transaction)."""
+        Raises HatpError HATP-MCP-22 (unknown) or HATP-MCP-53 (another agent's transaction)."""
         caller = current_caller()
         if caller is not None and not caller.sees_all and await service.requester_of(txn_id) != caller.id:
             raise _not_owner(caller, txn_id)

@@ -71,7 +71,7 @@ CODES: dict[str, int] = {
     "VOTE_MISMATCH": -32086,
     "STALE_COORDINATOR": -32087,
     "HEAD_REORDERED": -32088,  # a commit decided before the vote it rests on (spec/hatp.md HATP-REC-23)
-    # callers over HTTP: the journal (spec/journal.md HATP-JRN-17) and the coordinator (HATP-MCP-52)
+    # callers over HTTP: the journal (spec/journal.md HATP-JRN-17) and the coordinator (HATP-MCP-53)
     "CALLER_UNPROVEN": -32089,
     "NOT_SAGA_OWNER": -32090,
     "NOT_TXN_OWNER": -32091,

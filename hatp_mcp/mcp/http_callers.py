@@ -1,6 +1,6 @@
 """Who sent a request over streamable HTTP: a bearer token per caller, configured by the operator. One mechanism
 for every server that serves callers over HTTP: the journal and the journaling proxy (HATP-JRN-17) and the
-coordinator (HATP-MCP-52).
+coordinator (HATP-MCP-53).
 
 The operator's callers file names each caller and the SHA-256 of its token (never the token itself):
 `{"callers": {"agent://acme.com/travel-bot": {"tokenSha256": "<64 hex>"}}}`; the caller sends
@@ -56,7 +56,7 @@ __all__ = [
     "write_callers",
 ]
 
-RULE = "HATP-JRN-17"  # the journal's; the coordinator passes its own (HATP-MCP-52)
+RULE = "HATP-JRN-17"  # the journal's; the coordinator passes its own (HATP-MCP-53)
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 SEES = ("own", "all")
 
@@ -221,7 +221,7 @@ def add_callers_argument(p: argparse.ArgumentParser) -> None:
 
 
 def read_callers(args: argparse.Namespace, who: str) -> CallerTokens | None:
-    """The callers over HTTP of the server `who` names (HATP-JRN-17, HATP-MCP-52). Raises ValueError for HTTP
+    """The callers over HTTP of the server `who` names (HATP-JRN-17, HATP-MCP-53). Raises ValueError for HTTP
     without --callers (any local process could otherwise act for any caller) or a malformed file; OSError."""
     if args.callers is None:
         if args.transport == "http":

@@ -56,7 +56,7 @@ class HttpProcess:
     process: Process
     port: int
     lines: list[str] = field(default_factory=list)
-    token: str | None = None  # the bearer token its parent calls it with (a server with callers, HATP-MCP-52)
+    token: str | None = None  # the bearer token its parent calls it with (a server with callers, HATP-MCP-53)
 
     @property
     def url(self) -> str:

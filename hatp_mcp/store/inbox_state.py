@@ -71,7 +71,7 @@ class Enrolment:
     public_key: str  # COSE key, base64url
     registered_at: str
     state: str  # pending | approved | refused
-    # how the registration was allowed (HATP-GW-84): "code" (the operator's one-time code) or "passkey <id>" (a
+    # how the registration was allowed (HATP-GW-86): "code" (the operator's one-time code) or "passkey <id>" (a
     # fresh assertion of a passkey already on the card); "unrecorded" for one kept before this was recorded
     authorized_by: str = "unrecorded"
 

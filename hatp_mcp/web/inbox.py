@@ -343,7 +343,7 @@ class Inbox:
 
     def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
         """Who may register: the holder of an unexpired one-time code the operator issued, or a signed-in person
-        (adding a passkey, proven again at registration by a fresh assertion, HATP-GW-84). Returns (human, code
+        (adding a passkey, proven again at registration by a fresh assertion, HATP-GW-86). Returns (human, code
         hash or None)."""
         if code:
             code_hash = hashlib.sha256(code.encode()).hexdigest()
@@ -377,9 +377,9 @@ class Inbox:
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
         kept: dict[str, Any] = {"challenge": b64u(options.challenge), "codeHash": code_hash}
         answer: dict[str, Any] = {"nonce": nonce, "publicKey": json.loads(options_to_json(options))}
-        if code_hash is None:  # HATP-GW-84: signed in, so a passkey already on the card asserts the addition
+        if code_hash is None:  # HATP-GW-86: signed in, so a passkey already on the card asserts the addition
             if not existing:
-                return self._refuse(403, "your card lists no passkey: enrol with your operator's code", "HATP-GW-84")
+                return self._refuse(403, "your card lists no passkey: enrol with your operator's code", "HATP-GW-86")
             kept["assertChallenge"] = b64u(secrets.token_bytes(32))
             answer["assertion"] = {
                 "challenge": kept["assertChallenge"],
@@ -391,7 +391,7 @@ class Inbox:
         return self._json(answer)
 
     def _fresh_assertion(self, human: str, challenge: str, assertion: Any) -> str | None:
-        """HATP-GW-84: the id of the passkey on `human`'s card that asserted `challenge` just now (user verified,
+        """HATP-GW-86: the id of the passkey on `human`'s card that asserted `challenge` just now (user verified,
         exact origin and rpId, a rising counter), or None."""
         if not isinstance(assertion, dict):
             return None
@@ -423,7 +423,7 @@ class Inbox:
             return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-71")
         human, payload = kept[0], kept[1]
         authorized_by = "code"
-        if payload.get("codeHash") is None:  # HATP-GW-84: a session alone (a stolen cookie) adds no passkey
+        if payload.get("codeHash") is None:  # HATP-GW-86: a session alone (a stolen cookie) adds no passkey
             asserted = None
             if session is not None and session.human == human and isinstance(payload.get("assertChallenge"), str):
                 asserted = self._fresh_assertion(human, payload["assertChallenge"], body.get("assertion"))
@@ -432,7 +432,7 @@ class Inbox:
                     403,
                     "adding a passkey while signed in needs a fresh assertion of a passkey already on your card"
                     " (or your operator's enrolment code): nothing was registered",
-                    "HATP-GW-84",
+                    "HATP-GW-86",
                 )
             authorized_by = f"passkey {asserted}"
         try:

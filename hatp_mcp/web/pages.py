@@ -170,7 +170,7 @@ async function enrol() {
   try {
     const code = new URLSearchParams(window.location.search).get("code") || "";
     const options = await post("/enrol/options", {code});
-    // signed in without a code: a passkey already on the card asserts the addition first (HATP-GW-84)
+    // signed in without a code: a passkey already on the card asserts the addition first (HATP-GW-86)
     const assertion = options.assertion ? await getAssertion(options.assertion) : undefined;
     const pk = options.publicKey;
     pk.challenge = unb64u(pk.challenge);

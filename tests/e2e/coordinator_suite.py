@@ -48,7 +48,7 @@ GATEWAY_ARGS = [
 
 
 def agent_caller(data: Path) -> tuple[list[str], str]:
-    """The coordinator on `data` serves the travel-bot over HTTP (HATP-MCP-52): the `--callers` arguments of a
+    """The coordinator on `data` serves the travel-bot over HTTP (HATP-MCP-53): the `--callers` arguments of a
     fresh callers file under `data` and the bearer token the travel-bot calls it with."""
     callers = data / "callers.json"
     token = local_caller(callers, AGENT)

@@ -62,7 +62,7 @@ async def launch_coordinator(
     args += [f"--participant-keys={uri(n)}={suite.data / n / 'public.jwk.json'}" for n in PARTICIPANTS]
     args += ["--gateway", suite.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
     args += ["--store", log_url, "--owner", name, "--lease-seconds", lease, "--call-timeout", "60", *extra]
-    callers, token = agent_caller(suite.data / name)  # the travel-bot calls it over HTTP (HATP-MCP-52)
+    callers, token = agent_caller(suite.data / name)  # the travel-bot calls it over HTTP (HATP-MCP-53)
     launched = launch_http(module, suite.data / name, extra=[*args, *callers], ready_timeout=60, token=token)
     return await suite.stack.enter_async_context(launched)
 

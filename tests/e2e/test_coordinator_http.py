@@ -4,7 +4,7 @@ processes too: an agent drives trips over MCP, a person decides through the gate
 Commit; a seat locked, committed with its fencing token and released; abort on a participant's refusal; the
 approver says no; a precondition changed after approval; a final step that outlasts the request timeout (in doubt,
 then resolved); a participant killed mid-transaction; the coordinator killed (SIGKILL) mid-phase-2 and restarted.
-Who may call it over HTTP (HATP-MCP-52): a process without a token reads, lists and aborts nothing; another
+Who may call it over HTTP (HATP-MCP-53): a process without a token reads, lists and aborts nothing; another
 agent's token sees none of the travel-bot's transactions; the operator's (`"sees": "all"`) sees them all, and the
 record names it as who asked for an abort. Processes start once per module."""
 
@@ -80,7 +80,7 @@ class Suite:
         args += [f"--participant-keys={uri(n)}={file}" for n, file in pins.items()]
         args += ["--gateway", self.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
         callers = write_callers(self.data / name / "callers.json", self.tokens, sees_all=[OPERATOR])
-        args += ["--callers", str(callers)]  # HATP-MCP-52: the agent, another agent and the operator
+        args += ["--callers", str(callers)]  # HATP-MCP-53: the agent, another agent and the operator
         return launch_http(
             "servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60, token=self.tokens[AGENT]
         )
@@ -283,7 +283,7 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> dict[str, 
     return err.value.error.data
 
 
-async def test_HATP_MCP_52_a_local_process_without_a_token_reads_lists_and_aborts_nothing(
+async def test_HATP_MCP_53_a_local_process_without_a_token_reads_lists_and_aborts_nothing(
     suite: Suite, agent: Agent
 ) -> None:
     plan = trip("txn-h-theirs", "2026-12-21", "21A")
@@ -310,12 +310,12 @@ async def test_HATP_MCP_52_a_local_process_without_a_token_reads_lists_and_abort
         await agent.client.call_tool("abort_transaction", {"txn_id": plan.txn_id, "reason": "test over"})
     assert "list_pending" in tools
     for data in [*answers, method.value.to_dict(), record.value.error.data]:
-        assert (data["rule"], data["code"], data["path"]) == ("HATP-MCP-52", "CALLER_UNPROVEN", "Authorization")
+        assert (data["rule"], data["code"], data["path"]) == ("HATP-MCP-53", "CALLER_UNPROVEN", "Authorization")
     assert after["state"] == "approving" and "decision" not in after  # nothing was aborted
     assert all(v["decision"] != "no" for v in after["votes"])
 
 
-async def test_HATP_MCP_52_another_agent_sees_none_of_its_transactions_and_the_operator_aborts_in_its_own_name(
+async def test_HATP_MCP_53_another_agent_sees_none_of_its_transactions_and_the_operator_aborts_in_its_own_name(
     suite: Suite, agent: Agent
 ) -> None:
     plan = trip("txn-h-mine", "2026-12-23", "23A")
@@ -336,7 +336,7 @@ async def test_HATP_MCP_52_another_agent_sees_none_of_its_transactions_and_the_o
     for result in (peek, theirs, squat):
         assert result.is_error and result.structured_content is not None
         assert (result.structured_content["refusal"]["rule"], result.structured_content["refusal"]["code"]) == (
-            "HATP-MCP-52",
+            "HATP-MCP-53",
             "NOT_TXN_OWNER",
         )
     assert seen.structured_content is not None and plan.txn_id in [t["txnId"] for t in seen.structured_content["txns"]]

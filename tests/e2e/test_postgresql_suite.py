@@ -44,7 +44,7 @@ class PgSuite:
         if name != "coordinator":  # each receiver acts for the suite's coordinator only (HATP-TRUST-10)
             trust_coordinator_dirs([self.data / name], [self.data / "coordinator"])
         self.stores[name] = self.cluster.new_database()  # one database per server
-        callers, token = agent_caller(self.data / name) if name == "coordinator" else ([], None)  # HATP-MCP-52
+        callers, token = agent_caller(self.data / name) if name == "coordinator" else ([], None)  # HATP-MCP-53
         launched = launch_http(
             module,
             self.data / name,

@@ -1,4 +1,4 @@
-"""The callers file and bearer tokens of the journal (HATP-JRN-17) and the coordinator (HATP-MCP-52): only digests
+"""The callers file and bearer tokens of the journal (HATP-JRN-17) and the coordinator (HATP-MCP-53): only digests
 are kept, a malformed file is refused at start, a header maps to its caller only with the exact token, and only
 an entry that says so sees every transaction."""
 
@@ -38,7 +38,7 @@ def test_a_malformed_callers_file_is_refused_HATP_JRN_17(doc: object, why: str) 
         CallerTokens.parse(doc)
 
 
-def test_HATP_MCP_52_only_a_caller_the_operator_granted_sees_every_transaction_and_the_file_holds_no_token(
+def test_HATP_MCP_53_only_a_caller_the_operator_granted_sees_every_transaction_and_the_file_holds_no_token(
     tmp_path: Path,
 ) -> None:
     tokens = {"agent://acme.com/travel-bot": new_token(), "operator://acme.com/ops": new_token()}

@@ -145,7 +145,7 @@ def test_HATP_MCP_27_a_coordinator_whose_participant_advertises_an_unpinned_key_
     assert "HATP-MCP-27" in err and hotel_kid in err and str(wrong) in err and "Traceback" not in err
 
 
-def test_HATP_MCP_52_the_coordinator_refuses_to_serve_http_without_a_callers_file(
+def test_HATP_MCP_53_the_coordinator_refuses_to_serve_http_without_a_callers_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(["--transport", "http", "--data", str(tmp_path), "--scripted-approver", "approve"])

@@ -252,7 +252,7 @@ async def soak_processes(
             args = [f"--participant={uri(name)}={s.url}" for name, s in servers.items()]
             args += [f"--participant-keys={uri(name)}={root / name / 'public.jwk.json'}" for name in SERVERS]
             args += ["--scripted-approver", "approve", "--retry-seconds", "1", "--call-timeout", "10"]
-            # the agent calls it over HTTP with its own token (HATP-MCP-52)
+            # the agent calls it over HTTP with its own token (HATP-MCP-53)
             token = local_caller(root / "coordinator" / "callers.json", trip_plan(datetime.now(UTC)).requester.agent)
             args += ["--callers", str(root / "coordinator" / "callers.json")]
             coordinator = _Served("coordinator", "servers.coordinator", root / "coordinator", args, token)

@@ -33,7 +33,7 @@ def test_expired_challenges_are_purged_when_a_new_one_is_kept_and_counters_never
     state.close()
 
 
-def test_HATP_GW_84_an_inbox_db_kept_before_enrolments_recorded_their_authority_opens_and_says_so(
+def test_HATP_GW_86_an_inbox_db_kept_before_enrolments_recorded_their_authority_opens_and_says_so(
     tmp_path: Path,
 ) -> None:
     import sqlite3

@@ -153,7 +153,7 @@ async def test_HATP_GW_74_a_path_no_route_matches_and_a_method_a_route_does_not_
     assert (missing[0], wrong_method[0]) == (404, 405)
 
 
-async def test_HATP_GW_84_a_stolen_session_cookie_alone_enrols_no_passkey(served: Served) -> None:
+async def test_HATP_GW_86_a_stolen_session_cookie_alone_enrols_no_passkey(served: Served) -> None:
     thief = SoftAuthenticator(h("bob"))
     with anyio.fail_after(20):
         b = await signed_in(served)  # the thief holds bob's cookie and reads the CSRF token with it
@@ -161,11 +161,11 @@ async def test_HATP_GW_84_a_stolen_session_cookie_alone_enrols_no_passkey(served
         registration = thief.registration_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
         refused, body = await b.post("/enrol/register", {"nonce": options["nonce"], "credential": registration})
     assert status == 200 and refused == 403, body
-    assert body["rule"] == "HATP-GW-84"
+    assert body["rule"] == "HATP-GW-86"
     assert served.inbox.state.enrolments() == []  # nothing for the operator to approve by mistake
 
 
-async def test_HATP_GW_84_bob_adds_a_passkey_with_a_fresh_assertion_of_his_own_and_the_list_says_so(
+async def test_HATP_GW_86_bob_adds_a_passkey_with_a_fresh_assertion_of_his_own_and_the_list_says_so(
     served: Served,
 ) -> None:
     new = SoftAuthenticator(h("bob"))
@@ -190,7 +190,7 @@ async def test_HATP_GW_84_bob_adds_a_passkey_with_a_fresh_assertion_of_his_own_a
     )
 
 
-async def test_HATP_GW_84_an_assertion_of_another_persons_passkey_or_over_another_challenge_adds_nothing(
+async def test_HATP_GW_86_an_assertion_of_another_persons_passkey_or_over_another_challenge_adds_nothing(
     served: Served,
 ) -> None:
     alice = SoftAuthenticator(h("alice"))  # not on bob's card
@@ -209,7 +209,7 @@ async def test_HATP_GW_84_an_assertion_of_another_persons_passkey_or_over_anothe
             registration = new.registration_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
             body = {"nonce": options["nonce"], "credential": registration, "assertion": assertion}
             answers.append(await b.post("/enrol/register", body))
-    assert [(status, body["rule"]) for status, body in answers] == [(403, "HATP-GW-84"), (403, "HATP-GW-84")]
+    assert [(status, body["rule"]) for status, body in answers] == [(403, "HATP-GW-86"), (403, "HATP-GW-86")]
     assert served.inbox.state.enrolments() == []
 
 

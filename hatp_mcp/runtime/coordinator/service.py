@@ -353,7 +353,7 @@ class TxnService:
         return summarize(plan, logged.events, logged.decision, record, digest)
 
     async def requester_of(self, txn_id: str) -> str:
-        """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-52). Raises HatpError
+        """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-53). Raises HatpError
         HATP-MCP-22 (UNKNOWN_TXN)."""
         logged = await self._log.load(txn_id)
         if logged is None:
@@ -362,7 +362,7 @@ class TxnService:
 
     async def abort(self, txn_id: str, reason: str | None = None, by: str | None = None) -> TxnStatus:
         """HATP-MCP-23: abort before the decision (presumed abort, as a replacement coordinator would finish it).
-        `by`: who asked, as its caller was proven (HATP-MCP-52); None: the plan's agent (its stdio parent).
+        `by`: who asked, as its caller was proven (HATP-MCP-53); None: the plan's agent (its stdio parent).
 
         Raises HatpError HATP-MCP-22 (UNKNOWN_TXN) or HATP-MCP-23 (ILLEGAL_TRANSITION: commit is decided).
         """
@@ -414,7 +414,7 @@ class TxnService:
 
     async def pending(self, agent: str | None = None) -> TxnList:
         """Every transaction whose record is not closed, oldest first (without records); with `agent`, only
-        those whose plan's requester is that agent (HATP-MCP-52)."""
+        those whose plan's requester is that agent (HATP-MCP-53)."""
         out = []
         for txn_id in await self._log.unfinished():
             logged = await self._log.load(txn_id)
