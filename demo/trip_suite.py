@@ -26,6 +26,7 @@ from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.http_callers import local_caller
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from hatp_mcp.runtime.coordinator_trust import trust_coordinator
 
@@ -76,7 +77,7 @@ class Seven:
         return await self.follow(txn_id, lambda s: any(v["branchId"] == requirement for v in s["votes"]))
 
     async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        async with Client(self.procs[server].url) as client:
+        async with self.procs[server].client() as client:
             result = await client.call_tool(name, args)
         if result.is_error:  # a refusal (HATP-MCP-25): its text says what was refused and what to do
             raise RuntimeError(f"{server}.{name} refused: {result.content[0].text}")  # type: ignore[union-attr]
@@ -116,8 +117,10 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     extra = extra or {}
     procs: dict[str, HttpProcess] = {}
 
-    async def start(name: str, args: list[str]) -> None:
-        launched = launch_http(f"servers.{name}", data / name, extra=[*args, *extra.get(name, [])], ready_timeout=60)
+    async def start(name: str, args: list[str], token: str | None = None) -> None:
+        launched = launch_http(
+            f"servers.{name}", data / name, extra=[*args, *extra.get(name, [])], ready_timeout=60, token=token
+        )
         procs[name] = await stack.enter_async_context(launched)
 
     # the coordinator's key exists before anyone starts, and every participant and the gateway trust it: they act
@@ -133,6 +136,10 @@ async def open_seven(stack: AsyncExitStack, data: Path, *, extra: dict[str, list
     gateway += ["--org", str(ORG)]  # the coordinator checks each person's own signed decision (HATP-TXN-19)
     # and proves each plan's requester: it holds the travel-bot's TEST-ONLY key and signs as it (HATP-TXN-21)
     gateway += ["--agent-key", str(ORG / "test-only-keys" / "agents" / "travel-bot.private.jwk.json")]
-    await start("coordinator", [*links, *gateway, "--id", COORDINATOR_ID, "--poll-seconds", "1"])
-    agent = await stack.enter_async_context(Client(procs["coordinator"].url))
+    # the agent calls the coordinator with its own bearer token (HATP-MCP-53)
+    callers = data / "coordinator" / "callers.json"
+    token = local_caller(callers, "agent://acme.com/travel-bot")
+    gateway += ["--callers", str(callers)]
+    await start("coordinator", [*links, *gateway, "--id", COORDINATOR_ID, "--poll-seconds", "1"], token)
+    agent = await stack.enter_async_context(procs["coordinator"].client())
     return Seven(data, procs, agent)

@@ -24,7 +24,7 @@ from mcp import Client, MCPError
 
 from hatp_mcp.core.journal.record import verify_journal
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
+from hatp_mcp.mcp.http_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 

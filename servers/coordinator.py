@@ -23,6 +23,10 @@ With `--org DIR` every plan's requester must be proven at begin (HATP-TXN-21) ag
 DIR/agents: by the agent's own signed request (`begin_transaction`'s `request`), or, for clients that cannot sign
 (Claude Desktop), by `--agent-key FILE`: this coordinator then holds the agent's key and signs each plan as the
 agent its card names, for the person the card names.
+
+Over HTTP it needs `--callers FILE` (hatp_mcp.mcp.http_callers, HATP-MCP-53): each caller's id (the agent address
+it acts as) and the SHA-256 of its bearer token, and `"sees": "all"` for a caller the operator lets see every
+transaction. Every request but the handshake and the listings carries `Authorization: Bearer <token>`.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from hatp_mcp.mcp.call import Signer
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
 from hatp_mcp.mcp.hatp_server import HatpServer
+from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, read_callers
 from hatp_mcp.mcp.pins import KeySource, participant_keyring, unpinned
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.mcp.server_links import LinkedApprover, LinkedParticipant, Target, bounds_over_links, open_links
@@ -141,6 +146,7 @@ def read_setup(args: argparse.Namespace) -> Setup:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servers.coordinator", description="the HATP coordinator MCP server")
     add_server_arguments(p)
+    add_callers_argument(p)
     p.add_argument("--participants", help="JSON file: {participants: {uri: target}, gateway, gatewayKeys}")
     p.add_argument("--participant", action="append", help="URI=TARGET (repeatable)")
     p.add_argument(
@@ -190,7 +196,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(
-    args: argparse.Namespace, data: Path, setup: Setup, store: StoreUrl, agent_key: SigningKey | None = None
+    args: argparse.Namespace,
+    data: Path,
+    setup: Setup,
+    store: StoreUrl,
+    agent_key: SigningKey | None = None,
+    callers: CallerTokens | None = None,
 ) -> int:
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -200,11 +211,16 @@ async def _run(
         except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
             log(f"coordinator: cannot start: {store}: {exc}")
             return 2
-        return await _serve(args, data, setup, txn_log, agent_key)
+        return await _serve(args, data, setup, txn_log, agent_key, callers)
 
 
 async def _serve(
-    args: argparse.Namespace, data: Path, setup: Setup, txn_log: TxnLog, agent_key: SigningKey | None
+    args: argparse.Namespace,
+    data: Path,
+    setup: Setup,
+    txn_log: TxnLog,
+    agent_key: SigningKey | None,
+    callers: CallerTokens | None = None,
 ) -> int:
     key = load_or_create_key(data, ["coordinator"])
     clock = SystemClock()
@@ -274,7 +290,8 @@ async def _serve(
             agent_key=agent_key,
         )
         server = HatpServer("hatp-coordinator", version="0.1.0", log_level="WARNING")
-        serve_coordinator(server, service, HatpSettings(roles=["coordinator"], keys=[key.public_jwk()]))
+        settings = HatpSettings(roles=["coordinator"], keys=[key.public_jwk()])
+        serve_coordinator(server, service, settings, callers=callers)
         async with service.running(), anyio.create_task_group() as tg:
             if cards is not None:
                 tg.start_soon(_watch_cards, cards)
@@ -332,10 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(data / "coordinator.db")
         data.mkdir(parents=True, exist_ok=True)
         agent_key = SigningKey.from_jwk(json.loads(Path(args.agent_key).read_text())) if args.agent_key else None
+        callers = read_callers(args, "coordinator")  # HATP-MCP-53: HTTP without callers is refused
     except (HatpError, OSError, ValueError) as exc:
         log(f"coordinator: cannot start: {exc}")
         return 2
-    return anyio.run(functools.partial(_run, args, data, setup, store, agent_key))
+    return anyio.run(functools.partial(_run, args, data, setup, store, agent_key, callers))
 
 
 if __name__ == "__main__":

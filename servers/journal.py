@@ -49,7 +49,7 @@ from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.hatp_server import HatpServer
-from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, read_callers
+from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, read_callers
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.journal_undo_approvals import UndoApprovals
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve

@@ -37,7 +37,7 @@ from hatp_mcp.core.journal.proxy_tools import resolve_tools
 from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
+from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target

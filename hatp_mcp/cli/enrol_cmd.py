@@ -2,7 +2,8 @@
 
 - `hatp enrol code --data GATEWAY_DIR --human H [--hours 24] [--inbox-url URL]`: a one-time enrolment code for
   person H (stored hashed in the gateway's inbox.db); prints it, and the link to give them when --inbox-url is set.
-- `hatp enrol list --data GATEWAY_DIR`: the registrations the inbox verified, pending, approved or refused.
+- `hatp enrol list --data GATEWAY_DIR`: the registrations the inbox verified, pending, approved or refused, each
+  with how it was allowed (`authorized_by`: the operator's code, or the card's passkey that asserted it, HATP-GW-86).
 - `hatp enrol approve SEQ --data GATEWAY_DIR --org ORG --key DIRECTORY_KEY`: put registration SEQ's passkey on the
   person's card in ORG/cards and re-sign the card with the Directory's key; the new card is checked against the
   organisation's well-known document before it is written (a key the well-known does not publish as the
@@ -142,4 +143,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _row(e: object) -> dict[str, object]:
-    return {k: getattr(e, k) for k in ("seq", "human", "credential_id", "public_key", "registered_at", "state")}
+    keys = ("seq", "human", "credential_id", "public_key", "registered_at", "state", "authorized_by")
+    return {k: getattr(e, k) for k in keys}

@@ -28,7 +28,7 @@ The servers and their clients:
 - journal_server.py: `serve_journal`, the journal as an MCP server for agents, and its undos over MCP;
 - journal_proxy.py: the proxy: an upstream server's tools passed, journaled, irreversible, hidden or denied;
 - proxy_upstream.py: the proxy's policy file read, and its upstream started with exactly the env the file names;
-- journal_callers.py: who sent a journal request over HTTP: a bearer token per caller, each saga bound to one;
+- http_callers.py: who sent a request over HTTP, for the journal and the coordinator: a bearer token per caller;
 - journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.
 
 Processes and connections:

@@ -8,6 +8,12 @@ a method's as a JSON-RPC error (HATP-MCP-3), a tool's as a tool result with `isE
 (HATP-MCP-25).
 Everything is keyed by txnId, never by connection. The work is hatp_mcp.runtime.coordinator.service's; this module only
 binds it to MCP.
+
+Over HTTP every request but the handshake and the listings names its caller by bearer token (HATP-MCP-53,
+hatp_mcp.mcp.http_callers, the journal's mechanism): a caller begins only plans whose `requester.agent` it is, and
+reads, lists and aborts only those transactions unless its operator granted it every one (`"sees": "all"`); an
+abort's record event names the proven caller. Over stdio the parent process is the one caller and acts for every
+transaction.
 """
 
 from __future__ import annotations
@@ -31,9 +37,18 @@ from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, add_agent_guide, describe
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
 from hatp_mcp.mcp.extension import HatpSettings, advertise
 from hatp_mcp.mcp.hatp_methods import AnyParams, lowlevel_of
+from hatp_mcp.mcp.http_callers import Caller, CallerTokens, caller_middleware, current_caller
 from hatp_mcp.runtime.coordinator.service import MAX_WAIT_SECONDS, TxnService
 
-__all__ = ["COORDINATOR_METHODS", "COORDINATOR_TOOLS", "PROGRESS_SECONDS", "RECORD_URI", "serve_coordinator"]
+__all__ = [
+    "CALLERS_RULE",
+    "COORDINATOR_METHODS",
+    "COORDINATOR_TOOLS",
+    "OPEN_METHODS",
+    "PROGRESS_SECONDS",
+    "RECORD_URI",
+    "serve_coordinator",
+]
 
 COORDINATOR_METHODS = ("hatp/txn/begin", "hatp/txn/status", "hatp/txn/abort")
 COORDINATOR_TOOLS = ("begin_transaction", "transaction_status", "abort_transaction", "list_pending")
@@ -44,6 +59,47 @@ SAFE_WAIT_SECONDS = 50
 # client that resets its timeout on progress waiting (HATP-MCP-32).
 PROGRESS_SECONDS = 10
 RECORD_URI = "hatp://txn/{txn_id}/record"
+CALLERS_RULE = "HATP-MCP-53"
+# What a client may ask over HTTP before it proves its caller: the handshake and the listings, nothing that reads
+# or changes a transaction. Every other request (tools, hatp/txn/*, resources, prompts) needs a caller's token.
+OPEN_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+    }
+)
+
+
+def _guarded(method: str) -> bool:
+    return method not in OPEN_METHODS and not method.startswith("notifications/")
+
+
+def _not_requester(caller: Caller, agent: str) -> HatpError:
+    return HatpError(
+        CALLERS_RULE,
+        f"the caller {caller.id!r} begins only its own plans; this plan's requester.agent is {agent!r}: nothing was"
+        " begun",
+        path="$.requester.agent",
+        code="NOT_TXN_OWNER",
+        fix="name your own agent as requester.agent, or use the token the coordinator's operator issued for that agent",
+    )
+
+
+def _not_owner(caller: Caller, txn_id: str) -> HatpError:
+    return HatpError(
+        CALLERS_RULE,
+        f"transaction {txn_id} was begun by another agent, not by the caller {caller.id!r}: nothing was read or done",
+        path="$.txnId",
+        code="NOT_TXN_OWNER",
+        fix='act on your own transactions with your own token; an operator grants more with "sees": "all" in the'
+        " coordinator's callers file",
+    )
+
 
 # The tools' parameters, described and bounded for the client (and the model) filling them in.
 PlanArg = Annotated[
@@ -111,29 +167,51 @@ def _parsed(model: type[M], value: Any, source: str) -> M:
 
 
 def serve_coordinator(
-    server: MCPServer, service: TxnService, settings: HatpSettings, *, max_concurrent: int = 64
+    server: MCPServer,
+    service: TxnService,
+    settings: HatpSettings,
+    *,
+    max_concurrent: int = 64,
+    callers: CallerTokens | None = None,
 ) -> None:
     """Make `server` a HATP coordinator: advertise `settings`, register the methods and the agent tools.
 
     `max_concurrent` bounds how many begin / abort calls run at once (status long-polls are not counted).
+    `callers`: the bearer tokens every request over HTTP must carry (HATP-MCP-53; required for HTTP: without it
+    any local process could read and abort every transaction); each caller then acts on its own transactions.
     """
     low = lowlevel_of(server)
     gate = anyio.Semaphore(max_concurrent)
     advertise(low, settings)
+    if callers is not None:
+        server.middleware.append(caller_middleware(callers, rule=CALLERS_RULE, server="coordinator", guards=_guarded))
+
+    async def mine(txn_id: str) -> Caller | None:
+        """The proven caller, if it may read and act on `txn_id` (over stdio: None, the parent acts on any).
+        Raises HatpError HATP-MCP-22 (unknown) or HATP-MCP-53 (another agent's transaction)."""
+        caller = current_caller()
+        if caller is not None and not caller.sees_all and await service.requester_of(txn_id) != caller.id:
+            raise _not_owner(caller, txn_id)
+        return caller
 
     async def begin(plan: Plan, request: dict[str, Any] | None = None) -> WireModel:
+        caller = current_caller()
+        if caller is not None and plan.requester.agent != caller.id:
+            raise _not_requester(caller, plan.requester.agent)
         async with gate:
             with anyio.CancelScope(shield=True):  # a caller that stops waiting must not leave begin half done
                 status = await service.begin(plan, request)
         return status
 
     async def status(query: TxnQuery) -> WireModel:
+        await mine(query.txn_id)
         return await service.status(query.txn_id, float(query.wait_seconds or 0), query.after_events)
 
     async def abort(req: TxnAbortRequest) -> WireModel:
+        caller = await mine(req.txn_id)
         async with gate:
             with anyio.CancelScope(shield=True):
-                status = await service.abort(req.txn_id, req.reason)
+                status = await service.abort(req.txn_id, req.reason, caller.id if caller is not None else None)
         return status
 
     def method(name: str, model: type[M], fn: Callable[[M], Awaitable[WireModel]]) -> None:
@@ -158,7 +236,8 @@ def serve_coordinator(
 
     async def with_progress(ctx: Context, wait: int, work: Callable[[], Awaitable[WireModel]]) -> WireModel:
         """Run `work`; meanwhile, every PROGRESS_SECONDS of the coordinator's clock, a progress notification (a
-        no-op unless the client gave a progress token)."""
+        no-op unless the client gave a progress token). A refusal of `work` leaves as itself, never wrapped in the
+        task group's exception group: the agent reads the same rule, path and fix as without a wait (HATP-MCP-32)."""
         if wait <= 0:
             return await work()
         clock = service.clock
@@ -170,10 +249,16 @@ def serve_coordinator(
                 beats += 1
                 await ctx.report_progress(beats * PROGRESS_SECONDS, wait, "waiting for the transaction to end")
 
+        refusal: HatpError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(beat)
-            result = await work()
+            try:
+                result = await work()
+            except HatpError as exc:  # kept out of the group: the tool's refusal boundary must see it as it is
+                refusal = exc
             tg.cancel_scope.cancel()
+        if refusal is not None:
+            raise refusal
         return result
 
     @agent_tool
@@ -206,8 +291,11 @@ def serve_coordinator(
 
     @agent_tool
     async def list_pending() -> dict[str, Any]:
-        """The transactions this coordinator has not finished yet, with their states and votes."""
-        return (await service.pending()).wire()
+        """The transactions this coordinator has not finished yet, with their states and votes (over HTTP, the
+        caller's own unless its operator granted it every one)."""
+        caller = current_caller()
+        agent = caller.id if caller is not None and not caller.sees_all else None
+        return (await service.pending(agent)).wire()
 
     for fn in (begin_transaction, transaction_status, abort_transaction, list_pending):
         server.add_tool(fn, name=fn.__name__, description=describe(fn))
@@ -220,6 +308,7 @@ def serve_coordinator(
     )
     async def record(txn_id: str) -> str:
         try:
+            await mine(txn_id)
             closed = (await service.status(txn_id)).record
             if closed is None:
                 raise HatpError(

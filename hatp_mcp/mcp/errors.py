@@ -73,9 +73,10 @@ CODES: dict[str, int] = {
     "VOTE_MISMATCH": -32086,
     "STALE_COORDINATOR": -32087,
     "HEAD_REORDERED": -32088,  # a commit decided before the vote it rests on (spec/hatp.md HATP-REC-23)
-    # the journal over HTTP (spec/journal.md HATP-JRN-17)
+    # callers over HTTP: the journal (spec/journal.md HATP-JRN-17) and the coordinator (HATP-MCP-53)
     "CALLER_UNPROVEN": -32089,
     "NOT_SAGA_OWNER": -32090,
+    "NOT_TXN_OWNER": -32091,
 }
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 P = ParamSpec("P")

@@ -8,7 +8,7 @@ answers, with the idempotency key to send along) and reports the result after. T
 operator's allow-list, whose connection is a `Link`; on rollback the journal calls that tool with exactly those
 arguments and the undo's idempotency key in `_meta` (`io.hatp/idempotencyKey`). There is no way to register a
 command to run. Over streamable HTTP every tool call carries a caller's bearer token and acts only on that
-caller's sagas (HATP-JRN-17, hatp_mcp/mcp/journal_callers.py); over stdio the parent process is the caller.
+caller's sagas (HATP-JRN-17, hatp_mcp/mcp/http_callers.py); over stdio the parent process is the caller.
 Refusals leave through hatp_mcp.mcp.errors only.
 """
 
@@ -26,7 +26,7 @@ from hatp_mcp.core.journal.machine import StepView
 from hatp_mcp.core.journal.undo_spec import UndoSpec, parse_undo
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
-from hatp_mcp.mcp.journal_callers import CallerTokens, caller_middleware, current_caller, not_owner
+from hatp_mcp.mcp.http_callers import CallerTokens, caller_middleware, current_caller, not_owner
 from hatp_mcp.mcp.journal_undo_approvals import APPROVAL_INVALID_CODE, APPROVAL_REQUIRED_CODE, UndoApprovals
 from hatp_mcp.mcp.server_links import LOST, Link
 from hatp_mcp.runtime.journal.driver import Journal, Saga
@@ -180,6 +180,11 @@ async def _answer(work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, An
         raise to_mcp_error(exc) from exc
 
 
+def _caller_id() -> str | None:
+    caller = current_caller()
+    return caller.id if caller is not None else None
+
+
 def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo, callers: CallerTokens | None = None) -> None:
     """Register the saga tools on `server`. `undoer`: the operator's allow-list of undo servers (and tools).
     `callers`: the bearer tokens every tool call over HTTP must carry (HATP-JRN-17; required for HTTP: without it
@@ -192,8 +197,8 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo, callers:
         """The saga, if the caller may act on it (over stdio: the parent process may act on any)."""
         saga = await journal.get(saga_id)
         caller = current_caller()
-        if caller is not None and saga.owner != caller:
-            raise not_owner(saga_id, saga.owner, caller)
+        if caller is not None and saga.owner != caller.id:
+            raise not_owner(saga_id, saga.owner, caller.id)
         return saga
 
     async def saga_begin(name: str) -> dict[str, Any]:
@@ -201,7 +206,7 @@ def serve_journal(server: MCPServer, journal: Journal, undoer: McpUndo, callers:
         fails, call saga_rollback and the journal undoes the completed steps, last first."""
 
         async def work() -> dict[str, Any]:
-            return _status(await journal.begin(name, owner=current_caller()))
+            return _status(await journal.begin(name, owner=_caller_id()))
 
         return await _answer(work)
 

@@ -3,8 +3,9 @@
 `stdio_params` describes a `python -m servers.<name> --transport stdio` child for `mcp.Client` (the SDK spawns it
 and closes its stdin on exit). `launch_http` starts an HTTP server child, waits (bounded, never sleeping) for its
 `HATP_READY port=<n>` line on stderr, keeps draining stderr so the child never blocks on a full pipe, and on exit
-stops it: stdin closed (the child's parent watch), SIGTERM, then SIGKILL after a grace period. No orphans. This
-module speaks no HATP.
+stops it: stdin closed (the child's parent watch), SIGTERM, then SIGKILL after a grace period. No orphans. A
+server that serves only known callers over HTTP (the coordinator, the journal) is launched with the bearer token
+its parent calls it with, and `HttpProcess.client()` sends it. This module speaks no HATP.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import DEVNULL, PIPE
@@ -21,9 +22,10 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from mcp import StdioServerParameters
+from mcp import Client, StdioServerParameters
 
 from hatp_mcp.errors import BrokenInvariant
+from hatp_mcp.mcp.http_callers import bearer_client
 from hatp_mcp.mcp.serve import READY_PREFIX
 
 __all__ = ["HttpProcess", "LaunchError", "launch_http", "server_args", "stdio_params"]
@@ -55,10 +57,15 @@ class HttpProcess:
     process: Process
     port: int
     lines: list[str] = field(default_factory=list)
+    token: str | None = None  # the bearer token its parent calls it with (a server with callers, HATP-MCP-53)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
+
+    def client(self) -> AbstractAsyncContextManager[Client]:
+        """An MCP client of this process, sending its parent's bearer token when it was launched with one."""
+        return bearer_client(self.url, self.token) if self.token is not None else Client(self.url)
 
     @property
     def pid(self) -> int:
@@ -100,8 +107,10 @@ async def launch_http(
     ready_timeout: float = 30.0,
     extra: Sequence[str] = (),
     env: dict[str, str] | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[HttpProcess]:
-    """Start `python -m module --transport http --port N --parent-watch` and yield it once ready.
+    """Start `python -m module --transport http --port N --parent-watch` and yield it once ready. `token`: the
+    bearer token `HttpProcess.client()` calls it with (its callers file is in `extra`).
 
     Raises LaunchError if it exits or is not ready within `ready_timeout` seconds.
     """
@@ -125,7 +134,7 @@ async def launch_http(
                 lines.append(line)
                 if line.startswith(READY_PREFIX):
                     fields = dict(part.split("=", 1) for part in line.split()[1:])
-                    proc = HttpProcess(module, process, int(fields["port"]), lines)
+                    proc = HttpProcess(module, process, int(fields["port"]), lines, token)
     except TimeoutError:
         process.kill()
         await process.wait()

@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS enrolments (
     credential_id TEXT NOT NULL UNIQUE,
     public_key TEXT NOT NULL,
     registered_at TEXT NOT NULL,
-    state TEXT NOT NULL
+    state TEXT NOT NULL,
+    authorized_by TEXT NOT NULL DEFAULT 'unrecorded'
 );
 CREATE TABLE IF NOT EXISTS counters (
     credential_id TEXT PRIMARY KEY,
@@ -70,6 +71,9 @@ class Enrolment:
     public_key: str  # COSE key, base64url
     registered_at: str
     state: str  # pending | approved | refused
+    # how the registration was allowed (HATP-GW-86): "code" (the operator's one-time code) or "passkey <id>" (a
+    # fresh assertion of a passkey already on the card); "unrecorded" for one kept before this was recorded
+    authorized_by: str = "unrecorded"
 
 
 class InboxState:
@@ -80,6 +84,9 @@ class InboxState:
         self._conn = open_db(p)
         self._lock = threading.Lock()
         self._conn.executescript(_SCHEMA)
+        columns = {str(row[1]) for row in self._conn.execute("PRAGMA table_info(enrolments)")}
+        if "authorized_by" not in columns:  # an inbox.db kept before enrolments said how they were allowed
+            self._conn.execute("ALTER TABLE enrolments ADD COLUMN authorized_by TEXT NOT NULL DEFAULT 'unrecorded'")
 
     def close(self) -> None:
         with self._lock:
@@ -172,9 +179,12 @@ class InboxState:
             ).fetchone()
         return str(row[0]) if row and row[1] > now else None
 
-    def register(self, code_hash: str | None, human: str, credential_id: str, public_key: str, at: str) -> int:
-        """Record a verified registration as pending and spend its code in the same write. Raises KeyError when the
-        code was spent meanwhile, sqlite3.IntegrityError for a credential already registered."""
+    def register(
+        self, code_hash: str | None, human: str, credential_id: str, public_key: str, at: str, authorized_by: str
+    ) -> int:
+        """Record a verified registration as pending, with how it was allowed, and spend its code in the same write.
+        Raises KeyError when the code was spent meanwhile, sqlite3.IntegrityError for a credential already
+        registered."""
         with self._tx():
             if code_hash is not None:
                 cur = self._conn.execute(
@@ -183,14 +193,14 @@ class InboxState:
                 if cur.rowcount != 1:
                     raise KeyError(code_hash)
             cur = self._conn.execute(
-                "INSERT INTO enrolments (human, credential_id, public_key, registered_at, state)"
-                " VALUES (?, ?, ?, ?, 'pending')",
-                (human, credential_id, public_key, at),
+                "INSERT INTO enrolments (human, credential_id, public_key, registered_at, state, authorized_by)"
+                " VALUES (?, ?, ?, ?, 'pending', ?)",
+                (human, credential_id, public_key, at, authorized_by),
             )
             return int(cur.lastrowid or 0)
 
     def enrolments(self, state: str | None = None) -> list[Enrolment]:
-        sql = "SELECT seq, human, credential_id, public_key, registered_at, state FROM enrolments"
+        sql = "SELECT seq, human, credential_id, public_key, registered_at, state, authorized_by FROM enrolments"
         args: tuple[str, ...] = (state,) if state else ()
         with self._lock:
             rows = self._conn.execute(sql + (" WHERE state = ?" if state else "") + " ORDER BY seq", args).fetchall()

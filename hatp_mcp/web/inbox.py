@@ -207,6 +207,11 @@ class Inbox:
         self.clock = clock
         self.session_seconds = session_seconds
         self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
+        # HATP-GW-74: behind TLS they are `__Host-` cookies (Secure, path /, no Domain): a sibling host of the same
+        # site cannot set one the inbox reads. A page on another port of the same host still can (cookies ignore
+        # the port): the inbox gets a host name of its own (spec/gateway.md HATP-GW-74, spec/threat-model.md).
+        prefix = "__Host-" if self._https else ""
+        self.session_cookie, self.csrf_cookie = prefix + SESSION_COOKIE, prefix + CSRF_COOKIE
         self.app: ASGIApp = _StrictHeaders(
             _BoundedBodies(
                 Starlette(
@@ -235,7 +240,7 @@ class Inbox:
         return format_ts(self.clock.now())
 
     def _session(self, request: Request) -> Session | None:
-        sid = request.cookies.get(SESSION_COOKIE)
+        sid = request.cookies.get(self.session_cookie)
         return self.state.session(sid, self._now()) if sid else None
 
     def _html(self, request: Request, body: str, status: int = 200) -> Response:
@@ -256,7 +261,7 @@ class Inbox:
         if origin is None or origin not in self.rp.origins:
             return False
         sent = request.headers.get("x-csrf-token", "")
-        expected = session.csrf if session is not None else request.cookies.get(CSRF_COOKIE, "")
+        expected = session.csrf if session is not None else request.cookies.get(self.csrf_cookie, "")
         return bool(sent) and bool(expected) and hmac.compare_digest(sent, expected)
 
     def _fresh(self) -> None:
@@ -284,9 +289,9 @@ class Inbox:
     async def home(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
-            token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+            token = request.cookies.get(self.csrf_cookie) or secrets.token_urlsafe(32)
             response = self._html(request, signin_page(token))
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+            response.set_cookie(self.csrf_cookie, token, httponly=True, samesite="strict", path="/", secure=self._https)
             return response
         mine = self._mine(session.human)
         timelines = {r.ask.txn_id for r in mine if r.ask.txn_id and self._finished(r) and self._shelved(r.ask.txn_id)}
@@ -386,7 +391,7 @@ class Inbox:
         self.state.open_session(session)
         response = self._json({"human": card.id})
         response.set_cookie(
-            SESSION_COOKIE,
+            self.session_cookie,
             session.sid,
             max_age=int(self.session_seconds),
             httponly=True,
@@ -409,22 +414,27 @@ class Inbox:
             return self._refuse(403, "cross-site or token-less request refused", "HATP-GW-73")
         self.state.end_session(session.sid)
         response = self._json({"signedOut": True})
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(self.session_cookie, path="/", secure=self._https)
         return response
 
     # -- enrolment (HATP-GW-71) ---------------------------------------------------------------------------------
 
     async def enrol_page(self, request: Request) -> Response:
         session = self._session(request)
-        token = session.csrf if session is not None else (request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32))
+        token = (
+            session.csrf
+            if session is not None
+            else (request.cookies.get(self.csrf_cookie) or secrets.token_urlsafe(32))
+        )
         response = self._html(request, enrol_page(token))
         if session is None:
-            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/", secure=self._https)
+            response.set_cookie(self.csrf_cookie, token, httponly=True, samesite="strict", path="/", secure=self._https)
         return response
 
     def _enrolling(self, session: Session | None, code: str) -> tuple[str, str | None] | None:
         """Who may register: the holder of an unexpired one-time code the operator issued, or a signed-in person
-        (adding a passkey). Returns (human, code hash or None)."""
+        (adding a passkey, proven again at registration by a fresh assertion, HATP-GW-86). Returns (human, code
+        hash or None)."""
         if code:
             code_hash = hashlib.sha256(code.encode()).hexdigest()
             human = self.state.enrol_code(code_hash, self._now())
@@ -455,9 +465,43 @@ class Inbox:
         )
         nonce = secrets.token_urlsafe(18)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
-        kept = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        kept: dict[str, Any] = {"challenge": b64u(options.challenge), "codeHash": code_hash}
+        answer: dict[str, Any] = {"nonce": nonce, "publicKey": json.loads(options_to_json(options))}
+        if code_hash is None:  # HATP-GW-86: signed in, so a passkey already on the card asserts the addition
+            if not existing:
+                return self._refuse(403, "your card lists no passkey: enrol with your operator's code", "HATP-GW-86")
+            kept["assertChallenge"] = b64u(secrets.token_bytes(32))
+            answer["assertion"] = {
+                "challenge": kept["assertChallenge"],
+                "rpId": self.rp.rp_id,
+                "timeout": 60000,
+                "allowCredentials": existing,
+            }
         self.state.keep_challenge(nonce, "enrol", human, kept, expires, self._now())
-        return self._json({"nonce": nonce, "publicKey": json.loads(options_to_json(options))})
+        return self._json(answer)
+
+    def _fresh_assertion(self, human: str, challenge: str, assertion: Any) -> str | None:
+        """HATP-GW-86: the id of the passkey on `human`'s card that asserted `challenge` just now (user verified,
+        exact origin and rpId, a rising counter), or None."""
+        if not isinstance(assertion, dict):
+            return None
+        found = self._credential(str(assertion.get("id", "")))
+        if found is None or found[0].id != human:
+            return None
+        try:
+            verified = verify_authentication_response(
+                credential=assertion,
+                expected_challenge=unb64u(challenge),
+                expected_rp_id=self.rp.rp_id,
+                expected_origin=list(self.rp.origins),
+                credential_public_key=found[1],
+                credential_current_sign_count=self.state.sign_count(str(assertion["id"])),
+                require_user_verification=True,
+            )
+        except (InvalidAuthenticationResponse, ValueError, KeyError, TypeError):
+            return None
+        self.state.set_sign_count(str(assertion["id"]), int(verified.new_sign_count))
+        return str(assertion["id"])
 
     async def enrol_register(self, request: Request) -> Response:
         session = self._session(request)
@@ -468,6 +512,19 @@ class Inbox:
         if kept is None or kept[0] is None:
             return self._refuse(400, "unknown, used or expired enrolment challenge", "HATP-GW-71")
         human, payload = kept[0], kept[1]
+        authorized_by = "code"
+        if payload.get("codeHash") is None:  # HATP-GW-86: a session alone (a stolen cookie) adds no passkey
+            asserted = None
+            if session is not None and session.human == human and isinstance(payload.get("assertChallenge"), str):
+                asserted = self._fresh_assertion(human, payload["assertChallenge"], body.get("assertion"))
+            if asserted is None:
+                return self._refuse(
+                    403,
+                    "adding a passkey while signed in needs a fresh assertion of a passkey already on your card"
+                    " (or your operator's enrolment code): nothing was registered",
+                    "HATP-GW-86",
+                )
+            authorized_by = f"passkey {asserted}"
         try:
             verified = verify_registration_response(
                 credential=body.get("credential") or {},
@@ -486,6 +543,7 @@ class Inbox:
                 b64u(verified.credential_id),
                 b64u(verified.credential_public_key),
                 self._now(),
+                authorized_by,
             )
         except (KeyError, sqlite3.IntegrityError):
             return self._refuse(409, "the code was used, or this passkey is already registered", "HATP-GW-71")

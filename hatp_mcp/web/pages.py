@@ -170,6 +170,8 @@ async function enrol() {
   try {
     const code = new URLSearchParams(window.location.search).get("code") || "";
     const options = await post("/enrol/options", {code});
+    // signed in without a code: a passkey already on the card asserts the addition first (HATP-GW-86)
+    const assertion = options.assertion ? await getAssertion(options.assertion) : undefined;
     const pk = options.publicKey;
     pk.challenge = unb64u(pk.challenge);
     pk.user.id = unb64u(pk.user.id);
@@ -177,7 +179,7 @@ async function enrol() {
     const cred = await navigator.credentials.create({publicKey: pk});
     const credential = {id: cred.id, rawId: b64u(cred.rawId), type: cred.type, response: {
       clientDataJSON: b64u(cred.response.clientDataJSON), attestationObject: b64u(cred.response.attestationObject)}};
-    const done = await post("/enrol/register", {nonce: options.nonce, credential});
+    const done = await post("/enrol/register", {nonce: options.nonce, credential, assertion});
     say("Registered: enrolment " + done.enrolment + " is " + done.state + " until your operator approves it.");
   } catch (e) { say("Not registered: " + e.message); }
 }

@@ -20,12 +20,14 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.mcp.call import call_raw
-from tests.acme_org import GATEWAY_ID, ORG_DIR
+from hatp_mcp.mcp.http_callers import local_caller
+from tests.acme_org import AGENT, GATEWAY_ID, ORG_DIR
 
 __all__ = [
     "GATEWAY_ARGS",
     "PARTICIPANTS",
     "Agent",
+    "agent_caller",
     "alive",
     "child_pids",
     "events",
@@ -43,6 +45,14 @@ GATEWAY_ARGS = [
     *("--gateway-keys", str(WELL_KNOWN), "--gateway-id", GATEWAY_ID, "--org", str(ORG_DIR)),
     *("--agent-key", str(AGENT_KEY)),
 ]
+
+
+def agent_caller(data: Path) -> tuple[list[str], str]:
+    """The coordinator on `data` serves the travel-bot over HTTP (HATP-MCP-53): the `--callers` arguments of a
+    fresh callers file under `data` and the bearer token the travel-bot calls it with."""
+    callers = data / "callers.json"
+    token = local_caller(callers, AGENT)
+    return ["--callers", str(callers)], token
 
 
 def uri(name: str) -> str:

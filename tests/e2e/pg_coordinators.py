@@ -23,7 +23,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from tests.acme_org import ORG_DIR
 from tests.coordinators import COORDINATOR, trust_coordinator_dirs
-from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, trip, uri
+from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, agent_caller, trip, uri
 from tests.e2e.test_postgresql_suite import PgSuite
 from tests.postgres_cluster import Cluster
 
@@ -62,7 +62,9 @@ async def launch_coordinator(
     args += [f"--participant-keys={uri(n)}={suite.data / n / 'public.jwk.json'}" for n in PARTICIPANTS]
     args += ["--gateway", suite.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
     args += ["--store", log_url, "--owner", name, "--lease-seconds", lease, "--call-timeout", "60", *extra]
-    return await suite.stack.enter_async_context(launch_http(module, suite.data / name, extra=args, ready_timeout=60))
+    callers, token = agent_caller(suite.data / name)  # the travel-bot calls it over HTTP (HATP-MCP-53)
+    launched = launch_http(module, suite.data / name, extra=[*args, *callers], ready_timeout=60, token=token)
+    return await suite.stack.enter_async_context(launched)
 
 
 async def said(proc: HttpProcess, text: str, seconds: float = 30) -> None:

@@ -25,7 +25,6 @@ import psycopg
 import pytest
 from anyio.abc import SocketStream
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp import Client
 
 from tests.e2e.coordinator_suite import Agent, problems, trip
 from tests.e2e.pg_coordinators import launch_coordinator, said, start_receivers
@@ -133,7 +132,7 @@ async def test_HATP_TRUST_9_a_coordinator_stopped_past_its_lease_is_fenced_after
         b = await launch_coordinator(suite, "b", log_url)
         try:
             with anyio.fail_after(120):
-                async with Client(a.url) as client:
+                async with a.client() as client:
                     agent = Agent(client)
                     await agent.begin(trip(TXN, "2026-12-10", "14C"))
                     await agent.asked(TXN)
@@ -142,7 +141,7 @@ async def test_HATP_TRUST_9_a_coordinator_stopped_past_its_lease_is_fenced_after
                 await relay.caught.wait()  # A's whole commit to the payments server is on the wire
                 os.kill(a.pid, signal.SIGSTOP)  # A holds the lease, its decision durable, its commit in flight
 
-                async with Client(b.url) as client:  # B takes the lapsed lease over and finishes the trip
+                async with b.client() as client:  # B takes the lapsed lease over and finishes the trip
                     done = await Agent(client).outcome(TXN)
                 assert done["outcome"] == "COMMITTED"
                 with psycopg.connect(log_url) as conn:

@@ -4,7 +4,9 @@ processes too: an agent drives trips over MCP, a person decides through the gate
 Commit; a seat locked, committed with its fencing token and released; abort on a participant's refusal; the
 approver says no; a precondition changed after approval; a final step that outlasts the request timeout (in doubt,
 then resolved); a participant killed mid-transaction; the coordinator killed (SIGKILL) mid-phase-2 and restarted.
-Processes start once per module."""
+Who may call it over HTTP (HATP-MCP-53): a process without a token reads, lists and aborts nothing; another
+agent's token sees none of the travel-bot's transactions; the operator's (`"sees": "all"`) sees them all, and the
+record names it as who asked for an abort. Processes start once per module."""
 
 from __future__ import annotations
 
@@ -18,19 +20,25 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from demo.trip_suite import human_key_file
 from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.http_callers import bearer_client, new_token, write_callers
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from hatp_mcp.store.participant_state import SqliteParticipantStore
-from tests.acme_org import ORG_DIR
+from tests.acme_org import AGENT, ORG_DIR
 from tests.coordinators import trust_coordinator_dirs
 from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, events, problems, trip, uri
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+
+OTHER = "agent://acme.com/other-bot"  # another agent with its own token
+OPERATOR = "operator://acme.com/ops"  # the operator granted every transaction ("sees": "all")
 
 
 def commits(record: dict[str, Any], branch: str) -> list[dict[str, Any]]:
@@ -46,6 +54,7 @@ class Suite:
         self.data = data
         self.stack = stack
         self.procs: dict[str, HttpProcess] = {}
+        self.tokens = {AGENT: new_token(), OTHER: new_token(), OPERATOR: new_token()}
 
     def trust(self, receiver: Path) -> None:
         """`receiver` (a participant's or the gateway's --data) acts for this suite's coordinators (HATP-TRUST-10)."""
@@ -70,7 +79,11 @@ class Suite:
         pins = {n: (keys or {}).get(n) or served_by[url] for n, url in targets.items()}
         args += [f"--participant-keys={uri(n)}={file}" for n, file in pins.items()]
         args += ["--gateway", self.procs["gateway"].url, *GATEWAY_ARGS, "--poll-seconds", "1", "--retry-seconds", "1"]
-        return launch_http("servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60)
+        callers = write_callers(self.data / name / "callers.json", self.tokens, sees_all=[OPERATOR])
+        args += ["--callers", str(callers)]  # HATP-MCP-53: the agent, another agent and the operator
+        return launch_http(
+            "servers.coordinator", self.data / name, extra=[*args, *extra], ready_timeout=60, token=self.tokens[AGENT]
+        )
 
     async def decide(self, txn_id: str, action: str) -> dict[str, Any]:
         """The person the gateway asked approves or rejects through the gateway's MCP tools, signing with their key."""
@@ -82,7 +95,7 @@ class Suite:
         return await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        async with Client(self.procs[server].url) as client:
+        async with self.procs[server].client() as client:
             result = await client.call_tool(name, args)
         assert result.structured_content is not None
         return result.structured_content
@@ -103,7 +116,7 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite
 
 @pytest.fixture(scope="module")
 async def agent(suite: Suite) -> AsyncIterator[Agent]:
-    async with suite.coordinator("coordinator") as proc, Client(proc.url) as client:
+    async with suite.coordinator("coordinator") as proc, proc.client() as client:
         suite.procs["coordinator"] = proc
         yield Agent(client)
 
@@ -192,7 +205,7 @@ async def test_HATP_MCP_6_a_final_step_outlasting_the_request_timeout_is_in_doub
         async with suite.coordinator(
             "coordinator-doubt", "--call-timeout", "1", payments=suite.procs["payments-slow"].url
         ) as proc:
-            async with Client(proc.url) as client:
+            async with proc.client() as client:
                 agent = Agent(client)
                 await agent.begin(trip("txn-h-doubt", "2026-12-13", "18A"))
                 await agent.asked("txn-h-doubt")
@@ -216,7 +229,7 @@ async def test_HATP_MCP_26_a_participant_killed_mid_transaction_is_asked_again_o
             pinned = {"hotel": hotel_data / "public.jwk.json"}
             async with (
                 suite.coordinator("coordinator-kill", keys=pinned, hotel=hotel.url) as proc,
-                Client(proc.url) as client,
+                proc.client() as client,
             ):
                 agent = Agent(client)
                 await agent.begin(trip("txn-h-killed", "2026-12-14", "19A"))
@@ -239,7 +252,7 @@ async def test_HATP_MCP_24_the_coordinator_killed_mid_phase_2_restarts_and_finis
 ) -> None:
     with anyio.fail_after(120):
         async with suite.coordinator("coordinator-crash", payments=suite.procs["payments-slow"].url) as first:
-            async with Client(first.url) as client:
+            async with first.client() as client:
                 agent = Agent(client)
                 await agent.begin(trip("txn-h-crash", "2026-12-15", "20A"))
                 await agent.asked("txn-h-crash")
@@ -248,7 +261,7 @@ async def test_HATP_MCP_24_the_coordinator_killed_mid_phase_2_restarts_and_finis
             first.kill()  # SIGKILL mid-phase-2: the slow capture is still running on the payments server
             await first.process.wait()
         async with suite.coordinator("coordinator-crash", payments=suite.procs["payments-slow"].url) as second:
-            async with Client(second.url) as client:
+            async with second.client() as client:
                 done = await Agent(client).outcome("txn-h-crash")
             lines = list(second.lines)
     names = events(done["record"])
@@ -260,3 +273,88 @@ async def test_HATP_MCP_24_the_coordinator_killed_mid_phase_2_restarts_and_finis
     assert len(pay_commits) >= 1 and len({str(r["signature"]) for r in pay_commits}) == 1
     assert any("finishing 1 unfinished transaction(s): txn-h-crash" in line for line in lines)
     assert problems(done["record"], suite.data) == []
+
+
+async def refused(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The refusal of a request the coordinator turned away before any tool ran (a JSON-RPC error)."""
+    with pytest.raises(MCPError) as err:
+        await client.call_tool(tool, args)
+    assert isinstance(err.value.error.data, dict)
+    return err.value.error.data
+
+
+async def test_HATP_MCP_53_a_local_process_without_a_token_reads_lists_and_aborts_nothing(
+    suite: Suite, agent: Agent
+) -> None:
+    plan = trip("txn-h-theirs", "2026-12-21", "21A")
+    url = suite.procs["coordinator"].url
+    with anyio.fail_after(60):
+        await agent.begin(plan)
+        await agent.asked(plan.txn_id)
+        async with Client(url) as anonymous, bearer_client(url, new_token()) as forged:
+            tools = {t.name for t in (await anonymous.list_tools()).tools}  # the listings stay open
+            answers = [
+                await refused(anonymous, "list_pending", {}),
+                await refused(anonymous, "transaction_status", {"txn_id": plan.txn_id, "include_record": True}),
+                await refused(anonymous, "abort_transaction", {"txn_id": plan.txn_id, "reason": "mine now"}),
+                await refused(forged, "abort_transaction", {"txn_id": plan.txn_id, "reason": "mine now"}),
+                await refused(
+                    anonymous, "begin_transaction", {"plan": trip("txn-h-squat", "2026-12-22", "22A").wire()}
+                ),
+            ]
+            with pytest.raises(HatpError) as method:
+                await call_raw(anonymous, "hatp/txn/abort", {"txnId": plan.txn_id}, 10)
+            with pytest.raises(MCPError) as record:
+                await anonymous.read_resource(f"hatp://txn/{plan.txn_id}/record")
+        after = await agent.status(plan.txn_id)
+        await agent.client.call_tool("abort_transaction", {"txn_id": plan.txn_id, "reason": "test over"})
+    assert "list_pending" in tools
+    for data in [*answers, method.value.to_dict(), record.value.error.data]:
+        assert (data["rule"], data["code"], data["path"]) == ("HATP-MCP-53", "CALLER_UNPROVEN", "Authorization")
+    assert after["state"] == "approving" and "decision" not in after  # nothing was aborted
+    assert all(v["decision"] != "no" for v in after["votes"])
+
+
+async def test_HATP_MCP_53_another_agent_sees_none_of_its_transactions_and_the_operator_aborts_in_its_own_name(
+    suite: Suite, agent: Agent
+) -> None:
+    plan = trip("txn-h-mine", "2026-12-23", "23A")
+    url = suite.procs["coordinator"].url
+    with anyio.fail_after(60):
+        await agent.begin(plan)
+        await agent.asked(plan.txn_id)
+        async with bearer_client(url, suite.tokens[OTHER]) as other, bearer_client(url, suite.tokens[OPERATOR]) as ops:
+            listed = await other.call_tool("list_pending", {})
+            peek = await other.call_tool("transaction_status", {"txn_id": plan.txn_id, "wait_seconds": 5})
+            theirs = await other.call_tool("abort_transaction", {"txn_id": plan.txn_id, "reason": "not mine"})
+            squat = await other.call_tool("begin_transaction", {"plan": trip("txn-h-as", "2026-12-24", "24A").wire()})
+            seen = await ops.call_tool("list_pending", {})
+            aborted = await ops.call_tool("abort_transaction", {"txn_id": plan.txn_id, "reason": "ops stop"})
+        done = await agent.outcome(plan.txn_id)
+        mine = await agent.client.call_tool("list_pending", {})
+    assert listed.structured_content is not None and listed.structured_content["txns"] == []
+    for result in (peek, theirs, squat):
+        assert result.is_error and result.structured_content is not None
+        assert (result.structured_content["refusal"]["rule"], result.structured_content["refusal"]["code"]) == (
+            "HATP-MCP-53",
+            "NOT_TXN_OWNER",
+        )
+    assert seen.structured_content is not None and plan.txn_id in [t["txnId"] for t in seen.structured_content["txns"]]
+    assert not aborted.is_error and done["outcome"] == "ABORTED"
+    asked = [e["body"] for e in done["record"]["events"] if e["event"] == "abort.requested"]
+    assert asked == [{"reason": "ops stop", "by": OPERATOR}]  # who asked, as proven; not the plan's agent
+    assert problems(done["record"], suite.data) == []
+    assert mine.structured_content is not None
+    assert plan.txn_id not in [t["txnId"] for t in mine.structured_content["txns"]]
+
+
+async def test_HATP_MCP_32_a_waiting_status_of_an_unknown_txn_over_http_names_its_rule_and_logs_no_traceback(
+    suite: Suite, agent: Agent
+) -> None:
+    with anyio.fail_after(30):
+        at_once = await agent.client.call_tool("transaction_status", {"txn_id": "txn-h-nobody"})
+        waiting = await agent.client.call_tool("transaction_status", {"txn_id": "txn-h-nobody", "wait_seconds": 5})
+    assert waiting.is_error and waiting.structured_content == at_once.structured_content
+    assert waiting.structured_content is not None
+    assert waiting.structured_content["refusal"]["code"] == "UNKNOWN_TXN"
+    assert not any("Traceback" in line or "ExceptionGroup" in line for line in suite.procs["coordinator"].lines)

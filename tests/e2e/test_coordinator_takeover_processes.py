@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
-from mcp import Client
 
 from hatp_mcp.core.signing.keys import PublicKeyEntry
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip
@@ -39,7 +38,7 @@ async def killed_and_taken_over(tmp_path: Path, postgres: Cluster, txn: str, pau
         a = await launch_coordinator(suite, "a", log_url, module=CHILD, extra=["--pause-at", pause_at])
         b = await launch_coordinator(suite, "b", log_url)
         with anyio.fail_after(150):
-            async with Client(a.url) as client:  # closing it after A is gone: the session's DELETE fails, ignored
+            async with a.client() as client:  # closing it after A is gone: the session's DELETE fails, ignored
                 agent = Agent(client)
                 await agent.begin(trip(txn, "2026-12-10", "14C"))
                 if pause_at.startswith("commit:"):
@@ -48,7 +47,7 @@ async def killed_and_taken_over(tmp_path: Path, postgres: Cluster, txn: str, pau
                 await said(a, "PAUSED", 60)
                 a.kill()  # SIGKILL at exactly the crash point
                 await a.process.wait()
-            async with Client(b.url) as client:
+            async with b.client() as client:
                 done = await Agent(client).outcome(txn)
             seat = await suite.tool("airline", "seat_status", {"resource": SEAT})
         with psycopg.connect(log_url) as conn:

@@ -17,7 +17,6 @@ import anyio
 import anyio.to_thread
 import psycopg
 import pytest
-from mcp import Client
 
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.mcp.call import call_raw
@@ -41,7 +40,7 @@ async def test_HATP_STORE_2_trips_over_two_coordinators_finish_across_a_restart_
         suite = await start_receivers(tmp_path, postgres, stack, names)
         log_url = postgres.new_database()
         procs = {n: await launch_coordinator(suite, n, log_url, lease="4") for n in names}
-        clients = {n: await stack.enter_async_context(Client(procs[n].url)) for n in names}
+        clients = {n: await stack.enter_async_context(procs[n].client()) for n in names}
 
         def owner(txn_id: str) -> str:
             with psycopg.connect(log_url) as conn:

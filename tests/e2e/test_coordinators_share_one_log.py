@@ -21,7 +21,6 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
-from mcp import Client
 
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import PublicKeyEntry
@@ -51,7 +50,7 @@ async def test_HATP_STORE_4_concurrent_trips_over_several_coordinators_are_all_o
         suite = await start_receivers(tmp_path, postgres, stack, names)
         log_url = postgres.new_database()
         procs = {n: await launch_coordinator(suite, n, log_url, lease=LEASE) for n in names}
-        clients = {n: await stack.enter_async_context(Client(procs[n].url)) for n in names}
+        clients = {n: await stack.enter_async_context(procs[n].client()) for n in names}
         with anyio.fail_after(600):
             limiter = anyio.CapacityLimiter(BEGINS_AT_ONCE)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 
 from demo.trip_suite import human_key_file
 from hatp_mcp.core.gateway.proof import sign_decision
@@ -48,7 +47,7 @@ async def test_HATP_MODE_7_a_holds_first_approval_screen_shows_the_hold_end_time
 ) -> None:
     txn = "txn-h-holds-first"
     with anyio.fail_after(90):
-        async with suite.coordinator("coordinator") as proc, Client(proc.url) as client:
+        async with suite.coordinator("coordinator") as proc, proc.client() as client:
             agent = Agent(client)
             await agent.begin(holds_first(txn))
             await agent.asked(txn)

@@ -15,7 +15,7 @@ from mcp import Client, MCPError
 
 from hatp_mcp.core.journal.record import verify_journal
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
+from hatp_mcp.mcp.http_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.launch import launch_http
 from servers import journal as journal_server
 from tests.e2e.test_journal_server import Agent

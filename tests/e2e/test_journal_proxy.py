@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.mcp.errors import CODES
-from hatp_mcp.mcp.journal_callers import bearer_client, hash_token, new_token
+from hatp_mcp.mcp.http_callers import bearer_client, hash_token, new_token
 from hatp_mcp.mcp.launch import launch_http, stdio_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]

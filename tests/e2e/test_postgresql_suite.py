@@ -18,7 +18,6 @@ import anyio
 import anyio.to_thread
 import psycopg
 import pytest
-from mcp import Client
 
 from demo.trip_suite import human_key_file
 from hatp_mcp.core.gateway.proof import sign_decision
@@ -27,7 +26,7 @@ from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from servers.coordinator import main as coordinator_main
 from tests.acme_org import ORG_DIR
 from tests.coordinators import trust_coordinator_dirs
-from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, problems, trip, uri
+from tests.e2e.coordinator_suite import GATEWAY_ARGS, PARTICIPANTS, Agent, agent_caller, problems, trip, uri
 from tests.postgres_cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -45,9 +44,15 @@ class PgSuite:
         if name != "coordinator":  # each receiver acts for the suite's coordinator only (HATP-TRUST-10)
             trust_coordinator_dirs([self.data / name], [self.data / "coordinator"])
         self.stores[name] = self.cluster.new_database()  # one database per server
-        self.procs[name] = await self.stack.enter_async_context(
-            launch_http(module, self.data / name, extra=[*extra, "--store", self.stores[name]], ready_timeout=60)
+        callers, token = agent_caller(self.data / name) if name == "coordinator" else ([], None)  # HATP-MCP-53
+        launched = launch_http(
+            module,
+            self.data / name,
+            extra=[*extra, *callers, "--store", self.stores[name]],
+            ready_timeout=60,
+            token=token,
         )
+        self.procs[name] = await self.stack.enter_async_context(launched)
         return self.procs[name]
 
     def coordinator_args(self) -> list[str]:
@@ -64,7 +69,7 @@ class PgSuite:
         return await self.tool("gateway", "decide", {"ask_id": ask_id, "proof": proof.wire()})
 
     async def tool(self, server: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        async with Client(self.procs[server].url) as client:
+        async with self.procs[server].client() as client:
             result = await client.call_tool(name, args)
         assert result.structured_content is not None
         return result.structured_content
@@ -92,7 +97,7 @@ async def test_a_trip_commits_with_every_store_on_postgresql_and_survives_a_rest
     suite: PgSuite,
 ) -> None:
     with anyio.fail_after(120):
-        async with Client(suite.procs["coordinator"].url) as client:
+        async with suite.procs["coordinator"].client() as client:
             agent = Agent(client)
             await agent.begin(trip("txn-pg-1", "2026-12-10", "14C"))
             await agent.asked("txn-pg-1")

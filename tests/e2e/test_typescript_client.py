@@ -63,7 +63,7 @@ async def test_the_typescript_sdk_drives_a_trip_to_committed_over_streamable_htt
         seen = await drive(
             {
                 "transport": "http",
-                "coordinator": {"url": suite.procs["coordinator"].url},
+                "coordinator": {"url": suite.procs["coordinator"].url, "token": suite.procs["coordinator"].token},
                 "gateway": {"url": suite.procs["gateway"].url},
                 "txnId": "txn-ts-http",
                 "humanKeys": str(HUMAN_KEYS),

@@ -280,3 +280,15 @@ async def test_HATP_MCP_32_the_record_of_an_open_or_unknown_transaction_is_refus
                 await client.read_resource("hatp://txn/txn-none/record", cache_mode="bypass")
     assert open_one.value.message.startswith("NOT_CLOSED: refused under HATP-MCP-32")
     assert unknown.value.message.startswith("UNKNOWN_TXN: refused under HATP-MCP-22")
+
+
+async def test_HATP_MCP_32_a_waiting_status_of_an_unknown_txn_answers_the_same_refusal_as_without_the_wait(
+    clock: FakeClock,
+) -> None:
+    with anyio.fail_after(10):
+        async with coordinator(build_world(clock)) as client:
+            at_once = await client.call_tool("transaction_status", {"txn_id": "txn-none"})
+            waiting = await client.call_tool("transaction_status", {"txn_id": "txn-none", "wait_seconds": 30})
+    assert at_once.is_error and waiting.is_error
+    assert waiting.structured_content == at_once.structured_content  # the rule, code, path and fix, not a bare error
+    assert text_of(waiting).startswith("UNKNOWN_TXN: refused under HATP-MCP-22")

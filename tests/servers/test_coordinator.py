@@ -143,3 +143,11 @@ def test_HATP_MCP_27_a_coordinator_whose_participant_advertises_an_unpinned_key_
     err = capsys.readouterr().err
     hotel_kid = json.loads((tmp_path / "hotel" / "public.jwk.json").read_text())["kid"]
     assert "HATP-MCP-27" in err and hotel_kid in err and str(wrong) in err and "Traceback" not in err
+
+
+def test_HATP_MCP_53_the_coordinator_refuses_to_serve_http_without_a_callers_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--transport", "http", "--data", str(tmp_path), "--scripted-approver", "approve"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--transport http needs --callers FILE" in err and "Traceback" not in err

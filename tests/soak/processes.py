@@ -43,6 +43,7 @@ from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.mcp.http_callers import local_caller
 from hatp_mcp.mcp.launch import HttpProcess, launch_http
 from hatp_mcp.runtime.coordinator.scripted_approver import SCRIPTED_GATEWAY
 from hatp_mcp.runtime.coordinator_trust import trust_coordinator
@@ -75,8 +76,8 @@ class _Served:
     """One server process that can be killed and started again on the same port and data. `run` supervises it in
     its own task (the launcher's task group lives in the task that entered it); `kill` and `stop` ask it."""
 
-    def __init__(self, name: str, module: str, data: Path, extra: list[str]) -> None:
-        self.name, self.module, self.data, self.extra = name, module, data, extra
+    def __init__(self, name: str, module: str, data: Path, extra: list[str], token: str | None = None) -> None:
+        self.name, self.module, self.data, self.extra, self.token = name, module, data, extra, token
         self.proc: HttpProcess | None = None
         self.up = anyio.Event()  # set while the process answers; a new one after each kill
         self._kill = anyio.Event()
@@ -91,7 +92,7 @@ class _Served:
         port, first = 0, True
         while True:
             async with launch_http(
-                self.module, self.data, port=port, extra=self.extra, ready_timeout=READY_SECONDS
+                self.module, self.data, port=port, extra=self.extra, ready_timeout=READY_SECONDS, token=self.token
             ) as p:
                 self.proc, port = p, p.port
                 self.up.set()
@@ -147,7 +148,8 @@ class _Agent:
             up = self.coordinator.up
             await up.wait()
             try:
-                async with Client(self.coordinator.url) as client:
+                assert self.coordinator.proc is not None  # set before `up`
+                async with self.coordinator.proc.client() as client:
                     return await call_raw(client, method, params, read)
             except HatpError as exc:
                 if exc.code not in ("TIMEOUT", "CONNECTION_CLOSED", "UNREACHABLE"):
@@ -250,7 +252,10 @@ async def soak_processes(
             args = [f"--participant={uri(name)}={s.url}" for name, s in servers.items()]
             args += [f"--participant-keys={uri(name)}={root / name / 'public.jwk.json'}" for name in SERVERS]
             args += ["--scripted-approver", "approve", "--retry-seconds", "1", "--call-timeout", "10"]
-            coordinator = _Served("coordinator", "servers.coordinator", root / "coordinator", args)
+            # the agent calls it over HTTP with its own token (HATP-MCP-53)
+            token = local_caller(root / "coordinator" / "callers.json", trip_plan(datetime.now(UTC)).requester.agent)
+            args += ["--callers", str(root / "coordinator" / "callers.json")]
+            coordinator = _Served("coordinator", "servers.coordinator", root / "coordinator", args, token)
             await procs.start(coordinator.run)
             async with Client(servers["payments"].url) as payments:
                 for i in range(0, n, BLOCKED_EVERY):

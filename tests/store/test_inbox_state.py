@@ -31,3 +31,25 @@ def test_expired_challenges_are_purged_when_a_new_one_is_kept_and_counters_never
     state.set_sign_count("cred", 3)
     assert state.sign_count("cred") == 7
     state.close()
+
+
+def test_HATP_GW_86_an_inbox_db_kept_before_enrolments_recorded_their_authority_opens_and_says_so(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "inbox.db") as db:  # the table as it was before authorized_by
+        db.execute(
+            "CREATE TABLE enrolments (seq INTEGER PRIMARY KEY AUTOINCREMENT, human TEXT NOT NULL, credential_id TEXT"
+            " NOT NULL UNIQUE, public_key TEXT NOT NULL, registered_at TEXT NOT NULL, state TEXT NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO enrolments VALUES (1, 'human://acme.com/bob', 'old', 'pk', '2026-01-01T00:00:00Z', 'pending')"
+        )
+    state = InboxState(tmp_path)
+    try:
+        state.register(None, "human://acme.com/bob", "new", "pk", "2026-01-02T00:00:00Z", "passkey old")
+        kept = [(e.credential_id, e.authorized_by) for e in state.enrolments()]
+    finally:
+        state.close()
+    assert kept == [("old", "unrecorded"), ("new", "passkey old")]

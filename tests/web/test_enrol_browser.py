@@ -80,6 +80,7 @@ async def test_HATP_GW_71_a_passkey_registered_with_a_code_counts_only_once_the_
     assert spent.startswith("Not registered: HATP-GW-71: no valid enrolment code")
     assert before == "Sign-in failed: HATP-GW-68: this passkey is not on any signed card"
     assert rc_list == 0 and (pending["human"], pending["state"]) == (h("erin"), "pending")
+    assert pending["authorized_by"] == "code"  # HATP-GW-86: how the registration was allowed
     assert wrong == 1 and untouched is not None and not any(k.id == pending["credential_id"] for k in untouched.keys)
     assert rc_ok == 0 and pending["credential_id"] in approved
     card = load_directory(org)[0].card(h("erin"))

@@ -9,12 +9,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
-from hatp_mcp.core.gateway.passkey import unb64u
+from hatp_mcp.core.gateway.directory import Directory
+from hatp_mcp.core.gateway.passkey import RelyingParty, unb64u
 from hatp_mcp.runtime.clock import FakeClock
-from hatp_mcp.web.inbox import CSP
-from tests.acme_org import h, plan
+from hatp_mcp.runtime.gateway.driver import GatewayApprover, RecordingNotifier
+from hatp_mcp.store.gateway_store import SqliteGatewayStore
+from hatp_mcp.store.inbox_state import InboxState, Session
+from hatp_mcp.web.inbox import CSP, Inbox
+from tests.acme_org import NAMES, card_doc, gateway_key, h, plan, well_known
+from tests.passkey_authenticator import SoftAuthenticator
 from tests.web.browserless import Browserless, signed_in
 from tests.web.inbox_fixture import Served, serve_inbox
 
@@ -145,3 +151,91 @@ async def test_HATP_GW_74_a_path_no_route_matches_and_a_method_a_route_does_not_
         )
         assert lower["x-frame-options"] == "DENY"
     assert (missing[0], wrong_method[0]) == (404, 405)
+
+
+async def test_HATP_GW_86_a_stolen_session_cookie_alone_enrols_no_passkey(served: Served) -> None:
+    thief = SoftAuthenticator(h("bob"))
+    with anyio.fail_after(20):
+        b = await signed_in(served)  # the thief holds bob's cookie and reads the CSRF token with it
+        status, options = await b.post("/enrol/options", {})
+        registration = thief.registration_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
+        refused, body = await b.post("/enrol/register", {"nonce": options["nonce"], "credential": registration})
+    assert status == 200 and refused == 403, body
+    assert body["rule"] == "HATP-GW-86"
+    assert served.inbox.state.enrolments() == []  # nothing for the operator to approve by mistake
+
+
+async def test_HATP_GW_86_bob_adds_a_passkey_with_a_fresh_assertion_of_his_own_and_the_list_says_so(
+    served: Served,
+) -> None:
+    new = SoftAuthenticator(h("bob"))
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        _s, options = await b.post("/enrol/options", {})
+        proof = options["assertion"]
+        assertion = served.bob.credential_json(unb64u(proof["challenge"]), origin=served.origin)
+        registration = new.registration_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
+        status, done = await b.post(
+            "/enrol/register", {"nonce": options["nonce"], "credential": registration, "assertion": assertion}
+        )
+        again, _body = await b.post(
+            "/enrol/register", {"nonce": options["nonce"], "credential": registration, "assertion": assertion}
+        )
+    (enrolment,) = served.inbox.state.enrolments()
+    assert proof["allowCredentials"] == [served.bob.credential_id]
+    assert (status, done["state"], again) == (200, "pending", 400)
+    assert (enrolment.credential_id, enrolment.authorized_by) == (
+        new.credential_id,
+        f"passkey {served.bob.credential_id}",
+    )
+
+
+async def test_HATP_GW_86_an_assertion_of_another_persons_passkey_or_over_another_challenge_adds_nothing(
+    served: Served,
+) -> None:
+    alice = SoftAuthenticator(h("alice"))  # not on bob's card
+    new = SoftAuthenticator(h("bob"))
+    with anyio.fail_after(20):
+        b = await signed_in(served)
+        answers = []
+        for proof in ("someone else's", "another challenge"):
+            _s, options = await b.post("/enrol/options", {})
+            challenge = unb64u(options["assertion"]["challenge"])
+            assertion = (
+                alice.credential_json(challenge, origin=served.origin)
+                if proof == "someone else's"
+                else served.bob.credential_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
+            )
+            registration = new.registration_json(unb64u(options["publicKey"]["challenge"]), origin=served.origin)
+            body = {"nonce": options["nonce"], "credential": registration, "assertion": assertion}
+            answers.append(await b.post("/enrol/register", body))
+    assert [(status, body["rule"]) for status, body in answers] == [(403, "HATP-GW-86"), (403, "HATP-GW-86")]
+    assert served.inbox.state.enrolments() == []
+
+
+async def test_HATP_GW_74_behind_tls_the_inbox_reads_and_sets_only_host_only_secure_cookies(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    origin = "https://inbox.acme.example"
+    directory, _ignored = Directory.load(well_known(), [card_doc(n) for n in NAMES])
+    store = SqliteGatewayStore(tmp_path)
+    state = InboxState(tmp_path)
+    gw = GatewayApprover(directory=directory, key=gateway_key(), store=store, clock=clock, notifier=RecordingNotifier())
+    inbox = Inbox(gw, state, RelyingParty("inbox.acme.example", (origin,)), clock)
+    sid = "sid-of-bob"
+    state.open_session(Session(sid, h("bob"), "csrf-of-bob", "2100-01-01T00:00:00Z"))
+    try:
+        with anyio.fail_after(20):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=inbox.app), base_url=origin) as web:
+                first = await web.get("/")
+                web.cookies.clear()
+                tossed = await web.get("/", headers={"Cookie": f"hatp_session={sid}"})  # set from a sibling host
+                own = await web.get("/", headers={"Cookie": f"__Host-hatp_session={sid}"})
+    finally:
+        state.close()
+        store.close()
+    set_cookie = first.headers["set-cookie"]
+    assert set_cookie.startswith("__Host-hatp_csrf=") and "secure" in set_cookie.lower()
+    assert "path=/" in set_cookie.lower() and "domain" not in set_cookie.lower()
+    assert "Signed in as" not in tossed.text  # a cookie the inbox never set: ignored, as if signed out
+    assert f"Signed in as {h('bob')}" in own.text

@@ -81,6 +81,15 @@ class _Running:
     result: TxnResult | None = None
 
 
+@dataclass
+class _Beginning:
+    """A begin in flight for one txnId: the digest of its plan, and its end (durable, or refused)."""
+
+    digest: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    refused: HatpError | None = None
+
+
 async def _either(a: anyio.Event, b: anyio.Event) -> None:
     """Return once either event is set."""
     async with anyio.create_task_group() as tg:
@@ -157,6 +166,7 @@ class TxnService:
             bounds=bounds,
         )
         self._running: dict[str, _Running] = {}
+        self._beginning: dict[str, _Beginning] = {}  # one begin per txnId at a time (HATP-MCP-21)
         self._tg: TaskGroup | None = None
 
     @asynccontextmanager
@@ -261,29 +271,57 @@ class TxnService:
     async def begin(self, plan: Plan, request: object = None) -> TxnStatus:
         """HATP-MCP-20/21. `request` is the agent's signed AgentRequest about this plan (HATP-TXN-21). Raises
         HatpError: HATP-TXN-21 (the requester is not proven, nothing written), HATP-TXN-1 (invalid plan, nothing
-        written), HATP-MCP-21 (another plan under this txnId), or what the coordinator machine refuses at begin."""
+        written), HATP-MCP-21 (another plan under this txnId, begun or being begun), or what the coordinator
+        machine refuses at begin.
+
+        One begin per txnId at a time: a second begin that arrives while the first is not yet durable is refused
+        at once for another plan, and for the same plan answered as the first is (its status, or its refusal)."""
         self._prove_requester(plan, request)
         txn_id = plan.txn_id
+        digest = plan.digest()
+        ongoing = self._beginning.get(txn_id)  # checked and claimed with no await between: no second run slips in
+        if ongoing is not None:
+            if ongoing.digest != digest:
+                raise self._mismatch(txn_id, ongoing.digest)
+            await ongoing.done.wait()  # bounded: the first begin ends once durable or refused
+            if ongoing.refused is not None:
+                raise ongoing.refused
+            return await self.status(txn_id)
+        ongoing = self._beginning[txn_id] = _Beginning(digest)
+        try:
+            return await self._begin(plan, digest)
+        except HatpError as exc:
+            ongoing.refused = exc
+            raise
+        finally:
+            del self._beginning[txn_id]
+            ongoing.done.set()
+
+    async def _begin(self, plan: Plan, digest: str) -> TxnStatus:
+        """The one begin in flight for the plan's txnId (see `begin`)."""
+        txn_id = plan.txn_id
         logged = await self._log.load(txn_id)
-        known = logged.plan if logged is not None else None
-        if txn_id in self._running or known is not None:
-            digest = Plan.model_validate(known).digest() if known is not None else None
-            if digest is not None and digest != plan.digest():
-                raise HatpError(
-                    "HATP-MCP-21",
-                    f"transaction {txn_id} was begun with another plan ({digest})",
-                    path="$.txnId",
-                    code="PLAN_MISMATCH",
-                    fix="use a new txnId for a new plan",
-                )
-            if known is not None:
-                return await self.status(txn_id)
+        if logged is not None:
+            known = Plan.model_validate(logged.plan).digest()
+            if known != digest:
+                raise self._mismatch(txn_id, known)
+            return await self.status(txn_id)
         durable = self._log.next_append(txn_id)
         run = await self._start(txn_id, lambda: self.runtime.run(plan))
         await _either(durable, run.done)
         if run.refused is not None and not durable.is_set():
             raise run.refused
         return await self.status(txn_id)
+
+    @staticmethod
+    def _mismatch(txn_id: str, digest: str) -> HatpError:
+        return HatpError(
+            "HATP-MCP-21",
+            f"transaction {txn_id} was begun with another plan ({digest})",
+            path="$.txnId",
+            code="PLAN_MISMATCH",
+            fix="use a new txnId for a new plan",
+        )
 
     async def status(self, txn_id: str, wait_seconds: float = 0, after_events: int | None = None) -> TxnStatus:
         """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction to end first or,
@@ -314,8 +352,17 @@ class TxnService:
             record = RecordChain(plan, self._key, self.config.coordinator, logged.events, digest).record()
         return summarize(plan, logged.events, logged.decision, record, digest)
 
-    async def abort(self, txn_id: str, reason: str | None = None) -> TxnStatus:
+    async def requester_of(self, txn_id: str) -> str:
+        """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-53). Raises HatpError
+        HATP-MCP-22 (UNKNOWN_TXN)."""
+        logged = await self._log.load(txn_id)
+        if logged is None:
+            raise _unknown(txn_id)
+        return Plan.model_validate(logged.plan).requester.agent
+
+    async def abort(self, txn_id: str, reason: str | None = None, by: str | None = None) -> TxnStatus:
         """HATP-MCP-23: abort before the decision (presumed abort, as a replacement coordinator would finish it).
+        `by`: who asked, as its caller was proven (HATP-MCP-53); None: the plan's agent (its stdio parent).
 
         Raises HatpError HATP-MCP-22 (UNKNOWN_TXN) or HATP-MCP-23 (ILLEGAL_TRANSITION: commit is decided).
         """
@@ -337,8 +384,8 @@ class TxnService:
             await self._start(txn_id, lambda: self.runtime.recover(txn_id))
             raise self._too_late(txn_id)
         decided = self._log.next_append(txn_id)
-        # HATP-TXN-18: the request is an event of the record (the plan's agent asked; the coordinator attests it)
-        request = {"reason": reason, "by": Plan.model_validate(logged.plan).requester.agent}
+        # HATP-TXN-18: the request is an event of the record (who asked, as proven; the coordinator attests it)
+        request = {"reason": reason, "by": by or Plan.model_validate(logged.plan).requester.agent}
         run = await self._start(txn_id, lambda: self.runtime.recover(txn_id, request))
         await _either(decided, run.done)
         status = await self.status(txn_id)
@@ -366,13 +413,17 @@ class TxnService:
             fix="wait for the outcome (hatp/txn/status); undo a committed trip with a new transaction",
         )
 
-    async def pending(self) -> TxnList:
-        """Every transaction whose record is not closed, oldest first (without records)."""
+    async def pending(self, agent: str | None = None) -> TxnList:
+        """Every transaction whose record is not closed, oldest first (without records); with `agent`, only
+        those whose plan's requester is that agent (HATP-MCP-53)."""
         out = []
         for txn_id in await self._log.unfinished():
             logged = await self._log.load(txn_id)
-            if logged is not None:
-                out.append(self._summary(logged, with_record=False))
+            if logged is None:
+                continue
+            if agent is not None and Plan.model_validate(logged.plan).requester.agent != agent:
+                continue
+            out.append(self._summary(logged, with_record=False))
         return TxnList(txns=out)
 
     async def wait(self, txn_id: str) -> TxnStatus:

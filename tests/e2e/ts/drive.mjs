@@ -3,7 +3,7 @@
 // node drive.mjs CONFIG_JSON
 //   CONFIG_JSON: {"transport": "http"|"stdio", "coordinator": SERVER, "gateway": SERVER, "txnId": ID,
 //                 "humanKeys": DIR, "progressCheck": bool}
-//   SERVER: {"url": "http://127.0.0.1:PORT/mcp"} or an mcpServers entry {"command", "args", "env", "cwd"}
+//   SERVER: {"url": "http://127.0.0.1:PORT/mcp", "token"?: BEARER} or an mcpServers entry {"command", "args", "env", "cwd"}
 //
 // What an agent and its person do, with nothing from this repository but the servers: initialize, list tools, read
 // the example plan, begin a plan with a stale deadline and read the refusal's reason in the tool result, begin a
@@ -28,7 +28,11 @@ function fail(message) {
 }
 
 function transportFor(server) {
-  if (server.url) return new StreamableHTTPClientTransport(new URL(server.url));
+  if (server.url) {
+    // a server that serves known callers only (the coordinator over HTTP, HATP-MCP-52): the caller's bearer token
+    const headers = server.token ? { Authorization: `Bearer ${server.token}` } : undefined;
+    return new StreamableHTTPClientTransport(new URL(server.url), headers ? { requestInit: { headers } } : undefined);
+  }
   return new StdioClientTransport({
     command: server.command,
     args: server.args,

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import pytest
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnStatus
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
 from hatp_mcp.runtime.coordinator.service import TxnService
-from hatp_mcp.store.txn_log import MemoryTxnLog, TxnLog
+from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, MemoryTxnLog, TxnLog
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +111,77 @@ async def test_HATP_MCP_21_the_same_plan_again_starts_nothing_twice_and_another_
     assert again.txn_id == "txn-twice" and again.plan_digest == plan.digest()
     assert (info.value.rule, info.value.code) == ("HATP-MCP-21", "PLAN_MISMATCH")
     assert world.seat.effects == ["hold txn-twice"]
+
+
+class GatedLog:
+    """A memory log whose appends wait until `gate` is set: a begin stays in flight, not yet durable, as long as
+    the test wants, so a second begin can arrive meanwhile (no sleeps)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryTxnLog()
+        self.gate = anyio.Event()
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+        await self.gate.wait()
+        await self.inner.append(txn_id, entries)
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return await self.inner.load(txn_id)
+
+    async def unfinished(self) -> list[str]:
+        return await self.inner.unfinished()
+
+
+async def concurrent_begins(clock: FakeClock, first: Plan, second: Plan) -> tuple[World, GatedLog, list[Any]]:
+    """Begin `first`; while it is not yet durable, begin `second` under the same txnId; then let the log write.
+    The answers (a TxnStatus or the HatpError raised), in the order [first, second]."""
+    world = slow_human(clock)
+    log = GatedLog()
+    svc = service(world, log)
+    answers: list[Any] = [None, None]
+
+    async def begin(i: int, plan: Plan) -> None:
+        try:
+            answers[i] = await svc.begin(plan)
+        except HatpError as exc:
+            answers[i] = exc
+
+    with anyio.fail_after(10):
+        async with svc.running():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(begin, 0, first)
+                await anyio.wait_all_tasks_blocked()  # the first begin waits for its plan to be durable
+                tg.start_soon(begin, 1, second)
+                await anyio.wait_all_tasks_blocked()
+                log.gate.set()
+            await anyio.wait_all_tasks_blocked()
+    return world, log, answers
+
+
+async def test_HATP_MCP_21_a_second_begin_of_another_plan_while_the_first_is_in_flight_is_refused(
+    clock: FakeClock,
+) -> None:
+    plan = trip_plan(clock.now(), "txn-race")
+    other = trip_plan(clock.now(), "txn-race", summary="another trip")
+    world, log, (first, second) = await concurrent_begins(clock, plan, other)
+    logged = await log.load("txn-race")
+    assert isinstance(first, TxnStatus) and first.plan_digest == plan.digest()
+    assert isinstance(second, HatpError), second
+    assert (second.rule, second.code) == ("HATP-MCP-21", "PLAN_MISMATCH")
+    assert logged is not None and Plan.model_validate(logged.plan).digest() == plan.digest()
+    assert world.seat.effects == ["hold txn-race"]
+
+
+async def test_HATP_MCP_21_a_second_begin_of_the_same_plan_while_the_first_is_in_flight_answers_its_status(
+    clock: FakeClock,
+) -> None:
+    plan = trip_plan(clock.now(), "txn-race-same")
+    world, log, (first, second) = await concurrent_begins(clock, plan, plan)
+    logged = await log.load("txn-race-same")
+    assert isinstance(first, TxnStatus) and isinstance(second, TxnStatus), second
+    assert first.plan_digest == second.plan_digest == plan.digest()
+    assert logged is not None and [e["event"] for e in logged.events].count("txn.begin") == 1  # one run, not two
+    assert world.seat.effects == ["hold txn-race-same"]  # one transaction, begun once
 
 
 async def test_HATP_MCP_22_status_of_an_unknown_transaction_is_refused(clock: FakeClock) -> None:
