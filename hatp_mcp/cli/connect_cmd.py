@@ -22,8 +22,9 @@ import anyio
 import anyio.to_thread
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
+from hatp_mcp.cli.mcp_config_cmd import client_token_file, org_parts
 from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
-from hatp_mcp.errors import BrokenInvariant
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.bridge import TokenFileError, read_token, relay
 from hatp_mcp.runtime.service.service_lock import held_by
 from hatp_mcp.runtime.service.supervisor import STATUS_FILE
@@ -123,9 +124,16 @@ def run(args: argparse.Namespace) -> int:
     if not (root / "suite.json").exists():
         return fail(f"{root}: not an organisation made by hatp init-org (no suite.json)", EXIT_BAD_INPUT)
     try:
-        token = read_token(Path(args.token_file).expanduser()) if args.token_file else None
+        if args.token_file:
+            token: str | None = read_token(Path(args.token_file).expanduser())
+        elif args.server == "coordinator":  # HATP-MCP-49: the organisation's client token, made when missing
+            token = read_token(client_token_file(org_parts(root, args.agent)))
+        else:
+            token = None
     except TokenFileError as exc:
         return fail(str(exc), EXIT_BAD_INPUT)
+    except (HatpError, OSError) as exc:
+        return fail(f"the client token: {exc}", EXIT_BAD_INPUT)
 
     python = str(Path(args.python).absolute())
 

@@ -38,6 +38,7 @@ acme.com (spec/fixtures/org, keys from its test-only-keys/), for demos and tests
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail, prin
 from hatp_mcp.cli.org_layout import OrgLayout, Suite, load_suite
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
+from hatp_mcp.store.files import create_file, read_json_file
 
 __all__ = [
     "HELP",
@@ -206,6 +208,34 @@ def coordinator_org_args(parts: OrgParts, participants: dict[str, str], gateway_
     ]
 
 
+def agent_name(parts: OrgParts) -> str:
+    """The organisation's agent the coordinator signs plans as (private/agents/NAME.private.jwk.json)."""
+    return Path(parts.agent_key).name.removesuffix(".private.jwk.json")
+
+
+def agent_id(parts: OrgParts) -> str:
+    """The agent's address, from its Directory-signed card (agents/NAME.json). Raises HatpError HATP-MCP-35 when
+    the card is missing or names no id."""
+    card = parts.layout.agents / f"{agent_name(parts)}.json"
+    try:
+        doc = read_json_file(card)
+    except (OSError, ValueError) as exc:
+        raise _refuse(f"{card}: the agent's card cannot be read ({exc})", "make it: hatp card agent --org DIR") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+        raise _refuse(f"{card}: the agent's card names no id", "make it again: hatp card agent --org DIR")
+    return str(doc["id"])
+
+
+def client_token_file(parts: OrgParts) -> Path:
+    """The service's client token (HATP-MCP-49): DIR/private/clients/NAME.token for the organisation's agent, a
+    bearer token made once (0600, in a 0700 folder; the first writer wins), which the bridge sends and the
+    coordinator's callers file holds only the digest of. Raises OSError for IO."""
+    path = parts.layout.private / "clients" / f"{agent_name(parts)}.token"
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    create_file(path, secrets.token_urlsafe(32) + "\n")
+    return path
+
+
 def journal_allow(parts: OrgParts) -> Path | None:
     allow = parts.layout.root / "journal-allow.json"
     return allow if allow.exists() else None
@@ -256,6 +286,8 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
         bridges[f"hatp-{name}"] = {"command": exe, "args": args}
         if ports.get(name):
             urls[f"hatp-{name}"] = {"type": "http", "url": f"http://127.0.0.1:{ports[name]}/mcp"}
+            if name == "coordinator":  # HATP-MCP-49: send `Authorization: Bearer <the file's token>`
+                urls[f"hatp-{name}"]["tokenFile"] = str(parts.layout.private / "clients" / f"{agent_name(parts)}.token")
     return {"mcpServers": bridges, "httpServers": urls}
 
 

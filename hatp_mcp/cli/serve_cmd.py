@@ -29,6 +29,8 @@ import anyio
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.mcp_config_cmd import (
     OrgParts,
+    agent_id,
+    client_token_file,
     coordinator_org_args,
     gateway_args,
     journal_allow,
@@ -68,7 +70,9 @@ def _url(port: int) -> str:
     return f"http://127.0.0.1:{port}/mcp"
 
 
-def child_specs(parts: OrgParts, python: str, coordinator_extra: list[str] | None = None) -> list[ChildSpec]:
+def child_specs(
+    parts: OrgParts, python: str, coordinator_extra: list[str] | None = None, callers: Path | None = None
+) -> list[ChildSpec]:
     """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal)."""
     suite, root = parts.suite, str(parts.layout.root)
     ports = service_ports(suite)
@@ -93,7 +97,8 @@ def child_specs(parts: OrgParts, python: str, coordinator_extra: list[str] | Non
     def coordinator(ready: Mapping[str, int], port: int) -> list[str]:
         links = {uri: _url(ready[name]) for uri, name in names.items()}
         args = coordinator_org_args(parts, links, _url(ready["gateway"]))
-        return _http(python, "servers.coordinator", port, [*args, *(coordinator_extra or [])])
+        proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49: only the org's client
+        return _http(python, "servers.coordinator", port, [*args, *proof, *(coordinator_extra or [])])
 
     specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"]))
     allow = journal_allow(parts)
@@ -101,6 +106,17 @@ def child_specs(parts: OrgParts, python: str, coordinator_extra: list[str] | Non
         journal = ["--data", str(parts.layout.data("journal")), "--allow", str(allow)]
         specs.append(ChildSpec("journal", lambda _p, port: _http(python, "servers.journal", port, journal)))
     return specs
+
+
+def service_callers(parts: OrgParts, folder: Path) -> Path:
+    """HATP-MCP-49: the coordinator's callers file in the service folder, naming the organisation's agent by the
+    digest of its client token (made when missing). Raises HatpError HATP-MCP-35, OSError."""
+    from hatp_mcp.mcp.bridge import read_token  # the MCP binding's; only a running service needs them
+    from hatp_mcp.mcp.http_callers import write_callers
+
+    token = read_token(client_token_file(parts))
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_callers(folder / "callers.json", {agent_id(parts): token})
 
 
 async def _serve(supervisor: Supervisor) -> None:
@@ -152,7 +168,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         extra = [f"--poll-seconds={args.poll_seconds}"] if args.poll_seconds else []
         extra += [f"--retry-seconds={args.retry_seconds}"] if args.retry_seconds else []
-        specs = child_specs(parts, str(Path(args.python).absolute()), extra)
+        try:
+            callers = service_callers(parts, folder)
+        except (HatpError, OSError) as exc:
+            return fail(f"cannot start: the client token: {exc}", EXIT_BAD_INPUT)
+        specs = child_specs(parts, str(Path(args.python).absolute()), extra, callers)
         supervisor = Supervisor(specs, folder, clock, READY_PREFIX)
         print(f"hatp serve: {root}: logs in {folder / 'logs'}, status in {supervisor.status_file}", file=sys.stderr)
         try:

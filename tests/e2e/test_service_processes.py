@@ -14,7 +14,8 @@ another process sharing the gateway's store.
 - SIGTERM stops the service and every child; nothing is left (HATP-MCP-41);
 - on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
   takes every child with it (HATP-MCP-41);
-- a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46).
+- a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46);
+- a client without the organisation's token is refused and begins nothing (HATP-MCP-49).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import anyio.abc
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.cli import main as hatp
@@ -244,6 +245,30 @@ async def test_HATP_MCP_44_the_gateway_port_taken_the_service_refuses_at_start_a
     assert process.returncode == 1 and lines == []
     assert f"gateway: 127.0.0.1:{port} is taken" in said and "HATP-MCP-44" in said
     assert children["coordinator"]["state"] == "waiting" and children["coordinator"]["pid"] is None
+
+
+async def test_HATP_MCP_49_a_client_without_the_organisations_token_is_refused_and_nothing_begins(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = service.status()["children"]["coordinator"]["url"]
+    token = service.layout.private / "clients" / "claude.token"
+    with anyio.fail_after(60):
+        async with Client(url) as anonymous:
+            with pytest.raises(MCPError) as err:
+                await anonymous.call_tool("begin_transaction", {"plan": {"txnId": "txn-service-no-token"}})
+        async with bridge(service.layout) as agent:  # the organisation's own client: its bridge sends the token
+            pending = await agent.call_tool("list_pending", {})
+    data = err.value.error.data
+    assert isinstance(data, dict) and (data["rule"], data["code"]) == ("HATP-MCP-53", "CALLER_UNPROVEN")
+    assert not pending.is_error and "txn-service-no-token" not in json.dumps(pending.structured_content)
+    assert token.stat().st_mode & 0o077 == 0
+    secret = token.read_text().strip()
+    assert secret not in (service_folder(service.layout.root) / "callers.json").read_text()
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(service.layout.root)]) == 0
+    printed = capsys.readouterr().out
+    assert json.loads(printed)["httpServers"]["hatp-coordinator"]["tokenFile"] == str(token)
+    assert secret not in printed
 
 
 async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(service: Service) -> None:
