@@ -120,7 +120,8 @@ def build(
     flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
     HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
-    settings = load_settings(org) or GatewaySettings()
+    configured = load_settings(org)
+    settings = configured or GatewaySettings()
     if any("test-only" in e.kid for e in directory.keyring.entries()):
         log(f"gateway: organisation {directory.well_known.organization} is TEST-ONLY (its keys are published)")
     for card in ignored:
@@ -138,6 +139,7 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents, owner=owner)
+    gateway.inbox_url = settings.inbox_url if configured is not None else None  # else: the inbox served here
     deliverer = Deliverer(
         gateway=gateway,
         outbox=open_delivery_queue(url),
@@ -274,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
                 shelf = RecordShelf(Path(args.records).resolve(), Path(args.record_keys).resolve())
             inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
+            gateway.inbox_url = gateway.inbox_url or inbox[2]  # the link an open ask's answer gives (HATP-MCP-52)
         try:
             beside = bind_loopback(args.mcp_port) if args.mcp_port is not None else None
         except OSError as exc:

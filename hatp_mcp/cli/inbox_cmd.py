@@ -1,5 +1,5 @@
-"""`hatp inbox --data DIR list|show ID|approve ID|reject ID|decline ID|answer ID VALUE --as HUMAN --key FILE`:
-the terminal inbox of a Human Gateway's data dir.
+"""`hatp inbox --data DIR list|show ID|approve ID|reject ID [--reason TEXT]|decline ID|answer ID VALUE --as HUMAN
+--key FILE`: the terminal inbox of a Human Gateway's data dir.
 
 It reads asks in the gateway's store (another process may be running on it). A decision is signed here, with the
 person's own key (`--key`, their private JWK: the `ed25519` key on their card), previewed against the ask's rules
@@ -54,6 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         v.add_argument("ask_id")
         if verb == "answer":
             v.add_argument("value")
+        if verb == "reject":
+            v.add_argument("--reason", help="why, in a sentence: signed with your decision, the agent reads it")
         v.add_argument("--as", dest="human", required=True, help="who decides, e.g. human://acme.com/alice")
         v.add_argument("--key", required=True, help="your private JWK (the ed25519 key on your card) to sign with")
 
@@ -167,6 +169,7 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
             nonce=secrets.token_urlsafe(18),
             value=value,
             terms=ask.terms,
+            reason=getattr(args, "reason", None),
         )
     except ValueError as exc:
         return fail(f"cannot sign this decision: {exc}".splitlines()[0])

@@ -303,10 +303,12 @@ def decide(
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
     passkey: PasskeyAssertion | None = None,
+    reason: str | None = None,
 ) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
     `proof` is the person's verified signed decision (core/gateway/proof.py), or `passkey` their verified passkey
-    assertion (core/gateway/passkey.py), kept in the HumanDecision.
+    assertion (core/gateway/passkey.py), kept in the HumanDecision; `reason`, the words the proof signs
+    (HATP-GW-84), kept beside it.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -341,6 +343,7 @@ def decide(
         via=via,
         proof=proof,
         passkey=passkey,
+        reason=reason,
     )
     update: dict[str, Any] = {"state": state.value, "seats": seats, "decisions": [*rec.decisions, hd]}
     if state is not AskState.PENDING:

@@ -33,6 +33,7 @@ from hatp_mcp.core.gateway.estimate import estimate_requirement
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
+from hatp_mcp.core.gateway.waiting import ask_waiting
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
@@ -214,6 +215,8 @@ class GatewayApprover:
         self.humans = HumanKeys.from_cards(directory.cards())
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
         self.agents = agents or AgentKeys()
+        # Where people open the inbox (gateway.json `inboxUrl`): an open ask's answer links its page (HATP-MCP-52).
+        self.inbox_url: str | None = None
 
     def use_directory(self, directory: Directory) -> None:
         """Use the organisation's cards as the Directory verified them now (runtime/card_watch.py, HATP-GW-82):
@@ -270,8 +273,13 @@ class GatewayApprover:
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
         stored = await self._sync(f"{txn_id}/{requirement_id}")
+        return self._answer(stored)
+
+    def _answer(self, stored: StoredAsk) -> ApproverAnswer:
+        """A plan ask's answer: its signed vote and approval, and while it is open who it waits for."""
         assert stored.vote is not None
-        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+        waiting = ask_waiting(stored.record, self.directory.card, self.inbox_url) if stored.record else None
+        return ApproverAnswer(vote=stored.vote, approval=stored.evidence, waiting=waiting)
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         ask_id = f"{txn_id}/{requirement_id}"
@@ -553,9 +561,7 @@ class GatewayApprover:
 
     async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
         """The Approver's long poll (runtime/interfaces.py WatchingApprover): `watch` on a plan ask."""
-        stored = await self.watch(f"{txn_id}/{requirement_id}", seconds)
-        assert stored.vote is not None
-        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+        return self._answer(await self.watch(f"{txn_id}/{requirement_id}", seconds))
 
     def next_change(self) -> anyio.Event:
         """An event set at the next write to any ask (the delivery loop waits on it)."""
