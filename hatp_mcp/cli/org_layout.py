@@ -127,7 +127,7 @@ def _bad_suite(path: Path, where: str, reason: str) -> HatpError:
         "HATP-MCP-35",
         f"{path}: {reason}",
         path=where,
-        fix="make the organisation with hatp init-org DIR (or fix suite.json as spec/mcp-binding.md shows)",
+        fix="make the organisation with hatp init-org DIR (or fix suite.json as hatp init-org writes it)",
         code="BAD_SUITE",
     )
 
