@@ -100,7 +100,8 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
         servers[f"hatp-{name}"] = {
             "command": str(Path(python).absolute()),
             "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())]
-            + (coordinator_args(data) if name == "coordinator" else []),
+            + (coordinator_args(data) if name == "coordinator" else [])
+            + (["--no-signing-tools"] if name == "gateway" else []),  # the chat app cannot sign (HATP-MCP-55)
             "cwd": str(ROOT),
             "env": {"PYTHONPATH": str(ROOT)},
         }
@@ -162,6 +163,7 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
             *("--org", str(layout.root), "--key", gateway_key),
             *("--mcp-port", str(suite.gateway_mcp_port)),
             *(("--inbox-port", str(suite.inbox_port)) if suite.inbox_port is not None else ()),
+            "--no-signing-tools",  # the chat app cannot sign a person's decision or the agent's request
         ),
         "hatp-coordinator": entry(
             "servers.coordinator",

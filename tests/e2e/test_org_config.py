@@ -113,7 +113,8 @@ async def test_HATP_MCP_35_the_org_block_runs_one_gateway_and_starting_it_twice_
                     linked = {t.name for t in (await coordinator_link.list_tools()).tools}
                 direct = {t.name for t in (await clients["hatp-gateway"].list_tools()).tools}
                 assert len(gateway_processes()) == 1
-        assert "begin_transaction" in tools and "request_approval" in direct and linked == direct
+        assert "begin_transaction" in tools and "list_asks" in direct and linked == direct
+        assert "request_approval" not in direct and "decide" not in direct  # the chat app cannot sign (HATP-MCP-55)
         assert key_files(layout.root) == before  # the same bytes and mtimes: nothing rewritten at start
     assert not (layout.data("gateway") / "key.jwk.json").exists()  # it signs with the organisation's gateway key
 
