@@ -246,6 +246,7 @@ class GatewayApprover:
                     gateway=self.gateway_id,
                     now=now,
                     default_window=self.default_window,
+                    open_asks=self.open_asks(),
                 )
                 if terms is not None and rec is not None and core.state_of(rec) is core.AskState.PENDING:
                     rec = tighten_terms(rec, parse_ts(terms.decide_by), list(terms.holds), now)
@@ -269,6 +270,15 @@ class GatewayApprover:
                 self.store.record_sent(ask_id, "vote", stored.vote)
             self._changed.set()
         return await self.poll(plan.txn_id, requirement_id)
+
+    def open_asks(self) -> dict[str, int]:
+        """HATP-GW-9: how many of this gateway's pending asks wait for each person now (asked, not decided)."""
+        counts: dict[str, int] = {}
+        for stored in self.store.asks("pending"):
+            for seat in stored.record.seats if stored.record is not None else []:
+                if seat.status == "asked":
+                    counts[seat.human] = counts.get(seat.human, 0) + 1
+        return counts
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""

@@ -419,3 +419,20 @@ async def test_an_identical_charge_after_the_first_ask_expired_opens_a_new_ask_u
     assert (await gw.current(first.ask_id)).state == "expired"
     assert (second.ask_id, second.state) == (first.ask_id + ".2", "pending")
     assert second.record is not None and second.record.ask.decide_by == "2026-11-29T12:00:00Z"
+
+
+async def test_HATP_GW_9_the_next_ask_goes_to_the_person_with_fewer_live_open_asks(gw: GatewayApprover) -> None:
+    address = "human://acme.com/role/finance-approver"
+
+    def asked(txn_id: str) -> list[str]:
+        stored = gw.store.get(f"{txn_id}/finance")
+        assert stored is not None and stored.record is not None
+        return [s.human for s in stored.record.seats if s.status == "asked"]
+
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-1"), "finance")
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-2"), "finance")
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-3"), "finance")
+    # on their cards all have 1 of 10 open; bob and erin decide in 30 min: bob by id, then erin, whose live asks
+    # are fewer, then alice (load ranks before the SLA: she has none open here yet)
+    assert [asked(t) for t in ("txn-load-1", "txn-load-2", "txn-load-3")] == [[h("bob")], [h("erin")], [h("alice")]]
+    assert gw.open_asks() == {h("bob"): 1, h("erin"): 1, h("alice"): 1}
