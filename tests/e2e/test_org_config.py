@@ -172,6 +172,12 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                 with anyio.fail_after(30):
                     ((to, mail),) = await box.wait_for(1)
                 body = mail.get_payload(decode=True).decode()
+                with anyio.fail_after(30):  # what the model tells its user while Ben decides (HATP-MCP-52)
+                    waiting: list[dict[str, Any]] = []
+                    while not (waiting and waiting[0]["people"]):
+                        seen = await agent.call_tool("transaction_status", {"txn_id": txn_id, "wait_seconds": 1})
+                        assert seen.structured_content is not None, seen.content
+                        waiting = seen.structured_content["waitingOn"]
                 browser = Browserless(inbox)
                 await browser.get("/")
                 _s, options = await browser.post("/signin/options", {})
@@ -187,6 +193,13 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                     status = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": 60}, 70)
     assert to == ["ben@example.org"] and mail["Subject"].startswith("Approval needed: travel.spend")
     assert f"{inbox}/asks/{txn_id}%2Ffinance" in body and "up to" in body
+    [(finance, by)] = [(w, w.pop("decideBy")) for w in waiting]
+    assert finance == {
+        "requirementId": "finance",
+        "people": [{"displayName": "Ben Ng", "roles": ["finance-approver"]}],
+        "link": f"{inbox}/asks/{txn_id}%2Ffinance",  # the link the email gave Ben
+    }
+    assert by <= plan["approvals"][0]["decideBy"]  # the gateway's signed deadline (tightened to the holds, if so)
     assert (signed_in, who) == (200, {"human": "human://example.org/ben"})
     assert (decided, result) == (200, {"state": "approved"})
     assert status["outcome"] == "COMMITTED"
