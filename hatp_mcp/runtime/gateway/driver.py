@@ -429,6 +429,7 @@ class GatewayApprover:
             now=self.clock.now(),
             options=options,
             default_window=self.default_window,
+            open_asks=self.open_asks(),
             **kw,
         )
         if agent_request is not None:
@@ -529,6 +530,7 @@ class GatewayApprover:
             "directory": self.directory,
             "gateway": self.gateway_id,
             "call_digest_seen": call_digest_seen,
+            "open_asks": self.open_asks(),
         }
         rec, call = open_tool_call_ask(**args, now=self.clock.now())
         digest = call_digest(call)

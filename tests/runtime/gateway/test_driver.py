@@ -436,3 +436,12 @@ async def test_HATP_GW_9_the_next_ask_goes_to_the_person_with_fewer_live_open_as
     # are fewer, then alice (load ranks before the SLA: she has none open here yet)
     assert [asked(t) for t in ("txn-load-1", "txn-load-2", "txn-load-3")] == [[h("bob")], [h("erin")], [h("alice")]]
     assert gw.open_asks() == {h("bob"): 1, h("erin"): 1, h("alice"): 1}
+
+
+async def test_HATP_GW_9_questions_count_and_respect_the_live_open_asks_too(gw: GatewayApprover) -> None:
+    address = "human://acme.com/role/finance-approver"
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-q"), "finance")  # bob: one open ask
+    asked = await gw.open_question(ask_id="q-load-1", kind="text", address=address, question="Which cost centre?")
+    assert asked.record is not None
+    assert [s.human for s in asked.record.seats if s.status == "asked"] == [h("erin")]
+    assert gw.open_asks() == {h("bob"): 1, h("erin"): 1}
