@@ -207,8 +207,10 @@ def serve_coordinator(
         after_events: AfterArg = None,
         include_record: RecordArg = False,
     ) -> dict[str, Any]:
-        """The state of a transaction: state, votes so far, decision, outcome and, once it is closed, what became
-        of each branch, the first refusal with its reason, and the digest of the signed Transaction Record.
+        """The state of a transaction: state, votes so far, decision, outcome. While people must approve,
+        waitingOn names who must act (display name and roles), by when (decideBy) and the link to their inbox
+        page: tell your user. Once it is closed: what became of each branch, every refusal with its reason (a
+        person's reject carries their own words), and the digest of the signed Transaction Record.
         wait_seconds waits for the transaction to end first or, with after_events, only until its record holds
         more events than that; call again to keep waiting. While it waits it sends progress notifications every
         10 s to a client that asked for progress."""
