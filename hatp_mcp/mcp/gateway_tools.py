@@ -136,7 +136,8 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
 
     async def decide(ask_id: AskId, proof: Proof) -> dict[str, Any]:
         """Approve, reject, decline or answer an ask with `proof`: the person's signed hatp.human-decision (askId,
-        subjectDigest from show_ask, human, decision, value?, issuedAt, nonce, signature by their card's key)."""
+        subjectDigest from show_ask, human, decision, value?, reason? (why they reject: the agent reads it),
+        issuedAt, nonce, signature by their card's key)."""
         try:
             after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
