@@ -357,6 +357,13 @@ def _check_passkey_decision(
         )
     if a.human != d.approver or a.decision != d.decision:
         raise _refuse("HATP-GW-67", "the assertion proves another person or decision", where)
+    if a.reason != d.reason:
+        raise _refuse(
+            "HATP-GW-84",
+            f"the approval records {d.approver}'s reason as {d.reason!r}; their passkey signed {a.reason!r}",
+            f"{where.removesuffix('.passkey')}.reason",
+            "record a person's reason exactly as their passkey signed it",
+        )
     if a.nonce in seen:
         raise _refuse("HATP-GW-26", f"nonce {a.nonce!r} appears twice in one approval", f"{where}.nonce")
     seen.add(a.nonce)

@@ -168,6 +168,8 @@ class PasskeyAssertion(WireModel):
     decision: Literal["approve", "reject", "decline", "answer"]
     # The answer to a choose / form / text ask (decision "answer"), bound into the challenge; absent otherwise.
     value: str | JsonObject | None = None
+    # A reject's reason (HATP-GW-84), bound into the challenge; absent otherwise.
+    reason: str | None = Field(default=None, min_length=1, max_length=REASON_MAX)
     nonce: str = Field(min_length=16, max_length=128)
     issued_at: Timestamp
     credential_id: str = Field(min_length=1, max_length=1024)
