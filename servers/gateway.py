@@ -36,7 +36,7 @@
   The process says it is ready (`HATP_READY`) once its first timer round and first delivery step are done.
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/gateway_server.py) and the people's and agents' tools
   (hatp_mcp/mcp/gateway_tools.py); `--no-signing-tools` (what `hatp mcp-config` writes for a chat app) leaves out
-  those whose calls need a signature the client makes: decide, request_approval, ask_* (HATP-MCP-55). Never
+  those whose calls need a signature the client makes: decide, request_approval, ask_* (HATP-MCP-57). Never
   writes to stdout (the stdio wire).
 """
 
@@ -122,7 +122,7 @@ def build(
     timers it takes (default host/pid). `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
     flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
     HATP-TRUST-6). `signing_tools` False leaves out the tools whose calls need a signature the client makes
-    (HATP-MCP-55). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
+    (HATP-MCP-57). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
     configured = load_settings(org)
     settings = configured or GatewaySettings()
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-signing-tools",
         action="store_true",
-        help="for a client that cannot sign (a chat app): leave out decide, request_approval and ask_* (HATP-MCP-55)",
+        help="for a client that cannot sign (a chat app): leave out decide, request_approval and ask_* (HATP-MCP-57)",
     )
     args = parser.parse_args(argv)
     quiet()
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
                 shelf = RecordShelf(Path(args.records).resolve(), Path(args.record_keys).resolve())
             inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
-            gateway.inbox_url = gateway.inbox_url or inbox[2]  # the link an open ask's answer gives (HATP-MCP-52)
+            gateway.inbox_url = gateway.inbox_url or inbox[2]  # the link an open ask's answer gives (HATP-MCP-54)
         try:
             beside = bind_loopback(args.mcp_port) if args.mcp_port is not None else None
         except OSError as exc:

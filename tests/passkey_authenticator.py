@@ -80,7 +80,7 @@ class SoftAuthenticator:
         reason: str | None = None,
     ) -> PasskeyAssertion:
         """An assertion over the decision payload (or, with `challenge_for`, over another payload's challenge);
-        `reason`, a reject's reason bound into it (HATP-GW-84)."""
+        `reason`, a reject's reason bound into it (HATP-GW-87)."""
         nonce = nonce or secrets.token_urlsafe(18)
         signed = {"ask_id": ask_id, "subject_digest": subject_digest, "decision": decision, "nonce": nonce}
         signed |= {"issued_at": issued_at} | (challenge_for or {})

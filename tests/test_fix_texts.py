@@ -1,4 +1,4 @@
-"""HATP-MCP-54: a refusal's fix is something its reader can do; it never names a path in this repository
+"""HATP-MCP-56: a refusal's fix is something its reader can do; it never names a path in this repository
 (`spec/...`, `hatp_mcp/...`), which a model or an operator of an installed package cannot open. Checked over every
 fix given in the package and the servers: a `fix=` argument, a `fix` variable, and the fix argument of the local
 refusal helpers (`_bad(path, reason, fix)`)."""

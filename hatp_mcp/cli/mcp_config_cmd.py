@@ -101,7 +101,7 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
             "command": str(Path(python).absolute()),
             "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())]
             + (coordinator_args(data) if name == "coordinator" else [])
-            + (["--no-signing-tools"] if name == "gateway" else []),  # the chat app cannot sign (HATP-MCP-55)
+            + (["--no-signing-tools"] if name == "gateway" else []),  # the chat app cannot sign (HATP-MCP-57)
             "cwd": str(ROOT),
             "env": {"PYTHONPATH": str(ROOT)},
         }

@@ -94,7 +94,7 @@ def check_answer(
         )
         if approval.subject != "plan":
             raise _mismatch(f"an approval of a {approval.subject!r}, not of the plan", "$.approval.subject")
-    waiting = result.waiting if vote.decision == "pending" else None  # words for people (HATP-MCP-52)
+    waiting = result.waiting if vote.decision == "pending" else None  # words for people (HATP-MCP-54)
     return ApproverAnswer(vote=result.vote, approval=result.approval, waiting=waiting)
 
 

@@ -80,7 +80,7 @@ def _no_such_ask(ask_id: str) -> HatpError:
 
 def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover, *, signing: bool = True) -> None:
     """Register the hatp/ask/* methods and the agents' question tools of `gateway` on `server`; with `signing` False
-    (a client that cannot sign its agent-request), without QUESTION_SIGNING_TOOLS (HATP-MCP-55): the methods stay,
+    (a client that cannot sign its agent-request), without QUESTION_SIGNING_TOOLS (HATP-MCP-57): the methods stay,
     for programs that sign."""
     low = lowlevel_of(server)
 

@@ -61,7 +61,7 @@ def vote_result(
     txn_id: str, requirement_id: str, stored: StoredAsk, gateway: GatewayApprover | None = None
 ) -> VoteResult:
     """The wire answer for one stored plan ask (its vote is always set once the gateway answered); with `gateway`,
-    while the ask is open, who it waits for and its inbox link (HATP-MCP-52)."""
+    while the ask is open, who it waits for and its inbox link (HATP-MCP-54)."""
     if stored.vote is None:
         raise no_such_ask(txn_id, requirement_id)
     waiting = None

@@ -32,7 +32,7 @@ __all__ = ["GATEWAY_TOOLS", "SIGNING_TOOLS", "add_gateway_tools", "ask_view"]
 
 GATEWAY_TOOLS = ("list_asks", "show_ask", "decide", "request_approval", "approval_status")
 # The tools no call of which counts without a signature the client makes (a person's proof, the agent's request):
-# offered only to a client that can sign (HATP-MCP-55).
+# offered only to a client that can sign (HATP-MCP-57).
 SIGNING_TOOLS = ("decide", "request_approval")
 
 # The tools' parameters, described and bounded for the client (and the model) filling them in.
@@ -117,7 +117,7 @@ def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
 
 def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: bool = True) -> None:
     """Register the people's and the agents' tools of `gateway` on `server`; with `signing` False (a client that
-    cannot sign, such as a chat app's model), without SIGNING_TOOLS (HATP-MCP-55)."""
+    cannot sign, such as a chat app's model), without SIGNING_TOOLS (HATP-MCP-57)."""
 
     async def current(ask_id: str) -> StoredAsk:
         try:

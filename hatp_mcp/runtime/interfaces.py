@@ -71,7 +71,7 @@ class ApproverAnswer:
     `vote`: a signed Vote (type hatp.vote), voter = the gateway id, branchId = the requirement id, decision
     yes | no | pending, decideBy = the signed deadline when pending; signed by a key with role "gateway".
     `approval`: the signed Approval once decided (approve or reject), else None.
-    `waiting`: while pending, who must act and the inbox link (HATP-MCP-52); words for people, never evidence.
+    `waiting`: while pending, who must act and the inbox link (HATP-MCP-54); words for people, never evidence.
     """
 
     vote: dict[str, Any]

@@ -114,7 +114,7 @@ async def test_HATP_MCP_35_the_org_block_runs_one_gateway_and_starting_it_twice_
                 direct = {t.name for t in (await clients["hatp-gateway"].list_tools()).tools}
                 assert len(gateway_processes()) == 1
         assert "begin_transaction" in tools and "list_asks" in direct and linked == direct
-        assert "request_approval" not in direct and "decide" not in direct  # the chat app cannot sign (HATP-MCP-55)
+        assert "request_approval" not in direct and "decide" not in direct  # the chat app cannot sign (HATP-MCP-57)
         assert key_files(layout.root) == before  # the same bytes and mtimes: nothing rewritten at start
     assert not (layout.data("gateway") / "key.jwk.json").exists()  # it signs with the organisation's gateway key
 
@@ -172,7 +172,7 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                 with anyio.fail_after(30):
                     ((to, mail),) = await box.wait_for(1)
                 body = mail.get_payload(decode=True).decode()
-                with anyio.fail_after(30):  # what the model tells its user while Ben decides (HATP-MCP-52)
+                with anyio.fail_after(30):  # what the model tells its user while Ben decides (HATP-MCP-54)
                     waiting: list[dict[str, Any]] = []
                     while not (waiting and waiting[0]["people"]):
                         seen = await agent.call_tool("transaction_status", {"txn_id": txn_id, "wait_seconds": 1})

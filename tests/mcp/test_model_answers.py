@@ -1,8 +1,8 @@
 """What a model reads from the coordinator's agent tools, end to end over MCP with the SDK's own client: the trip
 in memory (tests' participants), a real Human Gateway on the acme.com organisation behind `mcp_approver`, and the
 coordinator served by serve_coordinator. While approving the status names who must act, by when and where
-(HATP-MCP-52); a rejection carries the person's signed reason (HATP-GW-84); an abort lists every refusal
-(HATP-MCP-53)."""
+(HATP-MCP-54); a rejection carries the person's signed reason (HATP-GW-87); an abort lists every refusal
+(HATP-MCP-55)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def build_vote(rec: AskRecord, voter: str, now: datetime) -> Vote:
         return base.model_copy(update={"decision": "yes", "decide_by": None})
     code = rec.code or ("REJECTED" if state is AskState.REJECTED else state.value.upper())
     reason = rec.reason or "; ".join(
-        f"rejected by {d.approver}" + (f": {d.reason}" if d.reason else "")  # their signed words (HATP-GW-84)
+        f"rejected by {d.approver}" + (f": {d.reason}" if d.reason else "")  # their signed words (HATP-GW-87)
         for d in rec.decisions
         if d.decision == "reject"
     )

@@ -312,7 +312,7 @@ def decide(
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
     `proof` is the person's verified signed decision (core/gateway/proof.py), or `passkey` their verified passkey
     assertion (core/gateway/passkey.py), kept in the HumanDecision; `reason`, the words the proof signs
-    (HATP-GW-84), kept beside it.
+    (HATP-GW-87), kept beside it.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),

@@ -75,7 +75,7 @@ def decision_payload(
     reason: str | None = None,
 ) -> dict[str, Any]:
     """The decided payload; an answer (decision "answer", HATP-GW-80) carries its `value`, nothing else does; a
-    reject may carry the person's `reason` (HATP-GW-84), bound into the challenge like the rest."""
+    reject may carry the person's `reason` (HATP-GW-87), bound into the challenge like the rest."""
     payload: dict[str, Any] = {
         "askId": ask_id,
         "subjectDigest": subject_digest,
@@ -99,7 +99,7 @@ def decision_challenge(
     value: Any = None,
     reason: str | None = None,
 ) -> bytes:
-    """HATP-GW-67 (and HATP-GW-80 for an answer, HATP-GW-84 for a reject's reason): SHA-256 of the canonical JSON
+    """HATP-GW-67 (and HATP-GW-80 for an answer, HATP-GW-87 for a reject's reason): SHA-256 of the canonical JSON
     of the decided payload."""
     payload = decision_payload(ask_id, subject_digest, decision, nonce, issued_at, value, reason)
     return hashlib.sha256(canonical(payload)).digest()
@@ -151,7 +151,7 @@ def verify_assertion(
         )
     if a.reason is not None and a.decision != "reject":
         raise _refuse(
-            "HATP-GW-84",
+            "HATP-GW-87",
             "a reason goes with a reject, and only a reject's assertion carries one",
             f"{path}.reason",
             "PASSKEY_WRONG_DECISION",

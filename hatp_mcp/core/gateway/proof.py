@@ -134,7 +134,7 @@ def sign_decision(
     """The person's signed decision on one ask (`subject` is `subject_digest(ask)`), dated `now`.
 
     `nonce` must be fresh (16-128 characters, e.g. secrets.token_urlsafe(18)); `terms` are the ask's own
-    (`ask.terms`, HATP-GW-32) when it has them; `reason`, why a reject (HATP-GW-84), signed with it. Raises
+    (`ask.terms`, HATP-GW-32) when it has them; `reason`, why a reject (HATP-GW-87), signed with it. Raises
     pydantic.ValidationError for a malformed field."""
     proof = HumanDecisionProof.model_validate(
         ({"reason": reason} if reason else {})
@@ -317,7 +317,7 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
             )
         if proof.reason != d.reason:
             raise _refuse(
-                "HATP-GW-84",
+                "HATP-GW-87",
                 f"the approval records {d.approver}'s reason as {d.reason!r}; their proof signs {proof.reason!r}",
                 f"{path}.decisions[{i}].reason",
                 "record a person's reason exactly as their proof signs it",
@@ -359,7 +359,7 @@ def _check_passkey_decision(
         raise _refuse("HATP-GW-67", "the assertion proves another person or decision", where)
     if a.reason != d.reason:
         raise _refuse(
-            "HATP-GW-84",
+            "HATP-GW-87",
             f"the approval records {d.approver}'s reason as {d.reason!r}; their passkey signed {a.reason!r}",
             f"{where.removesuffix('.passkey')}.reason",
             "record a person's reason exactly as their passkey signed it",

@@ -2,7 +2,7 @@
 
 The people asked and not yet decided, by the display name and roles of their Directory-signed card (never an
 address or a contact detail), and the ask's page in the inbox (the same link a notice carries), so an agent can
-tell its user who must act and where (spec/mcp-binding.md HATP-MCP-52). Pure: no IO.
+tell its user who must act and where (spec/mcp-binding.md HATP-MCP-54). Pure: no IO.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class BranchOutcome(WireModel):
 
 class FirstRefusal(WireModel):
     """A no in a record (the first one, or one of all of them): which branch or approver refused, its code and its
-    own reason (for a person's reject, the words their signed decision carries, HATP-GW-84)."""
+    own reason (for a person's reject, the words their signed decision carries, HATP-GW-87)."""
 
     branch_id: Ident
     event: str = Field(max_length=64)
@@ -91,7 +91,7 @@ class FirstRefusal(WireModel):
 
 
 class WaitingOn(WireModel):
-    """An approval the transaction waits for (HATP-MCP-52): the requirement, the signed deadline of the gateway's
+    """An approval the transaction waits for (HATP-MCP-54): the requirement, the signed deadline of the gateway's
     pending vote, who must act now (display name and roles, never an address or contact) and the ask's page in
     the organisation's inbox, the link an agent gives its user. `people` and `link` are the gateway's words, absent
     until the coordinator has heard them."""
@@ -104,10 +104,10 @@ class WaitingOn(WireModel):
 
 class TxnStatus(WireModel):
     """A coordinator's answer about one transaction. `record` is present once the record is closed; so are
-    `results` (per branch), `firstRefusal` and `refusals` (the first no, and every no in record order, HATP-MCP-53),
+    `results` (per branch), `firstRefusal` and `refusals` (the first no, and every no in record order, HATP-MCP-55),
     `decisionReason` and `recordDigest` (sha256 of the record's canonical form), the short account an agent reads
     without the whole record. `waitingOn`, before the decision: the approvals still open, who must act on each, by
-    when and where (HATP-MCP-52)."""
+    when and where (HATP-MCP-54)."""
 
     type: Literal["hatp.txn-status"] = "hatp.txn-status"
     txn_id: Ident

@@ -59,9 +59,9 @@ def _branch_of(ev: Mapping[str, Any]) -> str | None:
 
 
 def refusals(events: Sequence[Mapping[str, Any]]) -> list[FirstRefusal]:
-    """HATP-MCP-53: every branch or approver that refused, the first no vote or refused receipt of each, in record
+    """HATP-MCP-55: every branch or approver that refused, the first no vote or refused receipt of each, in record
     order, with its code and its own reason (a person's reject: the words their signed decision carries,
-    HATP-GW-84)."""
+    HATP-GW-87)."""
     out: list[FirstRefusal] = []
     for ev in events:
         evidence = ev.get("evidence")
@@ -90,7 +90,7 @@ def first_refusal(events: Sequence[Mapping[str, Any]]) -> FirstRefusal | None:
 def waiting_on(
     plan: Plan, events: Sequence[Mapping[str, Any]], asked: Mapping[str, AskWaiting] | None = None
 ) -> list[WaitingOn]:
-    """HATP-MCP-52: the approval requirements whose latest vote is the gateway's signed pending, in plan order,
+    """HATP-MCP-54: the approval requirements whose latest vote is the gateway's signed pending, in plan order,
     with that vote's `decideBy` and, from `asked` (the gateway's latest words, by requirement id), who must act
     and the inbox link."""
     pending: dict[str, str | None] = {}

@@ -138,7 +138,7 @@ class TxnService:
         self._agent_key = agent_key
         self._clock = clock
         self._key = key
-        # who each open ask waits for, as the gateway last said it (HATP-MCP-52): the status passes it on
+        # who each open ask waits for, as the gateway last said it (HATP-MCP-54): the status passes it on
         self._notes = WaitingNotes(approver) if approver is not None else None
         approver = self._notes
         self._approver = approver

@@ -1,4 +1,4 @@
-"""A coordinator's Approver that remembers, per open ask, who the gateway says it waits for (HATP-MCP-52).
+"""A coordinator's Approver that remembers, per open ask, who the gateway says it waits for (HATP-MCP-54).
 
 `WaitingNotes(inner)` delegates every call to `inner` and keeps the latest `waiting` of each pending answer (the
 people asked, by display name and roles, and the ask's inbox link), so `hatp/txn/status` can tell an agent who

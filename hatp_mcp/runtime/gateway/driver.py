@@ -215,7 +215,7 @@ class GatewayApprover:
         self.humans = HumanKeys.from_cards(directory.cards())
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
         self.agents = agents or AgentKeys()
-        # Where people open the inbox (gateway.json `inboxUrl`): an open ask's answer links its page (HATP-MCP-52).
+        # Where people open the inbox (gateway.json `inboxUrl`): an open ask's answer links its page (HATP-MCP-54).
         self.inbox_url: str | None = None
 
     def use_directory(self, directory: Directory) -> None:

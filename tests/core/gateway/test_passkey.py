@@ -72,7 +72,7 @@ def test_HATP_GW_84_a_passkey_reject_binds_its_reason_and_only_a_reject_carries_
     assert (changed.rule, changed.code) == ("HATP-GW-67", "PASSKEY_WRONG_CHALLENGE")
     approve = auth.decide(ASK, DIGEST, "approve", AT, reason="fine")
     with_reason = refused(lambda: verify_assertion(approve, card, RP, ask_id=ASK, subject_digest=DIGEST))
-    assert (with_reason.rule, with_reason.path) == ("HATP-GW-84", "$.reason")
+    assert (with_reason.rule, with_reason.path) == ("HATP-GW-87", "$.reason")
 
 
 @pytest.mark.parametrize(("ask", "digest"), [("txn-acme-0002/finance", DIGEST), (ASK, OTHER)])
@@ -227,4 +227,4 @@ def test_HATP_GW_84_offline_a_passkey_rejects_recorded_reason_must_be_the_one_it
 
     check_decision_proofs(approval("over the hotel cap"), humans)
     err = refused(lambda: check_decision_proofs(approval("go ahead"), humans))
-    assert (err.rule, err.path) == ("HATP-GW-84", "$.decisions[0].reason")
+    assert (err.rule, err.path) == ("HATP-GW-87", "$.decisions[0].reason")

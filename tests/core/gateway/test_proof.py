@@ -312,6 +312,6 @@ def test_HATP_GW_84_a_rejects_reason_is_signed_by_the_person_and_recorded_as_the
     put_words = approval.decisions[0].model_copy(update={"reason": "I trust the agent completely"})
     with pytest.raises(HatpError) as err:
         check_decision_proofs(approval.model_copy(update={"decisions": [put_words]}), human_keys())
-    assert (err.value.rule, err.value.path) == ("HATP-GW-84", "$.decisions[0].reason")
+    assert (err.value.rule, err.value.path) == ("HATP-GW-87", "$.decisions[0].reason")
     altered = dict(signed, reason="something else")  # the person's words changed after they signed
     refused(opened(), altered, "HATP-GW-21")
