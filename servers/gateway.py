@@ -35,7 +35,9 @@
 - Timers (SLA escalation, deadlines) run on the system clock; `--now` pins a fake clock that never moves (tests).
   The process says it is ready (`HATP_READY`) once its first timer round and first delivery step are done.
 - Serves hatp/txn/{prepare,voted,abort} (hatp_mcp/mcp/gateway_server.py) and the people's and agents' tools
-  (hatp_mcp/mcp/gateway_tools.py). Never writes to stdout (the stdio wire).
+  (hatp_mcp/mcp/gateway_tools.py); `--no-signing-tools` (what `hatp mcp-config` writes for a chat app) leaves out
+  those whose calls need a signature the client makes: decide, request_approval, ask_* (HATP-MCP-57). Never
+  writes to stdout (the stdio wire).
 """
 
 from __future__ import annotations
@@ -113,14 +115,17 @@ def build(
     trusted_coordinators: str | None = None,
     store_url: StoreUrl | None = None,
     owner: str | None = None,
+    signing_tools: bool = True,
 ) -> tuple[MCPServer, GatewayApprover, Deliverer]:
     """Load the organisation, key, settings and stores (`store_url`, default DATA/gateway.db; the delivery queue
     beside it, hatp_mcp.store.url.open_delivery_queue) and build the server; `owner` names this process on the
     timers it takes (default host/pid). `trusted_coordinators`: the `--trusted-coordinators [ID=]FILE`
     flag (default DATA/trusted-coordinators.json; none: every prepare, abort and tighten is refused,
-    HATP-TRUST-6). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
+    HATP-TRUST-6). `signing_tools` False leaves out the tools whose calls need a signature the client makes
+    (HATP-MCP-57). Raises OSError, ValueError or HatpError (HATP-GW-65: unusable delivery settings)."""
     directory, ignored, contacts = load_org(org)
-    settings = load_settings(org) or GatewaySettings()
+    configured = load_settings(org)
+    settings = configured or GatewaySettings()
     if any("test-only" in e.kid for e in directory.keyring.entries()):
         log(f"gateway: organisation {directory.well_known.organization} is TEST-ONLY (its keys are published)")
     for card in ignored:
@@ -138,6 +143,7 @@ def build(
     for card in ignored_agents:
         log(f"gateway: ignored agent card {card.card_id}: {card.rule} {card.reason}")
     gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock, agents=agents, owner=owner)
+    gateway.inbox_url = settings.inbox_url if configured is not None else None  # else: the inbox served here
     deliverer = Deliverer(
         gateway=gateway,
         outbox=open_delivery_queue(url),
@@ -154,8 +160,8 @@ def build(
         log("gateway: WARNING no trusted coordinator; hatp/txn/prepare, abort and tighten are refused (HATP-TRUST-6)")
     server = HatpServer("hatp-gateway", version="0.1.0", log_level="WARNING")
     serve_gateway(server, gateway, trust=trust)
-    add_gateway_tools(server, gateway)
-    serve_gateway_questions(server, gateway)
+    add_gateway_tools(server, gateway, signing=signing_tools)
+    serve_gateway_questions(server, gateway, signing=signing_tools)
     return server, gateway, deliverer
 
 
@@ -250,6 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--store", help="asks and proofs: sqlite:PATH (default: sqlite:DATA/gateway.db) or postgresql://USER@HOST/DB"
     )
     parser.add_argument("--owner", default=None, help="this process's name on the timers it takes (default host/pid)")
+    parser.add_argument(
+        "--no-signing-tools",
+        action="store_true",
+        help="for a client that cannot sign (a chat app): leave out decide, request_approval and ask_* (HATP-MCP-57)",
+    )
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
@@ -257,7 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
         store = StoreUrl.parse(args.store) if args.store else None
         server, gateway, deliverer = build(
-            data, Path(args.org).resolve(), clock, args.key, args.trusted_coordinators, store, args.owner
+            data,
+            Path(args.org).resolve(),
+            clock,
+            args.key,
+            args.trusted_coordinators,
+            store,
+            args.owner,
+            signing_tools=not args.no_signing_tools,
         )
         inbox = None
         org = Path(args.org).resolve()
@@ -274,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise ValueError("--records and --record-keys go together (a record is drawn only once checked)")
                 shelf = RecordShelf(Path(args.records).resolve(), Path(args.record_keys).resolve())
             inbox = open_inbox(gateway, data, org, clock, args.inbox_host, args.inbox_port, shelf, cards)
+            gateway.inbox_url = gateway.inbox_url or inbox[2]  # the link an open ask's answer gives (HATP-MCP-54)
         try:
             beside = bind_loopback(args.mcp_port) if args.mcp_port is not None else None
         except OSError as exc:

@@ -74,20 +74,24 @@ def proof(ask: Ask, name: str, decision: str, now: datetime, value: Any = None, 
         now,
         nonce=over.get("nonce", secrets.token_urlsafe(18)),
         value=value,
+        reason=over.get("reason"),
     )
     return signed.wire()
 
 
-def signed_for(store: Any, ask_id: str, name: str, decision: str, now: datetime, value: Any = None) -> dict[str, Any]:
-    """`name`'s signed decision on the ask `ask_id` as a GatewayStore holds it."""
+def signed_for(
+    store: Any, ask_id: str, name: str, decision: str, now: datetime, value: Any = None, **over: Any
+) -> dict[str, Any]:
+    """`name`'s signed decision on the ask `ask_id` as a GatewayStore holds it (`over` as for `proof`)."""
     stored = store.get(ask_id)
     assert stored is not None and stored.record is not None, ask_id
-    return proof(stored.record.ask, name, decision, now, value)
+    return proof(stored.record.ask, name, decision, now, value, **over)
 
 
-async def decide_as(gw: Any, ask_id: str, name: str, decision: str, value: Any = None) -> Any:
-    """`name` decides on a GatewayApprover `gw` with a proof signed by their test-only key, dated gw's now."""
-    return await gw.decide(ask_id, signed_for(gw.store, ask_id, name, decision, gw.clock.now(), value))
+async def decide_as(gw: Any, ask_id: str, name: str, decision: str, value: Any = None, **over: Any) -> Any:
+    """`name` decides on a GatewayApprover `gw` with a proof signed by their test-only key, dated gw's now (`over`
+    as for `proof`, e.g. `reason`)."""
+    return await gw.decide(ask_id, signed_for(gw.store, ask_id, name, decision, gw.clock.now(), value, **over))
 
 
 def approve_as(rec: Any, name: str, now: datetime, decision: str = "approve") -> Any:

@@ -77,13 +77,20 @@ class SoftAuthenticator:
         count: int | None = None,
         flip_signature: bool = False,
         challenge_for: dict[str, str] | None = None,
+        reason: str | None = None,
     ) -> PasskeyAssertion:
-        """An assertion over the decision payload (or, with `challenge_for`, over another payload's challenge)."""
+        """An assertion over the decision payload (or, with `challenge_for`, over another payload's challenge);
+        `reason`, a reject's reason bound into it (HATP-GW-87)."""
         nonce = nonce or secrets.token_urlsafe(18)
         signed = {"ask_id": ask_id, "subject_digest": subject_digest, "decision": decision, "nonce": nonce}
         signed |= {"issued_at": issued_at} | (challenge_for or {})
         challenge = decision_challenge(
-            signed["ask_id"], signed["subject_digest"], signed["decision"], signed["nonce"], signed["issued_at"]
+            signed["ask_id"],
+            signed["subject_digest"],
+            signed["decision"],
+            signed["nonce"],
+            signed["issued_at"],
+            reason=reason,
         )
         client = json.dumps({"type": "webauthn.get", "challenge": b64u(challenge), "origin": origin}).encode()
         self.count = self.count + 1 if count is None else count
@@ -104,4 +111,6 @@ class SoftAuthenticator:
             "clientDataJSON": b64u(client),
             "signature": b64u(sig),
         }
+        if reason is not None:
+            raw["reason"] = reason
         return PasskeyAssertion.model_validate(raw)

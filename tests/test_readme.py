@@ -109,7 +109,7 @@ async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_
     from hatp_mcp.cli.org_layout import load_suite
     from tests.readme_walkthrough import commands, run
 
-    setup, enrol = commands()
+    setup, enrol, _terminal = commands()
     assert [c.split()[1] for c in setup] == ["init-org", "card", "card", "card", "mcp-config"]
     for command in setup:
         await run(command, tmp_path)
@@ -168,3 +168,70 @@ async def test_the_proxy_policy_example_runs_server_memory_and_a_rollback_leaves
     assert not made.is_error and "writes code" in grown
     assert done.structured_content is not None and done.structured_content["status"] == "ROLLED_BACK"
     assert memory.read_text() == ""  # everything the saga made was deleted again
+
+
+@pytest.mark.anyio
+async def test_the_walkthroughs_terminal_approver_decides_with_a_key_on_the_card_and_a_wrong_key_exits_1(
+    tmp_path: Path,
+) -> None:
+    """Ben without a browser, as the README writes it: a person's key, his card re-signed with it (a passkey kept),
+    an ask waiting for him listed and approved from the terminal; the same command with a key not on his card exits
+    1 naming the rule, and leaves nothing for the gateway."""
+    import json
+    import os
+    import sys
+    from datetime import UTC, datetime
+
+    import anyio
+
+    from hatp_mcp.cli.org_layout import OrgLayout
+    from hatp_mcp.core.model.example_plan import org_trip_plan
+    from hatp_mcp.core.signing.keys import SigningKey
+    from hatp_mcp.runtime.clock import FakeClock
+    from hatp_mcp.runtime.gateway.driver import GatewayApprover
+    from hatp_mcp.runtime.org import load_directory
+    from hatp_mcp.store.gateway_store import SqliteGatewayStore
+    from tests.readme_walkthrough import commands, run
+
+    setup, _enrol, terminal = commands()
+    assert [c.split()[1] for c in terminal] == ["keys", "card", "inbox", "inbox"]
+    for command in setup:
+        await run(command, tmp_path)
+    layout = OrgLayout(tmp_path / "hatp-example")
+    ben_card = layout.cards / "ben.json"
+    card = json.loads(ben_card.read_text())  # a passkey enrolled earlier, as hatp enrol approve puts it on
+    passkey = {"type": "passkey", "id": "cred-ben-1", "publicKey": "pQECAyYgASFYIA"}
+    card["keys"] = [*card["keys"], passkey]
+    ben_card.write_text(json.dumps(card))
+    await run(terminal[0], tmp_path)
+    assert "--update" in terminal[1] and (await run(terminal[1], tmp_path)).startswith("human://example.org/ben")
+    card = json.loads(ben_card.read_text())
+    assert passkey in card["keys"] and [k["type"] for k in card["keys"]] == ["passkey", "ed25519"]
+    directory, ignored = load_directory(layout.root)
+    assert ignored == [] and directory.card("human://example.org/ben") is not None  # re-signed, trusted
+
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    store = SqliteGatewayStore(layout.data("gateway"))
+    key = SigningKey.from_jwk(json.loads(layout.gateway_key.read_text()))
+    gateway = GatewayApprover(directory=directory, key=key, store=store, clock=clock)
+    plan = org_trip_plan(clock.now(), "txn-terminal-1", "human://example.org/ann", "agent://example.org/claude")
+    await gateway.ask(plan, "finance")
+    store.close()
+    listed = await run(terminal[2], tmp_path)
+    assert listed.split()[0] == "txn-terminal-1/finance"
+    approve = terminal[3].replace("ASK_ID", "txn-terminal-1/finance")
+    wrong = tmp_path / "not-bens.private.jwk.json"
+    wrong.write_text(json.dumps(SigningKey.generate(["approver"]).private_jwk()))
+    env = os.environ | {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    refused = await anyio.run_process(
+        ["bash", "-euc", approve.replace("~/ben.private.jwk.json", str(wrong))], cwd=tmp_path, env=env, check=False
+    )
+    assert refused.returncode == 1 and "HATP-GW-20" in refused.stderr.decode()
+    reopened = SqliteGatewayStore(layout.data("gateway"))
+    try:
+        assert reopened.proofs("txn-terminal-1/finance") == []  # nothing left for the gateway
+        assert "signed with key" in await run(approve, tmp_path)
+        [left] = reopened.proofs("txn-terminal-1/finance")
+        assert left.proof["human"] == "human://example.org/ben" and left.proof["decision"] == "approve"
+    finally:
+        reopened.close()

@@ -5,13 +5,15 @@
   DIR/cards (channels: the inbox, and email when --email is given; the address goes to the gateway's private
   DIR/contacts.json, never onto the card). `--decision-key` puts an Ed25519 public key (a public or private JWK;
   only the public half is taken) on the card for signed decisions; a passkey comes later by enrolment in the web
-  inbox (`hatp enrol`).
+  inbox (`hatp enrol`). `--update` re-signs the existing card with the options given and keeps the rest: its
+  passkeys, its other decision keys, its delegates (a new `--decision-key` of a kid already there replaces it).
 - `hatp card agent --org DIR NAME --acts-for PERSON [--display TEXT]`: the agent card of agent://ORG/NAME, acting
   for human://ORG/PERSON, with a new agent key in DIR/private/agents/NAME.private.jwk.json (0600). The coordinator
   `hatp mcp-config --org` configures holds it and signs plans as that agent (HATP-TXN-21).
 
 Each card is signed with the Directory's key (DIR/private/directory.private.jwk.json) and checked against the
-organisation's well-known document before anything is written; an existing card is never overwritten. The
+organisation's well-known document before anything is written; an existing card is never overwritten (except by
+`--update`, which re-signs it). The
 gateway, the Directory and the coordinator read the cards when they start. Exit 0, 1 (refused: a card that would
 not be trusted, or exists), 2 (a bad call or an unreadable file).
 """
@@ -56,15 +58,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     person = sub.add_parser("person", help="a person's Human Card (human://ORG/NAME)")
     person.add_argument("name", help="the short name: human://ORG/NAME")
     person.add_argument("--org", required=True, help="the organisation dir (made by hatp init-org)")
-    person.add_argument("--display", required=True, help="the person's name as people read it")
+    person.add_argument("--display", help="the person's name as people read it (required unless --update)")
+    person.add_argument(
+        "--update",
+        action="store_true",
+        help="re-sign the existing card with the options given, keeping the rest (its passkeys too)",
+    )
     person.add_argument("--role", action="append", default=[], help="a role, e.g. finance-approver (repeatable)")
     person.add_argument(
         "--authority", action="append", default=[], help="ACTION=AMOUNT:CUR, e.g. travel.spend=5000:USD (repeatable)"
     )
     person.add_argument("--email", help="their email address (kept in the gateway's private contacts.json)")
     person.add_argument("--decision-key", help="a JWK file whose Ed25519 public key they sign decisions with")
-    person.add_argument("--timezone", default="UTC")
-    person.add_argument("--sla-seconds", type=int, default=3600, help="how long they usually take to decide")
+    person.add_argument("--timezone", help="their time zone (default UTC)")
+    person.add_argument("--sla-seconds", type=int, help="how long they usually take to decide (default 3600)")
     agent = sub.add_parser("agent", help="an agent card (agent://ORG/NAME) and the agent's new key")
     agent.add_argument("name", help="the short name: agent://ORG/NAME")
     agent.add_argument("--org", required=True, help="the organisation dir (made by hatp init-org)")
@@ -79,29 +86,57 @@ def _card_key(file: str) -> dict[str, str]:
     return {"type": "ed25519", "id": entry.kid, "publicKey": b64u(entry.raw())}
 
 
-def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
+def _authority(items: list[str]) -> list[dict[str, Any]]:
     authority = []
-    for item in args.authority:
+    for item in items:
         m = AUTHORITY.fullmatch(item)
         if m is None:
             raise ValueError(f"--authority {item!r}: give ACTION=AMOUNT:CUR, e.g. travel.spend=5000:USD")
         authority.append({"action": m[1], "maxAmount": [{"value": m[2], "currency": m[3]}]})
+    return authority
+
+
+def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
     return {
         "type": "hatp.card",
         "id": f"human://{org}/{args.name}",
         "displayName": args.display,
         "roles": list(args.role),
         "skills": [],
-        "authority": authority,
+        "authority": _authority(args.authority),
         "channels": [*([{"type": "email"}] if args.email else []), {"type": "inbox"}],
-        "availability": {"timezone": args.timezone, "status": "available"},
-        "sla": {"decideSeconds": args.sla_seconds},
+        "availability": {"timezone": args.timezone or "UTC", "status": "available"},
+        "sla": {"decideSeconds": args.sla_seconds if args.sla_seconds is not None else 3600},
         "capacity": {"maxOpen": 10, "open": 0},
         "delegates": [],
         "keys": [_card_key(args.decision_key)] if args.decision_key else [],
         "issuer": issuer,
         "issuedAt": format_ts(datetime.now(UTC).replace(microsecond=0)),
     }
+
+
+def _updated(args: argparse.Namespace, old: dict[str, Any], issuer: str) -> dict[str, Any]:
+    """The existing card `old` with what the options give, everything else kept (its passkeys, delegates,
+    capacity, other decision keys); a --decision-key of a kid already on the card replaces that key."""
+    body = {k: v for k, v in old.items() if k != "signature"}
+    if args.display is not None:
+        body["displayName"] = args.display
+    if args.role:
+        body["roles"] = list(args.role)
+    if args.authority:
+        body["authority"] = _authority(args.authority)
+    if args.email and not any(c.get("type") == "email" for c in body.get("channels", [])):
+        body["channels"] = [{"type": "email"}, *body.get("channels", [])]
+    if args.timezone is not None:
+        body["availability"] = dict(body.get("availability", {})) | {"timezone": args.timezone}
+    if args.sla_seconds is not None:
+        body["sla"] = dict(body.get("sla", {})) | {"decideSeconds": args.sla_seconds}
+    if args.decision_key:
+        key = _card_key(args.decision_key)
+        body["keys"] = [k for k in body.get("keys", []) if k.get("id") != key["id"]] + [key]
+    body["issuer"] = issuer
+    body["issuedAt"] = format_ts(datetime.now(UTC).replace(microsecond=0))
+    return body
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,9 +150,17 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(org, str) or not isinstance(issuer, str):
             raise InputError(f"HATP-MCP-52: {layout.well_known}: organization and directory are strings")
         if args.card_command == "person":
-            card = sign_object(_person(args, org, issuer), directory_key)
-            _trusted, ignored = Directory.load(well_known, [card])
             target = layout.cards / f"{args.name}.json"
+            if args.update:
+                if not target.exists():
+                    return fail(f"no card {target} to update: issue it first (without --update)", EXIT_PROBLEMS)
+                body = _updated(args, read_json(str(target)), issuer)
+            elif args.display is None:
+                return fail("--display is required for a new card (the person's name as people read it)")
+            else:
+                body = _person(args, org, issuer)
+            card = sign_object(body, directory_key)
+            _trusted, ignored = Directory.load(well_known, [card])
         else:
             if args.display is None:
                 args.display = args.name
@@ -141,8 +184,10 @@ def run(args: argparse.Namespace) -> int:
             return fail(
                 f"the card would not be trusted ({ignored[0].rule} {ignored[0].reason}); nothing written", EXIT_PROBLEMS
             )
-        if target.exists():
-            return fail(f"{target} exists: a card is never overwritten; nothing written", EXIT_PROBLEMS)
+        updating = args.card_command == "person" and args.update
+        if target.exists() and not updating:
+            why = "a card is never overwritten (re-sign it with --update); nothing written"
+            return fail(f"{target} exists: {why}", EXIT_PROBLEMS)
         if args.card_command == "agent":
             key_file = layout.agent_keys / f"{args.name}.private.jwk.json"
             if not create_file(key_file, json.dumps(agent_key.private_jwk(), indent=2) + "\n", 0o600):
@@ -151,7 +196,9 @@ def run(args: argparse.Namespace) -> int:
             contacts = read_object(str(layout.contacts), "the contacts") if layout.contacts.exists() else {}
             contacts[card["id"]] = {"email": args.email}
             replace_file(layout.contacts, json.dumps(contacts, indent=2) + "\n", 0o600)
-        if not create_file(target, json.dumps(card, indent=1) + "\n", 0o644):
+        if updating:
+            replace_file(target, json.dumps(card, indent=1) + "\n", 0o644)
+        elif not create_file(target, json.dumps(card, indent=1) + "\n", 0o644):
             return fail(f"{target} exists: a card is never overwritten", EXIT_PROBLEMS)
     except InputError as exc:
         return fail(str(exc))

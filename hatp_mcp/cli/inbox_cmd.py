@@ -1,9 +1,11 @@
-"""`hatp inbox --data DIR list|show ID|approve ID|reject ID|decline ID|answer ID VALUE --as HUMAN --key FILE`:
-the terminal inbox of a Human Gateway's data dir.
+"""`hatp inbox --data DIR list|show ID|approve ID|reject ID [--reason TEXT]|decline ID|answer ID VALUE --as HUMAN
+--key FILE`: the terminal inbox of a Human Gateway's data dir.
 
 It reads asks in the gateway's store (another process may be running on it). A decision is signed here, with the
-person's own key (`--key`, their private JWK: the `ed25519` key on their card), previewed against the ask's rules
-(so a person who may not decide hears why at once), and left in the store as a signed proof; the gateway verifies
+person's own key (`--key`, their private JWK: the `ed25519` key on their card), checked against their card when
+the organisation is known (`--org`, or the one whose gateway data dir `--data` is: a key not on the card is
+refused at once, exit 1, with its rule), previewed against the ask's rules (so a person who may not decide hears
+why at once), and left in the store as a signed proof; the gateway verifies
 it against the cards on its next sync and only then does it count (spec/gateway.md, HATP-GW-19..26). This module
 never decides for the gateway and prints asks, screens and proofs only: never contact details.
 """
@@ -16,15 +18,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_signing_key
+from hatp_mcp.cli._run import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    InputError,
+    fail,
+    print_json,
+    read_signing_key,
+)
+from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.machine import tick
-from hatp_mcp.core.gateway.proof import apply_decision, sign_decision, subject_digest
+from hatp_mcp.core.gateway.proof import HumanKeys, apply_decision, sign_decision, subject_digest, verify_proof
 from hatp_mcp.core.gateway.screen import render_ask_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
 from hatp_mcp.store.url import StoreUrl, open_gateway_store
 
@@ -38,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--data", help="the gateway's data dir (holding gateway.db)")
     where.add_argument("--store", help="the gateway's store URL instead: postgresql://USER@HOST:PORT/DB")
     p.add_argument("--now", help="decide as of this RFC 3339 UTC time (default: the system clock)")
+    p.add_argument(
+        "--org",
+        help="the organisation dir whose cards a decision is checked against before it is left (default: the one "
+        "whose gateway data dir --data is, as hatp init-org lays it out)",
+    )
     sub = p.add_subparsers(dest="inbox_command", required=True)
     ls = sub.add_parser("list", help="list pending asks")
     ls.add_argument("--as", dest="human", help="only asks waiting for this person")
@@ -53,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         v.add_argument("ask_id")
         if verb == "answer":
             v.add_argument("value")
+        if verb == "reject":
+            v.add_argument("--reason", help="why, in a sentence: signed with your decision, the agent reads it")
         v.add_argument("--as", dest="human", required=True, help="who decides, e.g. human://acme.com/alice")
         v.add_argument("--key", required=True, help="your private JWK (the ed25519 key on your card) to sign with")
 
@@ -77,6 +95,34 @@ def _show_proofs(store: GatewayStore, ask_id: str) -> None:
     for p in store.proofs(ask_id):
         why = f"  {p.rule} {p.reason}" if p.rule else ""
         print(f"  proof {p.status:9} {p.proof.get('human')} {p.proof.get('decision')}{why}")
+
+
+def _org_of(args: argparse.Namespace) -> Path | None:
+    """The organisation whose cards decide who signs (`--org`, else the one whose gateway data dir `--data` is)."""
+    if args.org is not None:
+        return Path(args.org)
+    if args.data is None:
+        return None
+    data = Path(args.data).resolve()
+    root = data.parent.parent
+    if OrgLayout(root).data("gateway").resolve() == data and OrgLayout(root).well_known.exists():
+        return root
+    return None
+
+
+def _check_signer(args: argparse.Namespace, rec: AskRecord, proof: HumanDecisionProof, now: datetime) -> None:
+    """HATP-GW-20/21: with the organisation known, the proof must verify against the person's card now, as the
+    gateway will check it: a key not on their card is refused here, not left to fail later. Raises HatpError."""
+    org = _org_of(args)
+    if org is None:
+        return
+    try:
+        directory, _ignored = load_directory(org)
+    except (OSError, ValueError) as exc:
+        raise HatpError(
+            "HATP-GW-20", f"{org}: cannot read the organisation's cards: {exc}", path="$.proof", code="NO_CARDS"
+        ) from exc
+    verify_proof(proof.wire(), ask=rec.ask, humans=HumanKeys.from_cards(directory.cards()), now=now, nonce_used=False)
 
 
 def _preview(store: GatewayStore, rec: AskRecord, proof: HumanDecisionProof, now: datetime) -> None:
@@ -166,10 +212,12 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
             nonce=secrets.token_urlsafe(18),
             value=value,
             terms=ask.terms,
+            reason=getattr(args, "reason", None),
         )
     except (ValueError, HatpError) as exc:  # HatpError: a value with no canonical form (HATP-CANON-2)
         return fail(f"cannot sign this decision: {exc}".splitlines()[0])
     try:
+        _check_signer(args, stored.record, proof, now)
         _preview(store, stored.record, proof, now)
     except HatpError as exc:
         return fail(exc.one_line(), EXIT_PROBLEMS)

@@ -1,4 +1,6 @@
-"""`hatp keys new --out FILE [--role R ...]`: write a private Ed25519 JWK (mode 0600), print the public JWK.
+"""`hatp keys new --out FILE [--role R ...]`: write a private Ed25519 JWK (mode 0600), print the public JWK. `--role
+person` (the role approver) makes a person's decision key: put it on their card (`hatp card person --update
+--decision-key FILE`) and decide with it (`hatp inbox approve ... --key FILE`).
 
 `hatp keys ring [PARTY=]FILE...` prints a keyring (JWKS) of public keys, for `hatp verify --keys` or a
 coordinator's pins. Each FILE is a private JWK (only its public half is taken, after checking that the two
@@ -18,13 +20,21 @@ from hatp_mcp.cli._run import EXIT_OK, InputError, fail, print_json, read_json
 from hatp_mcp.core.signing.keys import ROLES, Keyring, PublicKeyEntry, SigningKey
 
 HELP = "make Ed25519 signing keys (JWK) and keyrings"
+PERSON = "person"  # a person's decision key: the role approver, as a card's ed25519 key is checked
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="keys_command", required=True)
     new = sub.add_parser("new", help="write a new private key file (0600) and print its public JWK")
     new.add_argument("--out", required=True, help="where to write the private JWK; must not exist")
-    new.add_argument("--role", action="append", default=[], choices=sorted(ROLES), help="a role it signs for")
+    new.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        choices=sorted(ROLES | {PERSON}),
+        help="a role it signs for; `person` (the same as approver): a person's decision key, for their card's "
+        "--decision-key and hatp inbox --key",
+    )
     new.add_argument("--kid", help="key id (default: a thumbprint of the public key)")
     ring = sub.add_parser("ring", help="print a keyring (JWKS) of public keys from private or public JWKs or JWKS")
     ring.add_argument(
@@ -45,7 +55,7 @@ def write_private_key(path: str, key: SigningKey) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.keys_command == "new":
-        key = SigningKey.generate(args.role, kid=args.kid)
+        key = SigningKey.generate(sorted({"approver" if r == PERSON else r for r in args.role}), kid=args.kid)
         try:
             write_private_key(args.out, key)
         except OSError as exc:

@@ -126,7 +126,8 @@ def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[st
         servers[f"hatp-{name}"] = {
             "command": str(Path(python).absolute()),
             "args": ["-m", f"servers.{name}", "--transport", "stdio", "--data", str((data / name).absolute())]
-            + (coordinator_args(data) if name == "coordinator" else []),
+            + (coordinator_args(data) if name == "coordinator" else [])
+            + (["--no-signing-tools"] if name == "gateway" else []),  # the chat app cannot sign (HATP-MCP-57)
             "cwd": str(ROOT),
             "env": {"PYTHONPATH": str(ROOT)},
         }
@@ -254,7 +255,9 @@ def direct_config(root: Path, python: str, agent: str | None = None) -> dict[str
     participants = {p.uri: f"stdio:{p.module}:{p.data}" for p in suite.participants}
     gateway_url = f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp"
     servers: dict[str, Any] = {
-        "hatp-gateway": entry("servers.gateway", [*gateway_args(parts), "--mcp-port", str(suite.gateway_mcp_port)]),
+        "hatp-gateway": entry(
+            "servers.gateway", [*gateway_args(parts), "--mcp-port", str(suite.gateway_mcp_port), "--no-signing-tools"]
+        ),
         "hatp-coordinator": entry("servers.coordinator", coordinator_org_args(parts, participants, gateway_url)),
         "hatp-directory": entry("servers.directory", ["--org", str(layout.root)]),
     }

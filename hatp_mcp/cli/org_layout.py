@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS
-from hatp_mcp.core.signing.keys import PublicKeyEntry, SigningKey
+from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import write_trust_list
 from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
-from hatp_mcp.store.pin_file import add_pins
+from hatp_mcp.store.pin_file import add_pins, read_pins
 
-__all__ = ["DEMO_PARTICIPANTS", "OrgLayout", "Participant", "Suite", "init_org", "load_suite"]
+__all__ = ["DEMO_PARTICIPANTS", "OrgLayout", "Participant", "Suite", "init_org", "load_suite", "org_keyring"]
 
 # The package's demo tool servers (servers/airline.py, ...): in-memory-like inventories behind .example URIs, what
 # the example plan books. A real organisation lists its own participants in suite.json instead.
@@ -132,7 +132,7 @@ def _bad_suite(path: Path, where: str, reason: str) -> HatpError:
         "HATP-MCP-35",
         f"{path}: {reason}",
         path=where,
-        fix="make the organisation with hatp init-org DIR (or fix suite.json as spec/mcp-binding.md shows)",
+        fix="make the organisation with hatp init-org DIR (or fix suite.json as hatp init-org writes it)",
         code="BAD_SUITE",
     )
 
@@ -191,6 +191,26 @@ def load_suite(root: Path) -> Suite:
         coordinator_mcp_port=optional_port(coordinator, "$.coordinator"),
         directory_mcp_port=optional_port(directory, "$.directory"),
     )
+
+
+def org_keyring(root: Path) -> Keyring:
+    """The keyring a record of this organisation's coordinator verifies with, from the organisation dir alone:
+    the coordinator's key (its public half) bound to its id, each participant's pinned keys (bound to their URIs),
+    and the well-known's gateway keys bound to the gateway id (HATP-SIG-6). Raises HatpError HATP-MCP-35 (not an
+    organisation made by hatp init-org), ValueError (an unreadable key or pin file) or OSError."""
+    layout = OrgLayout(root)
+    suite = load_suite(root)
+    ring = Keyring()
+    coordinator = SigningKey.from_jwk(json.loads((layout.data("coordinator") / "key.jwk.json").read_text()))
+    ring.add(PublicKeyEntry.from_jwk(coordinator.public_jwk(suite.coordinator_id)))
+    for participant in suite.participants:
+        for entry in read_pins(participant.keys).entries():
+            ring.add(entry)
+    well_known = json.loads(layout.well_known.read_text())
+    for jwk in well_known.get("keys", []) if isinstance(well_known, dict) else []:
+        if isinstance(jwk, dict) and "gateway" in (jwk.get("roles") or []):
+            ring.add(PublicKeyEntry.from_jwk(jwk | {"party": str(well_known.get("gateway"))}))
+    return ring
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""`hatp verify RECORD.json --keys KEYRING.json [--org DIR] [--evidence FILE]... [--json] [--open]`: check a
+"""`hatp verify RECORD.json --keys KEYRING.json|--org DIR [--evidence FILE]... [--json] [--open]`: check a
 Transaction Record offline, or a saga's journal record (`type: hatp.journal`, spec/journal.md HATP-JRN-12): chain,
 signatures, closure, replay.
 
@@ -7,7 +7,9 @@ it also checks the record against the parties' own copies: a record cut or rewri
 or leaving out a party's answer, is refused (spec/hatp.md HATP-REC-19..22).
 
 With `--org DIR` (an organisation dir: `.well-known/human-card.json` and `cards/*.json`) it also checks that every
-human decision in the record's approvals carries that person's own proof, against the Directory-signed cards.
+human decision in the record's approvals carries that person's own proof, against the Directory-signed cards; for
+an organisation made by `hatp init-org`, without `--keys`, the keyring is built from it: its coordinator's key
+(bound to its id), its participants' pinned keys and its gateway's keys from the well-known document.
 
 With `--verify-threads N` (1 to 8; default 1) the record's signatures are verified on N threads before the checks
 run, into the keyring's memo of verified signatures; the checks then verify every signature themselves, in their
@@ -20,10 +22,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
 from hatp_mcp.cli.evidence_cmd import EXPORT_TYPE
+from hatp_mcp.cli.org_layout import org_keyring
 from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.journal.record import is_journal_record, verify_journal
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
@@ -48,7 +52,11 @@ def _threads(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("record", help="the record JSON file")
-    p.add_argument("--keys", required=True, help="keyring JSON (a JWKS whose keys list their roles)")
+    p.add_argument(
+        "--keys",
+        help="keyring JSON (a JWKS whose keys list their roles); with --org and no --keys, the organisation's own: "
+        "its coordinator's key, its participants' pinned keys and its gateway's",
+    )
     p.add_argument("--json", action="store_true", help="print {ok, problems} as JSON")
     p.add_argument("--open", action="store_true", help="accept a record that is not closed yet (in progress)")
     p.add_argument(
@@ -102,19 +110,33 @@ def _outside(paths: list[str]) -> list[Any]:
     return out
 
 
+def _keyring(args: argparse.Namespace) -> Keyring:
+    """`--keys`, else the organisation's own keyring (`--org`, org_layout.org_keyring). Raises InputError."""
+    if args.keys is None:
+        if args.org is None:
+            raise InputError("give the keyring (--keys FILE) or the organisation that made the record (--org DIR)")
+        try:
+            return org_keyring(Path(args.org))
+        except HatpError as exc:
+            raise InputError(f"{args.org}: {exc.reason}; or give the keyring with --keys FILE") from exc
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{args.org}: cannot build its keyring: {exc}") from exc
+    ring_doc = read_json(args.keys)
+    if not isinstance(ring_doc, dict):
+        raise InputError(f"{args.keys}: a keyring is a JSON object with a 'keys' array")
+    try:
+        return Keyring.from_jwks(ring_doc)
+    except ValueError as exc:
+        raise InputError(f"{args.keys}: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        ring_doc = read_json(args.keys)
+        ring = _keyring(args)
         record = read_json(args.record)
         outside = _outside(args.evidence)
     except InputError as exc:
         return fail(str(exc))
-    if not isinstance(ring_doc, dict):
-        return fail(f"{args.keys}: a keyring is a JSON object with a 'keys' array")
-    try:
-        ring = Keyring.from_jwks(ring_doc)
-    except ValueError as exc:
-        return fail(f"{args.keys}: {exc}")
     if not isinstance(record, dict):
         return fail(f"{args.record}: a record is a JSON object")
     if is_journal_record(record):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -32,6 +32,7 @@ from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnAbortRequest, TxnQuery
 from hatp_mcp.core.model.wire import parse
+from hatp_mcp.core.validate.validator import plan_violations
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import EXAMPLE_PLAN_URI, add_agent_guide, describe, plan_schema
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
@@ -166,6 +167,28 @@ def _parsed(model: type[M], value: Any, source: str) -> M:
         raise to_mcp_error(exc) from exc
 
 
+def _plan_in_one_round(value: Any, now: datetime) -> Plan:
+    """The plan a tool was given. One that does not fit its schema is refused with every schema error and, where
+    it parses far enough, every rule violation too (HATP-VAL-14), so a model fixes it in one round. Raises
+    HatpError (HATP-OBJ-3 / HATP-OBJ-4)."""
+    try:
+        return parse(Plan, value, "plan")
+    except HatpError as exc:
+        if exc.rule != "HATP-OBJ-3":
+            raise
+        rules = [v.to_dict() for v in plan_violations(value, now) if v.rule != "schema"]
+        if not rules:
+            raise
+        raise HatpError(
+            exc.rule,
+            f"{exc.reason}; and {len(rules)} rule violation(s) in the rest of the plan",
+            path=exc.path,
+            code=exc.code,
+            fix="fix every problem listed (schema errors and rule violations) and begin again",
+            data=dict(exc.data) | {"violations": rules},
+        ) from exc
+
+
 def serve_coordinator(
     server: MCPServer,
     service: TxnService,
@@ -232,7 +255,7 @@ def serve_coordinator(
         begun; it then runs in the background: prepares every branch, asks the humans the plan names, and commits
         or aborts. Follow it with transaction_status. A refused plan lists every problem with its rule, JSON path
         and fix."""
-        return (await begin(parse(Plan, plan, "plan"), request)).wire()
+        return (await begin(_plan_in_one_round(plan, service.clock.now()), request)).wire()
 
     async def with_progress(ctx: Context, wait: int, work: Callable[[], Awaitable[WireModel]]) -> WireModel:
         """Run `work`; meanwhile, every PROGRESS_SECONDS of the coordinator's clock, a progress notification (a
@@ -269,8 +292,10 @@ def serve_coordinator(
         after_events: AfterArg = None,
         include_record: RecordArg = False,
     ) -> dict[str, Any]:
-        """The state of a transaction: state, votes so far, decision, outcome and, once it is closed, what became
-        of each branch, the first refusal with its reason, and the digest of the signed Transaction Record.
+        """The state of a transaction: state, votes so far, decision, outcome. While people must approve,
+        waitingOn names who must act (display name and roles), by when (decideBy) and the link to their inbox
+        page: tell your user. Once it is closed: what became of each branch, every refusal with its reason (a
+        person's reject carries their own words), and the digest of the signed Transaction Record.
         wait_seconds waits for the transaction to end first or, with after_events, only until its record holds
         more events than that; call again to keep waiting. While it waits it sends progress notifications every
         10 s to a client that asked for progress."""

@@ -94,7 +94,8 @@ def check_answer(
         )
         if approval.subject != "plan":
             raise _mismatch(f"an approval of a {approval.subject!r}, not of the plan", "$.approval.subject")
-    return ApproverAnswer(vote=result.vote, approval=result.approval)
+    waiting = result.waiting if vote.decision == "pending" else None  # words for people (HATP-MCP-54)
+    return ApproverAnswer(vote=result.vote, approval=result.approval, waiting=waiting)
 
 
 def check_estimate(

@@ -69,14 +69,20 @@ RequestArg = Annotated[
 ]
 
 
+# Every ask_* call needs the agent's signed request (HATP-GW-49): offered only to a client that signs.
+QUESTION_SIGNING_TOOLS = ("ask_choose", "ask_form", "ask_text")
+
+
 def _no_such_ask(ask_id: str) -> HatpError:
     return HatpError(
         "HATP-MCP-33", f"the gateway has no question {ask_id!r}", path="$.askId", fix="ask it first", code="NO_SUCH_ASK"
     )
 
 
-def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover) -> None:
-    """Register the hatp/ask/* methods and the agents' question tools of `gateway` on `server`."""
+def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover, *, signing: bool = True) -> None:
+    """Register the hatp/ask/* methods and the agents' question tools of `gateway` on `server`; with `signing` False
+    (a client that cannot sign its agent-request), without QUESTION_SIGNING_TOOLS (HATP-MCP-57): the methods stay,
+    for programs that sign."""
     low = lowlevel_of(server)
 
     async def ask(question: QuestionRequest) -> dict[str, Any]:
@@ -156,4 +162,5 @@ def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover) -> None
         return await status(ask_id)
 
     for fn in (ask_choose, ask_form, ask_text, question_status):
-        server.add_tool(agent_tool(fn), name=fn.__name__, description=describe(fn))
+        if signing or fn.__name__ not in QUESTION_SIGNING_TOOLS:
+            server.add_tool(agent_tool(fn), name=fn.__name__, description=describe(fn))

@@ -26,6 +26,7 @@ import anyio
 from mcp.server import MCPServer, Server
 
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id
+from hatp_mcp.core.gateway.waiting import ask_waiting
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
@@ -57,16 +58,23 @@ def no_such_ask(txn_id: str, requirement_id: str) -> HatpError:
     )
 
 
-def vote_result(txn_id: str, requirement_id: str, stored: StoredAsk) -> VoteResult:
-    """The wire answer for one stored plan ask (its vote is always set once the gateway answered)."""
+def vote_result(
+    txn_id: str, requirement_id: str, stored: StoredAsk, gateway: GatewayApprover | None = None
+) -> VoteResult:
+    """The wire answer for one stored plan ask (its vote is always set once the gateway answered); with `gateway`,
+    while the ask is open, who it waits for and its inbox link (HATP-MCP-54)."""
     if stored.vote is None:
         raise no_such_ask(txn_id, requirement_id)
+    waiting = None
+    if gateway is not None and stored.record is not None:
+        waiting = ask_waiting(stored.record, gateway.directory.card, gateway.inbox_url)
     return VoteResult(
         txn_id=txn_id,
         requirement_id=requirement_id,
         state=stored.state,  # type: ignore[arg-type]
         vote=stored.vote,
         approval=stored.evidence,
+        waiting=waiting,
     )
 
 
@@ -110,7 +118,7 @@ def serve_gateway(
             stored = await gateway.current(approval_ask_id(txn_id, requirement_id))
         except KeyError:
             raise no_such_ask(txn_id, requirement_id) from None
-        return vote_result(txn_id, requirement_id, stored)
+        return vote_result(txn_id, requirement_id, stored, gateway)
 
     async def prepare(req: PrepareRequest) -> WireModel:
         if req.quote_only:

@@ -28,9 +28,12 @@ from hatp_mcp.mcp.errors import agent_tool
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
-__all__ = ["GATEWAY_TOOLS", "add_gateway_tools", "ask_view"]
+__all__ = ["GATEWAY_TOOLS", "SIGNING_TOOLS", "add_gateway_tools", "ask_view"]
 
 GATEWAY_TOOLS = ("list_asks", "show_ask", "decide", "request_approval", "approval_status")
+# The tools no call of which counts without a signature the client makes (a person's proof, the agent's request):
+# offered only to a client that can sign (HATP-MCP-57).
+SIGNING_TOOLS = ("decide", "request_approval")
 
 # The tools' parameters, described and bounded for the client (and the model) filling them in.
 AskId = Annotated[
@@ -112,8 +115,9 @@ def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
     return out
 
 
-def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
-    """Register the people's and the agents' tools of `gateway` on `server`."""
+def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: bool = True) -> None:
+    """Register the people's and the agents' tools of `gateway` on `server`; with `signing` False (a client that
+    cannot sign, such as a chat app's model), without SIGNING_TOOLS (HATP-MCP-57)."""
 
     async def current(ask_id: str) -> StoredAsk:
         try:
@@ -132,7 +136,8 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
 
     async def decide(ask_id: AskId, proof: Proof) -> dict[str, Any]:
         """Approve, reject, decline or answer an ask with `proof`: the person's signed hatp.human-decision (askId,
-        subjectDigest from show_ask, human, decision, value?, issuedAt, nonce, signature by their card's key)."""
+        subjectDigest from show_ask, human, decision, value?, reason? (why they reject: the agent reads it),
+        issuedAt, nonce, signature by their card's key)."""
         try:
             after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
@@ -174,4 +179,5 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover) -> None:
         return ask_view(await current(ask_id))
 
     for fn in (list_asks, show_ask, decide, request_approval, approval_status):
-        server.add_tool(agent_tool(fn), name=fn.__name__, description=describe(fn))
+        if signing or fn.__name__ not in SIGNING_TOOLS:
+            server.add_tool(agent_tool(fn), name=fn.__name__, description=describe(fn))

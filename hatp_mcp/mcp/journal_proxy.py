@@ -202,7 +202,7 @@ class JournalingProxy:
                         f"the proxy's policy denies {params.name!r}: the call was not sent",
                         path="name",
                         code="TOOL_DENIED",
-                        fix="do without it, or ask the operator to change its policy (spec/proxy.md)",
+                        fix="do without it, or ask the operator to change the tool's policy in the proxy's policy file",
                     )
                 )
             if rule.action == "pass":

@@ -34,7 +34,7 @@ def read_policy(path: Path) -> ProxyPolicy:
             "HATP-PXY-1",
             f"cannot read the policy file {path}: {type(exc).__name__}: {exc}",
             code="BAD_POLICY",
-            fix="give --policy a readable JSON file (spec/proxy.md)",
+            fix="give --policy a readable JSON policy file",
         ) from None
     return load_policy(doc, f"policy file {path.name}")
 

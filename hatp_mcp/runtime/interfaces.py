@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from hatp_mcp.core.model.estimate import Estimate
+from hatp_mcp.core.model.gateway_messages import AskWaiting
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -70,10 +71,12 @@ class ApproverAnswer:
     `vote`: a signed Vote (type hatp.vote), voter = the gateway id, branchId = the requirement id, decision
     yes | no | pending, decideBy = the signed deadline when pending; signed by a key with role "gateway".
     `approval`: the signed Approval once decided (approve or reject), else None.
+    `waiting`: while pending, who must act and the inbox link (HATP-MCP-54); words for people, never evidence.
     """
 
     vote: dict[str, Any]
     approval: dict[str, Any] | None
+    waiting: AskWaiting | None = None
 
 
 class Approver(Protocol):

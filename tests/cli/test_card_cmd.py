@@ -70,3 +70,25 @@ def test_a_decision_key_goes_on_the_card_as_its_public_half_only(org: OrgLayout,
     assert (entry.type, entry.id) == ("ed25519", key.kid) and key.private_jwk()["d"] not in (
         org.cards / "ben.json"
     ).read_text()
+
+
+def test_update_re_signs_a_card_with_what_is_given_and_keeps_the_rest(
+    org: OrgLayout, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    person = ["card", "person", "--org", str(org.root), "ben"]
+    assert main([*person, "--update", "--display", "Ben"]) == 1  # nothing to update yet
+    assert "issue it first" in capsys.readouterr().err and not (org.cards / "ben.json").exists()
+    assert main([*person, "--display", "Ben Ng", "--role", "finance-approver", "--sla-seconds", "600"]) == 0
+    key = SigningKey.generate(["approver"])
+    (tmp_path / "ben.jwk.json").write_text(json.dumps(key.private_jwk()))
+    assert main([*person, "--update", "--decision-key", str(tmp_path / "ben.jwk.json")]) == 0
+    assert main([*person, "--update", "--role", "travel-approver"]) == 0
+    [card] = load_directory(org.root)[0].cards()
+    assert (card.display_name, card.roles, card.sla.decide_seconds) == ("Ben Ng", ["travel-approver"], 600)
+    assert [(k.type, k.id) for k in card.keys] == [("ed25519", key.kid)]
+
+
+def test_keys_new_with_the_person_role_makes_a_decision_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "new", "--role", "person", "--out", str(tmp_path / "ben.jwk.json")]) == 0
+    key = SigningKey.from_jwk(json.loads((tmp_path / "ben.jwk.json").read_text()))
+    assert set(key.roles) == {"approver"}  # the role a card's decision key is checked with

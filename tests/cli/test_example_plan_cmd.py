@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hatp_mcp.cli import main
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.validate.validator import validate
 
@@ -44,3 +47,36 @@ def test_the_example_plan_says_on_stderr_that_its_organisation_is_test_only(caps
     assert main(["example-plan"]) == 0
     out = capsys.readouterr()
     assert "TEST-ONLY organisation acme.com" in out.err and "TEST-ONLY" not in out.out
+
+
+def test_the_example_for_an_organisation_is_its_own_people_and_fresh_inventory_each_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hatp_mcp.cli.org_layout import init_org
+
+    org = str(init_org(tmp_path / "org", "example.org"))
+    assert main(["example-plan", "--org", org]) == 1  # no agent card yet
+    assert "hatp card agent" in capsys.readouterr().err
+    assert main(["card", "person", "--org", org, "ann", "--display", "Ann Lee"]) == 0
+    assert main(["card", "agent", "--org", org, "claude", "--acts-for", "ann"]) == 0
+    capsys.readouterr()
+    plans = []
+    for second in ("2027-03-01T08:00:00Z", "2027-03-01T08:00:01Z"):
+        assert main(["example-plan", "--org", org, "--now", second]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    first, again = plans
+    assert "acme.com" not in json.dumps(plans) and "Dana" not in json.dumps(plans)
+    assert first["requester"] == {"principal": "human://example.org/ann", "agent": "agent://example.org/claude"}
+    seat, room, event, _pay = first["branches"]
+    assert seat["args"]["passenger"] == room["args"]["guest"] == "Ann Lee" and event["args"]["calendar"] == "ann"
+    assert validate(Plan.model_validate(first), parse_ts("2027-03-01T08:00:00Z")) == []
+
+    def keys(plan: dict[str, Any]) -> set[str]:  # what the demo servers key their inventory by
+        s, r, e, _p = (b["args"] for b in plan["branches"])
+        return {
+            f"{s['flight']}/{s['date']}/{s['seat']}",
+            f"{r['hotel']}/{r['checkIn']}",
+            f"{e['calendar']}/{e['start']}",
+        }
+
+    assert first["txnId"] != again["txnId"] and not keys(first) & keys(again)  # begun again, nothing is taken

@@ -110,6 +110,7 @@ def test_HATP_MCP_35_the_org_block_has_one_gateway_the_coordinator_reaches_over_
     gateway, coordinator = servers["hatp-gateway"]["args"], servers["hatp-coordinator"]["args"]
     assert gateway[gateway.index("--mcp-port") + 1] == str(suite.gateway_mcp_port)
     assert gateway[gateway.index("--inbox-port") + 1] == str(suite.inbox_port)
+    assert "--no-signing-tools" in gateway  # HATP-MCP-57: the chat app is offered no tool it cannot sign for
     assert coordinator[coordinator.index("--gateway") + 1] == f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp"
     for p in suite.participants:  # pinned to the operator's copy, never to the file the server writes
         assert f"--participant-keys={p.uri}={p.keys}" in coordinator and f"{p.data}/public.jwk.json" not in coordinator

@@ -165,3 +165,56 @@ def test_a_value_without_a_canonical_form_in_an_event_is_a_problem_not_a_traceba
     assert out["ok"] is False
     # the event itself (a body) or the evidence it carries (a vote) is refused, naming the rule
     assert any("HATP-CANON-2" in (p["rule"], *p["reason"].split(": ")) for p in out["problems"])
+
+
+@pytest.mark.anyio
+async def test_verify_with_org_alone_builds_the_keyring_from_the_organisation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record of an organisation made by hatp init-org verifies with `--org DIR` and no keyring file: the
+    coordinator's key, the participants' pinned keys and the gateway's, each bound to its party, come from DIR."""
+    import json as json_module
+
+    import anyio
+
+    from demo.trip_world import build_world, trip_plan
+    from hatp_mcp.cli.org_layout import OrgLayout, init_org, load_suite
+    from hatp_mcp.core.signing.keys import SigningKey
+    from hatp_mcp.core.txn.data import Config
+    from hatp_mcp.runtime.clock import FakeClock
+    from hatp_mcp.runtime.coordinator.service import TxnService
+
+    root = init_org(tmp_path / "org", "example.org")
+    layout, suite = OrgLayout(root), load_suite(root)
+
+    def key_of(server: str) -> SigningKey:
+        return SigningKey.from_jwk(json_module.loads((layout.data(server) / "key.jwk.json").read_text()))
+
+    keys = {name: key_of(name) for name in ("coordinator", "airline", "hotel", "calendar", "payments")}
+    keys["gateway"] = SigningKey.from_jwk(json_module.loads(layout.gateway_key.read_text()))
+    clock = FakeClock()
+    world = build_world(clock, keys=keys)
+    world.seat.sold_out = True  # the seat votes no: a closed, ABORTED record
+    svc = TxnService(
+        key=keys["coordinator"],
+        keyring=world.keyring,
+        participants=world.participants,
+        approver=world.approver,
+        log=world.log,
+        clock=clock,
+        config=Config(coordinator=suite.coordinator_id),
+    )
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-org-verify", approvals=[]))  # no gateway involved
+            done = await svc.wait("txn-org-verify")
+    assert done.outcome == "ABORTED" and done.record is not None
+    record = tmp_path / "record.json"
+    record.write_text(json_module.dumps(done.record))
+    capsys.readouterr()
+    assert main(["verify", str(record), "--org", str(root), "--json"]) == 0, capsys.readouterr()
+    assert json_module.loads(capsys.readouterr().out)["ok"] is True
+    other = init_org(tmp_path / "other", "example.net")  # another organisation's keys do not verify it
+    assert main(["verify", str(record), "--org", str(other)]) == 1
+    assert main(["verify", str(record)]) == 2
+    assert "--keys FILE" in capsys.readouterr().err

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 ORDER = ("hatp-gateway", "hatp-directory", "hatp-coordinator")
 
 
-SETUP, ENROL = commands()  # the README's walkthrough, run exactly as written
+SETUP, ENROL, _TERMINAL = commands()  # the README's walkthrough, run exactly as written
 
 
 async def make_org(home: Path) -> OrgLayout:
@@ -118,7 +118,8 @@ async def test_HATP_MCP_35_the_org_block_runs_one_gateway_and_starting_it_twice_
                     linked = {t.name for t in (await coordinator_link.list_tools()).tools}
                 direct = {t.name for t in (await clients["hatp-gateway"].list_tools()).tools}
                 assert len(gateway_processes()) == 1
-        assert "begin_transaction" in tools and "request_approval" in direct and linked == direct
+        assert "begin_transaction" in tools and "list_asks" in direct and linked == direct
+        assert "request_approval" not in direct and "decide" not in direct  # the chat app cannot sign (HATP-MCP-57)
         assert key_files(layout.root) == before  # the same bytes and mtimes: nothing rewritten at start
     assert not (layout.data("gateway") / "key.jwk.json").exists()  # it signs with the organisation's gateway key
 
@@ -176,6 +177,12 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                 with anyio.fail_after(30):
                     ((to, mail),) = await box.wait_for(1)
                 body = mail.get_payload(decode=True).decode()
+                with anyio.fail_after(30):  # what the model tells its user while Ben decides (HATP-MCP-54)
+                    waiting: list[dict[str, Any]] = []
+                    while not (waiting and waiting[0]["people"]):
+                        seen = await agent.call_tool("transaction_status", {"txn_id": txn_id, "wait_seconds": 1})
+                        assert seen.structured_content is not None, seen.content
+                        waiting = seen.structured_content["waitingOn"]
                 browser = Browserless(inbox)
                 await browser.get("/")
                 _s, options = await browser.post("/signin/options", {})
@@ -191,6 +198,13 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                     status = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": 60}, 70)
     assert to == ["ben@example.org"] and mail["Subject"].startswith("Approval needed: travel.spend")
     assert f"{inbox}/asks/{txn_id}%2Ffinance" in body and "up to" in body
+    [(finance, by)] = [(w, w.pop("decideBy")) for w in waiting]
+    assert finance == {
+        "requirementId": "finance",
+        "people": [{"displayName": "Ben Ng", "roles": ["finance-approver"]}],
+        "link": f"{inbox}/asks/{txn_id}%2Ffinance",  # the link the email gave Ben
+    }
+    assert by <= plan["approvals"][0]["decideBy"]  # the gateway's signed deadline (tightened to the holds, if so)
     assert (signed_in, who) == (200, {"human": "human://example.org/ben"})
     assert (decided, result) == (200, {"state": "approved"})
     assert status["outcome"] == "COMMITTED"

@@ -84,11 +84,15 @@ async def test_the_typescript_sdk_drives_a_trip_to_committed_over_stdio_as_mcp_c
             [str(Path(sys.executable).parent / "hatp"), "mcp-config", "--data", str(tmp_path)], stderr=subprocess.PIPE
         )
     servers = json.loads(printed.stdout.decode())["mcpServers"]
+    gateway = servers["hatp-gateway"]
+    assert "--no-signing-tools" in gateway["args"]  # a chat app's model cannot sign a decision (HATP-MCP-57)
+    # the driver also plays the people, with their keys: the client that signs is offered `decide`
+    gateway = gateway | {"args": [a for a in gateway["args"] if a != "--no-signing-tools"]}
     seen = await drive(
         {
             "transport": "stdio",
             "coordinator": servers["hatp-coordinator"],
-            "gateway": servers["hatp-gateway"],
+            "gateway": gateway,
             "txnId": "txn-ts-stdio",
             "humanKeys": str(HUMAN_KEYS),
             "progressCheck": False,

@@ -205,6 +205,21 @@ async def test_HATP_MCP_25_a_plan_that_is_not_a_plan_lists_every_schema_error_wi
     assert any(x.startswith("- HATP-OBJ-3 at branches[0].tier: ") and "Make branches[0].tier match" in x for x in lines)
 
 
+async def test_HATP_VAL_14_a_model_gets_schema_errors_and_rule_violations_of_a_plan_in_one_round(
+    clock: FakeClock,
+) -> None:
+    plan = trip_plan(clock.now() - timedelta(days=3), "txn-round").wire()  # stale: HATP-VAL-9 deadlines
+    plan["branches"][0]["leaseSeconds"] = "fifteen minutes"  # and a schema error
+    with anyio.fail_after(10):
+        async with coordinator(build_world(clock)) as client:
+            refused = await client.call_tool("begin_transaction", {"plan": plan})
+    lines = text_of(refused).splitlines()
+    assert refused.is_error and lines[0].startswith("HATP-OBJ-3: refused under HATP-OBJ-3 at branches[0].leaseSeconds")
+    assert any(x.startswith("- HATP-OBJ-3 at branches[0].leaseSeconds: ") for x in lines)
+    assert any(x.startswith("- HATP-VAL-9 at deadlines.decideBy: ") for x in lines)
+    assert "spec/" not in text_of(refused) and "hatp_mcp/" not in text_of(refused)
+
+
 async def test_HATP_MCP_32_a_long_status_wait_sends_progress_while_it_waits(clock: FakeClock) -> None:
     world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=600)})
     seen: list[tuple[float, float | None, str | None]] = []

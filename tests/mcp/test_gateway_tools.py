@@ -299,3 +299,24 @@ async def test_HATP_GW_49_the_requester_is_the_person_the_agents_card_names_neve
     seats = {s["human"]: s for s in asked["seats"]}
     assert asked["ask"]["requester"] == h("dana")
     assert seats[h("dana")]["status"] == "excluded" and seats[h("dana")]["rule"] == "HATP-GW-5"
+
+
+async def test_HATP_MCP_57_a_gateway_for_a_client_that_cannot_sign_offers_no_tool_that_needs_its_signature(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    from servers.gateway import DEFAULT_ORG, build
+
+    listed = {}
+    for signing in (True, False):
+        server, gw, deliverer = build(tmp_path / str(signing), DEFAULT_ORG, clock, signing_tools=signing)
+        try:
+            with anyio.fail_after(10):
+                async with Client(server) as client:
+                    listed[signing] = {t.name for t in (await client.list_tools()).tools}
+        finally:
+            gw.store.close()
+            deliverer.outbox.close()
+    needs_signature = {"decide", "request_approval", "ask_choose", "ask_form", "ask_text"}
+    assert needs_signature <= listed[True]
+    assert listed[False] == listed[True] - needs_signature
+    assert {"list_asks", "show_ask", "approval_status", "question_status"} <= listed[False]

@@ -52,6 +52,7 @@ def open_tool_call_ask(
     call_digest_seen: str | None = None,
     decide_within: timedelta = timedelta(hours=1),
     round_: int = 1,
+    open_asks: Mapping[str, int] | None = None,
 ) -> tuple[AskRecord, ToolCall]:
     """Route an approval of one call to `requirement.address`; returns the ask and the ToolCall it is about.
 
@@ -75,7 +76,13 @@ def open_tool_call_ask(
     amounts = [call.max_amount] if call.max_amount is not None else []
     up_to = {a.currency: a.decimal for a in amounts}
     decide_by = now + decide_within
-    criteria = Criteria(action=requirement.action, up_to=up_to, requester=requester, decide_by=decide_by)
+    criteria = Criteria(
+        action=requirement.action,
+        up_to=up_to,
+        requester=requester,
+        decide_by=decide_by,
+        open_asks=dict(open_asks or {}),  # HATP-GW-9: the gateway's live open asks per person
+    )
     seats, quorum = route_seats(directory, requirement.address, criteria, now, "requires.address")
     ask = Ask(
         ask_id=tool_call_ask_id(digest, round_),

@@ -16,5 +16,6 @@ gated_tools, txn or journal.
 - terms.py: approval terms: a pending ask's deadline shrunk and the holds' end times named (`hatp/txn/tighten`);
 - estimate.py: the gateway's worst case for one approval requirement, by its own machine with nobody deciding;
 - screen.py: the approval screen rendered from the plan's structure; agent-written text labelled as such;
-- notice.py: what the gateway tells a person, and when: the notices a delivery channel carries.
+- notice.py: what the gateway tells a person, and when: the notices a delivery channel carries;
+- waiting.py: who an open ask waits for and its inbox link, in words an agent may pass on to its user.
 """

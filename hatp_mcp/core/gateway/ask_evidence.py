@@ -57,8 +57,12 @@ def build_vote(rec: AskRecord, voter: str, now: datetime) -> Vote:
     if state is AskState.APPROVED:
         return base.model_copy(update={"decision": "yes", "decide_by": None})
     code = rec.code or ("REJECTED" if state is AskState.REJECTED else state.value.upper())
-    reason = rec.reason or ("rejected by " + ", ".join(d.approver for d in rec.decisions if d.decision == "reject"))
-    return base.model_copy(update={"decision": "no", "decide_by": None, "code": code, "reason": reason[:2000]})
+    reason = rec.reason or "; ".join(
+        f"rejected by {d.approver}" + (f": {d.reason}" if d.reason else "")  # their signed words (HATP-GW-87)
+        for d in rec.decisions
+        if d.decision == "reject"
+    )
+    return base.model_copy(update={"decision": "no", "decide_by": None, "code": code, "reason": reason[:2000] or None})
 
 
 def build_approval(rec: AskRecord, gateway: str, nonce: str, now: datetime) -> Approval | None:

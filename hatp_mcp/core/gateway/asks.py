@@ -6,6 +6,7 @@ the ask. An answer that does not fit the question is refused here, before anythi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,8 +56,10 @@ def open_question(
     txn_id: str | None = None,
     plan_digest: str | None = None,
     default_window: timedelta = timedelta(hours=24),
+    open_asks: Mapping[str, int] | None = None,
 ) -> AskRecord:
-    """Route a choose / form / text ask. The question is agent-written and labelled so.
+    """Route a choose / form / text ask. The question is agent-written and labelled so. `open_asks`: the asks the
+    gateway has open for each person now, counted toward capacity and load (HATP-GW-9).
 
     Raises HatpError HATP-ASK-1 (a malformed question: unknown kind, choose without options, form without a
     valid JSON Schema), HATP-ASK-7 (an id in the approvals' namespaces) and HATP-ADDR-1..4 (address).
@@ -78,7 +81,7 @@ def open_question(
                 "HATP-ASK-1", f"formSchema is not a JSON Schema: {exc.message}", path="$.formSchema"
             ) from exc
     deadline = decide_by or now + default_window
-    criteria = Criteria(requester=requester, decide_by=deadline)
+    criteria = Criteria(requester=requester, decide_by=deadline, open_asks=dict(open_asks or {}))
     seats, quorum = route_seats(directory, address, criteria, now, "$.address")
     ask = Ask(
         ask_id=ask_id,

@@ -8,7 +8,7 @@ its well-known document; anything else is ignored and the refusal says why. Reso
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -57,13 +57,20 @@ class IgnoredCard:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Criteria:
-    """What a candidate must satisfy: the action and the most the plan may move (`up_to`, per currency)."""
+    """What a candidate must satisfy: the action and the most the plan may move (`up_to`, per currency).
+    `open_asks`: the asks the gateway has open now waiting for each person (HATP-GW-9), counted with their card's
+    `capacity.open` when excluding at capacity and ranking by load."""
 
     action: str | None = None
     up_to: dict[str, Decimal] = field(default_factory=dict)
     requester: str | None = None
     decide_by: datetime | None = None
     require_passkey: bool = False
+    open_asks: Mapping[str, int] = field(default_factory=dict)
+
+    def open_of(self, card: HumanCard) -> int:
+        """HATP-GW-9: a person's open asks: what their card reports plus what this gateway has open for them."""
+        return card.capacity.open + self.open_asks.get(card.id, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +180,8 @@ class Directory:
             return _ex(who, "no-passkey", "the group requires a passkey and the card lists none")
         if card.availability.status == "offline":
             return _ex(who, "unavailable", "availability is offline")
-        if card.capacity.open >= card.capacity.max_open:
-            return _ex(who, "capacity", f"{card.capacity.open} of {card.capacity.max_open} asks already open")
+        if criteria.open_of(card) >= card.capacity.max_open:
+            return _ex(who, "capacity", f"{criteria.open_of(card)} of {card.capacity.max_open} asks already open")
         return None
 
     def resolve(self, address: Address, criteria: Criteria, now: datetime) -> Resolution:
@@ -182,13 +189,7 @@ class Directory:
         deadline, then the most free capacity, the shortest SLA, the id), and the excluded with rule and detail.
         """
         if address.passkey and not criteria.require_passkey:
-            criteria = Criteria(
-                action=criteria.action,
-                up_to=criteria.up_to,
-                requester=criteria.requester,
-                decide_by=criteria.decide_by,
-                require_passkey=True,
-            )
+            criteria = replace(criteria, require_passkey=True)
         eligible: list[Candidate] = []
         excluded: list[Exclusion] = []
         for card in self.members(address):
@@ -200,13 +201,14 @@ class Directory:
                 criteria.decide_by is None or now + timedelta(seconds=card.sla.decide_seconds) <= criteria.decide_by
             )
             eligible.append(Candidate(card.id, card, in_time))
-        eligible.sort(key=_rank)
+        eligible.sort(key=lambda c: _rank(c, criteria.open_of(c.card)))
         return Resolution(eligible, excluded)
 
 
-def _rank(c: Candidate) -> tuple[bool, bool, Decimal, int, str]:
+def _rank(c: Candidate, open_asks: int) -> tuple[bool, bool, Decimal, int, str]:
+    """Available first, then in time, then the least loaded by live open asks (HATP-GW-9), the shortest SLA, id."""
     cap = c.card.capacity
-    load = Decimal(cap.open) / Decimal(cap.max_open) if cap.max_open else Decimal(1)
+    load = Decimal(open_asks) / Decimal(cap.max_open) if cap.max_open else Decimal(1)
     return (c.card.availability.status != "available", not c.in_time, load, c.card.sla.decide_seconds, c.human)
 
 

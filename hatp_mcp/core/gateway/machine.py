@@ -8,6 +8,8 @@ persistence, and so are contact details, which this module never sees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -126,13 +128,7 @@ def route_seats(
             code="BAD_ADDRESS",
         )
     if addr.passkey:
-        criteria = Criteria(
-            action=criteria.action,
-            up_to=criteria.up_to,
-            requester=criteria.requester,
-            decide_by=criteria.decide_by,
-            require_passkey=True,
-        )
+        criteria = replace(criteria, require_passkey=True)
     res = directory.resolve(addr, criteria, now)
     seats = [Seat(human=c.human, status="eligible", sla_seconds=c.card.sla.decide_seconds) for c in res.eligible]
     excluded = [Seat(human=e.human, status="excluded", rule=e.rule, detail=e.detail) for e in res.excluded]
@@ -201,8 +197,10 @@ def open_approval(
     gateway: str,
     now: datetime,
     default_window: timedelta = timedelta(hours=24),
+    open_asks: Mapping[str, int] | None = None,
 ) -> AskRecord:
-    """Route an approval requirement of `plan`, checking authority against the plan's own totals.
+    """Route an approval requirement of `plan`, checking authority against the plan's own totals; `open_asks`,
+    the asks the gateway has open for each person now, count toward their capacity and load (HATP-GW-9).
 
     Raises HatpError: HATP-GW-1 (requirement below the plan total), HATP-GW-2 (negative branch amount),
     HATP-GW-3 (negative tolerance), HATP-ADDR-1..4 (the address, or a chain link that is not a human's),
@@ -228,7 +226,13 @@ def open_approval(
     )
     bounds = [parse_ts(t) for t in (req.decide_by, plan.deadlines.decide_by) if t is not None]
     decide_by = min(bounds) if bounds else now + default_window
-    criteria = Criteria(action=req.action, up_to=money.up_to, requester=plan.requester.principal, decide_by=decide_by)
+    criteria = Criteria(
+        action=req.action,
+        up_to=money.up_to,
+        requester=plan.requester.principal,
+        decide_by=decide_by,
+        open_asks=dict(open_asks or {}),
+    )
     seats, quorum = route_seats(directory, req.address, criteria, now, f"{path}.address")
     for j, link in enumerate(req.chain):  # HATP-ADDR-4: the chain is never routed, but only humans stand in it
         if not parse_address(link.address, f"{path}.chain[{j}].address").is_human:
@@ -304,10 +308,12 @@ def decide(
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
     passkey: PasskeyAssertion | None = None,
+    reason: str | None = None,
 ) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
     `proof` is the person's verified signed decision (core/gateway/proof.py), or `passkey` their verified passkey
-    assertion (core/gateway/passkey.py), kept in the HumanDecision.
+    assertion (core/gateway/passkey.py), kept in the HumanDecision; `reason`, the words the proof signs
+    (HATP-GW-87), kept beside it.
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -342,6 +348,7 @@ def decide(
         via=via,
         proof=proof,
         passkey=passkey,
+        reason=reason,
     )
     update: dict[str, Any] = {"state": state.value, "seats": seats, "decisions": [*rec.decisions, hd]}
     if state is not AskState.PENDING:

@@ -66,9 +66,16 @@ class RelyingParty:
 
 
 def decision_payload(
-    ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
+    ask_id: str,
+    subject_digest: str,
+    decision: str,
+    nonce: str,
+    issued_at: str,
+    value: Any = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    """The decided payload; an answer (decision "answer", HATP-GW-80) carries its `value`, nothing else does."""
+    """The decided payload; an answer (decision "answer", HATP-GW-80) carries its `value`, nothing else does; a
+    reject may carry the person's `reason` (HATP-GW-87), bound into the challenge like the rest."""
     payload: dict[str, Any] = {
         "askId": ask_id,
         "subjectDigest": subject_digest,
@@ -78,14 +85,23 @@ def decision_payload(
     }
     if decision == "answer":
         payload["value"] = value
+    if decision == "reject" and reason is not None:
+        payload["reason"] = reason
     return payload
 
 
 def decision_challenge(
-    ask_id: str, subject_digest: str, decision: str, nonce: str, issued_at: str, value: Any = None
+    ask_id: str,
+    subject_digest: str,
+    decision: str,
+    nonce: str,
+    issued_at: str,
+    value: Any = None,
+    reason: str | None = None,
 ) -> bytes:
-    """HATP-GW-67 (and HATP-GW-80 for an answer): SHA-256 of the canonical JSON of the decided payload."""
-    payload = decision_payload(ask_id, subject_digest, decision, nonce, issued_at, value)
+    """HATP-GW-67 (and HATP-GW-80 for an answer, HATP-GW-87 for a reject's reason): SHA-256 of the canonical JSON
+    of the decided payload."""
+    payload = decision_payload(ask_id, subject_digest, decision, nonce, issued_at, value, reason)
     return hashlib.sha256(canonical(payload)).digest()
 
 
@@ -133,6 +149,13 @@ def verify_assertion(
             f"{path}.value",
             "PASSKEY_WRONG_ANSWER",
         )
+    if a.reason is not None and a.decision != "reject":
+        raise _refuse(
+            "HATP-GW-87",
+            "a reason goes with a reject, and only a reject's assertion carries one",
+            f"{path}.reason",
+            "PASSKEY_WRONG_DECISION",
+        )
     if decision == "answer" and canonical(a.value) != canonical(value):
         raise _refuse(
             "HATP-GW-80",
@@ -157,7 +180,7 @@ def verify_assertion(
             "PASSKEY_NOT_ON_CARD",
             "a passkey counts once the Directory put it on the card (HATP-GW-71)",
         )
-    challenge = decision_challenge(a.ask_id, a.subject_digest, a.decision, a.nonce, a.issued_at, a.value)
+    challenge = decision_challenge(a.ask_id, a.subject_digest, a.decision, a.nonce, a.issued_at, a.value, a.reason)
     try:
         client = json.loads(unb64u(a.client_data_json))
     except ValueError:
@@ -237,7 +260,7 @@ def apply_passkey(
             "HATP-GW-26", f"nonce {a.nonce!r} was used before: a decision counts once", "$.nonce", "NONCE_REUSED"
         )
     if a.decision in ("approve", "reject"):
-        return core_gateway.decide(rec, a.human, a.decision, now, via, passkey=a), count
+        return core_gateway.decide(rec, a.human, a.decision, now, via, passkey=a, reason=a.reason), count
     if a.decision == "decline":
         return core_gateway.decline(rec, a.human, now), count
     return core_asks.answer(rec, a.human, a.value, now, via, passkey=a), count

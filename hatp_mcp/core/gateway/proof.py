@@ -130,13 +130,16 @@ def sign_decision(
     nonce: str,
     value: str | dict[str, Any] | None = None,
     terms: ApprovalTerms | dict[str, Any] | None = None,
+    reason: str | None = None,
 ) -> HumanDecisionProof:
     """The person's signed decision on one ask (`subject` is `subject_digest(ask)`), dated `now`.
 
     `nonce` must be fresh (16-128 characters, e.g. secrets.token_urlsafe(18)); `terms` are the ask's own
-    (`ask.terms`, HATP-GW-32) when it has them. Raises pydantic.ValidationError for a malformed field."""
+    (`ask.terms`, HATP-GW-32) when it has them; `reason`, why a reject (HATP-GW-87), signed with it. Raises
+    pydantic.ValidationError for a malformed field."""
     proof = HumanDecisionProof.model_validate(
-        {
+        ({"reason": reason} if reason else {})
+        | {
             "askId": ask_id,
             "subjectDigest": subject,
             "human": human,
@@ -261,7 +264,7 @@ def apply_decision(rec: AskRecord, proof: HumanDecisionProof, now: datetime, via
     """Apply a proof's decision to an ask WITHOUT verifying it (verify_proof first, or use apply_proof; the
     inbox uses this alone to preview). Raises the gateway core's HatpError (HATP-GW-5/6/11/12/14, HATP-ASK-*)."""
     if proof.decision in ("approve", "reject"):
-        return core_gateway.decide(rec, proof.human, proof.decision, now, via, proof=proof)
+        return core_gateway.decide(rec, proof.human, proof.decision, now, via, proof=proof, reason=proof.reason)
     if proof.decision == "answer":
         return core_asks.answer(rec, proof.human, proof.value, now, via, proof=proof)
     return core_gateway.decline(rec, proof.human, now)
@@ -313,6 +316,13 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
                 f"deciding {d.decision!r}",
                 where,
             )
+        if proof.reason != d.reason:
+            raise _refuse(
+                "HATP-GW-87",
+                f"the approval records {d.approver}'s reason as {d.reason!r}; their proof signs {proof.reason!r}",
+                f"{path}.decisions[{i}].reason",
+                "record a person's reason exactly as their proof signs it",
+            )
         _check_fresh(proof, parse_ts(d.decided_at), where, MAX_AGE)
         if proof.nonce in seen:
             raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} appears twice in one approval", f"{where}.nonce")
@@ -348,6 +358,13 @@ def _check_passkey_decision(
         )
     if a.human != d.approver or a.decision != d.decision:
         raise _refuse("HATP-GW-67", "the assertion proves another person or decision", where)
+    if a.reason != d.reason:
+        raise _refuse(
+            "HATP-GW-87",
+            f"the approval records {d.approver}'s reason as {d.reason!r}; their passkey signed {a.reason!r}",
+            f"{where.removesuffix('.passkey')}.reason",
+            "record a person's reason exactly as their passkey signed it",
+        )
     if a.nonce in seen:
         raise _refuse("HATP-GW-26", f"nonce {a.nonce!r} appears twice in one approval", f"{where}.nonce")
     seen.add(a.nonce)

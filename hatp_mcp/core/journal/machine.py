@@ -293,7 +293,8 @@ class SagaMachine:
                 "HATP-JRN-1",
                 f"event {event.kind!r} is not allowed while the saga is {status.value}",
                 code="ILLEGAL_EVENT",
-                fix="see spec/journal.md section 2 for what each status accepts",
+                fix=f"while {status.value} the saga accepts: "
+                + (", ".join(sorted(SAGA_TRANSITIONS.get(status, {}))) or "nothing (it is finished)"),
             )
         d = self._d
         scalars = (d.status, d.name, d.retry, d.stopped_at, d.reason)

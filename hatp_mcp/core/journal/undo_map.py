@@ -120,7 +120,7 @@ class UndoMap:
         """Raises HatpError HATP-JRN-14 (`BAD_UNDO_MAP`) naming the path and the fix."""
 
         def bad(path: str, reason: str) -> HatpError:
-            fix = 'see hatp_mcp/core/journal/undo_map.py: {"tools": {"<tool>": {"undo": "<tool>", "arguments": {}}}}'
+            fix = 'write the undo map as {"tools": {"<tool>": {"undo": "<tool>", "arguments": {}}}}'
             return HatpError(RULE, reason, path=path, code="BAD_UNDO_MAP", fix=fix)
 
         tools = doc.get("tools") if isinstance(doc, dict) else None

@@ -19,6 +19,7 @@ from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.model.validated import mark_validated
 
 __all__ = [
+    "REASON_MAX",
     "Approval",
     "Checked",
     "HumanDecision",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+# The longest reason a person may give with a reject (HATP-GW-87): a sentence or two, shown to the agent.
+REASON_MAX = 500
 
 
 class RecordHead(WireModel):
@@ -142,6 +145,8 @@ class HumanDecisionProof(SignedModel):
     nonce: str = Field(min_length=16, max_length=128)
     # The terms the person approved under, when the ask has them (HATP-GW-32): the same object as the Ask's.
     terms: ApprovalTerms | None = None
+    # Why the person rejects (HATP-GW-87): their own words, signed here so no one else can put words in their mouth.
+    reason: str | None = Field(default=None, min_length=1, max_length=REASON_MAX)
 
     @model_validator(mode="after")
     def _validated(self) -> Self:
@@ -163,6 +168,8 @@ class PasskeyAssertion(WireModel):
     decision: Literal["approve", "reject", "decline", "answer"]
     # The answer to a choose / form / text ask (decision "answer"), bound into the challenge; absent otherwise.
     value: str | JsonObject | None = None
+    # A reject's reason (HATP-GW-87), bound into the challenge; absent otherwise.
+    reason: str | None = Field(default=None, min_length=1, max_length=REASON_MAX)
     nonce: str = Field(min_length=16, max_length=128)
     issued_at: Timestamp
     credential_id: str = Field(min_length=1, max_length=1024)
@@ -181,6 +188,8 @@ class HumanDecision(WireModel):
     proof: HumanDecisionProof | None = None
     # Or their passkey assertion (HATP-GW-67..70), checked against the passkey on their signed card.
     passkey: PasskeyAssertion | None = None
+    # The reason the person gave with a reject, as their proof signs it (HATP-GW-87).
+    reason: str | None = Field(default=None, min_length=1, max_length=REASON_MAX)
 
 
 class Quorum(WireModel):

@@ -20,6 +20,8 @@ from hatp_mcp.core.model.base import Ident, JsonObject, Timestamp, WireModel
 
 __all__ = [
     "ASK_STATES",
+    "AskWaiting",
+    "AskedPerson",
     "Eligible",
     "Excluded",
     "ResolveRequest",
@@ -48,10 +50,28 @@ class VotedRequest(WireModel):
     wait_seconds: int | None = Field(default=None, ge=0, le=300)
 
 
+class AskedPerson(WireModel):
+    """Someone an open ask waits for, as an agent may name them to its user: the display name and roles of their
+    Directory-signed card, never an address or a contact detail (HATP-MCP-54)."""
+
+    display_name: str = Field(min_length=1, max_length=200)
+    roles: list[str] = Field(default_factory=list, max_length=32)
+
+
+class AskWaiting(WireModel):
+    """Who an open ask waits for now and where they decide: the people asked and not yet decided, and the ask's
+    page in the organisation's inbox (its `inboxUrl`), the link an agent gives its user (HATP-MCP-54)."""
+
+    ask_id: str = Field(min_length=1, max_length=300)
+    people: list[AskedPerson] = Field(default_factory=list, max_length=100)
+    link: str | None = Field(default=None, max_length=2000)
+
+
 class VoteResult(WireModel):
     """The gateway's answer on one requirement: its signed Vote (pending with `decideBy`, yes or no) and, once the
     humans decided (approve or reject), its signed Approval. `state` is the ask's state, for people and logs; the
-    signed vote is what counts."""
+    signed vote is what counts. `waiting`, while the ask is open: who must act and where (HATP-MCP-54), words
+    for people that decide nothing."""
 
     type: Literal["hatp.vote-result"] = "hatp.vote-result"
     txn_id: Ident
@@ -59,6 +79,7 @@ class VoteResult(WireModel):
     state: AskStateName
     vote: Evidence
     approval: Evidence | None = None
+    waiting: AskWaiting | None = None
 
 
 class ResolveRequest(WireModel):

@@ -194,7 +194,7 @@ def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
             f"{source}: {explain(first, ProxyPolicy)}",
             path=_path(first["loc"]),
             code="BAD_POLICY",
-            fix="see spec/schemas/proxy-policy.json and spec/proxy.md",
+            fix="make the member at this path fit the policy file's schema (hatp schemas --write DIR: proxy-policy)",
         ) from None
     for name, tool in policy.tools.items():
         at = f"tools.{name}"

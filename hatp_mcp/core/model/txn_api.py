@@ -11,10 +11,20 @@ from typing import Literal
 
 from pydantic import Field
 
-from hatp_mcp.core.model.base import Ident, JsonObject, WireModel
+from hatp_mcp.core.model.base import Ident, JsonObject, Timestamp, WireModel
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
+from hatp_mcp.core.model.gateway_messages import AskedPerson
 
-__all__ = ["BranchOutcome", "FirstRefusal", "TxnAbortRequest", "TxnList", "TxnQuery", "TxnStatus", "VoteSummary"]
+__all__ = [
+    "BranchOutcome",
+    "FirstRefusal",
+    "TxnAbortRequest",
+    "TxnList",
+    "TxnQuery",
+    "TxnStatus",
+    "VoteSummary",
+    "WaitingOn",
+]
 
 TxnStateName = Literal[
     "new",
@@ -71,7 +81,8 @@ class BranchOutcome(WireModel):
 
 
 class FirstRefusal(WireModel):
-    """The first no in a record: which branch or approver refused, its code and its own reason."""
+    """A no in a record (the first one, or one of all of them): which branch or approver refused, its code and its
+    own reason (for a person's reject, the words their signed decision carries, HATP-GW-87)."""
 
     branch_id: Ident
     event: str = Field(max_length=64)
@@ -79,10 +90,24 @@ class FirstRefusal(WireModel):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+class WaitingOn(WireModel):
+    """An approval the transaction waits for (HATP-MCP-54): the requirement, the signed deadline of the gateway's
+    pending vote, who must act now (display name and roles, never an address or contact) and the ask's page in
+    the organisation's inbox, the link an agent gives its user. `people` and `link` are the gateway's words, absent
+    until the coordinator has heard them."""
+
+    requirement_id: Ident
+    decide_by: Timestamp | None = None
+    people: list[AskedPerson] = Field(default_factory=list, max_length=100)
+    link: str | None = Field(default=None, max_length=2000)
+
+
 class TxnStatus(WireModel):
     """A coordinator's answer about one transaction. `record` is present once the record is closed; so are
-    `results` (per branch), `firstRefusal` (when something refused), `decisionReason` and `recordDigest` (sha256 of
-    the record's canonical form), the short account an agent reads without the whole record."""
+    `results` (per branch), `firstRefusal` and `refusals` (the first no, and every no in record order, HATP-MCP-55),
+    `decisionReason` and `recordDigest` (sha256 of the record's canonical form), the short account an agent reads
+    without the whole record. `waitingOn`, before the decision: the approvals still open, who must act on each, by
+    when and where (HATP-MCP-54)."""
 
     type: Literal["hatp.txn-status"] = "hatp.txn-status"
     txn_id: Ident
@@ -94,6 +119,8 @@ class TxnStatus(WireModel):
     event_count: int = Field(ge=0)
     results: list[BranchOutcome] = Field(default_factory=list)
     first_refusal: FirstRefusal | None = None
+    refusals: list[FirstRefusal] = Field(default_factory=list)
+    waiting_on: list[WaitingOn] = Field(default_factory=list)
     decision_reason: str | None = Field(default=None, max_length=2000)
     record_digest: str | None = Field(default=None, pattern=DIGEST_PATTERN)
     record: JsonObject | None = None

@@ -174,6 +174,6 @@ def parse(model: type[M], value: Any, source: str = "input") -> M:
             "HATP-OBJ-3",
             f"{source}: {path}: {msg}{more}",
             path=path,
-            fix=f"make {path} match the {model.__name__} schema in spec/schemas/",
+            fix=f"make {path} match the {model.__name__} schema",
             data={"errors": [{"path": error_path(tuple(e["loc"])), "message": explain(e, model)} for e in errors[:64]]},
         ) from exc

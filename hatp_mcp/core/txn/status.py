@@ -4,8 +4,10 @@ The state is derived from the record events and the latest decision, never from 
 so a restarted coordinator answers the same as the one that began the transaction: closed records give their
 outcome, a commit decision is `committing` (or `in-doubt` while a commit has no answer), an abort decision is
 `aborting`, and an undecided transaction is `quoting`, `preparing` or `approving`. A closed transaction's status
-also says, from its record alone, what became of each branch, the first refusal and the decision's reason, and
-the digest of the whole record (so an agent needs the record itself only to verify it). Pure: no IO, no clock.
+also says, from its record alone, what became of each branch, the first refusal and every refusal, the decision's
+reason, and the digest of the whole record (so an agent needs the record itself only to verify it). An undecided
+one says which approvals it waits for, by when (the gateway's signed pending vote) and, from the gateway's words,
+who must act and where. Pure: no IO, no clock.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hatp_mcp.core.model.gateway_messages import AskWaiting
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT
-from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary
+from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary, WaitingOn
 from hatp_mcp.core.signing.canonical import digest
 
-__all__ = ["derive_state", "first_refusal", "results", "summarize"]
+__all__ = ["derive_state", "first_refusal", "refusals", "results", "summarize", "waiting_on"]
 
 _ENDS = {"COMMITTED": "committed", "ABORTED": "aborted", "NEEDS_RECOVERY": "needs-recovery"}
 
@@ -55,22 +58,66 @@ def _branch_of(ev: Mapping[str, Any]) -> str | None:
     return str(found) if found else None
 
 
-def first_refusal(events: Sequence[Mapping[str, Any]]) -> FirstRefusal | None:
-    """The first no vote or refused receipt in the record, with its code and its own reason."""
+def refusals(events: Sequence[Mapping[str, Any]]) -> list[FirstRefusal]:
+    """HATP-MCP-55: every branch or approver that refused, the first no vote or refused receipt of each, in record
+    order, with its code and its own reason (a person's reject: the words their signed decision carries,
+    HATP-GW-87)."""
+    out: list[FirstRefusal] = []
     for ev in events:
         evidence = ev.get("evidence")
         branch = _branch_of(ev)
-        if not isinstance(evidence, Mapping) or branch is None:
+        if not isinstance(evidence, Mapping) or branch is None or any(r.branch_id == branch for r in out):
             continue
         if evidence.get("decision") == "no" or evidence.get("outcome") == "refused":
             code, reason = evidence.get("code"), evidence.get("reason")
-            return FirstRefusal(
-                branch_id=branch,
-                event=str(ev.get("event")),
-                code=str(code)[:64] if code is not None else None,
-                reason=str(reason)[:2000] if reason is not None else None,
+            out.append(
+                FirstRefusal(
+                    branch_id=branch,
+                    event=str(ev.get("event")),
+                    code=str(code)[:64] if code is not None else None,
+                    reason=str(reason)[:2000] if reason is not None else None,
+                )
             )
-    return None
+    return out
+
+
+def first_refusal(events: Sequence[Mapping[str, Any]]) -> FirstRefusal | None:
+    """The first no vote or refused receipt in the record, with its code and its own reason."""
+    found = refusals(events)
+    return found[0] if found else None
+
+
+def waiting_on(
+    plan: Plan, events: Sequence[Mapping[str, Any]], asked: Mapping[str, AskWaiting] | None = None
+) -> list[WaitingOn]:
+    """HATP-MCP-54: the approval requirements whose latest vote is the gateway's signed pending, in plan order,
+    with that vote's `decideBy` and, from `asked` (the gateway's latest words, by requirement id), who must act
+    and the inbox link."""
+    pending: dict[str, str | None] = {}
+    for ev in events:
+        evidence = ev.get("evidence")
+        if ev.get("event") != "vote" or not isinstance(evidence, Mapping):
+            continue
+        branch = str((ev.get("body") or {}).get("branchId") or evidence.get("branchId"))
+        if evidence.get("decision") == "pending":
+            by = evidence.get("decideBy")
+            pending[branch] = str(by) if by is not None else None
+        else:
+            pending.pop(branch, None)
+    out = []
+    for req in plan.approvals:
+        if req.id not in pending:
+            continue
+        words = (asked or {}).get(req.id)
+        out.append(
+            WaitingOn(
+                requirement_id=req.id,
+                decide_by=pending[req.id],
+                people=list(words.people) if words is not None else [],
+                link=words.link if words is not None else None,
+            )
+        )
+    return out
 
 
 _PHASE2 = {"commit": "committed", "compensate": "undone", "commit.in-doubt": "in-doubt"}
@@ -145,11 +192,13 @@ def summarize(
     decision: str | None,
     record: Mapping[str, Any] | None = None,
     plan_digest: str | None = None,
+    asked: Mapping[str, AskWaiting] | None = None,
 ) -> TxnStatus:
     """The status of `plan`'s transaction given its logged record `events` and latest `decision`.
 
     `record` (the whole Transaction Record) is included only when the events end in record.closed; `plan_digest`,
-    the plan's digest when the caller has it (else computed).
+    the plan's digest when the caller has it (else computed); `asked`, the gateway's latest words on who each open
+    approval waits for (shown only while no decision is made).
     """
     votes = _votes(events)
     state = derive_state(plan, events, decision, votes)
@@ -165,6 +214,8 @@ def summarize(
         event_count=len(events),
         results=results(plan, events) if closed else [],
         first_refusal=first_refusal(events) if closed else None,
+        refusals=refusals(events) if closed else [],
+        waiting_on=waiting_on(plan, events, asked) if decision is None and not closed else [],
         decision_reason=_decision_reason(events) if closed else None,
         record_digest=digest(dict(record)) if closed and record is not None else None,
         record=dict(record) if closed and record is not None else None,

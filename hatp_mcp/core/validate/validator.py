@@ -10,12 +10,16 @@ is an argument.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan, has_canonical_form
+from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
 from hatp_mcp.core.validate.money_rules import (
@@ -27,7 +31,7 @@ from hatp_mcp.core.validate.money_rules import (
 from hatp_mcp.core.validate.saga import validate_saga
 from hatp_mcp.core.validate.violation import Check, Violation, schema_violations
 
-__all__ = ["HATP_CHECKS", "Kind", "Report", "detect_kind", "validate", "validate_document"]
+__all__ = ["HATP_CHECKS", "Kind", "Report", "detect_kind", "plan_violations", "validate", "validate_document"]
 
 Kind = Literal["hatp", "saga"]
 
@@ -402,6 +406,64 @@ def validate(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
+def _member_of(doc: Any, loc: tuple[int | str, ...]) -> tuple[dict[str, Any], str, int] | None:
+    """The object, member name and depth in `loc` of the deepest member of `loc` that `doc` has, when that is an
+    object's member (never a list item: removing one would move the paths of the items after it)."""
+    node: Any = doc
+    found: tuple[dict[str, Any], str, int] | None = None
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            found = (node, part, i + 1)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            found = None
+            node = node[part]
+        else:
+            break
+    return found
+
+
+def _covers(removed: str, path: str) -> bool:
+    """Whether a violation at `path` is about the member at `removed` (at, inside or holding it), not the whole."""
+    if path == "$":
+        return False
+    return any(a == b or a.startswith(b + ".") or a.startswith(b + "[") for a, b in ((path, removed), (removed, path)))
+
+
+def plan_violations(value: Any, now: datetime, rounds: int = 4) -> list[Violation]:
+    """HATP-VAL-14: every schema error and, where the plan parses far enough, every rule violation, in one round.
+
+    A plan that fits its schema gets the rules (`validate`). One that does not is read again without the members
+    the schema refuses, as long as each is an optional member of an object (a required one missing, or a bad list
+    item, and the plan does not parse far enough: its schema errors alone); the rules then run on what is left,
+    and their violations about a removed member (at, inside or around it) are left out: the schema error already
+    names it. Raises nothing."""
+    plan, errors = schema_violations(Plan, value)
+    if isinstance(plan, Plan):
+        return validate(plan, now)
+    doc = copy.deepcopy(value)
+    removed: list[str] = []
+    for _ in range(rounds):
+        try:
+            plan = Plan.model_validate(doc)
+            break
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False):
+                loc = tuple(err["loc"])
+                member = _member_of(doc, loc) if err["type"] != "missing" else None
+                if member is None:
+                    return errors  # does not parse far enough for the rules to mean anything
+                obj, name, depth = member
+                obj.pop(name, None)
+                removed.append(error_path(loc[:depth]))
+        except (TypeError, ValueError):
+            return errors
+    if not isinstance(plan, Plan):
+        return errors
+    rules = [v for v in validate(plan, now) if not any(_covers(r, v.path) for r in removed)]
+    return errors + rules
+
+
 def detect_kind(value: Any) -> Kind | None:
     """`hatp` for a HATP plan, `saga` for an apology-protocol artifact, None when it is neither."""
     if not isinstance(value, dict):
@@ -423,7 +485,4 @@ def validate_document(value: Any, now: datetime) -> Report:
         )
     if kind == "saga":
         return Report(kind="saga", violations=validate_saga(value, now))
-    plan, errors = schema_violations(Plan, value)
-    if not isinstance(plan, Plan):
-        return Report(kind="hatp", violations=errors)
-    return Report(kind="hatp", violations=validate(plan, now))
+    return Report(kind="hatp", violations=plan_violations(value, now))

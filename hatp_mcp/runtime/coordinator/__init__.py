@@ -8,6 +8,7 @@ real participants and approvers.
 - alarms.py: the transaction's timers, absolute times reported back as Timer events;
 - calls.py: a transaction's concurrent participant and approver calls and the one inbox of their answers;
 - fresh_cards_approver.py: an Approver that re-reads the organisation's cards before it hands an answer on;
+- waiting_notes.py: an Approver that remembers who each open ask waits for, for the status (HATP-MCP-54);
 - scripted_approver.py: an in-memory Approver with a scripted human, for tests and the in-process demo.
 
 May import the core, the stores and the runtime's shared pieces; never another part of the runtime.

@@ -39,6 +39,7 @@ from hatp_mcp.runtime.coordinator.driver import (
     TxnResult,
     UnjustifiedOutcome,
 )
+from hatp_mcp.runtime.coordinator.waiting_notes import WaitingNotes
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, TxnLeases, TxnLog
 
@@ -146,6 +147,9 @@ class TxnService:
         self._agent_key = agent_key
         self._clock = clock
         self._key = key
+        # who each open ask waits for, as the gateway last said it (HATP-MCP-54): the status passes it on
+        self._notes = WaitingNotes(approver) if approver is not None else None
+        approver = self._notes
         self._approver = approver
         self.clock = clock  # the coordinator's time: deadlines, and the example plan it serves (agent_guide)
         self._log = _SignallingLog(log)
@@ -350,7 +354,8 @@ class TxnService:
         record: dict[str, Any] | None = None
         if logged.closed and with_record:
             record = RecordChain(plan, self._key, self.config.coordinator, logged.events, digest).record()
-        return summarize(plan, logged.events, logged.decision, record, digest)
+        asked = self._notes.waiting(plan.txn_id) if self._notes is not None else None
+        return summarize(plan, logged.events, logged.decision, record, digest, asked)
 
     async def requester_of(self, txn_id: str) -> str:
         """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-53). Raises HatpError

@@ -34,6 +34,7 @@ from hatp_mcp.core.gateway.estimate import estimate_requirement
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
+from hatp_mcp.core.gateway.waiting import ask_waiting
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
@@ -234,6 +235,8 @@ class GatewayApprover:
         self.humans = HumanKeys.from_cards(directory.cards())
         # The Directory-signed agent cards: the only proof of whom an agent asking for a tool call acts for.
         self.agents = agents or AgentKeys()
+        # Where people open the inbox (gateway.json `inboxUrl`): an open ask's answer links its page (HATP-MCP-54).
+        self.inbox_url: str | None = None
 
     def use_directory(self, directory: Directory) -> None:
         """Use the organisation's cards as the Directory verified them now (runtime/card_watch.py, HATP-GW-82):
@@ -263,6 +266,7 @@ class GatewayApprover:
                     gateway=self.gateway_id,
                     now=now,
                     default_window=self.default_window,
+                    open_asks=self.open_asks(),
                 )
                 if terms is not None and rec is not None and core.state_of(rec) is core.AskState.PENDING:
                     rec = tighten_terms(rec, parse_ts(terms.decide_by), list(terms.holds), now)
@@ -287,9 +291,25 @@ class GatewayApprover:
             self._changed.set()
         return await self.poll(plan.txn_id, requirement_id)
 
+    def open_asks(self) -> dict[str, int]:
+        """HATP-GW-9: how many of this gateway's pending asks wait for each person now (asked, not decided)."""
+        counts: dict[str, int] = {}
+        for stored in self.store.asks("pending"):
+            for seat in stored.record.seats if stored.record is not None else []:
+                if seat.status == "asked":
+                    counts[seat.human] = counts.get(seat.human, 0) + 1
+        return counts
+
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
-        return _approver_answer(await self._sync(approval_ask_id(txn_id, requirement_id)))
+        return self._answer(await self._sync(approval_ask_id(txn_id, requirement_id)))
+
+    def _answer(self, stored: StoredAsk) -> ApproverAnswer:
+        """A plan ask's answer: its signed vote and approval, and while it is open who it waits for. Raises HatpError
+        HATP-ASK-7 (as _approver_answer)."""
+        answer = _approver_answer(stored)
+        waiting = ask_waiting(stored.record, self.directory.card, self.inbox_url) if stored.record else None
+        return ApproverAnswer(vote=answer.vote, approval=answer.approval, waiting=waiting)
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
         ask_id = approval_ask_id(txn_id, requirement_id)
@@ -428,6 +448,7 @@ class GatewayApprover:
             now=self.clock.now(),
             options=options,
             default_window=self.default_window,
+            open_asks=self.open_asks(),
             **kw,
         )
         if agent_request is not None:
@@ -529,6 +550,7 @@ class GatewayApprover:
             "directory": self.directory,
             "gateway": self.gateway_id,
             "call_digest_seen": call_digest_seen,
+            "open_asks": self.open_asks(),
         }
         rec, call = open_tool_call_ask(**args, now=self.clock.now())
         digest = call_digest(call)
@@ -573,7 +595,7 @@ class GatewayApprover:
 
     async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
         """The Approver's long poll (runtime/interfaces.py WatchingApprover): `watch` on a plan ask."""
-        return _approver_answer(await self.watch(approval_ask_id(txn_id, requirement_id), seconds))
+        return self._answer(await self.watch(approval_ask_id(txn_id, requirement_id), seconds))
 
     def next_change(self) -> anyio.Event:
         """An event set at the next write to any ask (the delivery loop waits on it)."""

@@ -131,3 +131,15 @@ def test_offline_and_full_people_are_excluded_under_HATP_GW_9() -> None:
 def test_an_address_in_another_organisation_matches_no_one() -> None:
     res = directory().resolve(parse_address("human://other.com/bob"), Criteria(), NOW)
     assert res.eligible == [] and res.excluded == []
+
+
+def test_HATP_GW_9_live_open_asks_count_toward_capacity_and_rank_the_least_loaded_first() -> None:
+    d = directory(only=["bob", "erin"])  # both SLA 30 min, 1 of 10 open on their cards: bob first by id
+    address = parse_address("human://acme.com/role/finance-approver")
+    assert [c.human for c in d.resolve(address, Criteria(), NOW).eligible] == [h("bob"), h("erin")]
+    busy = d.resolve(address, Criteria(open_asks={h("bob"): 3}), NOW)
+    assert [c.human for c in busy.eligible] == [h("erin"), h("bob")]  # 4 of 10 against 1 of 10
+    full = d.resolve(address, Criteria(open_asks={h("bob"): 9}), NOW)
+    assert [(e.human, e.rule, e.detail) for e in full.excluded] == [
+        (h("bob"), "HATP-GW-9", "capacity: 10 of 10 asks already open")
+    ]

@@ -63,6 +63,18 @@ def test_HATP_GW_67_a_reject_assertion_replayed_as_an_approve_is_refused_either_
     assert (changed.rule, changed.code, changed.path) == ("HATP-GW-67", "PASSKEY_WRONG_CHALLENGE", "$.clientDataJSON")
 
 
+def test_HATP_GW_87_a_passkey_reject_binds_its_reason_and_only_a_reject_carries_one() -> None:
+    auth, card = enrolled()
+    reject = auth.decide(ASK, DIGEST, "reject", AT, reason="over the hotel cap")
+    assert verify_assertion(reject, card, RP, ask_id=ASK, subject_digest=DIGEST, decision="reject") == 1
+    reworded = reject.model_copy(update={"reason": "the agent may go ahead"})  # other words, the signature kept
+    changed = refused(lambda: verify_assertion(reworded, card, RP, ask_id=ASK, subject_digest=DIGEST))
+    assert (changed.rule, changed.code) == ("HATP-GW-67", "PASSKEY_WRONG_CHALLENGE")
+    approve = auth.decide(ASK, DIGEST, "approve", AT, reason="fine")
+    with_reason = refused(lambda: verify_assertion(approve, card, RP, ask_id=ASK, subject_digest=DIGEST))
+    assert (with_reason.rule, with_reason.path) == ("HATP-GW-87", "$.reason")
+
+
 @pytest.mark.parametrize(("ask", "digest"), [("txn-acme-0002/finance", DIGEST), (ASK, OTHER)])
 def test_HATP_GW_67_an_assertion_for_another_ask_or_another_plan_digest_is_refused(ask: str, digest: str) -> None:
     auth, card = enrolled()
@@ -202,3 +214,17 @@ def test_HATP_GW_70_a_verifier_with_a_clock_bounds_a_passkey_decisions_age_like_
         lambda: check_humans_meet(approval_with(decisions), need, humans, now=later, max_age=timedelta(minutes=10))
     )
     assert (err.rule, err.path) == ("HATP-GW-46", "$.decisions[0].passkey.issuedAt")
+
+
+def test_HATP_GW_87_offline_a_passkey_rejects_recorded_reason_must_be_the_one_it_signed() -> None:
+    bob, bob_card = enrolled("bob")
+    humans = HumanKeys.from_cards([bob_card], passkey_rp=RP)
+    signed = bob.decide(ASK, DIGEST, "reject", AT, reason="over the hotel cap").wire()
+    rejected = {"approver": h("bob"), "decision": "reject", "decidedAt": AT, "passkey": signed}
+
+    def approval(reason: str | None) -> Approval:
+        return approval_with([rejected | {"reason": reason}]).model_copy(update={"decision": "reject"})
+
+    check_decision_proofs(approval("over the hotel cap"), humans)
+    err = refused(lambda: check_decision_proofs(approval("go ahead"), humans))
+    assert (err.rule, err.path) == ("HATP-GW-87", "$.decisions[0].reason")

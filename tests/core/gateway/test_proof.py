@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from hatp_mcp.core.gateway import proof as proof_module
-from hatp_mcp.core.gateway.ask_evidence import build_approval
+from hatp_mcp.core.gateway.ask_evidence import build_approval, build_vote
 from hatp_mcp.core.gateway.machine import AskState, open_approval, state_of
 from hatp_mcp.core.gateway.proof import (
     HumanKeys,
@@ -298,3 +298,20 @@ def test_HATP_GW_19_an_unsigned_or_altered_copy_of_a_proof_is_refused_as_before_
     with pytest.raises(HatpError) as b:
         check_decision_proofs(Approval.model_validate(altered), human_keys())
     assert (b.value.rule, b.value.path, b.value.reason) == (a.value.rule, a.value.path, a.value.reason)
+
+
+def test_HATP_GW_87_a_rejects_reason_is_signed_by_the_person_and_recorded_as_they_signed_it() -> None:
+    rec = opened()
+    signed = proof(rec.ask, "bob", "reject", NOW, reason="over the hotel cap")
+    rec, _ = apply_proof(rec, signed, humans=human_keys(), now=NOW, nonce_used=False)
+    approval = build_approval(rec, GATEWAY_ID, "nonce-0123456789abcdef", NOW)
+    assert approval is not None and approval.decisions[0].reason == "over the hotel cap"
+    check_decision_proofs(approval, human_keys())
+    vote = build_vote(rec, GATEWAY_ID, NOW)
+    assert vote.decision == "no" and vote.reason == f"rejected by {h('bob')}: over the hotel cap"
+    put_words = approval.decisions[0].model_copy(update={"reason": "I trust the agent completely"})
+    with pytest.raises(HatpError) as err:
+        check_decision_proofs(approval.model_copy(update={"decisions": [put_words]}), human_keys())
+    assert (err.value.rule, err.value.path) == ("HATP-GW-87", "$.decisions[0].reason")
+    altered = dict(signed, reason="something else")  # the person's words changed after they signed
+    refused(opened(), altered, "HATP-GW-21")

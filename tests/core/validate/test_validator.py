@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from hatp_mcp.core.model.example_plan import trip_plan
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.validate.validator import detect_kind, validate, validate_document
+from hatp_mcp.core.validate.validator import detect_kind, plan_violations, validate, validate_document
 from hatp_mcp.core.validate.violation import Violation
 
 TRIP = Path(__file__).resolve().parents[3] / "spec" / "fixtures" / "hatp" / "trip.valid.json"
@@ -197,3 +198,26 @@ def test_a_report_serializes_as_the_cli_json_shape() -> None:
     assert report.to_dict()["ok"] is False and report.to_dict()["kind"] == "hatp"
     (v,) = report.to_dict()["violations"]
     assert v["rule"] == "HATP-VAL-11" and v["path"] == "mode" and "parallel" in v["message"]
+
+
+def test_HATP_VAL_14_schema_errors_and_rule_violations_come_in_one_round() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    doc = trip_plan(now, "txn-one-round").wire()
+    doc["branches"][0]["leaseSeconds"] = "fifteen minutes"  # schema: an optional member of the wrong type
+    doc["branches"][1]["bogus"] = 1  # schema: a member the format does not define
+    doc["deadlines"]["decideBy"] = "2026-11-01T00:00:00Z"  # rule: already past
+    found = [(v.rule, v.path) for v in plan_violations(doc, now)]
+    assert found == [
+        ("schema", "branches[0].leaseSeconds"),
+        ("schema", "branches[1].bogus"),
+        ("HATP-VAL-9", "deadlines.decideBy"),
+    ]
+    assert [v.rule for v in validate_document(doc, now).violations] == [r for r, _ in found]
+
+
+def test_HATP_VAL_14_a_plan_missing_a_required_member_gets_its_schema_errors_alone() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    doc = trip_plan(now, "txn-one-round").wire()
+    del doc["branches"][0]["tier"]
+    doc["deadlines"]["decideBy"] = "2026-11-01T00:00:00Z"
+    assert [(v.rule, v.path) for v in plan_violations(doc, now)] == [("schema", "branches[0].tier")]

@@ -434,3 +434,29 @@ async def test_HATP_ASK_7_a_question_stored_under_a_tool_calls_ask_id_is_refused
     with pytest.raises(HatpError) as e:
         await _ask_charge(gw)
     assert (e.value.rule, e.value.code) == ("HATP-ASK-7", "ASK_ID_RESERVED")
+
+
+async def test_HATP_GW_9_the_next_ask_goes_to_the_person_with_fewer_live_open_asks(gw: GatewayApprover) -> None:
+    address = "human://acme.com/role/finance-approver"
+
+    def asked(txn_id: str) -> list[str]:
+        stored = gw.store.get(f"{txn_id}/finance")
+        assert stored is not None and stored.record is not None
+        return [s.human for s in stored.record.seats if s.status == "asked"]
+
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-1"), "finance")
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-2"), "finance")
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-3"), "finance")
+    # on their cards all have 1 of 10 open; bob and erin decide in 30 min: bob by id, then erin, whose live asks
+    # are fewer, then alice (load ranks before the SLA: she has none open here yet)
+    assert [asked(t) for t in ("txn-load-1", "txn-load-2", "txn-load-3")] == [[h("bob")], [h("erin")], [h("alice")]]
+    assert gw.open_asks() == {h("bob"): 1, h("erin"): 1, h("alice"): 1}
+
+
+async def test_HATP_GW_9_questions_count_and_respect_the_live_open_asks_too(gw: GatewayApprover) -> None:
+    address = "human://acme.com/role/finance-approver"
+    await gw.ask(plan(["100"], address=address, txn_id="txn-load-q"), "finance")  # bob: one open ask
+    asked = await gw.open_question(ask_id="q-load-1", kind="text", address=address, question="Which cost centre?")
+    assert asked.record is not None
+    assert [s.human for s in asked.record.seats if s.status == "asked"] == [h("erin")]
+    assert gw.open_asks() == {h("bob"): 1, h("erin"): 1}

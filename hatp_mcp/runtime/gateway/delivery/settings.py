@@ -125,7 +125,11 @@ def _positive(raw: Mapping[str, Any], key: str, default: float, path: str, whole
 def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySettings:
     """Settings from the parsed JSON document. Raises HatpError HATP-GW-65."""
     if not isinstance(raw, dict):
-        raise _bad("$", "the gateway settings are a JSON object", "see spec/gateway.md, Delivery")
+        raise _bad(
+            "$",
+            "the gateway settings are a JSON object",
+            "write an object with inboxUrl, delivery and channels members",
+        )
     unknown = set(raw) - {"inboxUrl", "delivery", "channels", "passkey"}  # passkey: runtime/org.py
     if unknown:
         raise _bad(f"$.{sorted(unknown)[0]}", f"unknown setting {sorted(unknown)[0]!r}", "remove it")
@@ -134,7 +138,9 @@ def parse_settings(raw: Any, env: Mapping[str, str] | None = None) -> GatewaySet
         raise _bad("$.inboxUrl", "inboxUrl is an http(s) URL", "give the URL people open the inbox at")
     d = raw.get("delivery", {})
     if not isinstance(d, dict):
-        raise _bad("$.delivery", "delivery is an object", "see spec/gateway.md")
+        raise _bad(
+            "$.delivery", "delivery is an object", "write delivery as an object of retry bounds, or leave it out"
+        )
     unknown = set(d) - set(_DELIVERY_KEYS)
     if unknown:  # a misspelt bound must not silently become the default
         name = sorted(unknown)[0]
