@@ -13,9 +13,10 @@ The older form `--upstream TARGET --undo-map FILE` still works: TARGET is `http(
 like a shell would, never run through one); the undo map (hatp_mcp/core/journal/undo_map.py) becomes the same
 policy, every tool it does not name irreversible. State and
 the journal's key (role `journal`) live under --data (`--store postgresql://USER@HOST:PORT/DB`: the sagas in
-PostgreSQL); on start it recovers unfinished sagas (policy `rollback`). Over HTTP it needs `--callers FILE` and
-refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers share its one current saga, so
-give each agent a proxy of its own.
+PostgreSQL); on start it recovers unfinished sagas without undoing anything (policy `resume`, HATP-PXY-9): an open
+saga stays open for the model to complete or roll back (`hatp proxy sagas --data DIR` lists them). Over HTTP it
+needs `--callers FILE` and refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers
+share its one current saga, so give each agent a proxy of its own.
 Never writes to stdout (the stdio wire).
 """
 
@@ -38,7 +39,7 @@ from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
-from hatp_mcp.mcp.journal_proxy import JournalingProxy, proxy_names_free, upstream_tools
+from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
@@ -150,10 +151,11 @@ async def _run(
         except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
             log(f"journal-proxy: cannot start: {store_url}: {exc}")
             return 2
-        journal = Journal(store, key, author="journal-proxy://" + data.name)
+        journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
         proxy = JournalingProxy(upstream, tools, journal, policy)  # (checked above: it raises nothing here)
-        for saga_id, status in (await journal.recover()).items():
-            log(f"journal-proxy: recovered {saga_id}: {status.value}")
+        await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
+        for saga_id, status in (await proxy.reopen()).items():
+            log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")
         low = proxy.server()
         if callers is not None:  # over HTTP, every tool call carries a caller's token (HATP-JRN-17)
             low.middleware.append(caller_middleware(callers))

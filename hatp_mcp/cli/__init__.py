@@ -21,6 +21,7 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
 - mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
+- proxy_cmd.py: `hatp proxy`, the proxy's open sagas and dead letters;
 - schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
 - vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
 - vector_keys.py: the interop vectors' test-only keys, derived from their names so anyone can rebuild them;
@@ -56,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "trust": "trust_cmd",
     "mcp-config": "mcp_config_cmd",
     "conformance": "conformance_cmd",
+    "proxy": "proxy_cmd",
 }
 
 

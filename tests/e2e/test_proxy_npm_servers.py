@@ -5,7 +5,9 @@ each started by the proxy as its upstream, the proxy itself a process driven by 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 
 from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from tests.e2e.coordinator_suite import alive, child_pids
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -136,7 +139,7 @@ async def test_HATP_PXY_7_server_memory_journaled_and_rolled_back_leaves_its_fil
     assert memory.read_bytes() == before
 
 
-async def test_HATP_PXY_7_an_undo_whose_expression_finds_nothing_is_never_sent_and_the_result_says_why(
+async def test_HATP_PXY_10_an_undo_whose_expression_finds_nothing_is_never_sent_and_the_result_says_why(
     tmp_path: Path,
 ) -> None:
     memory = tmp_path / "memory.jsonl"
@@ -149,10 +152,15 @@ async def test_HATP_PXY_7_an_undo_whose_expression_finds_nothing_is_never_sent_a
                 client, "create_entities", {"entities": [{"name": "carol", "entityType": "p", "observations": []}]}
             )
             done = (await call(client, "saga_rollback", {})).structured_content
+        letters = await hatp_cli("proxy", "dead-letters", "--data", str(tmp_path / "proxy"))
     assert done["status"] == "ROLLBACK_FAILED"
     (step,) = done["steps"]
     assert step["rollback"] == "undo-failed" and "found nothing" in step["error"]
     assert "HATP-PXY-7 at tools.create_entities.undo.arguments.entityNames" in step["error"]
+    (dead,) = done["deadLetters"]  # HATP-PXY-10: the reason reaches the model, and the operator
+    assert dead == {"stepId": "s1", "tool": "create_entities", "phase": "undo", "error": step["error"]}
+    (letter,) = letters
+    assert (letter["sagaId"], letter["stepId"], letter["error"]) == (done["sagaId"], "s1", step["error"])
     assert "carol" in memory.read_text()  # no undo went out with its argument missing
 
 
@@ -293,3 +301,49 @@ async def test_HATP_PXY_4_a_bad_policy_is_refused_at_start_with_the_rule_and_not
     assert SECRET not in done.stderr.decode()
     assert not (data / "journal.db").exists()  # no journal opened, nothing served
     assert not (tmp_path / "memory.jsonl").exists()  # server-memory wrote nothing
+
+
+async def hatp_cli(*argv: str) -> Any:
+    done = await anyio.run_process([sys.executable, "-m", "hatp_mcp.cli", *argv], cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+async def test_HATP_PXY_9_a_proxy_killed_mid_saga_restarts_with_it_open_and_its_rollback_restores_the_file(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    data = tmp_path / "proxy"
+    alice = {"name": "alice", "entityType": "person", "observations": ["likes tea"]}
+    bob = {"name": "bob", "entityType": "person", "observations": ["new"]}
+    with anyio.fail_after(120):
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            outside = await call(client, "create_entities", {"entities": [alice]})  # outside a saga: it stands
+            before = memory.read_bytes()
+            begun = (await call(client, "saga_begin", {"name": "meeting"})).structured_content
+            await call(client, "create_entities", {"entities": [bob]})
+            await call(client, "create_relations", {"relations": [{"from": "alice", "to": "bob", "relationType": "k"}]})
+            await call(client, "add_observations", {"observations": [{"entityName": "alice", "contents": ["met"]}]})
+            changed = memory.read_bytes()
+            [pid] = child_pids(os.getpid(), str(data))
+            os.kill(pid, signal.SIGKILL)  # no shutdown of any kind; leaving the block reaps it
+        killed = not alive(pid)
+        listed = await hatp_cli("proxy", "sagas", "--data", str(data))
+        after_kill = memory.read_bytes()
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            after_restart = memory.read_bytes()
+            status = (await call(client, "saga_status", {})).structured_content
+            done = (await call(client, "saga_rollback", {"reason": "the meeting was cancelled"})).structured_content
+        relisted = await hatp_cli("proxy", "sagas", "--data", str(data))
+    assert killed and not outside.is_error and begun is not None and status is not None and done is not None
+    assert [s["sagaId"] for s in listed] == [begun["sagaId"]]  # the outside call is no open saga
+    assert [(s["tool"], s["state"]) for s in listed[0]["steps"]] == [
+        ("create_entities", "COMPLETED"),
+        ("create_relations", "COMPLETED"),
+        ("add_observations", "COMPLETED"),
+    ]
+    assert after_kill == changed and after_restart == changed  # the restart undid nothing
+    assert status["sagaId"] == begun["sagaId"] and status["status"] == "IN_PROGRESS" and status["recovered"] is True
+    assert len(status["steps"]) == 3 and "openSagas" not in status
+    assert done["status"] == "ROLLED_BACK" and memory.read_bytes() == before  # byte-identical, alice still there
+    assert b"alice" in before and relisted == []
