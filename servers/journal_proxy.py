@@ -31,8 +31,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import StdioServerParameters
 
 from hatp_mcp.core.journal.proxy_tools import resolve_tools
 from hatp_mcp.core.journal.undo_map import UndoMap
@@ -41,7 +40,14 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
-from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+from hatp_mcp.mcp.proxy_upstream import (
+    START_TIMEOUT,
+    first_error,
+    read_policy,
+    upstream_client,
+    upstream_target,
+    upstream_unavailable,
+)
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.url import StoreUrl, open_journal_store
@@ -93,19 +99,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", help="the policy file: the upstream and each tool's policy (spec/proxy.md)")
     p.add_argument("--upstream", help="(with --undo-map) http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
     p.add_argument("--undo-map", help="(with --upstream) JSON: which upstream tool undoes which")
+    p.add_argument(
+        "--start-timeout",
+        type=float,
+        default=START_TIMEOUT,
+        metavar="SECONDS",
+        help=f"the bound on the upstream's start: its initialize and its tools/list (default {START_TIMEOUT:g})",
+    )
     add_callers_argument(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
     )
     return p
-
-
-def _first_error(exc: BaseException) -> str:
-    """The innermost first error of a (group of) exceptions, as `Type: message`."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 async def _run(
@@ -116,26 +122,49 @@ async def _run(
     target: str | StdioServerParameters,
     callers: CallerTokens | None,
 ) -> int:
+    """Serve until the client goes; the upstream's start bounded by --start-timeout (HATP-PXY-4)."""
+    code: list[int] = []
+    late = False
+    listed = anyio.Event()
+
+    async def bound() -> None:
+        nonlocal late
+        with anyio.move_on_after(args.start_timeout):
+            await listed.wait()
+            return
+        late = True
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bound)
+        code.append(await _serve(args, data, store_url, policy, target, callers, listed))
+        tg.cancel_scope.cancel()  # (the bound, when the proxy stopped before its upstream listed its tools)
+    if late:
+        refusal = upstream_unavailable(f"no answer within {args.start_timeout:g}s (--start-timeout)")
+        log(f"journal-proxy: cannot start: {refusal.one_line()}")
+        return 2
+    return code[0]
+
+
+async def _serve(
+    args: argparse.Namespace,
+    data: Path,
+    store_url: StoreUrl,
+    policy: ProxyPolicy,
+    target: str | StdioServerParameters,
+    callers: CallerTokens | None,
+    listed: anyio.Event,
+) -> int:
     key = load_or_create_key(data, ["journal"])
     async with AsyncExitStack() as stack:
-        if isinstance(target, str):
-            client = Client(target)
-        else:
-            errlog = stack.enter_context((data / "upstream.stderr").open("a"))
-            client = Client(stdio_client(target, errlog=errlog))
+        errlog = None if isinstance(target, str) else stack.enter_context((data / "upstream.stderr").open("a"))
         try:
-            upstream = await stack.enter_async_context(client)
+            upstream = await stack.enter_async_context(upstream_client(target, errlog))
             tools = (await upstream.list_tools()).tools
         except Exception as exc:  # one line naming what failed; never the upstream's environment (HATP-PXY-2)
-            refusal = HatpError(
-                "HATP-PXY-4",
-                f"the upstream did not start or list its tools ({_first_error(exc)})",
-                path="upstream",
-                code="UPSTREAM_UNAVAILABLE",
-                fix="check upstream.command, args and cwd (or url); its stderr is in DATA/upstream.stderr",
-            )
-            log(f"journal-proxy: cannot start: {refusal.one_line()}")
+            log(f"journal-proxy: cannot start: {upstream_unavailable(first_error(exc)).one_line()}")
             return 2
+        listed.set()
         try:  # the saga tools' names are the proxy's own
             proxy_names_free(tools)
         except ValueError as exc:
@@ -168,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet()
     if args.data is None:
         log("journal-proxy: --data DIR is required (the journal keeps its sagas and key there)")
+        return 2
+    if not args.start_timeout > 0:
+        log(f"journal-proxy: --start-timeout {args.start_timeout:g}: give a number of seconds above 0")
         return 2
     try:
         policy, target = _policy(args)

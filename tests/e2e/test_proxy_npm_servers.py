@@ -347,3 +347,27 @@ async def test_HATP_PXY_9_a_proxy_killed_mid_saga_restarts_with_it_open_and_its_
     assert len(status["steps"]) == 3 and "openSagas" not in status
     assert done["status"] == "ROLLED_BACK" and memory.read_bytes() == before  # byte-identical, alice still there
     assert b"alice" in before and relisted == []
+
+
+async def test_HATP_PXY_4_an_upstream_that_never_answers_initialize_ends_the_proxy_within_its_start_bound(
+    tmp_path: Path,
+) -> None:
+    silent = tmp_path / "silent_upstream.py"
+    silent.write_text("import sys\nfor _ in sys.stdin:\n    pass\n")  # reads every request, answers none
+    policy = {"upstream": {"command": sys.executable, "args": [str(silent)]}, "default": "deny", "tools": {}}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    data = tmp_path / "proxy"
+    argv = [sys.executable, "-m", "servers.journal_proxy", "--transport", "stdio", "--data", str(data)]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [*argv, "--policy", str(tmp_path / "policy.json"), "--start-timeout", "2"],
+            cwd=ROOT,
+            check=False,
+            stdin=subprocess.DEVNULL,  # (the proxy reads its client only once its upstream listed its tools)
+            stderr=subprocess.PIPE,
+        )
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("journal-proxy: cannot start: HATP-PXY-4 at upstream: ") and "Fix: " in lines[0]
+    assert "no answer within 2s (--start-timeout)" in lines[0]
+    assert not (data / "journal.db").exists()  # no journal opened, nothing served
