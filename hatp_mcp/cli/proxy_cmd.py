@@ -3,26 +3,38 @@
 - `hatp proxy sagas --data DIR`: the sagas a proxy's journal holds open (a restart leaves them open, HATP-PXY-9),
   each with its steps, for the model or the operator to complete or roll back;
 - `hatp proxy dead-letters --data DIR`: every dead letter, with the reason its step was left for a person
-  (HATP-PXY-10).
+  (HATP-PXY-10);
+- `hatp proxy check FILE`: a policy file checked against its live upstream, as the proxy checks it at start, without
+  serving anything (HATP-PXY-11);
+- `hatp proxy init --claude-config FILE --out DIR`: a starter policy per server of a Claude Desktop config, from
+  each server's tool annotations, and a new config that runs each server through the proxy (HATP-PXY-12).
 
-Both read the journal's store as it is (`--store`, default `sqlite:DIR/journal.db`), without changing it; a running
-proxy may hold it open. The sagas' records are checked by `hatp verify`, not here.
+`sagas` and `dead-letters` read the journal's store as it is (`--store`, default `sqlite:DIR/journal.db`), without
+changing it; a running proxy may hold it open. The sagas' records are checked by `hatp verify`, not here. `check`
+and `init` start upstream servers, so they import the MCP SDK, inside their run only.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from hatp_mcp.cli._run import EXIT_OK, fail, print_json
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
 from hatp_mcp.core.journal.machine import SagaMachine
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 
-HELP = "the proxy's open sagas and dead letters (sagas, dead-letters)"
+HELP = "the proxy's open sagas and dead letters, a policy checked, starter policies (sagas, dead-letters, check, init)"
+START_BOUND = 30.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q = sub.add_parser(name, help=help_text, description=help_text)
         q.add_argument("--data", required=True, help="the proxy's --data folder")
         q.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    check = sub.add_parser("check", help="check a policy file against its live upstream, serving nothing")
+    check.add_argument("policy", help="the policy file (spec/proxy.md)")
+    check.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
+    init = sub.add_parser("init", help="starter policies and a proxied config from a Claude Desktop config")
+    init.add_argument("--claude-config", required=True, help="claude_desktop_config.json ({mcpServers: ...})")
+    init.add_argument("--out", required=True, help="the folder to write: NAME/policy.json per server, the config")
+    init.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
+    init.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
 
 
 def _store_url(args: argparse.Namespace) -> StoreUrl:
@@ -75,7 +95,142 @@ async def _dead_letters(url: StoreUrl) -> list[dict[str, Any]]:
         return [{"id": row.id, **row.entry} for row in await store.dead_letters()]
 
 
+def _check(path: Path, bound: float) -> dict[str, str]:
+    """Each upstream tool's action under the file at `path`, checked as the proxy does at start. Raises HatpError
+    (HATP-PXY-1 to 6)."""
+    from hatp_mcp.core.journal.proxy_tools import resolve_tools
+    from hatp_mcp.errors import HatpError
+    from hatp_mcp.mcp.journal_proxy import proxy_names_free, upstream_tools
+    from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+
+    policy = read_policy(path)
+    tools = anyio.run(_listed, upstream_target(policy, path.parent), bound)
+    try:
+        proxy_names_free(tools)
+    except ValueError as exc:
+        fix = "proxy another server: the proxy adds the saga tools under these names"
+        raise HatpError("HATP-PXY-4", str(exc), path="upstream", code="NAME_CLASH", fix=fix) from None
+    return {name: rule.action for name, rule in resolve_tools(policy, upstream_tools(tools)).items()}
+
+
+async def _listed(target: Any, bound: float) -> list[Any]:
+    """The upstream's tools (HATP-PXY-4, bounded); its stderr kept in a file named by the refusal, else removed."""
+    from hatp_mcp.errors import HatpError
+    from hatp_mcp.mcp.proxy_upstream import list_upstream
+
+    fd, name = tempfile.mkstemp(prefix="hatp-upstream-", suffix=".stderr")
+    with os.fdopen(fd, "w") as errlog:
+        try:
+            tools = await list_upstream(target, bound, errlog)
+        except HatpError as exc:
+            exc.fix = f"check upstream.command, args and cwd (or url); its stderr is in {name}"
+            raise
+    os.unlink(name)
+    return tools
+
+
+def starter_action(read_only: bool | None, destructive: bool | None) -> str:
+    """A tool's starter policy from its annotations (HATP-PXY-12): read-only is passed; a write the server says is
+    not destructive is `irreversible` (allowed, the model told it cannot be undone); any other write, destructive
+    by MCP's default, is denied until the user gives it an undo (`journal`) or allows it."""
+    if read_only:
+        return "pass"
+    if destructive is False:
+        return "irreversible"
+    return "deny"
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mcp import StdioServerParameters
+
+    from hatp_mcp.errors import HatpError
+
+    doc = read_json(args.claude_config)
+    servers = doc.get("mcpServers") if isinstance(doc, dict) else None
+    if not isinstance(servers, dict):
+        raise InputError(f"{args.claude_config}: no mcpServers object (Claude Desktop's config format)")
+    out = Path(args.out).absolute()
+    python = str(Path(args.python).absolute())
+    config: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    problems = 0
+    for name, entry in servers.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not _NAME.match(name):
+            print(f"hatp: {name}: not a stdio server entry with a plain name: kept as it was", file=sys.stderr)
+            config[name] = entry
+            problems += 1
+            continue
+        folder = out / name
+        if (folder / "policy.json").exists():
+            raise InputError(f"{folder / 'policy.json'} exists: init never overwrites a policy; choose another --out")
+        env = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
+        argv = [str(a) for a in entry.get("args") or []]
+        target = StdioServerParameters(command=entry["command"], args=argv, env=env, cwd=str(Path.cwd()))
+        try:
+            tools = anyio.run(_listed, target, args.start_timeout)
+        except HatpError as exc:
+            print(f"hatp: {name}: {exc.one_line()}: kept as it was", file=sys.stderr)
+            config[name] = entry
+            problems += 1
+            continue
+        policy = _starter(folder, entry["command"], argv, env, tools)
+        config[name] = {
+            "command": python,
+            "args": [
+                *("-m", "servers.journal_proxy", "--transport", "stdio"),
+                *("--data", str(folder / "data"), "--policy", str(folder / "policy.json")),
+            ],
+        }
+        summary[name] = {t: p["policy"] for t, p in policy["tools"].items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "claude_desktop_config.json").write_text(json.dumps({**doc, "mcpServers": config}, indent=2) + "\n")
+    print_json(summary)
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _starter(folder: Path, command: str, argv: list[str], env: dict[str, str], tools: list[Any]) -> dict[str, Any]:
+    """Write `folder/policy.json` and, for each variable of the server's env, an owner-only file `env/NAME` the
+    policy names (a key cannot be told from a setting, so no value is copied into the policy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    named: dict[str, Any] = {}
+    if env:
+        (folder / "env").mkdir(mode=0o700, exist_ok=True)
+    for var, value in env.items():
+        fd = os.open(folder / "env" / var, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(value)
+        named[var] = {"file": f"env/{var}"}
+    per_tool: dict[str, Any] = {}
+    for t in tools:
+        a = t.annotations
+        per_tool[t.name] = {
+            "policy": starter_action(a.read_only_hint if a else None, a.destructive_hint if a else None)
+        }
+    policy = {
+        "upstream": {"command": command, "args": argv, "env": named, "cwd": str(Path.cwd())},
+        "default": "deny",
+        "tools": per_tool,
+    }
+    (folder / "policy.json").write_text(json.dumps(policy, indent=2) + "\n")
+    return policy
+
+
 def run(args: argparse.Namespace) -> int:
+    from hatp_mcp.errors import HatpError as Refusal
+
+    if args.proxy_command == "check":
+        try:
+            print_json({"tools": _check(Path(args.policy).absolute(), args.start_timeout)})
+        except Refusal as exc:
+            return fail(exc.one_line(), EXIT_BAD_INPUT)
+        return EXIT_OK
+    if args.proxy_command == "init":
+        try:
+            return _init(args)
+        except InputError as exc:
+            return fail(str(exc))
+        except OSError as exc:
+            return fail(f"cannot write under {args.out}: {exc}")
     try:
         url = _store_url(args)
         if args.proxy_command == "sagas":

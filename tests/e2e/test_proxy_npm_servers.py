@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
 from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
@@ -371,3 +371,71 @@ async def test_HATP_PXY_4_an_upstream_that_never_answers_initialize_ends_the_pro
     assert lines[0].startswith("journal-proxy: cannot start: HATP-PXY-4 at upstream: ") and "Fix: " in lines[0]
     assert "no answer within 2s (--start-timeout)" in lines[0]
     assert not (data / "journal.db").exists()  # no journal opened, nothing served
+
+
+async def hatp_run(*argv: str) -> tuple[int, Any, list[str]]:
+    """`hatp ARGV`: its exit status, its stdout as JSON (None when empty) and its stderr's lines."""
+    done = await anyio.run_process([sys.executable, "-m", "hatp_mcp.cli", *argv], cwd=ROOT, check=False)
+    out = done.stdout.decode().strip()
+    return done.returncode, json.loads(out) if out else None, done.stderr.decode().strip().splitlines()
+
+
+async def test_HATP_PXY_11_proxy_check_validates_a_policy_against_the_live_upstream_and_serves_nothing(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(memory_policy(memory)))
+    _, unknown, _, _ = bad_policies(tmp_path)[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(unknown))
+    with anyio.fail_after(90):
+        ok = await hatp_run("proxy", "check", str(good))
+        refused = await hatp_run("proxy", "check", str(bad))
+    code, checked, _ = ok
+    assert code == 0 and checked["tools"]["create_entities"] == "journal"
+    assert checked["tools"]["delete_relations"] == "hide" and checked["tools"]["search_nodes"] == "deny"
+    code, out, lines = refused
+    assert code == 2 and out is None and len(lines) == 1, lines
+    assert lines[0].startswith("hatp: HATP-PXY-4 at tools.create_entity: ") and "Fix: " in lines[0]
+    assert not memory.exists()  # server-memory was asked for its tools only
+
+
+async def test_HATP_PXY_12_proxy_init_wraps_each_claude_desktop_server_with_a_starter_policy(tmp_path: Path) -> None:
+    memory = tmp_path / "memory.jsonl"
+    root = tmp_path / "files"
+    root.mkdir()
+    claude = {
+        "mcpServers": {
+            "memory": {"command": "node", "args": [server("server-memory")], "env": {"MEMORY_FILE_PATH": str(memory)}},
+            "files": {"command": "node", "args": [server("server-filesystem"), str(root)]},
+            "gone": {"command": "no-such-command-for-hatp"},
+        },
+        "globalShortcut": "Ctrl+Space",
+    }
+    (tmp_path / "claude.json").write_text(json.dumps(claude))
+    out = tmp_path / "wrapped"
+    with anyio.fail_after(120):
+        code, summary, lines = await hatp_run(
+            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out)
+        )
+        config = json.loads((out / "claude_desktop_config.json").read_text())
+        entry = config["mcpServers"]["memory"]
+        params = StdioServerParameters(command=entry["command"], args=entry["args"])
+        async with Client(stdio_client(params)) as client:
+            made = await call(
+                client, "create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": []}]}
+            )
+            denied = await call(client, "delete_entities", {"entityNames": ["a"]})
+            graph = await call(client, "read_graph", {})
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("hatp: gone: HATP-PXY-4 at upstream: ")
+    assert config["mcpServers"]["gone"] == claude["mcpServers"]["gone"] and config["globalShortcut"] == "Ctrl+Space"
+    assert summary["memory"]["read_graph"] == "pass" and summary["memory"]["create_entities"] == "irreversible"
+    assert summary["memory"]["delete_entities"] == "deny" and summary["files"]["write_file"] == "deny"
+    assert "journal" not in {p for tools in summary.values() for p in tools.values()}  # nothing without an undo
+    assert str(memory) not in (out / "memory" / "policy.json").read_text()  # the value sits in an owner-only file
+    assert (out / "memory" / "env" / "MEMORY_FILE_PATH").stat().st_mode & 0o777 == 0o600
+    assert "servers.journal_proxy" in entry["args"]
+    assert not made.is_error and IRREVERSIBLE_NOTE in text(made) and "a" in json.dumps(graph.structured_content)
+    assert denied.is_error and denied.structured_content["refusal"]["code"] == "TOOL_DENIED"
+    assert '"name":"a"' in memory.read_text()  # the env the config gave reached server-memory
