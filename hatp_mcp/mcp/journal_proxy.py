@@ -272,7 +272,12 @@ class JournalingProxy:
         outside = not self._in_saga()
         saga = await self.journal.begin(OUTSIDE_SAGA) if outside else self.current
         assert saga is not None
-        step = await saga.add_step(tool, args)  # durable before the call goes upstream (HATP-JRN-2)
+        try:
+            step = await saga.add_step(tool, args)  # durable before the call goes upstream (HATP-JRN-2)
+        except HatpError:
+            if outside:  # (refused before anything went out: its saga of its own holds nothing)
+                await saga.complete()
+            raise
         try:
             result = await self.upstream.call_tool(tool, args, meta=cast(RequestParamsMeta, {KEY_META: step.key}))
         except Exception as exc:  # no answer: the step stays pending, in doubt (HATP-JRN-6)

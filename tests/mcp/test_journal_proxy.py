@@ -176,3 +176,16 @@ async def test_HATP_PXY_10_every_saga_tools_failure_is_an_error_result_naming_th
         assert answer.structured_content is not None, case
         refusal = answer.structured_content["refusal"]
         assert refusal["rule"] == "HATP-PXY-10" and refusal.get("fix"), (case, refusal)
+
+
+async def test_HATP_PXY_10_a_journaled_call_the_journal_refuses_is_an_error_result_and_leaves_no_saga_open() -> None:
+    server, made = upstream()
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(POLICY))
+            async with Client(proxy.server()) as model:
+                refused = await model.call_tool("make", {"name": 1.5})  # a float: no canonical form (HATP-CANON-2)
+            still_open = await proxy.journal.store.unfinished()
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["refusal"]["rule"] == "HATP-CANON-2" and made == set()
+    assert still_open == []
