@@ -189,3 +189,32 @@ async def test_HATP_PXY_10_a_journaled_call_the_journal_refuses_is_an_error_resu
     assert refused.is_error and refused.structured_content is not None
     assert refused.structured_content["refusal"]["rule"] == "HATP-CANON-2" and made == set()
     assert still_open == []
+
+
+async def test_HATP_PXY_9_an_in_doubt_step_without_a_lookup_stays_in_doubt_until_a_rollback_dead_letters_it() -> None:
+    server, made = upstream()
+    store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
+    no_lookup = {**POLICY, "tools": {"make": {k: v for k, v in POLICY["tools"]["make"].items() if k != "lookup"}}}
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            first = JournalingProxy(client, tools, restarted(store, key), load_policy(no_lookup))
+            async with Client(first.server()) as model:
+                await model.call_tool("saga_begin", {"name": "trip"})
+                await model.call_tool("make", {"name": "a"})
+            assert first.current is not None
+            await first.current.add_step("make", {"name": "lost"})  # its answer lost in the crash
+            made.add("lost")
+            journal = restarted(store, key)
+            second = JournalingProxy(client, tools, journal, load_policy(no_lookup))
+            await journal.recover()
+            await second.reopen()
+            async with Client(second.server()) as model:
+                status = (await model.call_tool("saga_status", {})).structured_content
+                refused = await model.call_tool("saga_complete", {})
+                done = (await model.call_tool("saga_rollback", {})).structured_content
+    assert status is not None and [s["state"] for s in status["steps"]] == ["COMPLETED", "IN_DOUBT"]
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["refusal"]["code"] == "STEPS_OPEN"  # no guess: it does not complete
+    assert done is not None and done["status"] == "ROLLBACK_FAILED"
+    assert [d["stepId"] for d in done["deadLetters"]] == ["s2"] and made == {"lost"}  # a undone, lost left to a person
