@@ -14,7 +14,8 @@ like a shell would, never run through one); the undo map (hatp_mcp/core/journal/
 policy, every tool it does not name irreversible. State and
 the journal's key (role `journal`) live under --data (`--store postgresql://USER@HOST:PORT/DB`: the sagas in
 PostgreSQL); on start it recovers unfinished sagas without undoing anything (policy `resume`, HATP-PXY-9): an open
-saga stays open for the model to complete or roll back (`hatp proxy sagas --data DIR` lists them). Over HTTP it
+saga stays open for the model to complete or roll back (`hatp proxy sagas --data DIR` lists them). One proxy
+at a time runs on a --data folder (a lock, HATP-PXY-13). Over HTTP it
 needs `--callers FILE` and refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers
 share its one current saga, so give each agent a proxy of its own.
 Never writes to stdout (the stdio wire).
@@ -38,7 +39,7 @@ from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
-from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
+from hatp_mcp.mcp.journal_proxy import LOCK, RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
@@ -50,6 +51,7 @@ from hatp_mcp.mcp.proxy_upstream import (
 )
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
+from hatp_mcp.store.data_lock import DataLocked, data_lock
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -157,6 +159,11 @@ async def _serve(
 ) -> int:
     key = load_or_create_key(data, ["journal"])
     async with AsyncExitStack() as stack:
+        try:  # one proxy (or `hatp proxy end`) at a time on a journal (HATP-PXY-13)
+            stack.enter_context(data_lock(data, LOCK))
+        except DataLocked as exc:
+            log(f"journal-proxy: cannot start: HATP-PXY-13: {exc}: another proxy serves this --data")
+            return 2
         errlog = None if isinstance(target, str) else stack.enter_context((data / "upstream.stderr").open("a"))
         try:
             upstream = await stack.enter_async_context(upstream_client(target, errlog))

@@ -4,6 +4,8 @@
   each with its steps, for the model or the operator to complete or roll back;
 - `hatp proxy dead-letters --data DIR`: every dead letter, with the reason its step was left for a person
   (HATP-PXY-10);
+- `hatp proxy end SAGA --data DIR --policy FILE --complete|--rollback`: the operator ends an open saga while no
+  proxy runs on DIR (HATP-PXY-13): completed as it stands, or rolled back through the policy's upstream;
 - `hatp proxy check FILE`: a policy file checked against its live upstream, as the proxy checks it at start, without
   serving anything (HATP-PXY-11);
 - `hatp proxy init --claude-config FILE --out DIR`: a starter policy per server of a Claude Desktop config, from
@@ -46,6 +48,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q = sub.add_parser(name, help=help_text, description=help_text)
         q.add_argument("--data", required=True, help="the proxy's --data folder")
         q.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    end = sub.add_parser("end", help="complete or roll back an open saga while no proxy runs on --data")
+    end.add_argument("saga_id", help="the open saga (hatp proxy sagas lists them)")
+    end.add_argument("--data", required=True, help="the proxy's --data folder")
+    end.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    end.add_argument("--policy", required=True, help="the proxy's policy file: its upstream undoes a rollback")
+    how = end.add_mutually_exclusive_group(required=True)
+    how.add_argument("--complete", action="store_true", help="keep every step")
+    how.add_argument("--rollback", action="store_true", help="undo the steps, last first")
+    end.add_argument("--reason", default="rolled back by the operator")
+    end.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
     check = sub.add_parser("check", help="check a policy file against its live upstream, serving nothing")
     check.add_argument("policy", help="the policy file (spec/proxy.md)")
     check.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
@@ -127,6 +139,56 @@ async def _listed(target: Any, bound: float) -> list[Any]:
             raise
     os.unlink(name)
     return tools
+
+
+def _end(args: argparse.Namespace) -> dict[str, Any]:
+    """End one open saga as the proxy would (HATP-PXY-13). Raises HatpError (HATP-PXY-1 to 6 for the policy and
+    the upstream, HATP-PXY-10 for a saga that is unknown or not open, HATP-JRN-12 for a record that does not
+    verify), DataLocked while a proxy runs on --data, ValueError when the folder holds no proxy key."""
+    from hatp_mcp.mcp.journal_proxy import LOCK
+    from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+    from hatp_mcp.store.data_lock import data_lock
+
+    data = Path(args.data)
+    url = _store_url(args)
+    if not (data / "key.jwk.json").is_file():
+        raise ValueError(f"{data}: no proxy key here (key.jwk.json); give the proxy's --data folder")
+    path = Path(args.policy).absolute()
+    policy = read_policy(path)
+    target = upstream_target(policy, path.parent)
+    with data_lock(data, LOCK), open(os.devnull, "w") as errlog:
+        return anyio.run(_ended, args, data, url, policy, target, errlog)
+
+
+async def _ended(
+    args: argparse.Namespace, data: Path, url: StoreUrl, policy: Any, target: Any, errlog: Any
+) -> dict[str, Any]:
+    from hatp_mcp.core.journal.events import SagaStatus
+    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, saga_status
+    from hatp_mcp.mcp.proxy_upstream import upstream_client
+    from hatp_mcp.runtime.journal.driver import Journal
+    from hatp_mcp.store.files import load_or_create_key
+
+    key = load_or_create_key(data, ["journal"])
+    async with open_journal_store(url) as store:
+        journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
+        saga = await journal.get(args.saga_id)
+        if saga.status is not SagaStatus.IN_PROGRESS:
+            raise HatpError(
+                "HATP-PXY-10",
+                f"saga {saga.id} is {saga.status.value}: it has ended",
+                path="saga_id",
+                code="SAGA_ENDED",
+                fix="hatp proxy sagas --data DIR lists the open ones",
+            )
+        if args.complete:
+            await saga.complete()
+            return await saga_status(journal, saga)
+        tools = await _listed(target, args.start_timeout)  # the start bounded (HATP-PXY-4)
+        async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
+            JournalingProxy(upstream, tools, journal, policy)  # its undos and lookups, by the file
+            await saga.rollback(args.reason)
+            return await saga_status(journal, saga)
 
 
 def starter_action(read_only: bool | None, destructive: bool | None) -> str:
@@ -224,6 +286,19 @@ def run(args: argparse.Namespace) -> int:
         except Refusal as exc:
             return fail(exc.one_line(), EXIT_BAD_INPUT)
         return EXIT_OK
+    if args.proxy_command == "end":
+        from hatp_mcp.store.data_lock import DataLocked
+
+        try:
+            ended = _end(args)
+        except DataLocked as exc:
+            return fail(f"HATP-PXY-13: {exc}: a proxy runs on {args.data}; end the saga through its saga tools")
+        except Refusal as exc:
+            return fail(exc.one_line())
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
+        print_json(ended)
+        return EXIT_PROBLEMS if ended["status"] == "ROLLBACK_FAILED" else EXIT_OK
     if args.proxy_command == "init":
         try:
             return _init(args)

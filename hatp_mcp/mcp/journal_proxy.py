@@ -49,12 +49,14 @@ from hatp_mcp.runtime.journal.undoable import (
 )
 
 __all__ = [
+    "LOCK",
     "OUTSIDE_SAGA",
     "RECOVERY_POLICY",
     "SAGA_TOOLS",
     "JournalingProxy",
     "proxy_names_free",
     "result_document",
+    "saga_status",
     "upstream_tools",
 ]
 
@@ -63,6 +65,8 @@ __all__ = [
 RECOVERY_POLICY = "resume"
 # The name of the one-step saga that journals a call made outside any saga the model began (HATP-PXY-9).
 OUTSIDE_SAGA = "outside-saga"
+# The lock a proxy holds on its --data folder while it runs (HATP-PXY-13; hatp_mcp.store.data_lock).
+LOCK = "proxy"
 _SAGA_ID = {"saga_id": {"type": "string", "description": "another open saga than the current one"}}
 
 SAGA_TOOLS: list[types.Tool] = [
@@ -371,36 +375,41 @@ class JournalingProxy:
         return await self._status(saga)
 
     async def _status(self, saga: Saga) -> dict[str, Any]:
-        """The saga's status and steps; `leftInPlace`: the irreversible steps a rollback left standing;
-        `recovered`: a restart found it open (HATP-PXY-9); `deadLetters`: why each step was left for a person
-        (HATP-PXY-10); `openSagas`: the other sagas still open."""
-        steps = []
-        for s in saga.steps:
-            step: dict[str, Any] = {"stepId": s.step_id, "tool": s.tool, "state": s.state.value, "rollback": s.rollback}
-            if s.irreversible:
-                step["irreversible"] = True
-            if s.error is not None:
-                step["error"] = s.error
-            steps.append(step)
-        out: dict[str, Any] = {"sagaId": saga.id, "name": saga.name, "status": saga.status.value, "steps": steps}
-        left = [s.step_id for s in saga.steps if s.rollback == "kept-irreversible"]
-        if left:
-            out["leftInPlace"] = left
-        if any(e.get("event") == "saga.recovered" for e in saga.record()["events"]):
-            out["recovered"] = True
-            if saga.status is SagaStatus.IN_PROGRESS:
-                out["next"] = (
-                    "the proxy restarted with this saga open and undid nothing: saga_complete keeps its steps, "
-                    "saga_rollback undoes them"
-                )
-        dead = [
-            {k: row.entry.get(k) for k in ("stepId", "tool", "phase", "error")}
-            for row in await self.journal.store.dead_letters()
-            if row.entry.get("sagaId") == saga.id
-        ]
-        if dead:
-            out["deadLetters"] = dead
-        others = [sid for sid in await self.journal.store.unfinished() if sid != saga.id]
-        if others:
-            out["openSagas"] = others
-        return out
+        return await saga_status(self.journal, saga)
+
+
+async def saga_status(journal: Journal, saga: Saga) -> dict[str, Any]:
+    """The saga's status and steps; `leftInPlace`: the irreversible steps a rollback left standing; `recovered`: a
+    restart found it open (HATP-PXY-9); `deadLetters`: why each step was left for a person (HATP-PXY-10);
+    `openSagas`: the other sagas still open."""
+
+    steps = []
+    for s in saga.steps:
+        step: dict[str, Any] = {"stepId": s.step_id, "tool": s.tool, "state": s.state.value, "rollback": s.rollback}
+        if s.irreversible:
+            step["irreversible"] = True
+        if s.error is not None:
+            step["error"] = s.error
+        steps.append(step)
+    out: dict[str, Any] = {"sagaId": saga.id, "name": saga.name, "status": saga.status.value, "steps": steps}
+    left = [s.step_id for s in saga.steps if s.rollback == "kept-irreversible"]
+    if left:
+        out["leftInPlace"] = left
+    if any(e.get("event") == "saga.recovered" for e in saga.record()["events"]):
+        out["recovered"] = True
+        if saga.status is SagaStatus.IN_PROGRESS:
+            out["next"] = (
+                "the proxy restarted with this saga open and undid nothing: saga_complete keeps its steps, "
+                "saga_rollback undoes them"
+            )
+    dead = [
+        {k: row.entry.get(k) for k in ("stepId", "tool", "phase", "error")}
+        for row in await journal.store.dead_letters()
+        if row.entry.get("sagaId") == saga.id
+    ]
+    if dead:
+        out["deadLetters"] = dead
+    others = [sid for sid in await journal.store.unfinished() if sid != saga.id]
+    if others:
+        out["openSagas"] = others
+    return out

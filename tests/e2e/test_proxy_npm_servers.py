@@ -439,3 +439,42 @@ async def test_HATP_PXY_12_proxy_init_wraps_each_claude_desktop_server_with_a_st
     assert not made.is_error and IRREVERSIBLE_NOTE in text(made) and "a" in json.dumps(graph.structured_content)
     assert denied.is_error and denied.structured_content["refusal"]["code"] == "TOOL_DENIED"
     assert '"name":"a"' in memory.read_text()  # the env the config gave reached server-memory
+
+
+async def test_HATP_PXY_13_the_operator_rolls_back_a_saga_left_open_once_no_proxy_runs_on_its_data(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    data = tmp_path / "proxy"
+    policy = tmp_path / "policy.json"
+    bob = {"name": "bob", "entityType": "person", "observations": ["new"]}
+    with anyio.fail_after(120):
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            await call(client, "create_entities", {"entities": [{**bob, "name": "alice"}]})  # outside: it stands
+            before = memory.read_bytes()
+            begun = (await call(client, "saga_begin", {"name": "meeting"})).structured_content
+            await call(client, "create_entities", {"entities": [bob]})
+            end = ["proxy", "end", begun["sagaId"], "--data", str(data), "--policy", str(policy)]
+            while_running = await hatp_run(*end, "--rollback")
+            argv = ["-m", "servers.journal_proxy", "--transport", "stdio", "--data", str(data)]
+            second = await anyio.run_process(
+                [sys.executable, *argv, "--policy", str(policy)],
+                cwd=ROOT,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            [pid] = child_pids(os.getpid(), str(data))
+            os.kill(pid, signal.SIGKILL)
+        changed = memory.read_bytes()
+        rolled = await hatp_run(*end, "--rollback")
+        again = await hatp_run(*end, "--complete")
+    code, out, lines = while_running
+    assert code == 2 and out is None and "HATP-PXY-13" in lines[0] and "saga tools" in lines[0]
+    assert second.returncode == 2 and "HATP-PXY-13" in second.stderr.decode()  # one proxy per --data
+    assert b"bob" in changed  # the kill undid nothing
+    code, ended, _ = rolled
+    assert code == 0 and ended["sagaId"] == begun["sagaId"] and ended["status"] == "ROLLED_BACK"
+    assert memory.read_bytes() == before  # byte-identical, the call made outside the saga still there
+    code, out, lines = again
+    assert code == 2 and "HATP-PXY-10" in lines[0] and "ROLLED_BACK" in lines[0]
