@@ -7,7 +7,7 @@ not import anything beyond the standard library.
 
 from __future__ import annotations
 
-__all__ = ["HatpError"]
+__all__ = ["BrokenInvariant", "HatpError"]
 
 
 class HatpError(Exception):
@@ -48,3 +48,11 @@ class HatpError(Exception):
         if self.data:
             out["data"] = self.data
         return out
+
+
+class BrokenInvariant(RuntimeError):
+    """A state the code itself rules out was reached: a bug to report, never a refusal of the caller's input.
+
+    Raised where an `assert` would stand: an assert is stripped by `python -O`, and where it stays it ends a
+    request with a bare AssertionError. The message names what was expected and where it should have been made so.
+    """

@@ -101,7 +101,7 @@ async def test_the_journal_example_rolls_the_refund_back_when_the_label_fails(tm
 
 
 @pytest.mark.anyio
-async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_a_block_with_one_gateway(
+async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_the_service_block(
     tmp_path: Path,
 ) -> None:
     import json
@@ -114,9 +114,14 @@ async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_
     for command in setup:
         await run(command, tmp_path)
     org = tmp_path / "hatp-example"
-    servers = json.loads((org / "claude-desktop.json").read_text())["mcpServers"]
-    assert [n for n, s in servers.items() if "servers.gateway" in s["args"]] == ["hatp-gateway"]
-    assert "test-only" not in json.dumps(servers) and "acme.com" not in json.dumps(servers)
+    block = json.loads((org / "claude-desktop.json").read_text())
+    servers = block["mcpServers"]  # the bridges to `hatp serve` (HATP-MCP-45)
+    assert {n: s["args"][2:4] for n, s in servers.items()} == {
+        f"hatp-{n}": ["connect", n] for n in ("coordinator", "gateway", "directory")
+    }
+    gateway_url = f"http://127.0.0.1:{load_suite(org).gateway_mcp_port}/mcp"
+    assert block["httpServers"]["hatp-gateway"]["url"] == gateway_url
+    assert "test-only" not in json.dumps(block) and "acme.com" not in json.dumps(block)
     link = (await run(enrol[0], tmp_path)).strip()  # the rest needs Ben's browser: tests/e2e/test_org_config.py
     assert link.startswith(f"http://localhost:{load_suite(org).inbox_port}/enrol?code=")
     assert json.loads(await run(enrol[1], tmp_path)) == []

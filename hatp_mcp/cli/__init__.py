@@ -20,8 +20,10 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - enrol_cmd.py: `hatp enrol`, the operator's side of passkey enrolment (codes, registrations, approval);
 - inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
 - mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
+- serve_cmd.py: `hatp serve`, the organisation's servers as one supervised local service on loopback;
+- connect_cmd.py: `hatp connect`, the stdio bridge from a client that starts a command to that service;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
-- proxy_cmd.py: `hatp proxy`, the proxy's open sagas and dead letters;
+- proxy_cmd.py: `hatp proxy`, the proxy's open sagas, dead letters, policy check and starter policies;
 - schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
 - vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
 - vector_keys.py: the interop vectors' test-only keys, derived from their names so anyone can rebuild them;
@@ -35,6 +37,9 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from hatp_mcp.cli._run import InputError, fail
+from hatp_mcp.errors import HatpError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -57,6 +62,8 @@ COMMANDS: dict[str, str] = {
     "trust": "trust_cmd",
     "mcp-config": "mcp_config_cmd",
     "conformance": "conformance_cmd",
+    "serve": "serve_cmd",
+    "connect": "connect_cmd",
     "proxy": "proxy_cmd",
 }
 
@@ -80,7 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     run: Callable[[argparse.Namespace], int] = _command(args.command).run
-    return run(args)
+    try:
+        return run(args)
+    except InputError as exc:  # HATP-MCP-52: the backstop for a file a subcommand did not refuse itself
+        return fail(str(exc))
+    except HatpError as exc:
+        return fail(exc.one_line())
 
 
 if __name__ == "__main__":  # pragma: no cover

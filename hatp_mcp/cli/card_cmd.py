@@ -25,13 +25,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_json
+from hatp_mcp.cli._run import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    InputError,
+    fail,
+    read_json,
+    read_object,
+    read_signing_key,
+)
 from hatp_mcp.cli.keys_cmd import public_entries
 from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.agents import AgentKeys
 from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.signing.keys import SigningKey, b64u, sign_object
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.files import create_file, replace_file
 
 __all__ = ["HELP", "add_arguments", "run"]
@@ -99,9 +109,11 @@ def run(args: argparse.Namespace) -> int:
     if not NAME.fullmatch(args.name):
         return fail(f"{args.name!r}: a short name is lowercase letters, digits, '.', '_' or '-'", EXIT_BAD_INPUT)
     try:
-        well_known = read_json(str(layout.well_known))
-        directory_key = SigningKey.from_jwk(read_json(str(layout.directory_key)))
-        org, issuer = str(well_known["organization"]), str(well_known["directory"])
+        well_known = read_object(str(layout.well_known), "the well-known document")
+        directory_key = read_signing_key(str(layout.directory_key))
+        org, issuer = well_known.get("organization"), well_known.get("directory")
+        if not isinstance(org, str) or not isinstance(issuer, str):
+            raise InputError(f"HATP-MCP-52: {layout.well_known}: organization and directory are strings")
         if args.card_command == "person":
             card = sign_object(_person(args, org, issuer), directory_key)
             _trusted, ignored = Directory.load(well_known, [card])
@@ -136,13 +148,15 @@ def run(args: argparse.Namespace) -> int:
             if not create_file(key_file, json.dumps(agent_key.private_jwk(), indent=2) + "\n", 0o600):
                 return fail(f"{key_file} exists; nothing written", EXIT_PROBLEMS)
         elif args.email:
-            contacts = read_json(str(layout.contacts)) if layout.contacts.exists() else {}
+            contacts = read_object(str(layout.contacts), "the contacts") if layout.contacts.exists() else {}
             contacts[card["id"]] = {"email": args.email}
             replace_file(layout.contacts, json.dumps(contacts, indent=2) + "\n", 0o600)
         if not create_file(target, json.dumps(card, indent=1) + "\n", 0o644):
             return fail(f"{target} exists: a card is never overwritten", EXIT_PROBLEMS)
     except InputError as exc:
         return fail(str(exc))
+    except HatpError as exc:  # the well-known document cannot check a card (HATP-CARD-3): nothing written
+        return fail(f"{layout.well_known}: {exc.one_line()}")
     except (KeyError, ValueError) as exc:
         return fail(f"{args.org}: {exc}", EXIT_BAD_INPUT)
     except OSError as exc:

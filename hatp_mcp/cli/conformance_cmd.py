@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -27,6 +26,8 @@ from hatp_mcp.conformance.participant import ParticipantOptions, run_participant
 from hatp_mcp.conformance.report import Report
 from hatp_mcp.conformance.target import TRUST_PLACEHOLDER, Identity, Target, open_identity
 from hatp_mcp.conformance.wire import run_wire_checks
+from hatp_mcp.core.model.wire import load_json
+from hatp_mcp.errors import HatpError
 
 HELP = "check that another implementation's MCP server speaks HATP: a report by rule id"
 
@@ -74,9 +75,9 @@ def _options(args: argparse.Namespace) -> ParticipantOptions | GatewayOptions | 
             return "--address is required: the human:// address of the requirement the gateway is asked about"
         return GatewayOptions(args.address, args.action, args.requester, args.timeout)
     try:
-        parsed: Any = json.loads(args.args)
-    except ValueError as exc:
-        return f"--args: not JSON: {exc}"
+        parsed: Any = load_json(args.args.encode("utf-8", "surrogatepass"), "--args")
+    except HatpError as exc:
+        return exc.one_line()
     if not isinstance(parsed, dict):
         return "--args: must be a JSON object"
     if not args.participant:

@@ -24,11 +24,20 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.cli._run import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    InputError,
+    fail,
+    print_json,
+    read_json,
+    read_object,
+    read_signing_key,
+)
 from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.signing.keys import SigningKey, sign_object
+from hatp_mcp.core.signing.keys import sign_object
 from hatp_mcp.store.inbox_state import InboxState
 
 HELP = "passkey enrolment: issue codes, list registrations, approve one onto the Directory-signed card"
@@ -65,8 +74,10 @@ def _defaults(args: argparse.Namespace) -> str | None:
         if getattr(args, "key", "") is None:
             args.key = str(layout.directory_key)
         if getattr(args, "inbox_url", "") is None and layout.gateway_settings.exists():
-            settings = read_json(str(layout.gateway_settings))
-            args.inbox_url = settings.get("inboxUrl") if isinstance(settings, dict) else None
+            url = read_object(str(layout.gateway_settings), "the gateway settings").get("inboxUrl")
+            if url is not None and not isinstance(url, str):
+                raise InputError(f"HATP-MCP-52: {layout.gateway_settings} at $.inboxUrl: the inbox's URL is a string")
+            args.inbox_url = url
     return "--data GATEWAY_DIR (or --org DIR)" if args.data is None else None
 
 
@@ -74,8 +85,8 @@ def _approve(state: InboxState, seq: int, org: Path, key_file: str) -> int:
     pending = next((e for e in state.enrolments("pending") if e.seq == seq), None)
     if pending is None:
         return fail(f"no pending enrolment {seq}", EXIT_PROBLEMS)
-    key = SigningKey.from_jwk(read_json(key_file))
-    well_known = read_json(str(org / ".well-known" / "human-card.json"))
+    key = read_signing_key(key_file)
+    well_known = read_object(str(org / ".well-known" / "human-card.json"), "the well-known document")
     for path in sorted((org / "cards").glob("*.json")):
         doc = read_json(str(path))
         if isinstance(doc, dict) and doc.get("id") == pending.human:

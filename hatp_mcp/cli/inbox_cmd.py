@@ -11,20 +11,19 @@ never decides for the gateway and prints asks, screens and proofs only: never co
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_signing_key
 from hatp_mcp.core.gateway.machine import tick
 from hatp_mcp.core.gateway.proof import apply_decision, sign_decision, subject_digest
 from hatp_mcp.core.gateway.screen import render_ask_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
-from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
 from hatp_mcp.store.url import StoreUrl, open_gateway_store
@@ -148,13 +147,13 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
         value = args.value
         if stored.record.ask.kind == "form":
             try:
-                value = json.loads(args.value)
-            except ValueError:
-                return fail('a form answer is a JSON object, e.g. \'{"costCenter": "CC-0042"}\'', EXIT_BAD_INPUT)
+                value = load_json(args.value.encode("utf-8", "surrogatepass"), "--value")
+            except HatpError as exc:
+                return fail(f'{exc.one_line()}; a form answer is a JSON object, e.g. \'{{"costCenter": "CC-0042"}}\'')
     try:
-        key = SigningKey.from_jwk(read_json(args.key))
-    except (InputError, ValueError, AttributeError) as exc:
-        return fail(f"--key {args.key}: {exc}")
+        key = read_signing_key(args.key)
+    except InputError as exc:
+        return fail(f"--key: {exc}")
     ask = stored.record.ask
     try:
         proof = sign_decision(
@@ -168,7 +167,7 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
             value=value,
             terms=ask.terms,
         )
-    except ValueError as exc:
+    except (ValueError, HatpError) as exc:  # HatpError: a value with no canonical form (HATP-CANON-2)
         return fail(f"cannot sign this decision: {exc}".splitlines()[0])
     try:
         _preview(store, stored.record, proof, now)

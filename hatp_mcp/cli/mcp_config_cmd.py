@@ -39,15 +39,33 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail, print_json
-from hatp_mcp.cli.org_layout import OrgLayout, load_suite
+from hatp_mcp.cli.org_layout import OrgLayout, Suite, load_suite
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
 
-__all__ = ["HELP", "SERVERS", "add_arguments", "config", "coordinator_args", "org_config", "run", "trust_setup"]
+__all__ = [
+    "HELP",
+    "SERVERS",
+    "SERVICE_SERVERS",
+    "OrgParts",
+    "add_arguments",
+    "config",
+    "coordinator_args",
+    "coordinator_org_args",
+    "direct_config",
+    "gateway_args",
+    "journal_allow",
+    "org_config",
+    "org_parts",
+    "run",
+    "service_ports",
+    "trust_setup",
+]
 
 HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
 SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
@@ -57,6 +75,7 @@ WELL_KNOWN = ROOT / "spec" / "fixtures" / "org" / ".well-known" / "human-card.js
 GATEWAY_ID = "https://acme.com/hatp/gateway"
 AGENT_KEY = WELL_KNOWN.parent.parent / "test-only-keys" / "agents" / "travel-bot.private.jwk.json"
 COORDINATOR_ID = "coordinator://localhost"
+SERVICE_SERVERS = ("coordinator", "gateway", "directory")  # what a client reaches of `hatp serve`
 RECEIVERS = (*TOOL_SERVERS, "gateway")  # they act only for the coordinator (HATP-TRUST-10)
 
 
@@ -92,6 +111,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", action="append", choices=SERVERS, help="include only these servers (repeatable)")
     p.add_argument("--org", help="an organisation dir made by hatp init-org: its block, one gateway, no test keys")
     p.add_argument("--agent", help="with --org: the agent (private/agents/NAME) the coordinator signs plans as")
+    p.add_argument(
+        "--direct",
+        action="store_true",
+        help="with --org: the block whose servers the client itself starts over stdio (no service)",
+    )
 
 
 def config(data: Path, python: str, names: tuple[str, ...] = SERVERS) -> dict[str, Any]:
@@ -130,13 +154,24 @@ def _require(path: Path, what: str, fix: str) -> str:
     return str(path)
 
 
-def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, Any]:
-    """The block for the organisation at `root` (see the module docstring). Reads only. Raises HatpError
-    HATP-MCP-35 (not an organisation made by hatp init-org, a TEST-ONLY key, no agent, a missing key or pin)."""
+@dataclass(frozen=True)
+class OrgParts:
+    """What every server of an organisation is started with, checked once (see org_parts)."""
+
+    layout: OrgLayout
+    suite: Suite
+    well_known: str
+    gateway_key: str
+    agent_key: str
+
+
+def org_parts(root: Path, agent: str | None = None) -> OrgParts:
+    """The checked parts of the organisation at `root`. Reads only. Raises HatpError HATP-MCP-35 (not an
+    organisation made by hatp init-org, a TEST-ONLY key, no agent, a missing key or pin)."""
     layout = OrgLayout(root.absolute())
     suite = load_suite(layout.root)
     well_known = _require(layout.well_known, "the well-known document", "make the organisation with hatp init-org")
-    if "test-only" in Path(well_known).read_text():
+    if b"test-only" in Path(well_known).read_bytes():
         raise _refuse(
             f"{well_known} publishes a TEST-ONLY key: the acme.com test organisation is for demos and tests",
             "make your own: hatp init-org DIR --name example.org",
@@ -144,38 +179,93 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
     init = "it is made by hatp init-org; make the organisation again (init-org DIR2) or restore the file"
     gateway_key = _require(layout.gateway_key, "the gateway's key", init)
     _require(layout.data("coordinator") / "key.jwk.json", "the coordinator's key", init)
+    for p in suite.participants:
+        _require(p.keys, f"the pinned keys of {p.uri}", f"pin them: hatp trust add {p.keys} {p.uri}=KEYFILE")
+    return OrgParts(layout, suite, well_known, gateway_key, str(_agent_key(layout, agent)))
+
+
+def gateway_args(parts: OrgParts) -> list[str]:
+    """The gateway's arguments beside its transport: its store, the organisation, its key, the web inbox."""
+    suite = parts.suite
+    return [
+        *("--data", str(parts.layout.data("gateway")), "--org", str(parts.layout.root), "--key", parts.gateway_key),
+        *(("--inbox-port", str(suite.inbox_port)) if suite.inbox_port is not None else ()),
+    ]
+
+
+def coordinator_org_args(parts: OrgParts, participants: dict[str, str], gateway_url: str) -> list[str]:
+    """The coordinator's arguments beside its transport: `participants` maps each participant's uri to its
+    target (a stdio child or a URL)."""
+    links = []
+    for p in parts.suite.participants:
+        links += [f"--participant={p.uri}={participants[p.uri]}", f"--participant-keys={p.uri}={p.keys}"]
+    return [
+        *("--data", str(parts.layout.data("coordinator")), *links),
+        *("--gateway", gateway_url, "--gateway-keys", parts.well_known, "--gateway-id", parts.suite.gateway_id),
+        *("--org", str(parts.layout.root), "--agent-key", parts.agent_key, "--id", parts.suite.coordinator_id),
+    ]
+
+
+def journal_allow(parts: OrgParts) -> Path | None:
+    allow = parts.layout.root / "journal-allow.json"
+    return allow if allow.exists() else None
+
+
+def direct_config(root: Path, python: str, agent: str | None = None) -> dict[str, Any]:
+    """The block for the organisation at `root` whose servers the client itself starts over stdio (see the module
+    docstring). Reads only. Raises HatpError HATP-MCP-35 (as org_parts)."""
+    parts = org_parts(root, agent)
+    layout, suite = parts.layout, parts.suite
     exe = str(Path(python).absolute())
 
-    def entry(module: str, data: Path | None, *args: str) -> dict[str, Any]:
-        where = ["--data", str(data)] if data is not None else []
-        return {"command": exe, "args": ["-m", module, "--transport", "stdio", *where, *args]}
+    def entry(module: str, args: list[str]) -> dict[str, Any]:
+        return {"command": exe, "args": ["-m", module, "--transport", "stdio", *args]}
 
-    links = []
-    for p in suite.participants:
-        pins = _require(p.keys, f"the pinned keys of {p.uri}", f"pin them: hatp trust add {p.keys} {p.uri}=KEYFILE")
-        links += [f"--participant={p.uri}=stdio:{p.module}:{p.data}", f"--participant-keys={p.uri}={pins}"]
+    participants = {p.uri: f"stdio:{p.module}:{p.data}" for p in suite.participants}
     gateway_url = f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp"
     servers: dict[str, Any] = {
-        "hatp-gateway": entry(
-            "servers.gateway",
-            layout.data("gateway"),
-            *("--org", str(layout.root), "--key", gateway_key),
-            *("--mcp-port", str(suite.gateway_mcp_port)),
-            *(("--inbox-port", str(suite.inbox_port)) if suite.inbox_port is not None else ()),
-        ),
-        "hatp-coordinator": entry(
-            "servers.coordinator",
-            layout.data("coordinator"),
-            *links,
-            *("--gateway", gateway_url, "--gateway-keys", well_known, "--gateway-id", suite.gateway_id),
-            *("--org", str(layout.root), "--agent-key", str(_agent_key(layout, agent)), "--id", suite.coordinator_id),
-        ),
-        "hatp-directory": entry("servers.directory", None, "--org", str(layout.root)),
+        "hatp-gateway": entry("servers.gateway", [*gateway_args(parts), "--mcp-port", str(suite.gateway_mcp_port)]),
+        "hatp-coordinator": entry("servers.coordinator", coordinator_org_args(parts, participants, gateway_url)),
+        "hatp-directory": entry("servers.directory", ["--org", str(layout.root)]),
     }
-    allow = layout.root / "journal-allow.json"
-    if allow.exists():
-        servers["hatp-journal"] = entry("servers.journal", layout.data("journal"), "--allow", str(allow))
+    allow = journal_allow(parts)
+    if allow is not None:
+        servers["hatp-journal"] = entry(
+            "servers.journal", ["--data", str(layout.data("journal")), "--allow", str(allow)]
+        )
     return {"mcpServers": servers}
+
+
+def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, Any]:
+    """The block for the organisation at `root` served by `hatp serve` (HATP-MCP-45): `mcpServers`, for clients
+    that start a command, runs `hatp connect NAME` (the stdio bridge, which starts the service when it is not
+    running); `httpServers`, for clients that take a URL, names each server's streamable HTTP endpoint on
+    127.0.0.1 (a server whose port suite.json leaves to the service has none: use its bridge). Reads only.
+    Raises HatpError HATP-MCP-35 (as org_parts)."""
+    parts = org_parts(root, agent)
+    exe = str(Path(python).absolute())
+    root_arg = str(parts.layout.root)
+    names = [*SERVICE_SERVERS, *(("journal",) if journal_allow(parts) is not None else ())]
+    bridges: dict[str, Any] = {}
+    urls: dict[str, Any] = {}
+    ports = service_ports(parts.suite)
+    for name in names:
+        args = ["-m", "hatp_mcp.cli", "connect", name, "--org", root_arg]
+        if agent is not None:
+            args += ["--agent", agent]
+        bridges[f"hatp-{name}"] = {"command": exe, "args": args}
+        if ports.get(name):
+            urls[f"hatp-{name}"] = {"type": "http", "url": f"http://127.0.0.1:{ports[name]}/mcp"}
+    return {"mcpServers": bridges, "httpServers": urls}
+
+
+def service_ports(suite: Suite) -> dict[str, int]:
+    """Each service child's fixed port from suite.json (0: the service picks one at start)."""
+    return {
+        "gateway": suite.gateway_mcp_port,
+        "coordinator": suite.coordinator_mcp_port or 0,
+        "directory": suite.directory_mcp_port or 0,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
         if args.only:
             return fail("--only is for the test suite's block; --org prints the organisation's whole block")
         try:
-            block = org_config(Path(args.org).expanduser(), args.python, args.agent)
+            make = direct_config if args.direct else org_config
+            block = make(Path(args.org).expanduser(), args.python, args.agent)
         except HatpError as exc:
             return fail(exc.one_line(), EXIT_PROBLEMS)
         except OSError as exc:

@@ -7,7 +7,9 @@ DIR/agents/                       Directory-signed agent cards (`hatp card agent
 DIR/contacts.json                 the gateway's private contact book (0600), never in a card or a message
 DIR/gateway.json                  the gateway's settings (HATP-GW-65): no delivery channel until the operator
                                   adds one; with the web inbox on, its URL and passkey relying party (localhost)
-DIR/suite.json                    how `hatp mcp-config --org` starts the servers: ids, ports, participants
+DIR/suite.json                    how `hatp serve` and `hatp mcp-config --org` start the servers: ids, ports,
+                                  participants
+DIR/data/service/                 `hatp serve`'s lock, status.json and logs/ (made by the service)
 DIR/private/                      (0700) directory.private.jwk.json, gateway.private.jwk.json, agents/ (0600)
 DIR/trust/                        the participants' public keys the coordinator pins (HATP-MCP-27, -37)
 DIR/data/<server>/                each server's --data: its own key (made here, once), state, trust list
@@ -38,7 +40,7 @@ from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS
 from hatp_mcp.core.signing.keys import PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import write_trust_list
-from hatp_mcp.store.files import create_file, load_or_create_key
+from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
 from hatp_mcp.store.pin_file import add_pins
 
 __all__ = ["DEMO_PARTICIPANTS", "OrgLayout", "Participant", "Suite", "init_org", "load_suite"]
@@ -120,6 +122,9 @@ class Suite:
     gateway_mcp_port: int  # the one gateway process's MCP port on 127.0.0.1, the coordinator's link (HATP-MCP-35)
     inbox_port: int | None  # the web inbox on localhost; None: off
     participants: tuple[Participant, ...]
+    # `hatp serve`'s fixed ports on 127.0.0.1 for clients that take a URL (HATP-MCP-45); None: one picked at start
+    coordinator_mcp_port: int | None = None
+    directory_mcp_port: int | None = None
 
 
 def _bad_suite(path: Path, where: str, reason: str) -> HatpError:
@@ -139,7 +144,7 @@ def load_suite(root: Path) -> Suite:
     layout = OrgLayout(root)
     path = layout.suite
     try:
-        doc: Any = json.loads(path.read_text())
+        doc: Any = read_json_file(path)
     except FileNotFoundError as exc:
         raise _bad_suite(path, "$", "there is no suite.json: not an organisation made by hatp init-org") from exc
     except (OSError, ValueError) as exc:
@@ -159,7 +164,13 @@ def load_suite(root: Path) -> Suite:
             raise _bad_suite(path, f"{where}.{key}", f"{key} must be a TCP port (1..65535)")
         return value
 
+    def optional_port(obj: Mapping[str, Any], where: str) -> int | None:
+        return port(obj, "mcpPort", where) if obj.get("mcpPort") is not None else None
+
     coordinator, gateway, parts = doc.get("coordinator"), doc.get("gateway"), doc.get("participants")
+    directory = doc.get("directory", {})
+    if not isinstance(directory, dict):
+        raise _bad_suite(path, "$.directory", "directory is an object ({mcpPort})")
     if not isinstance(coordinator, dict) or not isinstance(gateway, dict) or not isinstance(parts, dict):
         raise _bad_suite(path, "$", "suite.json has coordinator, gateway and participants objects")
     participants = []
@@ -177,6 +188,8 @@ def load_suite(root: Path) -> Suite:
         gateway_mcp_port=port(gateway, "mcpPort", "$.gateway"),
         inbox_port=port(gateway, "inboxPort", "$.gateway") if gateway.get("inboxPort") is not None else None,
         participants=tuple(participants),
+        coordinator_mcp_port=optional_port(coordinator, "$.coordinator"),
+        directory_mcp_port=optional_port(directory, "$.directory"),
     )
 
 
@@ -249,8 +262,9 @@ def _build(tmp: Path, organization: str, inbox_port: int | None, gateway_port: i
         layout.suite,
         {
             "organization": organization,
-            "coordinator": {"id": coordinator_id},
+            "coordinator": {"id": coordinator_id, "mcpPort": free_port()},
             "gateway": {"id": gateway_id, "mcpPort": gateway_port, "inboxPort": inbox_port},
+            "directory": {"mcpPort": free_port()},
             "participants": participants,
         },
     )

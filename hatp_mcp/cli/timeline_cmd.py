@@ -42,5 +42,6 @@ def run(args: argparse.Namespace) -> int:
         Path(args.out).write_text(render_timeline(record, problems))
     except OSError as exc:
         return fail(f"{args.out}: cannot write: {exc.strerror or exc}")
-    print(f"{args.out}: {len(record.get('events', []))} events, {len(problems)} problem(s)")
+    events = record.get("events")
+    print(f"{args.out}: {len(events) if isinstance(events, list) else 0} events, {len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else EXIT_OK

@@ -1,6 +1,7 @@
 """`hatp validate PLAN.json [--json] [--now ISO-8601]`: the static plan checker, for HATP plans and saga artifacts.
 
-Exit 0 valid, 1 violations (all of them are printed, not the first), 2 unreadable input or a bad --now.
+Exit 0 valid, 1 violations (all of them are printed, not the first), 2 unreadable input or a bad --now (with
+`--json`, an unreadable input is also printed as {"ok": false, "error": {"rule", "reason"}}).
 """
 
 from __future__ import annotations
@@ -52,12 +53,14 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_BAD_INPUT)
     try:
         value = read_json(args.plan)
+        try:
+            report = validate_document(value, now)
+        except ValueError as exc:
+            raise InputError(f"HATP-MCP-52: {args.plan}: {exc}") from exc
     except InputError as exc:
+        if args.json:  # HATP-MCP-52: a caller that asked for JSON gets JSON, with the exit code and the line
+            print_json({"ok": False, "kind": None, "violations": [], "error": exc.to_dict()})
         return fail(str(exc))
-    try:
-        report = validate_document(value, now)
-    except ValueError as exc:
-        return fail(f"{args.plan}: {exc}")
     if args.json:
         print_json(report.to_dict())
     elif report.violations:

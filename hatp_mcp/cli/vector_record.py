@@ -19,6 +19,7 @@ from typing import Any
 from hatp_mcp.cli.vector_keys import KEYS, key, keyring
 from hatp_mcp.core.gated_tools.checks import GateRequirement, expected_call
 from hatp_mcp.core.gated_tools.gateway_routing import tool_call_ask_id
+from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.gateway.proof import ask_id_of
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.money import plan_money
@@ -26,6 +27,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import canonical, digest
 from hatp_mcp.core.signing.keys import sign_object, signing_bytes
 from hatp_mcp.core.txn.record import RecordChain, check_record
+from hatp_mcp.errors import BrokenInvariant
 
 __all__ = ["approval_vectors", "record_vectors"]
 
@@ -65,7 +67,7 @@ def _plan_approval(plan: Plan, plan_digest: str) -> dict[str, Any]:
     req = plan.approvals[0]
     totals, up_to = plan_money(plan).amounts()
     at = _at(5, 0)
-    ask_id = f"{plan.txn_id}/{req.id}"
+    ask_id = approval_ask_id(plan.txn_id, req.id)
     approval: dict[str, Any] = {
         "type": "hatp.approval",
         "approvalId": "apr-vector-0001",
@@ -97,7 +99,8 @@ def _plan_approval(plan: Plan, plan_digest: str) -> dict[str, Any]:
         "nonce": "vector-nonce-gateway-0001",
         "issuedAt": at,
     }
-    assert ask_id_of(Approval.model_validate(approval)) == ask_id  # the ask id the proof binds
+    if ask_id_of(Approval.model_validate(approval)) != ask_id:  # the ask id the proof binds
+        raise BrokenInvariant(f"the vector's approval binds another ask than {ask_id}")
     signed: dict[str, Any] = sign_object(approval, key("gateway"))
     return signed
 
@@ -144,7 +147,8 @@ def _committed(plan: Plan) -> tuple[RecordChain, dict[str, list[dict[str, Any]]]
         kept[b.participant] += [vote, receipt]
     decision = chain.append("decision", _at(5, 10), {"decision": "commit", "reason": "every branch voted yes"})
     at_decision = chain.head_at  # a commit answers at the decision it carries out
-    assert at_decision is not None and at_decision.event_digest == digest(decision)
+    if at_decision is None or at_decision.event_digest != digest(decision):
+        raise BrokenInvariant("the vector's chain does not end at the decision it just appended")
     for n, b in enumerate(plan.branches):
         at = _at(5, 11 + n)
         more = {"undoToken": "undo-calendar-0001"} if b.tier == "compensate" else {}
@@ -183,7 +187,8 @@ def _cut_to_an_abort(plan: Plan, record: Mapping[str, Any]) -> dict[str, Any]:
 def _verdict(record: Mapping[str, Any], ring: Any, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     found = check_record(record, ring, evidence=evidence or [])
     anchoring = found.anchoring
-    assert anchoring is not None
+    if anchoring is None:
+        raise BrokenInvariant("check_record gave no anchoring verdict for the vector's record")
     return {
         "ok": not found.problems,
         "problems": [p.to_dict() for p in found.problems],
@@ -209,8 +214,10 @@ def record_vectors(plan: Plan) -> dict[str, Any]:
         "forged": _verdict(forged, ring),
         "forgedWithEvidence": _verdict(forged, ring, outside),
     }
-    assert verdicts["record"]["ok"] and verdicts["recordWithEvidence"]["ok"] and verdicts["forged"]["ok"]
-    assert not verdicts["forgedWithEvidence"]["ok"]
+    if not (verdicts["record"]["ok"] and verdicts["recordWithEvidence"]["ok"] and verdicts["forged"]["ok"]):
+        raise BrokenInvariant("a record of the vector that must verify does not")
+    if verdicts["forgedWithEvidence"]["ok"]:
+        raise BrokenInvariant("the vector's forged record verifies with the evidence that must catch it")
     return {
         "about": "A whole signed Transaction Record (spec/hatp.md section 5) under the keys of keys.json: "
         "`keyring` is the verifier's JWKS (each key bound to its party, HATP-SIG-6); `eventDigests[i]` is the "

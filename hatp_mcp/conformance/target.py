@@ -23,6 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, write_trust_list
 from hatp_mcp.store.files import load_or_create_key
 
@@ -46,7 +47,8 @@ def open_identity(directory: Path) -> Identity:
     Raises OSError or ValueError."""
     key = load_or_create_key(directory, ["coordinator"])
     path = write_trust_list(directory, {RUNNER_ID: key.public_jwk()})
-    assert path.name == TRUST_FILE
+    if path.name != TRUST_FILE:
+        raise BrokenInvariant(f"the runner's trust list was written as {path.name}, not {TRUST_FILE}")
     return Identity(key, RUNNER_ID, path)
 
 
@@ -73,7 +75,8 @@ class Target:
         return self.command is not None
 
     def stdio_parameters(self) -> StdioServerParameters:
-        assert self.command is not None
+        if self.command is None:
+            raise BrokenInvariant("a target without a command has no stdio parameters")
         # the operator's own environment and directory: a server started by hand would see the same
         return StdioServerParameters(
             command=self.command[0], args=list(self.command[1:]), env=dict(os.environ), cwd=os.getcwd()
@@ -87,6 +90,7 @@ class Target:
             async with Client(stdio_client(self.stdio_parameters(), errlog=errlog)) as client:
                 yield client
         else:
-            assert self.url is not None
+            if self.url is None:
+                raise BrokenInvariant("a target names neither a command nor a url")
             async with Client(self.url) as client:
                 yield client

@@ -19,6 +19,7 @@ from anyio.streams.text import TextReceiveStream
 
 from hatp_mcp.conformance.report import CheckResult, Report
 from hatp_mcp.conformance.target import Target
+from hatp_mcp.errors import BrokenInvariant
 
 __all__ = ["run_wire_checks"]
 
@@ -85,7 +86,8 @@ class _Lines:
     """JSON-RPC messages read from a child's stdout, one per line."""
 
     def __init__(self, process: Process) -> None:
-        assert process.stdout is not None
+        if process.stdout is None:
+            raise BrokenInvariant("a server process opened without a stdout pipe")
         self.stream = TextReceiveStream(process.stdout)
         self.pending = ""
 
@@ -170,7 +172,8 @@ async def _over_stdio(target: Target, report: Report, errlog: TextIO, answer_sec
         env=params.env,
     )
     try:
-        assert process.stdin is not None
+        if process.stdin is None:
+            raise BrokenInvariant("a server process opened without a stdin pipe")
         lines = _Lines(process)
         for want_id, (rule, what, raw, code, inner) in enumerate(CASES, start=9001):
             closed = False

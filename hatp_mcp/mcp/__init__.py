@@ -33,6 +33,7 @@ The servers and their clients:
 
 Processes and connections:
 
+- bridge.py: a stdio-to-streamable-HTTP relay, what `hatp connect` runs for a client that starts a command;
 - serve.py: one MCP server run as its own process over stdio or streamable HTTP, and stopped cleanly;
 - stdio_pipes.py: the process's stdin and stdout as event-loop pipes, for the SDK's stdio server transport;
 - launch.py: server processes started from a parent (tests, the demo, the bench), and made sure to end;

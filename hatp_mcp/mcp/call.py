@@ -20,7 +20,7 @@ from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.txn_auth import auth_method
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import TransportFailed, from_mcp_error
+from hatp_mcp.mcp.errors import TransportFailed, cause, from_mcp_error
 
 __all__ = ["SDK_RESULT_KEYS", "HatpRequest", "Signer", "call", "call_raw"]
 
@@ -54,10 +54,12 @@ async def call_raw(client: Client, method: str, params: dict[str, Any], read_tim
     except MCPError as exc:
         raise from_mcp_error(exc, method) from exc
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-        raise TransportFailed("HATP-MCP-6", f"{method}: connection lost ({exc!r})", code="CONNECTION_CLOSED") from exc
+        raise TransportFailed(
+            "HATP-MCP-6", f"{method}: connection lost ({cause(exc)})", code="CONNECTION_CLOSED"
+        ) from exc
     except ExceptionGroup as group:  # the HTTP transport raises httpx2 errors wrapped in groups
         raise TransportFailed(
-            "HATP-MCP-6", f"{method}: server unreachable ({group.exceptions[0]!r})", code="UNREACHABLE"
+            "HATP-MCP-6", f"{method}: server unreachable ({cause(group)})", code="UNREACHABLE"
         ) from group
     return {k: v for k, v in (raw.model_extra or {}).items() if k not in SDK_RESULT_KEYS}
 

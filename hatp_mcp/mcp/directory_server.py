@@ -4,7 +4,9 @@
   address, ranked, and who may not with the rule and a detail, exactly as hatp_mcp/core/gateway/directory.py computes;
 - resources: each trusted Human Card as `cards://ORG/NAME` (also through the template `cards://{org}/{name}`),
   served as the very object the Directory signed so a reader verifies it offline, and the well-known document as
-  `wellknown://ORG/human-card.json`.
+  `wellknown://ORG/human-card.json`;
+- over HTTP, beside MCP, the same documents where discovery looks for them: `/.well-known/human-card.json` and
+  `/cards/NAME.json` (HATP-MCP-48).
 
 Cards carry channel types only, never contact details, and nothing else is served. No protocol logic here.
 """
@@ -19,6 +21,8 @@ from typing import Any
 
 import anyio
 from mcp.server import MCPServer
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.directory import Criteria, Directory
@@ -143,4 +147,25 @@ def serve_directory(
         description=f"/.well-known/human-card.json of {directory.organization}",
         mime_type=JSON,
     )(read_well_known)
+    _serve_documents(server, directory.organization, wk_text, trusted)
     return settings
+
+
+def _serve_documents(server: MCPServer, organization: str, well_known: str, cards: Mapping[str, Any]) -> None:
+    """HATP-MCP-48: over HTTP, beside MCP, the documents discovery reads: GET /.well-known/human-card.json and
+    GET /cards/NAME.json (a trusted card only; anything else is 404 with the rule). Read only, no state."""
+
+    async def get_well_known(_request: Request) -> Response:
+        return Response(well_known, media_type=JSON)
+
+    async def get_card(request: Request) -> Response:
+        name = str(request.path_params["name"])
+        doc = cards.get(f"human://{organization}/{name}")
+        if doc is None:
+            return JSONResponse(
+                {"rule": "HATP-MCP-48", "reason": f"no trusted card human://{organization}/{name}"}, status_code=404
+            )
+        return Response(json.dumps(doc), media_type=JSON)
+
+    server.custom_route("/.well-known/human-card.json", methods=["GET"])(get_well_known)
+    server.custom_route("/cards/{name}.json", methods=["GET"])(get_card)

@@ -16,6 +16,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec
 
+import anyio
 from mcp import MCPError
 from mcp.types import CallToolResult, TextContent
 
@@ -29,6 +30,7 @@ __all__ = [
     "TransportFailed",
     "agent_tool",
     "agent_tool_sync",
+    "cause",
     "code_for",
     "from_mcp_error",
     "refusal_text",
@@ -78,6 +80,23 @@ CODES: dict[str, int] = {
 DEFAULT_CODE = -32069  # any other HATP refusal: still a refusal, never a success
 P = ParamSpec("P")
 LISTED = 64  # violations or schema errors written out in a refusal's text; every one stays in its data
+
+
+def cause(exc: BaseException) -> str:
+    """What went wrong, in words a model can act on: the innermost error of an exception group (the SDK raises
+    groups of transport errors), by its message or, when it has none, its kind; never a repr (HATP-MCP-47)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    while exc.__cause__ is not None and not str(exc):
+        exc = exc.__cause__
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ConnectionRefusedError) or "refused" in text.lower():
+        return "connection refused"
+    if "Connect" in type(exc).__name__ or isinstance(exc, ConnectionError):
+        return f"cannot connect: {text}"[:300] if text else "cannot connect"
+    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)):
+        return "the connection was closed"
+    return (text or type(exc).__name__)[:300]
 
 
 class TransportFailed(HatpError):

@@ -43,7 +43,7 @@ from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.signing.keys import Keyring
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.worker_threads import WorkerThreads
@@ -154,7 +154,8 @@ class ApprovalGate:
             )
 
         approval = check(False)  # every other check first: a refused approval spends nothing
-        assert approval.expires_at is not None  # check_approval refuses an approval that never expires
+        if approval.expires_at is None:
+            raise BrokenInvariant("check_approval passed an approval that never expires (it refuses one)")
         # Kept until the approval and every proof in it are refused by time anyway (HATP-GATE-10, HATP-GATE-24).
         keep_until = max(parse_ts(approval.expires_at), now + self.policy.max_proof_age)
         # All or none: a key already spent (this approval again, or one of its people's proofs in another approval)

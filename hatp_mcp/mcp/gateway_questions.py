@@ -19,6 +19,7 @@ from mcp.server import MCPServer
 from pydantic import Field
 
 from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.gateway import MAX_TEXT_ANSWER
 from hatp_mcp.core.model.question import QuestionQuery, QuestionRequest
 from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
@@ -52,7 +53,7 @@ OptionsArg = Annotated[
 ]
 SchemaArg = Annotated[dict[str, Any], Field(description="A JSON Schema (2020-12) the answer's fields must meet.")]
 MaxLengthArg = Annotated[
-    int | None, Field(default=None, ge=1, le=100_000, description="The longest answer, in characters.")
+    int | None, Field(default=None, ge=1, le=MAX_TEXT_ANSWER, description="The longest answer, in characters.")
 ]
 DecideByArg = Annotated[
     str | None,

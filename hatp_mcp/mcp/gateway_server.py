@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer, Server
 
+from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.estimate import EstimateRequest, TightenRequest
 from hatp_mcp.core.model.gateway_messages import VotedRequest, VoteResult
@@ -95,7 +96,7 @@ def serve_gateway(
             return
         holding[0] += 1
         try:
-            await gateway.watch(f"{req.txn_id}/{req.requirement_id}", min(float(req.wait_seconds), max_hold))
+            await gateway.watch(approval_ask_id(req.txn_id, req.requirement_id), min(float(req.wait_seconds), max_hold))
         except KeyError:
             return  # refused by `voted` below (HATP-MCP-10), without waiting
         finally:
@@ -106,7 +107,7 @@ def serve_gateway(
 
     async def current(txn_id: str, requirement_id: str) -> VoteResult:
         try:
-            stored = await gateway.current(f"{txn_id}/{requirement_id}")
+            stored = await gateway.current(approval_ask_id(txn_id, requirement_id))
         except KeyError:
             raise no_such_ask(txn_id, requirement_id) from None
         return vote_result(txn_id, requirement_id, stored)
@@ -134,7 +135,7 @@ def serve_gateway(
         return await current(req.txn_id, req.requirement_id)
 
     async def abort(req: AbortRequest) -> WireModel:
-        stored = gateway.store.get(f"{req.txn_id}/{req.branch_id}")
+        stored = gateway.store.get(approval_ask_id(req.txn_id, req.branch_id))
         if stored is None:
             raise no_such_ask(req.txn_id, req.branch_id)
         digest = stored.record.ask.plan_digest if stored.record else (stored.vote or {}).get("planDigest")
@@ -160,7 +161,7 @@ def serve_gateway(
         return await gateway.estimate(req.plan, req.requirement_id)
 
     async def tighten(req: TightenRequest) -> WireModel:
-        stored = gateway.store.get(f"{req.txn_id}/{req.requirement_id}")
+        stored = gateway.store.get(approval_ask_id(req.txn_id, req.requirement_id))
         if stored is None:
             raise no_such_ask(req.txn_id, req.requirement_id)
         digest = stored.record.ask.plan_digest if stored.record else (stored.vote or {}).get("planDigest")

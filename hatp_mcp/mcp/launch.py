@@ -23,6 +23,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import StdioServerParameters
 
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.mcp.serve import READY_PREFIX
 
 __all__ = ["HttpProcess", "LaunchError", "launch_http", "server_args", "stdio_params"]
@@ -109,7 +110,8 @@ async def launch_http(
     if env is not None:
         kwargs["env"] = env
     process = await anyio.open_process(cmd, **kwargs)
-    assert process.stderr is not None
+    if process.stderr is None:
+        raise BrokenInvariant("a server process opened without a stderr pipe")
     stream = BufferedByteReceiveStream(process.stderr)
     lines: list[str] = []
     proc: HttpProcess | None = None

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import TransportFailed
 from hatp_mcp.mcp.server_links import Link, advertised_keyring
 from hatp_mcp.store.files import create_file
@@ -138,7 +138,8 @@ async def participant_keyring(
         if pinned is not None:
             source, keys = describe(pinned), read_keys(pinned)
         else:
-            assert kept is not None
+            if kept is None:
+                raise BrokenInvariant(f"{name}: neither a pin nor a kept key file") from exc
             source, keys = f"first seen, kept in {kept}", read_keys(kept)
         ring = check_pinned(name, Keyring(), keys, role, source)
         if on_unreachable is not None:
@@ -150,7 +151,8 @@ async def participant_keyring(
         return ring
     if pinned is not None:
         return check_pinned(name, advertised, read_keys(pinned), role, describe(pinned))
-    assert kept is not None
+    if kept is None:
+        raise BrokenInvariant(f"{name}: neither a pin nor a kept key file")
     if kept.exists():
         return check_pinned(name, advertised, read_keys(kept), role, f"first seen, kept in {kept}")
     if len(advertised) == 0:

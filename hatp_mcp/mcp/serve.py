@@ -31,6 +31,7 @@ from hatp_mcp.mcp.hatp_methods import lowlevel_of
 from hatp_mcp.mcp.stdio_pipes import claim_stdio
 from hatp_mcp.mcp.wire_guard import GuardedApp, screen_line
 from hatp_mcp.runtime.gc_tuning import settle_heap
+from hatp_mcp.runtime.service.supervisor import READY_PREFIX
 
 __all__ = [
     "READY_PREFIX",
@@ -42,8 +43,6 @@ __all__ = [
     "serve",
     "serve_http_beside",
 ]
-
-READY_PREFIX = "HATP_READY"
 
 
 def log(message: str) -> None:

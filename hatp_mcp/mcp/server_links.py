@@ -43,8 +43,9 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.mcp.call import Signer
-from hatp_mcp.mcp.errors import TransportFailed
+from hatp_mcp.mcp.errors import TransportFailed, cause
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.gateway_client import McpApprover
 from hatp_mcp.mcp.launch import stdio_params
@@ -124,7 +125,10 @@ class Link:
                     self._client, self._close = await self._tg.start(self._hold)
                 except Exception as exc:  # the SDK raises groups of transport errors at open
                     raise TransportFailed(
-                        "HATP-MCP-6", f"{self.name}: cannot reach {self.target.describe()}: {exc!r}", code="UNREACHABLE"
+                        "HATP-MCP-6",
+                        f"{self.name} is down: cannot reach {self.target.describe()} ({cause(exc)}); nothing was sent "
+                        f"to it. Start it (hatp serve runs it and restarts it), then try again",
+                        code="UNREACHABLE",
                     ) from exc
                 self.connects += 1
             return self._client
@@ -148,7 +152,8 @@ class Link:
                 if self.target.url is not None:
                     client = await stack.enter_async_context(Client(self.target.url))
                 else:
-                    assert self.target.module is not None
+                    if self.target.module is None:
+                        raise BrokenInvariant("a server link names neither a url nor a module")
                     errlog: TextIO = sys.stderr
                     if self._errlog_dir is not None:
                         errlog = stack.enter_context((self._errlog_dir / f"{_file_name(self.name)}.stderr").open("a"))

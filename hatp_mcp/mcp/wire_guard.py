@@ -20,7 +20,9 @@ integer, read alike by both). Anything else (spacing, escapes written otherwise,
 parser, `load_json`, which alone ever refuses: the verdicts are the same (tests/mcp/test_wire_guard.py checks the
 fast path against it).
 
-A refused message whose id cannot be read (it is not JSON, or not an object) is answered with id null, as
+A refused message's id is found by a bounded scan of its own object that skips nested values however deep
+(`_own_members`, HATP-WIRE-3), so a message refused for its depth is answered with its id. One whose id cannot be
+read that way (it is not JSON, or not an object) is answered with id null, as
 JSON-RPC 2.0 section 5.1 says; a refused notification (an object without an id) is not answered, as JSON-RPC
 says of every notification. This module knows no HATP method.
 """
@@ -49,6 +51,10 @@ _MAY_HOLD_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 # message's id is read without parsing it. Linear: the two alternatives never start with the same byte.
 _LEADING_ID = re.compile(rb'\s*\{(?:[^{}\[\]"]|"(?:[^"\\]|\\.)*")*?"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")')
 _LEADING_BYTES = 4096
+# HATP-WIRE-3: the tokens of a message's own object, read without parsing it: a string, a run of opening brackets,
+# a run of closing ones, a scalar, a separator. Runs make a value nested N deep two tokens, however deep.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+|[^\s"\[\]{},:]+|[,:]')
+_SCAN_TOKENS = 1_000_000  # a quarter of the tokens an 8 MiB message can hold
 
 
 def _error(msg_id: object, code: int, rule: str, reason: str, fix: str) -> dict[str, Any]:
@@ -81,17 +87,70 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+def _own_members(raw: bytes) -> dict[str, bytes] | None:
+    """HATP-WIRE-3: the members of the message's own object, name (its JSON string read) to its value's raw
+    token when that value is a string or scalar, else to b"" (an object or array, skipped however deep by counting
+    brackets outside strings). Read without parsing, in at most _SCAN_TOKENS tokens; None when the message is not
+    one object the scan can follow. It decides nothing: a message it reads may still be refused (that is why it is
+    asked), and a member's first writing counts."""
+    members: dict[str, bytes] = {}
+    depth, name, expect = 0, "", "open"
+    for n, found in enumerate(_TOKEN.finditer(raw)):
+        if n >= _SCAN_TOKENS:
+            return None
+        token = found.group()
+        first = token[:1]
+        if expect == "open":  # the message's own `{`, alone
+            if token != b"{":
+                return None
+            depth, expect = 1, "name"
+        elif depth > 1:  # inside a nested value: only brackets count
+            if first in b"[{":
+                depth += len(token)
+            elif first in b"]}":
+                depth -= len(token)
+                if depth == 0:  # the run closed the message's own object too
+                    return members
+                if depth < 0:
+                    return None
+        elif expect == "name":
+            if first == b'"':
+                try:
+                    name, expect = json.loads(token), "colon"
+                except ValueError:
+                    return None
+            elif token == b"}":
+                return members
+            elif token != b",":
+                return None
+        elif expect == "colon":
+            if token != b":":
+                return None
+            expect = "value"
+        elif expect == "value":
+            if first in b"[{":
+                members.setdefault(name, b"")
+                depth += len(token)
+            elif first in b"]}" or token in (b",", b":"):
+                return None
+            else:
+                members.setdefault(name, token)
+            expect = "name"
+    return None  # the object never closed
+
+
 def _id_of(raw: bytes) -> object:
-    """The message's id when it can be read at all (duplicates and limits aside), else None."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+    """The message's id when its own object can be scanned (HATP-WIRE-3: duplicates, depth and numbers aside),
+    else None."""
+    members = _own_members(raw)
+    token = members.get("id", b"") if members is not None else b""
+    if not token:
         return None
-    if isinstance(value, dict):
-        got = value.get("id")
-        if isinstance(got, str | int) and not isinstance(got, bool):
-            return got
-    return None
+    try:
+        got = json.loads(token)
+    except ValueError:
+        return None
+    return got if isinstance(got, str | int) and not isinstance(got, bool) else None
 
 
 def _leading_id(raw: bytes) -> object:
@@ -108,11 +167,9 @@ def _leading_id(raw: bytes) -> object:
 
 
 def _is_notification(raw: bytes) -> bool:
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(value, dict) and "method" in value and "id" not in value
+    """An object with a `method` and no `id` (HATP-WIRE-3: read by the same scan, however deep its params)."""
+    members = _own_members(raw)
+    return members is not None and "method" in members and "id" not in members
 
 
 def _too_large(size: int, head: bytes) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Drivers that feed events to the core, persist before sending, and arm deadlines from absolute times.
 
 One package per protocol part, mirroring the core, each independent of the others (import-linter):
-coordinator/, gateway/, participant/, journal/. The shared pieces at the top:
+coordinator/, gateway/, participant/, journal/; and service/, the local service's supervisor (`hatp serve`), which
+knows no part. The shared pieces at the top:
 
 - clock.py: the swappable clock (`SystemClock`, `FakeClock`); deadlines are absolute times;
 - interfaces.py: what the coordinator calls, a Participant and an Approver, as transport-free Protocols;

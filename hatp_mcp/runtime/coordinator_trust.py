@@ -28,9 +28,9 @@ from hatp_mcp.core.participant.coordinator_auth import (
     check_epoch,
 )
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.store.files import load_or_create_key, replace_file
+from hatp_mcp.store.files import load_or_create_key, read_json_file, replace_file
 from hatp_mcp.store.txn_bindings import MemoryTxnBindings, SqliteTxnBindings, TxnBindings
 
 __all__ = [
@@ -52,7 +52,7 @@ def load_trust_list(path: Path, coordinator: str | None = None) -> Keyring:
     `coordinator` and the `party` (coordinator id) it speaks for; `coordinator` binds keys that name none.
 
     Raises ValueError naming the key that is wrong, OSError for IO."""
-    doc: Any = json.loads(path.read_text())
+    doc: Any = read_json_file(path)
     jwks = doc if isinstance(doc, dict) and "keys" in doc else {"keys": [doc]}
     ring = Keyring.from_jwks(jwks)
     out = Keyring()
@@ -131,7 +131,8 @@ class TrustedCoordinators:
             if exc.rule == "HATP-TRUST-6":
                 raise HatpError(exc.rule, exc.reason, path=exc.path, code=exc.code, fix=_fix(self._where)) from exc
             raise
-        assert self.keyring is not None  # check_auth refuses without one
+        if self.keyring is None:
+            raise BrokenInvariant("check_auth passed a request without a keyring (it refuses one)")
         if method == "commit":
             check_decision(params, admitted, self.keyring)
         held = self.bindings.get(admitted.txn_id)

@@ -1,4 +1,5 @@
-"""Small files that must never be seen half written: keys and trust-on-first-use pins.
+"""Small files that must never be seen half written: keys and trust-on-first-use pins; and reading a JSON file
+the way every other input is read (`read_json_file`: the wire limits of core/model/wire.py load_json).
 
 A file is written beside its target under a temporary name, flushed to disk, then put in place in one step
 (`os.link` for create-only, `os.replace` to overwrite), and the directory is flushed too. A process that stops
@@ -14,10 +15,23 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.errors import HatpError
 
-__all__ = ["create_file", "load_or_create_key", "replace_file"]
+__all__ = ["create_file", "load_or_create_key", "read_json_file", "replace_file"]
+
+
+def read_json_file(path: Path) -> Any:
+    """The JSON value in `path`, read by the one loader (HATP-OBJ-1/2/4: size, depth, duplicates, numbers), so a
+    hostile file is refused with its rule like any other input, never a RecursionError. Raises ValueError naming
+    the rule and the file, OSError for IO."""
+    try:
+        return load_json(path.read_bytes(), str(path))
+    except HatpError as exc:
+        raise ValueError(f"{exc.rule}: {exc.reason}") from exc
 
 
 def _written(path: Path, text: str, mode: int) -> Path:
@@ -82,12 +96,12 @@ def load_or_create_key(data: Path, roles: Iterable[str]) -> SigningKey:
     if not path.exists():
         new = SigningKey.generate(roles)
         create_file(path, json.dumps(new.private_jwk()), 0o600)  # never half written; a racing start wins alike
-    key = SigningKey.from_jwk(json.loads(path.read_text()))
+    key = SigningKey.from_jwk(read_json_file(path))
     public = data / "public.jwk.json"
     if create_file(public, json.dumps(key.public_jwk()), 0o644):
         return key
     try:
-        kept: object = json.loads(public.read_text())
+        kept: object = read_json_file(public)
     except ValueError:
         kept = None
     if not isinstance(kept, dict) or (kept.get("kid"), kept.get("x")) != (key.kid, key.public_jwk()["x"]):

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.participant.branch import BranchMachine, BranchState, Lease
+from hatp_mcp.errors import BrokenInvariant
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
@@ -210,7 +211,8 @@ class StateDb:
     def carry(self, key: str) -> None:
         """Inside `transaction()`: run the writes deferred for `key` in it."""
         with self.lock:
-            assert self._depth, "carry() runs inside transaction()"
+            if not self._depth:
+                raise BrokenInvariant("carry() runs inside transaction()")
             entries = self._deferred.pop(key, [])
             self._carried.extend((key, entry) for entry in entries)  # a write that raises rolls all of them back
             for entry in entries:

@@ -16,7 +16,7 @@ from typing import Any
 
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.files import replace_file
+from hatp_mcp.store.files import read_json_file, replace_file
 
 __all__ = ["add_pins", "read_pins"]
 
@@ -26,7 +26,7 @@ def read_pins(path: Path) -> Keyring:
     public keys) or OSError."""
     if not path.exists():
         return Keyring()
-    doc: Any = json.loads(path.read_text())
+    doc: Any = read_json_file(path)
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: a pin file is a JWKS {{'keys': [...]}}")
     return Keyring.from_jwks(doc)

@@ -10,6 +10,10 @@ Safe by default:
   anything else is refused 403 and changes nothing (HATP-GW-73);
 - every response carries a strict Content-Security-Policy (`default-src 'none'`, scripts and fetches from the
   inbox's own origin only, no inline script, no framing), `nosniff`, `no-referrer`, `no-store`;
+- every body is bounded before it is read, by the route it goes to (`body_cap`: a few KiB for sign-in and a
+  decision, what the longest answer needs for a challenge): a Content-Length over it is refused 413 from the header
+  alone, a body without one is counted as it streams (HATP-GW-85); a body is read by the one JSON loader
+  (core/model/wire.py), so depth, duplicates and numbers are refused 400 with their rule, never a 500;
 - sessions are random ids in an HttpOnly, SameSite=Strict cookie, expire after `session_seconds` on the Clock,
   and end at sign-out; pages never show a contact detail (pages.py).
 An ask that is not the signed-in person's answers 404, the same as an ask that does not exist.
@@ -48,7 +52,8 @@ from hatp_mcp.core.gateway.proof import HumanKeys, subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
-from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.model.gateway import MAX_TEXT_ANSWER, AskRecord
+from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.card_watch import CardWatch
@@ -59,7 +64,7 @@ from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin
 from hatp_mcp.web.record_shelf import RecordShelf
 from hatp_mcp.web.timeline import render_timeline
 
-__all__ = ["CSP", "Inbox"]
+__all__ = ["CSP", "Inbox", "body_cap"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
@@ -75,6 +80,88 @@ _HEADERS = {
 SESSION_COOKIE = "hatp_session"
 CSRF_COOKIE = "hatp_csrf"
 CHALLENGE_SECONDS = 300
+
+
+# HATP-GW-85: what a route's body may hold. A WebAuthn assertion, a nonce, a code: a few KiB; a registration may
+# carry an attestation certificate chain; a challenge carries the answer, up to the longest text answer a question
+# may ask for with every character JSON-escaped as a surrogate pair (12 bytes).
+SMALL_BODY = 8 * 1024
+ENROL_BODY = 64 * 1024
+ANSWER_BODY = 12 * MAX_TEXT_ANSWER + SMALL_BODY
+
+
+def body_cap(method: str, path: str) -> int:
+    """HATP-GW-85: the most bytes a request's body may hold, by its route (a path no route takes gets the least)."""
+    if method != "POST":
+        return 0  # no other method of the inbox reads a body
+    if path == "/enrol/register":
+        return ENROL_BODY
+    if path.startswith("/asks/") and path.endswith("/challenge"):
+        return ANSWER_BODY
+    return SMALL_BODY
+
+
+def _refusal(status: int, error: str, rule: str, path: str | None = None) -> Response:
+    return JSONResponse({"error": error, "rule": rule, **({"path": path} if path else {})}, status)
+
+
+class _BoundedBodies:
+    """HATP-GW-85: a request's body is read here, at most `body_cap` bytes of it, before any handler runs; a
+    Content-Length over the cap is refused 413 without reading a byte, a body without one is refused 413 as soon as
+    its count passes the cap. The handler then reads the body from memory. Sits inside _StrictHeaders, so its
+    refusals carry the security headers too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = body_cap(scope["method"], scope["path"])
+        declared = [v for k, v in scope.get("headers", []) if k.lower() == b"content-length"]
+        if declared:
+            if len(declared) > 1 or not declared[0].isdigit():
+                await _refusal(400, "the Content-Length is not one number", "HATP-GW-85")(scope, receive, send)
+                return
+            if int(declared[0]) > cap:
+                await _too_large(cap)(scope, receive, send)
+                return
+        parts: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before its body ended: there is no one to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > cap:
+                await _too_large(cap)(scope, receive, send)
+                return
+            parts.append(chunk)
+            more = message.get("more_body", False)
+        body, given = b"".join(parts), False
+
+        async def replay() -> Message:
+            nonlocal given
+            if not given:
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: a disconnect, as the server reports it
+
+        await self.app(scope, replay, send)
+
+
+def _too_large(cap: int) -> Response:
+    return _refusal(413, f"the body is larger than this route takes ({cap} bytes)", "HATP-GW-85")
+
+
+def _hatp_refusal(request: Request, exc: Exception) -> Response:
+    """A refusal a handler did not answer itself (a body the JSON loader refused, HATP-OBJ-1/2/4): 400 with its
+    rule and path, never a 500."""
+    if not isinstance(exc, HatpError):
+        raise exc
+    return _refusal(400, exc.reason[:300], exc.rule, exc.path or None)
 
 
 class _StrictHeaders:
@@ -121,21 +208,24 @@ class Inbox:
         self.session_seconds = session_seconds
         self._https = all(o.startswith("https://") for o in rp.origins)  # behind TLS: cookies are Secure
         self.app: ASGIApp = _StrictHeaders(
-            Starlette(
-                routes=[
-                    Route("/", self.home, methods=["GET"]),
-                    Route("/static/inbox.js", self.script, methods=["GET"]),
-                    Route("/signin/options", self.signin_options, methods=["POST"]),
-                    Route("/signin", self.signin, methods=["POST"]),
-                    Route("/signout", self.signout, methods=["POST"]),
-                    Route("/enrol", self.enrol_page, methods=["GET"]),
-                    Route("/enrol/options", self.enrol_options, methods=["POST"]),
-                    Route("/enrol/register", self.enrol_register, methods=["POST"]),
-                    Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
-                    Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
-                    Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
-                    Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
-                ]
+            _BoundedBodies(
+                Starlette(
+                    exception_handlers={HatpError: _hatp_refusal},
+                    routes=[
+                        Route("/", self.home, methods=["GET"]),
+                        Route("/static/inbox.js", self.script, methods=["GET"]),
+                        Route("/signin/options", self.signin_options, methods=["POST"]),
+                        Route("/signin", self.signin, methods=["POST"]),
+                        Route("/signout", self.signout, methods=["POST"]),
+                        Route("/enrol", self.enrol_page, methods=["GET"]),
+                        Route("/enrol/options", self.enrol_options, methods=["POST"]),
+                        Route("/enrol/register", self.enrol_register, methods=["POST"]),
+                        Route("/txns/{txn_id}/timeline", self.timeline, methods=["GET"]),
+                        Route("/asks/{ask_id:path}/challenge", self.challenge, methods=["POST"]),
+                        Route("/asks/{ask_id:path}/decide", self.decide, methods=["POST"]),
+                        Route("/asks/{ask_id:path}", self.show, methods=["GET"]),
+                    ],
+                )
             )
         )
 
@@ -231,11 +321,11 @@ class Inbox:
         if session is None:
             return RedirectResponse(f"/?next={quote('/txns/' + txn_id + '/timeline', safe='/')}", 303)
         asked = [r for r in self._mine(session.human) if r.ask.txn_id == txn_id and self._finished(r)]
-        record = self.records.get(txn_id) if self.records is not None and asked else None
-        if record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
+        records = self.records
+        record = records.get(txn_id) if records is not None and asked else None
+        if records is None or record is None or record.get("planDigest") not in {r.ask.plan_digest for r in asked}:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such transaction.</p>", 404)
-        assert self.records is not None
-        ring = self.records.keyring()
+        ring = records.keyring()
         if ring is None:  # nothing to check it with: not shown, never shown unchecked
             return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
         humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
@@ -491,9 +581,11 @@ def _is_b64u(text: str) -> bool:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    """The JSON object a POST carries; anything else is an empty object (the handlers then refuse it)."""
-    try:
-        body = await request.json()
-    except ValueError:
+    """The JSON object a POST carries (already bounded, HATP-GW-85), read by the one JSON loader; an empty body or
+    another JSON value is an empty object (the handlers then refuse it). Raises WireError HATP-OBJ-1/2/4 for a
+    body that is not JSON, nests too deep or holds a number a double cannot (the app answers it 400)."""
+    raw = await request.body()
+    if not raw.strip():
         return {}
+    body = load_json(raw, "the request body")
     return body if isinstance(body, dict) else {}

@@ -21,7 +21,20 @@ _W, _ROW, _TOP = 190, 30, 70
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    """`value` as HTML text: escaped, and a lone surrogate (not Unicode text, so no page could carry it) written
+    as its escape, so any record can be drawn."""
+    return escape(str(value), quote=True).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _obj(value: object) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one: the page draws any record, whatever its shape (a
+    record that is not one is drawn with the problems `verify_record` found in it)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objs(value: object) -> list[Mapping[str, Any]]:
+    """The items of a JSON array as objects (an item that is not one drawn empty, so indices stay the record's)."""
+    return [_obj(item) for item in value] if isinstance(value, list) else []
 
 
 def _short(uri: str) -> str:
@@ -37,29 +50,29 @@ def _short(uri: str) -> str:
 
 
 def _lanes(record: Mapping[str, Any]) -> list[str]:
-    plan = record.get("plan") or {}
-    participants = list(dict.fromkeys(str(b.get("participant")) for b in plan.get("branches", [])))
-    authors = list(dict.fromkeys(str(e.get("author")) for e in record.get("events", [])))
+    plan = _obj(record.get("plan"))
+    participants = list(dict.fromkeys(str(b.get("participant")) for b in _objs(plan.get("branches"))))
+    authors = list(dict.fromkeys(str(e.get("author")) for e in _objs(record.get("events"))))
     coordinator = next((a for a in authors if a.startswith("coordinator")), "coordinator")
     gateways = [a for a in authors if a not in participants and a != coordinator]
     people = [
         str(d.get("approver"))
-        for e in record.get("events", [])
-        if e.get("event") == "approval" and isinstance(e.get("evidence"), dict)
-        for d in e["evidence"].get("decisions", [])
+        for e in _objs(record.get("events"))
+        if e.get("event") == "approval"
+        for d in _objs(_obj(e.get("evidence")).get("decisions"))
     ]
     return [*dict.fromkeys(people), *gateways, coordinator, *participants]
 
 
 def _label(event: Mapping[str, Any]) -> str:
-    body: Mapping[str, Any] = event.get("body") or {}
-    evidence = event.get("evidence") if isinstance(event.get("evidence"), dict) else {}
+    body = _obj(event.get("body"))
+    evidence = _obj(event.get("evidence"))
     facts = [str(event.get("event"))]
     for key in ("branchId", "requirementId"):
         if body.get(key):
             facts.append(str(body[key]))
     for key in ("decision", "outcome", "code"):
-        value = (evidence or {}).get(key) if (evidence or {}).get(key) is not None else body.get(key)
+        value = evidence.get(key) if evidence.get(key) is not None else body.get(key)
         if value is not None:
             facts.append(f"{key}={value}")
     return " ".join(facts)
@@ -78,7 +91,7 @@ def render_timeline(
     coordinator = next((lane for lane in lanes if lane.startswith("coordinator")), lanes[0] if lanes else "")
     rows: list[str] = []
     y = _TOP
-    events: Sequence[Mapping[str, Any]] = record.get("events", [])
+    events: Sequence[Mapping[str, Any]] = _objs(record.get("events"))
     for i, event in enumerate(events):
         author = str(event.get("author"))
         bad = found.get(i, [])
@@ -94,8 +107,8 @@ def render_timeline(
             rows.append(f'<text x="{min(src, dst) + 8}" y="{y - 5}" font-size="12">{label}</text>')
         rows.append(f'<text x="8" y="{y + 4}" font-size="12" fill="{colour}">{_e(check)}</text>')
         y += _ROW
-        if event.get("event") == "approval" and isinstance(event.get("evidence"), dict):
-            for d in event["evidence"].get("decisions", []):
+        if event.get("event") == "approval":
+            for d in _objs(_obj(event.get("evidence")).get("decisions")):
                 person = str(d.get("approver"))
                 how = "passkey" if d.get("passkey") else "Ed25519 proof" if d.get("proof") else "no proof"
                 px, gx = x.get(person, 0), x.get(author, 0)
@@ -113,11 +126,11 @@ def render_timeline(
         f'<line x1="{x[lane]}" y1="40" x2="{x[lane]}" y2="{height - 10}" stroke="#bbb"/>'
         for lane in lanes
     )
-    closed = events[-1].get("body", {}).get("outcome") if events else None
+    closed = _obj(events[-1].get("body")).get("outcome") if events else None
     verdict = (
         "hatp verify: the record holds" if not found else f"hatp verify: {sum(map(len, found.values()))} problem(s)"
     )
-    summary = (record.get("plan") or {}).get("summary")
+    summary = _obj(record.get("plan")).get("summary")
     agent = f"<p><strong>agent-written:</strong> {_e(summary)}</p>" if summary else ""
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '

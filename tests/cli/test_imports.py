@@ -1,5 +1,5 @@
 """Each subcommand starts with what it uses alone: `hatp validate FILE` builds and imports only its own module, and
-no subcommand but `conformance` (which speaks MCP to the server it checks) imports the MCP SDK."""
+no subcommand but those that speak MCP (`conformance`, `connect`) imports the MCP SDK."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from hatp_mcp.cli import COMMANDS
 
-NEEDS_MCP = {"conformance"}
+NEEDS_MCP = {"conformance", "connect"}  # conformance checks a server over MCP; connect relays MCP
 
 
 def _modules_after(argv: list[str]) -> set[str]:

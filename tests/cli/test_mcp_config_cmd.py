@@ -101,7 +101,7 @@ def test_HATP_MCP_35_the_org_block_has_one_gateway_the_coordinator_reaches_over_
     root = org_with_agent(tmp_path / "org", inbox=True)
     capsys.readouterr()
     before = {str(p): p.stat().st_mtime_ns for p in root.rglob("*")}
-    assert main(["mcp-config", "--org", str(root)]) == 0
+    assert main(["mcp-config", "--org", str(root), "--direct"]) == 0
     out = capsys.readouterr()
     servers = json.loads(out.out)["mcpServers"]
     suite = load_suite(root)
@@ -152,7 +152,7 @@ def test_the_journal_joins_the_org_block_when_the_organisation_has_its_allow_lis
     root = org_with_agent(tmp_path / "org")
     (root / "journal-allow.json").write_text(json.dumps({"servers": {"shop": "http://127.0.0.1:9010/mcp"}}))
     capsys.readouterr()
-    assert main(["mcp-config", "--org", str(root)]) == 0
+    assert main(["mcp-config", "--org", str(root), "--direct"]) == 0
     journal = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-journal"]["args"]
     assert journal[:2] == ["-m", "servers.journal"] and journal[journal.index("--allow") + 1] == str(
         root / "journal-allow.json"
@@ -171,7 +171,29 @@ def test_the_org_blocks_gateway_serves_no_inbox_unless_the_organisation_turned_i
 ) -> None:
     root = org_with_agent(tmp_path / "org")
     capsys.readouterr()
-    assert main(["mcp-config", "--org", str(root)]) == 0
+    assert main(["mcp-config", "--org", str(root), "--direct"]) == 0
     gateway = json.loads(capsys.readouterr().out)["mcpServers"]["hatp-gateway"]["args"]
     assert "--inbox-port" not in gateway and "--mcp-port" in gateway
     assert json.loads((root / "gateway.json").read_text()) == {"delivery": {}, "channels": {}}
+
+
+def test_HATP_MCP_45_the_org_block_gives_each_server_as_a_bridge_command_and_as_a_loopback_url(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hatp_mcp.cli.org_layout import load_suite
+
+    root = org_with_agent(tmp_path / "org", inbox=True)
+    capsys.readouterr()
+    assert main(["mcp-config", "--org", str(root)]) == 0
+    block = json.loads(capsys.readouterr().out)
+    suite = load_suite(root)
+    names = {"hatp-gateway", "hatp-coordinator", "hatp-directory"}
+    assert set(block["mcpServers"]) == names == set(block["httpServers"])
+    for name, entry in block["mcpServers"].items():
+        assert entry["args"] == ["-m", "hatp_mcp.cli", "connect", name.removeprefix("hatp-"), "--org", str(root)]
+    assert block["httpServers"]["hatp-gateway"] == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp",
+    }
+    assert block["httpServers"]["hatp-coordinator"]["url"] == f"http://127.0.0.1:{suite.coordinator_mcp_port}/mcp"
+    assert all(u["url"].startswith("http://127.0.0.1:") for u in block["httpServers"].values())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from hatp_mcp.cli.mcp_config_cmd import direct_config
 from hatp_mcp.cli.org_layout import OrgLayout, load_suite
 from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.mcp.call import call_raw
@@ -52,8 +54,11 @@ async def make_org(home: Path) -> OrgLayout:
 
 
 def block(layout: OrgLayout) -> dict[str, Any]:
-    """The block the walkthrough pastes into claude_desktop_config.json."""
-    servers: dict[str, Any] = json.loads((layout.root / "claude-desktop.json").read_text())["mcpServers"]
+    """The block whose servers the client starts itself (`hatp mcp-config --org DIR --direct`); the walkthrough's
+    own block (the service's bridges) is run by tests/e2e/test_service_processes.py."""
+    bridges = json.loads((layout.root / "claude-desktop.json").read_text())["mcpServers"]
+    assert all(e["args"][2] == "connect" for e in bridges.values())  # the walkthrough pastes the bridges
+    servers: dict[str, Any] = direct_config(layout.root, sys.executable)["mcpServers"]
     return servers
 
 

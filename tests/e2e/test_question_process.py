@@ -57,3 +57,18 @@ async def test_HATP_MCP_33_a_question_is_asked_answered_and_its_signed_answer_fe
     answer = done["answer"]
     assert (done["state"], answer["value"], answer["answerer"]) == ("answered", "vegetarian", h("alice"))
     verify_raw(answer, keyring(), role="gateway")
+
+
+async def test_HATP_ASK_7_a_question_under_an_approvals_ask_id_is_refused_by_a_real_gateway(tmp_path: Path) -> None:
+    squats = [f"txn-trip-{datetime.now(UTC):%Y%m%d%H%M%S}/finance", "toolcall.0123456789abcdef01234567"]
+    with anyio.fail_after(60):
+        async with (
+            launch_http("servers.gateway", tmp_path, extra=["--org", str(ORG_DIR)]) as gateway,
+            Client(gateway.url) as agent,
+        ):
+            refused = [await agent.call_tool("ask_text", ask_text_args(ask_id, 50)) for ask_id in squats]
+            unknown = [await agent.call_tool("question_status", {"ask_id": ask_id}) for ask_id in squats]
+    for result in refused:
+        assert result.is_error and "HATP-ASK-7" in result.content[0].text  # type: ignore[union-attr]
+    for result in unknown:  # nothing was stored under the approval's id
+        assert result.is_error and "NO_SUCH_ASK" in result.content[0].text  # type: ignore[union-attr]

@@ -21,7 +21,8 @@ from hatp_mcp.mcp.gateway_questions import QUESTION_TOOLS, serve_gateway_questio
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
-from tests.acme_org import agent_request, h, human_key, keyring
+from hatp_mcp.store.gateway_store import StoredAsk
+from tests.acme_org import agent_request, h, human_key, keyring, plan
 from tests.mcp.gateway_fixture import make_gateway
 from tests.mcp.test_gateway_tools import refused, signed, tool
 
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.anyio
 
 OPTIONS = [{"id": "adlon", "label": "Hotel Adlon"}, {"id": "motel", "label": "Motel One"}]
 ROLE = "human://acme.com/role/finance-approver"
+SQUAT = "txn-acme-0001/finance"  # where the approval of requirement `finance` of txn-acme-0001 is routed
 
 
 def server_of(gw: GatewayApprover) -> MCPServer:
@@ -142,3 +144,46 @@ async def test_HATP_MCP_33_the_methods_ask_and_answer_the_same_over_json_rpc(tmp
     assert asked["waitingFor"] == [h("alice")]
     assert wrong_kind.value.rule == "HATP-MCP-33" and "hatp/ask/choose asks a choose question" in str(wrong_kind.value)
     assert done["answer"]["value"] == "vegetarian" and json.dumps(done).count("signature") >= 1
+
+
+def text_question(clock: FakeClock, ask_id: str) -> dict[str, Any]:
+    """The ask_text arguments under `ask_id`, with the travel-bot's signed request about exactly this question."""
+    body = {"askId": ask_id, "kind": "text", "address": h("alice"), "question": "Any dietary needs?"}
+    request = agent_request(question_digest(QuestionRequest.model_validate(body)), clock.now(), subject="question")
+    return {"ask_id": ask_id, "address": h("alice"), "question": "Any dietary needs?", "request": request}
+
+
+@pytest.mark.parametrize(
+    "squat",
+    [
+        SQUAT,  # where the transaction's approval of requirement `finance` is routed
+        "toolcall.0123456789abcdef01234567",  # where a tool call's approval is routed
+    ],
+)
+async def test_HATP_ASK_7_a_question_cannot_take_an_approvals_ask_id(
+    tmp_path: Path, clock: FakeClock, squat: str
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            data = await refused(client, "ask_text", text_question(clock, squat))
+        nothing = gw.store.get(squat)
+        answer = await gw.ask(plan(), "finance")  # the coordinator prepares at the gateway later
+    assert (data["rule"], data["code"]) == ("HATP-ASK-7", "ASK_ID_RESERVED")
+    assert nothing is None
+    assert answer.vote["decision"] == "pending" and answer.vote["txnId"] == "txn-acme-0001"
+
+
+async def test_HATP_ASK_7_an_ask_under_an_approvals_id_that_holds_no_vote_is_refused_not_trusted(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        # a store written before the namespaces were kept apart: a question already stands under the approval's id
+        asked = await gw.open_question(ask_id="q-diet", kind="text", address=h("alice"), question="Any needs?")
+        assert asked.record is not None
+        rec = asked.record.model_copy(update={"ask": asked.record.ask.model_copy(update={"ask_id": SQUAT})})
+        gw.store.create(StoredAsk(SQUAT, rec.state, rec, None, None), None, None)
+        with pytest.raises(HatpError) as e:
+            await gw.ask(plan(), "finance")
+    assert (e.value.rule, e.value.code) == ("HATP-ASK-7", "ASK_ID_RESERVED")

@@ -10,6 +10,7 @@ import pytest
 
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import cause
 from hatp_mcp.mcp.server_links import Target, open_links
 
 pytestmark = pytest.mark.anyio
@@ -36,6 +37,27 @@ async def test_HATP_MCP_26_a_server_that_cannot_be_reached_is_no_answer_not_a_re
             with pytest.raises(HatpError) as info:
                 await links["nobody"].client()
     assert (info.value.rule, info.value.code) == ("HATP-MCP-6", "UNREACHABLE")
+
+
+async def test_HATP_MCP_47_a_server_that_is_down_is_named_with_what_was_done_and_what_to_do_never_a_repr(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(20):
+        async with open_links({"gateway": Target(url="http://127.0.0.1:9/mcp")}, tmp_path) as links:
+            with pytest.raises(HatpError) as info:
+                await links["gateway"].client()
+    said = info.value.reason
+    assert said.startswith("gateway is down: cannot reach http://127.0.0.1:9/mcp (c")
+    assert "nothing was sent to it" in said and "hatp serve" in said
+    assert not any(t in said for t in ("ExceptionGroup", "TaskGroup", "Error(", "<"))
+
+
+def test_HATP_MCP_47_the_cause_of_a_group_of_transport_errors_is_its_innermost_error_in_words() -> None:
+    inner = ConnectionRefusedError(111, "Connection refused")
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("x", [inner])])
+    assert cause(group) == "connection refused"
+    assert cause(ExceptionGroup("unhandled errors in a TaskGroup", [TimeoutError()])) == "TimeoutError"
+    assert cause(anyio.ClosedResourceError()) == "the connection was closed"
 
 
 @pytest.mark.anyio

@@ -267,3 +267,54 @@ async def test_over_http_a_malformed_request_is_answered_400_with_the_rule_and_n
     answers = [(r.status_code, r.json()["id"], r.json()["error"]["data"]["rule"]) for r in (dup, deep, scalar)]
     assert answers == [(400, 9, "HATP-OBJ-1"), (400, 10, "HATP-OBJ-2"), (400, 11, "HATP-WIRE-1")]
     assert fine.status_code == 200  # a well-formed request still reaches the SDK
+
+
+def _deep_request(levels: int, msg_id: object, *, id_last: bool) -> bytes:
+    """A request whose params nest `levels` deep, its id before the params or after them (as the TypeScript SDK
+    writes it); built as bytes, since no encoder writes what is this deep."""
+    params = b'{"a":' * (levels - 1) + b"{}" + b"}" * (levels - 1)
+    head, tail = b'{"jsonrpc":"2.0",', json.dumps(msg_id).encode()
+    if id_last:
+        return head + b'"method":"m","params":' + params + b',"id":' + tail + b"}"
+    return head + b'"id":' + tail + b',"method":"m","params":' + params + b"}"
+
+
+@pytest.mark.parametrize("levels", [1_000, 100_000])
+@pytest.mark.parametrize("id_last", [False, True])
+def test_HATP_WIRE_3_a_message_nested_1000_levels_or_more_is_refused_with_its_own_id(
+    levels: int, id_last: bool
+) -> None:
+    assert _refused(_deep_request(levels, "r-9", id_last=id_last)) == ("r-9", -32600, "HATP-OBJ-2")
+    assert _refused(_deep_request(levels, 12, id_last=id_last)) == (12, -32600, "HATP-OBJ-2")
+
+
+@pytest.mark.anyio
+async def test_HATP_WIRE_3_a_notification_nested_1000_levels_deep_is_dropped_unanswered() -> None:
+    said: list[str] = []
+
+    async def answer(text: str) -> None:
+        said.append(text)
+
+    deep = b'{"jsonrpc":"2.0","method":"notifications/x","params":' + b"[" * 1_000 + b"]" * 1_000 + b"}"
+    assert await screen_line(deep + b"\n", answer) is False
+    assert said == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","method":"{\\"id\\":1}","params":[[1]],"id":3,"id":4}', 3),  # first writing, not a string
+        (b'{"jsonrpc":"2.0","params":{"id":5,"x":[' + b"[" * 999 + b"]" * 1000 + b'},"i\\u0064":6}', 6),
+        (b'{"jsonrpc":"2.0","id":true,"params":' + b"[" * 1000 + b"]" * 1000 + b"}", None),  # not an id JSON-RPC has
+        (b'{"jsonrpc":"2.0","id":7,"params":' + b"[" * 1000 + b"]" * 999 + b"}", None),  # never closes: not read
+    ],
+)
+def test_HATP_WIRE_3_the_scan_reads_only_the_messages_own_id(raw: bytes, expected: object) -> None:
+    verdict = check(raw)
+    assert verdict is not None and verdict["id"] == expected
+
+
+@pytest.mark.e2e
+def test_HATP_WIRE_3_over_stdio_a_deep_request_is_answered_with_its_id_and_the_server_keeps_serving() -> None:
+    answers = _stdio_exchange([_deep_request(1_000, 21, id_last=True), _deep_request(100_000, "deep", id_last=False)])
+    assert {a["id"]: a["error"]["data"]["rule"] for a in answers} == {21: "HATP-OBJ-2", "deep": "HATP-OBJ-2"}

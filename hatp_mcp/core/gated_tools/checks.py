@@ -30,7 +30,7 @@ from hatp_mcp.core.model.wire import WireError, load_json, parse
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import Keyring, SignatureError
 from hatp_mcp.core.signing.models import verify_raw
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = [
     "APPROVAL_META_KEY",
@@ -457,7 +457,8 @@ def check_approval(
     if verify_ahead is not None:
         verify_ahead(signed_parts(doc, approval, trusted, humans, agents))
     _verify(doc, trusted)
-    assert approval.tool_call is not None  # _parse guarantees it
+    if approval.tool_call is None:
+        raise BrokenInvariant("_parse passed a tool-call approval without its call")
     want = _match_call(approval.tool_call, expected, defined_at, approval.issued_at)
     digest_now = call_digest(want)
     if approval.plan_digest != digest_now or approval.routing.plan_digest != digest_now:

@@ -16,6 +16,7 @@ from typing import Any
 
 from hatp_mcp.core.gated_tools.checks import GateRequirement, call_digest, expected_call
 from hatp_mcp.core.gateway.ask_evidence import build_approval
+from hatp_mcp.core.gateway.ask_ids import TOOL_CALL_PREFIX
 from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.gateway.machine import open_routed, route_seats
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -33,7 +34,7 @@ def tool_call_ask_id(digest: str, round_: int = 1) -> str:
     """The id of the `round_`-th ask for the call with this call digest: ``toolcall.<24 hex>`` for the first,
     ``toolcall.<24 hex>.<n>`` after it (a closed ask is never reopened; an identical later call gets a new one,
     HATP-GATE-22)."""
-    base = f"toolcall.{digest[7:31]}"
+    base = f"{TOOL_CALL_PREFIX}{digest[7:31]}"
     return base if round_ <= 1 else f"{base}.{round_}"
 
 

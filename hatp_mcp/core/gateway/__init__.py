@@ -7,6 +7,7 @@ gated_tools, txn or journal.
 - agents.py: who an agent acts for, proven: Directory-signed agent cards and the agent's signed requests;
 - authority.py: what a plan moves per currency, and whether a requirement or a person's card covers it;
 - machine.py: the gateway's state machine for one ask: routing, quorum, separation of duties, SLA escalation;
+- ask_ids.py: ask ids in three namespaces no caller can cross: plan approvals, tool-call approvals, questions;
 - asks.py: asks beyond approve (choose, form, text), routed like approvals; an answer that does not fit is refused;
 - ask_evidence.py: what the gateway signs about an ask (routing record, vote, approval, answer), built unsigned;
 - proof.py: human decision proofs: a person signs their own decision; nothing else makes it count;

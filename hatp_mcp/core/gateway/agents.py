@@ -33,7 +33,7 @@ from hatp_mcp.core.signing.keys import (
     verify_object_bytes,
 )
 from hatp_mcp.core.signing.models import sign_model, verify_raw
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["AgentKeys", "card_of_key", "sign_request", "verify_agent_card", "verify_request"]
 
@@ -234,7 +234,8 @@ def verify_request(
             "sign the request again",
         ) from exc
     card = agents.card(req.agent)
-    assert card is not None  # keyring_for found it
+    if card is None:
+        raise BrokenInvariant(f"keyring_for found agent {req.agent} and its card is gone")
     if req.acts_for != card.acts_for:
         raise _refuse(
             "HATP-GW-48",

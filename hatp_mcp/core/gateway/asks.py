@@ -12,6 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
+from hatp_mcp.core.gateway.ask_ids import check_question_id
 from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.gateway.machine import (
     AskState,
@@ -26,8 +27,8 @@ from hatp_mcp.core.gateway.machine import (
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
-from hatp_mcp.core.signing.canonical import digest
-from hatp_mcp.errors import HatpError
+from hatp_mcp.core.signing.canonical import CanonicalError, canonical, digest
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["answer", "ask_digest", "check_fits", "open_question"]
 
@@ -58,8 +59,9 @@ def open_question(
     """Route a choose / form / text ask. The question is agent-written and labelled so.
 
     Raises HatpError HATP-ASK-1 (a malformed question: unknown kind, choose without options, form without a
-    valid JSON Schema) and HATP-ADDR-1..4 (address).
+    valid JSON Schema), HATP-ASK-7 (an id in the approvals' namespaces) and HATP-ADDR-1..4 (address).
     """
+    check_question_id(ask_id)
     if kind not in ("choose", "form", "text"):
         raise HatpError("HATP-ASK-1", f"ask kind {kind!r} is not choose, form or text", path="$.kind")
     if kind == "choose" and len(options or []) < 1:
@@ -99,7 +101,17 @@ def open_question(
 
 def check_fits(ask: Ask, value: Any) -> None:
     """Refuse an answer that does not fit the question ask (before anything signs it: the inbox calls this before
-    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4 (code ANSWER_DOES_NOT_FIT)."""
+    it issues a passkey challenge, HATP-GW-80). Raises HatpError HATP-ASK-2/3/4/8 (code ANSWER_DOES_NOT_FIT)."""
+    try:  # HATP-ASK-8: JSON Schema counts 1.0 and 2**64 as integers; the signature's canonical form holds neither
+        canonical(value)
+    except CanonicalError as exc:
+        raise HatpError(
+            "HATP-ASK-8",
+            f"the answer has no canonical JSON form to sign: {exc.reason}",
+            path="$.value" + exc.path.removeprefix("$"),
+            fix=exc.fix or "answer with integers within +-(2**53 - 1) and text; never a float",
+            code="ANSWER_DOES_NOT_FIT",
+        ) from exc
     if ask.kind == "choose":
         ids = [o.id for o in ask.options]
         if not isinstance(value, str) or value not in ids:
@@ -159,7 +171,8 @@ def answer(
     seats[i] = seat.model_copy(
         update={"status": "decided", "decision": "answer", "decided_at": format_ts(now), "via": via}
     )
-    assert state is AskState.ANSWERED
+    if state is not AskState.ANSWERED:
+        raise BrokenInvariant(f"an answer moved ask {rec.ask.ask_id} to {state.value}, not answered")
     return rec.model_copy(
         update={
             "state": state.value,

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any
 
 from hatp_mcp.core.gateway.address import parse_address
+from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.gateway.authority import check_requirement, plan_money
 from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.gateway.screen import render_screen
@@ -239,7 +240,7 @@ def open_approval(
                 code="BAD_ADDRESS",
             )
     ask = Ask(
-        ask_id=f"{plan.txn_id}/{req.id}",
+        ask_id=approval_ask_id(plan.txn_id, req.id),
         kind="approve",
         txn_id=plan.txn_id,
         requirement_id=req.id,

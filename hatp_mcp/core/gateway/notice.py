@@ -10,7 +10,11 @@ A notice carries what the person needs to act and nothing an agent could abuse (
 - no argument values of a plan branch or gated call, private or not (the rule chosen for "private fields"): the
   only values taken from arguments are the amounts the requirement names, shown as the ceiling; everything else is
   seen in the inbox by the signed-in person only;
-- no contact detail of anyone, and no other person's name: only who asked (the plan's requester) and the ask.
+- no contact detail of anyone, and no other person's name: only who asked (the plan's requester) and the ask;
+- no identifier the agent chose (HATP-GW-84): not the txnId, not a question's askId, not an operation's name or its
+  participant's id. Each can be written as a link (`https://...`, a bare domain) and a mail or chat client makes it
+  one; the ask is named by the link the gateway makes (the askId one percent-encoded segment of the inbox's URL)
+  and an operation by its tier and amounts.
 
 `due_notices` says which notices an ask owes now (HATP-GW-62): `ask` to everyone asked, `reminder` once an asked
 person's SLA is `remind_before` from running out, and `closed` to everyone who was told of the ask and did not close
@@ -78,6 +82,7 @@ def notice_key(ask_id: str, human: str, kind: NoticeKind) -> str:
 
 
 def ask_link(inbox_url: str, ask_id: str) -> str:
+    """The inbox's page of the ask: the askId is one percent-encoded path segment, so no askId makes another URL."""
     return f"{inbox_url.rstrip('/')}/asks/{quote(ask_id, safe='')}"
 
 
@@ -91,6 +96,10 @@ _CLOSED_WORDS = {
 }
 
 
+# An operation in a notice is its tier, never its name or participant (HATP-GW-84).
+_TIER_WORDS = {"hold": "a hold", "compensate": "a step that can be undone", "final": "a final step"}
+
+
 def _what(rec: AskRecord) -> tuple[str, list[str]]:
     """The subject's words and the body's lines, from the structured ask only (HATP-GW-60)."""
     ask = rec.ask
@@ -98,16 +107,18 @@ def _what(rec: AskRecord) -> tuple[str, list[str]]:
     lines: list[str] = []
     if screen is not None:
         what = f"{screen.action} for {screen.requester}"
-        lines.append(f"Approve {screen.action} requested by {screen.requester} (transaction {screen.txn_id}).")
+        lines.append(f"Approve {screen.action} requested by {screen.requester}.")
         if screen.totals:
             lines.append(f"Amount: {'; '.join(screen.totals)}.")
         for op in screen.operations:
             money = f", {op.amount}" + (f" (up to {op.up_to})" if op.up_to else "") if op.amount else ""
-            lines.append(f"- {op.operation} on {op.participant} ({op.tier}){money}")
+            lines.append(f"- {_TIER_WORDS.get(op.tier, 'a step')}{money}")
         if screen.quorum:
             lines.append(f"Approvals needed: {screen.quorum}.")
-        if screen.agent_written or any(op.args for op in screen.operations):
-            lines.append("The agent's own words and the arguments are shown, labelled, in the inbox only.")
+        lines.append(
+            "The transaction's id, its operations and participants, the agent's own words and the arguments are"
+            " shown, labelled, in the inbox only."
+        )
     else:
         what = f"a {ask.kind} question" + (f" for {ask.requester}" if ask.requester else "")
         lines.append(f"A {ask.kind} question is waiting" + (f", asked for {ask.requester}." if ask.requester else "."))
@@ -138,7 +149,7 @@ def render_notice(rec: AskRecord, human: str, kind: NoticeKind, inbox_url: str, 
         else:
             words = _CLOSED_WORDS.get(state, "was closed")
         subject = f"No longer waiting for you: {what}"
-        lines = [f"The ask {ask.ask_id} {words}. Nothing more is needed from you.", f"It stays visible at {link}"]
+        lines = [f"This ask {words}. Nothing more is needed from you.", f"It stays visible at {link}"]
     return Notice(notice_key(ask.ask_id, human, kind), ask.ask_id, human, kind, subject, "\n".join(lines), link)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
+from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.gateway.passkey import RelyingParty, verify_assertion
 from hatp_mcp.core.gateway.terms import check_approval_terms, check_proof_terms
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -114,7 +115,7 @@ def ask_id_of(approval: Approval) -> str:
     """The id of the ask an Approval closed (as the gateway numbers asks): `txnId/requirementId` for a plan,
     the approval id for a tool call."""
     if approval.subject == "plan" and approval.txn_id is not None:
-        return f"{approval.txn_id}/{approval.requirement_id}"
+        return approval_ask_id(approval.txn_id, approval.requirement_id)
     return approval.approval_id
 
 

@@ -24,7 +24,7 @@ from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["HumanRequirement", "check_humans_meet"]
 
@@ -128,7 +128,8 @@ def _check_quorum(approval: Approval, addr: Address, approvers: list[str], path:
 def _check_fresh(approval: Approval, now: datetime, max_age: timedelta, path: str) -> None:
     for i, d in enumerate(approval.decisions):
         proven = d.proof or d.passkey  # an Ed25519 proof, or a passkey assertion (HATP-GW-67)
-        assert proven is not None  # check_decision_proofs refused a decision without either
+        if proven is None:
+            raise BrokenInvariant(f"decision {i} has neither proof nor passkey (check_decision_proofs refuses it)")
         issued = parse_ts(proven.issued_at)
         if issued > now + MAX_SKEW or now - issued > max_age:
             raise _refuse(

@@ -25,6 +25,7 @@ from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
 from hatp_mcp.core.model.toolcall import ToolCall
 
 __all__ = [
+    "MAX_TEXT_ANSWER",
     "AgentText",
     "Answer",
     "Ask",
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 AskKind = Literal["approve", "choose", "form", "text"]
+
+
+# The longest text answer a question may ask for, in characters (the web inbox bounds its bodies by it).
+MAX_TEXT_ANSWER = 100_000
 
 
 class AgentText(WireModel):
@@ -95,7 +100,7 @@ class Ask(SignedModel):
     question: AgentText | None = None
     options: list[Option] = Field(default_factory=list)
     form_schema: JsonObject | None = None
-    max_length: int | None = Field(default=None, ge=1, le=100_000)
+    max_length: int | None = Field(default=None, ge=1, le=MAX_TEXT_ANSWER)
     screen: Screen | None = None
     decide_by: Timestamp
     gateway: str = Field(min_length=1, max_length=500)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from hatp_mcp.core.model.base import Ident, Timestamp, WireModel
-from hatp_mcp.core.model.gateway import Option
+from hatp_mcp.core.model.gateway import MAX_TEXT_ANSWER, Option
 from hatp_mcp.core.signing.canonical import digest
 
 __all__ = ["QuestionQuery", "QuestionRequest", "question_digest"]
@@ -32,7 +32,7 @@ class QuestionRequest(WireModel):
     question: str = Field(min_length=1, max_length=4000)
     options: list[Option] = Field(default_factory=list, max_length=64)
     form_schema: dict[str, Any] | None = None
-    max_length: int | None = Field(default=None, ge=1, le=100_000)
+    max_length: int | None = Field(default=None, ge=1, le=MAX_TEXT_ANSWER)
     decide_by: Timestamp | None = None
     request: dict[str, Any] | None = None
 

@@ -21,7 +21,7 @@ from hatp_mcp.core.model.txn_auth import AUTH_METHODS, TxnAuth
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.core.signing.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = [
     "CLOCK_SKEW",
@@ -153,7 +153,8 @@ def check_auth(method: str, params: Mapping[str, Any], trusted: Keyring | None, 
     try:
         kid = verify_object(raw, trusted, "coordinator", "$.auth")
         entry = trusted.get(kid)
-        assert entry is not None  # verify_object found it
+        if entry is None:
+            raise BrokenInvariant(f"verify_object found key {kid} and the trust list no longer has it")
         check_party(entry, auth.coordinator, "$.auth.coordinator", required=True)
     except SignatureError as exc:
         raise _unproven("HATP-TRUST-2", f"{exc.rule}: {exc.reason}", exc.path) from exc
@@ -229,7 +230,8 @@ def check_decision(params: Mapping[str, Any], admitted: Admitted, trusted: Keyri
     try:
         kid = verify_object(event, trusted, "coordinator", "$.decision")
         entry = trusted.get(kid)
-        assert entry is not None
+        if entry is None:
+            raise BrokenInvariant(f"verify_object found key {kid} and the trust list no longer has it")
         check_party(entry, admitted.coordinator, "$.decision", required=True)
     except SignatureError as exc:
         raise refuse(f"{exc.rule}: {exc.reason}", exc.path) from exc

@@ -46,6 +46,12 @@ ALG = "EdDSA"
 ROLES = frozenset({"coordinator", "participant", "gateway", "directory", "approver", "server", "agent", "journal"})
 
 
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type, for an error that says what was found instead."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
 class SignatureError(HatpError):
     """A signature that cannot be accepted. `rule` says which check failed."""
 
@@ -85,7 +91,9 @@ class SigningKey:
 
     @classmethod
     def from_jwk(cls, jwk: Mapping[str, Any]) -> SigningKey:
-        """Load a private JWK. Raises ValueError naming what is wrong."""
+        """Load a private JWK. Raises ValueError naming what is wrong (a value that is not a JSON object too)."""
+        if not isinstance(jwk, Mapping):
+            raise ValueError(f"a private key is a JWK (a JSON object), not a JSON {_json_type(jwk)}")
         if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
             raise ValueError("a private key must be a JWK with kty OKP and crv Ed25519")
         try:
@@ -137,6 +145,9 @@ class PublicKeyEntry:
 
     @classmethod
     def from_jwk(cls, jwk: Mapping[str, Any]) -> PublicKeyEntry:
+        """Load a public JWK. Raises ValueError naming what is wrong (a value that is not a JSON object too)."""
+        if not isinstance(jwk, Mapping):
+            raise ValueError(f"a key is a JWK (a JSON object), not a JSON {_json_type(jwk)}")
         if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519":
             raise ValueError("a key must be a JWK with kty OKP and crv Ed25519")
         kid = jwk.get("kid")
@@ -240,8 +251,8 @@ class Keyring:
 
     @classmethod
     def from_jwks(cls, doc: Mapping[str, Any]) -> Keyring:
-        """Raises ValueError naming the key that is wrong."""
-        keys = doc.get("keys")
+        """Raises ValueError naming the key that is wrong (or a `doc` that is not a JSON object)."""
+        keys = doc.get("keys") if isinstance(doc, Mapping) else None
         if not isinstance(keys, list):
             raise ValueError("a keyring is a JSON object with a 'keys' array of JWKs")
         ring = cls()

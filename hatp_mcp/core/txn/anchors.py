@@ -25,6 +25,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party, verify_object
 from hatp_mcp.core.txn.problem import Problem
+from hatp_mcp.errors import BrokenInvariant
 
 __all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest"]
 
@@ -319,7 +320,8 @@ def _outside_evidence(
     try:
         kid = verify_object(item, keyring, None, where)
         entry = keyring.get(kid)
-        assert entry is not None  # verify_object found it
+        if entry is None:
+            raise BrokenInvariant(f"verify_object found key {kid} and the keyring no longer has it")
         allowed = roles if roles is not None else _RECEIPT_ROLES
         if not allowed.intersection(entry.roles):
             raise SignatureError("HATP-SIG-5", f"key {kid!r} may sign as {list(entry.roles)}, not a {kind}", path=where)

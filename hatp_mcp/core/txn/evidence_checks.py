@@ -26,7 +26,7 @@ from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party
 from hatp_mcp.core.signing.models import verify_raw
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = [
     "check_approval_meets",
@@ -67,7 +67,8 @@ def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what
 
 def _signed_by_participant(kid: str, keyring: Keyring, branch: Branch, what: str) -> None:
     entry = keyring.get(kid)
-    assert entry is not None  # verify_raw just found it
+    if entry is None:
+        raise BrokenInvariant(f"verify_raw found key {kid} and the keyring no longer has it")
     try:
         check_party(entry, branch.participant, f"{what}.signature.kid", required=True)
     except SignatureError as exc:
@@ -117,7 +118,8 @@ def check_branch_receipt(
 def _signed_by_gateway(kid: str, keyring: Keyring, gateway: str, what: str) -> None:
     """HATP-TXN-3 with HATP-SIG-6: the key's entry must name the gateway the object speaks for (fail closed)."""
     entry = keyring.get(kid)
-    assert entry is not None  # verify_raw just found it
+    if entry is None:
+        raise BrokenInvariant(f"verify_raw found key {kid} and the keyring no longer has it")
     try:
         check_party(entry, gateway, f"{what}.signature.kid", required=True)
     except SignatureError as exc:

@@ -22,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from hatp_mcp.errors import BrokenInvariant
+
 __all__ = ["Children"]
 
 E = TypeVar("E")
@@ -58,7 +60,8 @@ class Children(Generic[E]):
 
     def _check(self, item: E | None) -> E:
         if item is None:
-            assert self._failure is not None
+            if self._failure is None:
+                raise BrokenInvariant("the inbox was woken with no failure to raise (only `fail` posts None)")
             self._raised = True
             raise self._failure
         return item

@@ -30,7 +30,7 @@ from hatp_mcp.core.txn.evidence_checks import check_plan_requester
 from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.core.txn.status import summarize
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator.driver import (
     BoundsAsker,
@@ -331,7 +331,8 @@ class TxnService:
             run.scope.cancel()  # returns after its current durable write (the log's appends are shielded)
             await run.done.wait()
         logged = await self._log.load(txn_id)
-        assert logged is not None
+        if logged is None:
+            raise BrokenInvariant(f"transaction {txn_id} was in the log a moment ago and is gone")
         if logged.decision == "commit":  # decided while we stopped it: finish the commit, refuse the abort
             await self._start(txn_id, lambda: self.runtime.recover(txn_id))
             raise self._too_late(txn_id)

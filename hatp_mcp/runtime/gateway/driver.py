@@ -28,6 +28,7 @@ from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core
 from hatp_mcp.core.gateway.agents import AgentKeys, verify_request
 from hatp_mcp.core.gateway.ask_evidence import build_answer, build_approval, build_vote
+from hatp_mcp.core.gateway.ask_ids import approval_ask_id, check_question_id
 from hatp_mcp.core.gateway.directory import Directory, IgnoredCard
 from hatp_mcp.core.gateway.estimate import estimate_requirement
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
@@ -170,6 +171,25 @@ def verified_request(raw: object) -> AgentRequest:
     return raw if isinstance(raw, AgentRequest) else AgentRequest.model_validate(raw)
 
 
+def _approver_answer(stored: StoredAsk) -> ApproverAnswer:
+    """A plan ask's signed vote (and approval once decided). An ask under an approval's id that holds no vote is
+    not an approval (a store written before HATP-ASK-7 kept questions out of that namespace): refused, not
+    trusted. Raises HatpError HATP-ASK-7."""
+    if stored.vote is None:
+        raise _not_an_approval(stored.ask_id)
+    return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+
+
+def _not_an_approval(ask_id: str) -> HatpError:
+    return HatpError(
+        "HATP-ASK-7",
+        f"ask {ask_id!r} is not an approval: another kind of ask holds an approval's id",
+        path="$.askId",
+        code="ASK_ID_RESERVED",
+        fix="the operator removes the ask that holds the approval's id from the gateway's store",
+    )
+
+
 class _Late(Exception):
     def __init__(self, error: HatpError) -> None:
         super().__init__(error.one_line())
@@ -227,7 +247,7 @@ class GatewayApprover:
         """Route a requirement (idempotent per txnId/requirementId). A refused requirement is a signed no vote.
         With `terms` (holds-first) the ask opens bound to them before anyone is notified; terms the gateway
         refuses (HATP-GW-30/31) make it a signed no vote too. Asking again with terms tightens."""
-        ask_id = f"{plan.txn_id}/{requirement_id}"
+        ask_id = approval_ask_id(plan.txn_id, requirement_id)
         if self.store.get(ask_id) is not None and terms is not None:
             try:  # asked again (a retry, a replacement coordinator): the terms as they stand, else what there is
                 return await self.tighten(plan.txn_id, requirement_id, terms)
@@ -269,12 +289,10 @@ class GatewayApprover:
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
-        stored = await self._sync(f"{txn_id}/{requirement_id}")
-        assert stored.vote is not None
-        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+        return _approver_answer(await self._sync(approval_ask_id(txn_id, requirement_id)))
 
     async def withdraw(self, txn_id: str, requirement_id: str) -> None:
-        ask_id = f"{txn_id}/{requirement_id}"
+        ask_id = approval_ask_id(txn_id, requirement_id)
         if self.store.get(ask_id) is None:
             return
         now = self.clock.now()
@@ -298,7 +316,7 @@ class GatewayApprover:
         """HATP-GW-30/31: shrink a pending ask's deadline and bind `terms` into what the people sign; the pending
         vote is re-signed with the new `decideBy` and everyone asked is shown the ask again. Persisted before the
         answer. Raises KeyError (no such ask) or HatpError (HATP-GW-11/30/31; the ask is unchanged)."""
-        ask_id = f"{txn_id}/{requirement_id}"
+        ask_id = approval_ask_id(txn_id, requirement_id)
         if self.store.get(ask_id) is None:
             raise KeyError(ask_id)
         now = self.clock.now()
@@ -315,8 +333,7 @@ class GatewayApprover:
             return StoredAsk(s.ask_id, rec.state, rec, vote, s.evidence)
 
         after = self.store.update(ask_id, change)
-        if changed and after.record is not None:
-            assert after.vote is not None
+        if changed and after.record is not None and after.vote is not None:  # `change` signed the vote it stored
             self.store.record_sent(ask_id, "vote", after.vote)
             self._bump()  # a re-signed deadline is a changed answer (HATP-MCP-40)
             for seat in after.record.seats:
@@ -427,9 +444,10 @@ class GatewayApprover:
         and the question is routed as an approval would be (the requester is never asked, HATP-GW-5). The same
         askId and question again answers the same ask; another question under a known askId is refused.
 
-        Raises HatpError HATP-GW-47/48 (the request), HATP-MCP-33 (ASK_MISMATCH, a past decideBy), HATP-ASK-1,
-        HATP-ADDR-1..4, before anything is stored."""
+        Raises HatpError HATP-ASK-7 (an approval's id), HATP-GW-47/48 (the request), HATP-MCP-33 (ASK_MISMATCH, a
+        past decideBy), HATP-ASK-1, HATP-ADDR-1..4, before anything is stored."""
         now = self.clock.now()
+        check_question_id(question.ask_id)  # before the store is asked: an approval's id is never another question
         proven = verify_request(
             question.request, self.agents, subject="question", subject_digest=question_digest(question), now=now
         )
@@ -487,7 +505,7 @@ class GatewayApprover:
         that person.
 
         Raises HatpError (HATP-ADDR-1..4, HATP-GATE-7, HATP-GATE-20, HATP-GATE-23, HATP-GW-47..49) before anything
-        is stored.
+        is stored, and HATP-ASK-7 when another kind of ask holds the call's ask id.
         """
         now = self.clock.now()
         digest = call_digest(expected_call(server, tool, arguments, requirement, tool_digest))
@@ -517,6 +535,8 @@ class GatewayApprover:
         round_ = 1
         while self.store.get(tool_call_ask_id(digest, round_)) is not None:
             current = await self._sync(tool_call_ask_id(digest, round_))  # time applied: it may have expired
+            if current.record is not None and current.record.tool_call is None:
+                raise _not_an_approval(current.ask_id)  # a store written before HATP-ASK-7: never read as the call's
             if current.state == core.AskState.PENDING.value:
                 return current
             round_ += 1
@@ -553,9 +573,7 @@ class GatewayApprover:
 
     async def wait(self, txn_id: str, requirement_id: str, seconds: float) -> ApproverAnswer:
         """The Approver's long poll (runtime/interfaces.py WatchingApprover): `watch` on a plan ask."""
-        stored = await self.watch(f"{txn_id}/{requirement_id}", seconds)
-        assert stored.vote is not None
-        return ApproverAnswer(vote=stored.vote, approval=stored.evidence)
+        return _approver_answer(await self.watch(approval_ask_id(txn_id, requirement_id), seconds))
 
     def next_change(self) -> anyio.Event:
         """An event set at the next write to any ask (the delivery loop waits on it)."""

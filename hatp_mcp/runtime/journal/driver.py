@@ -51,7 +51,7 @@ from hatp_mcp.core.journal.machine import RetryPolicy, SagaMachine, StepView
 from hatp_mcp.core.journal.record import JournalChain, verify_journal
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.signing.keys import Keyring, SigningKey
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.journal.undoable import DidNotHappen, Happened, OutcomeUnknown, Undoable, UndoRefused
 from hatp_mcp.store.journal_store import JournalStore
@@ -172,7 +172,8 @@ class Saga:
                 raise StepInDoubt(f"step {call.step_id} ({t.name}): {answer.error}")
             if not answer.ok:
                 await self._feed(StepFailed(step_id=call.step_id, error=str(answer.error)))
-                assert isinstance(answer.value, BaseException)
+                if not isinstance(answer.value, BaseException):
+                    raise BrokenInvariant(f"step {call.step_id} failed and carries no exception")
                 raise answer.value
             await self._feed(StepCompleted(step_id=call.step_id, output=answer.value))
             return self._m.step(call.step_id).output

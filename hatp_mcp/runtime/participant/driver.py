@@ -53,7 +53,7 @@ from hatp_mcp.core.participant.coordinator_auth import check_vote
 from hatp_mcp.core.participant.record_head import check_commit_head, head_of
 from hatp_mcp.core.participant.signed import signed_receipt, signed_vote
 from hatp_mcp.core.signing.keys import SigningKey
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.participant.fencing import FencingLocks
 from hatp_mcp.runtime.participant.operation import DryRun, Operation, Performed, StoreOperation
@@ -137,7 +137,8 @@ class ParticipantRuntime:
 
     def _atomic(self) -> AbstractContextManager[object]:
         """The store's transaction (only operations in `_in_store` get here, so the store is a SQLite one)."""
-        assert self._sqlite is not None
+        if self._sqlite is None:
+            raise BrokenInvariant("an operation kept in the store ran on a store that is not a SQLite one")
         return self._sqlite.transaction()
 
     def _lock(self, txn_id: str, branch_id: str) -> _BranchLock:
@@ -422,7 +423,8 @@ class ParticipantRuntime:
                 except HatpError as exc:
                     return BranchResult(receipt=self._refusal(row, "compensate", exc, req.record_head))
                 self.store.put(row)  # HATP-PART-12: the intent is durable before the undo
-            assert row.branch is not None
+            if row.branch is None:
+                raise BrokenInvariant(f"branch {row.branch_id} has a row and no branch to compensate")
             branch = Branch.model_validate(row.branch)
             key = idempotency_key(row.txn_id, row.branch_id)
             try:

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from hatp_mcp.core.gated_tools.checks import GateRequirement, call_digest, expected_call
+from hatp_mcp.core.gated_tools.gateway_routing import tool_call_ask_id
 from hatp_mcp.core.gateway.proof import check_decision_proofs
 from hatp_mcp.core.model.evidence import Approval, Vote
 from hatp_mcp.core.signing.keys import SigningKey
@@ -419,3 +420,17 @@ async def test_an_identical_charge_after_the_first_ask_expired_opens_a_new_ask_u
     assert (await gw.current(first.ask_id)).state == "expired"
     assert (second.ask_id, second.state) == (first.ask_id + ".2", "pending")
     assert second.record is not None and second.record.ask.decide_by == "2026-11-29T12:00:00Z"
+
+
+async def test_HATP_ASK_7_a_question_stored_under_a_tool_calls_ask_id_is_refused_not_handed_out(
+    gw: GatewayApprover,
+) -> None:
+    digest = call_digest(expected_call("mcp://payments.example", "charge_card", CHARGE, TOOL_REQUIREMENT, None))
+    squat = tool_call_ask_id(digest)
+    asked = await gw.open_question(ask_id="q-legacy", kind="text", address=h("alice"), question="Any needs?")
+    assert asked.record is not None  # a store written before HATP-ASK-7 kept questions out of that namespace:
+    rec = asked.record.model_copy(update={"ask": asked.record.ask.model_copy(update={"ask_id": squat})})
+    gw.store.create(StoredAsk(squat, rec.state, rec, None, None))
+    with pytest.raises(HatpError) as e:
+        await _ask_charge(gw)
+    assert (e.value.rule, e.value.code) == ("HATP-ASK-7", "ASK_ID_RESERVED")

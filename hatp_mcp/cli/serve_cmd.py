@@ -1,0 +1,170 @@
+"""`hatp serve --org DIR [--agent NAME]`: the organisation's servers as one supervised local service.
+
+It runs the organisation's gateway (with its web inbox when suite.json turns it on), its Directory, its tool servers
+(suite.json `participants`) and its coordinator (and the journal when DIR/journal-allow.json exists) as children
+over streamable HTTP on 127.0.0.1, wired as `hatp mcp-config --org` wires them (the same keys, stores and trust
+lists), in that order: each child is ready before the next starts, so the gateway is up before a coordinator that
+could begin a trip against it (HATP-MCP-44), and the tool servers before the coordinator that reaches them at its
+start. Transactions, asks and sagas then live in the service, not in any client's process: a client that opens a
+session per call, or quits, ends nothing (HATP-MCP-41).
+
+The supervisor (hatp_mcp.runtime.service) restarts a child that dies, bounded and with backoff (HATP-MCP-43), and
+keeps DIR/data/service/: the lock (one service per organisation store, HATP-MCP-42), status.json (each child's
+state, pid, port, URL and restarts) and logs/<child>.log. SIGINT or SIGTERM stop every child and exit 0. Once
+every child is ready it prints `HATP_SERVICE_READY` on stdout (a bridge that started it waits for that line).
+Exit 1: a child could not start (named, with why: a port taken, an exit before ready); 2: another service holds
+the lock (its pid is said), or the organisation is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import anyio
+
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
+from hatp_mcp.cli.mcp_config_cmd import (
+    OrgParts,
+    coordinator_org_args,
+    gateway_args,
+    journal_allow,
+    org_parts,
+    service_ports,
+)
+from hatp_mcp.errors import HatpError
+from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.service.service_lock import ServiceBusy, ServiceLock
+from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
+
+__all__ = ["HELP", "LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "run", "service_folder"]
+
+HELP = "run the organisation's servers as one local service (loopback HTTP), restarting any that dies"
+SERVICE_READY = "HATP_SERVICE_READY"
+LOCK_FILE = "service.lock"
+
+
+def service_folder(root: Path) -> Path:
+    """Where the service keeps its lock, status.json and logs: DIR/data/service."""
+    return root.absolute() / "data" / "service"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--org", required=True, help="an organisation dir made by hatp init-org")
+    p.add_argument("--agent", help="the agent (private/agents/NAME) the coordinator signs plans as")
+    p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
+    p.add_argument("--poll-seconds", type=int, help="the coordinator polls a pending approval this often")
+    p.add_argument("--retry-seconds", type=int, help="the coordinator retries an in-doubt commit this often")
+
+
+def _http(python: str, module: str, port: int, args: list[str]) -> list[str]:
+    return [python, "-m", module, "--transport", "http", "--port", str(port), "--parent-watch", *args]
+
+
+def _url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+def child_specs(parts: OrgParts, python: str, coordinator_extra: list[str] | None = None) -> list[ChildSpec]:
+    """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal)."""
+    suite, root = parts.suite, str(parts.layout.root)
+    ports = service_ports(suite)
+    specs = [
+        ChildSpec(
+            "gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway_args(parts)), ports["gateway"]
+        ),
+        ChildSpec(
+            "directory", lambda _p, port: _http(python, "servers.directory", port, ["--org", root]), ports["directory"]
+        ),
+    ]
+    names: dict[str, str] = {}
+
+    def tool_server(module: str, data: str) -> Callable[[Mapping[str, int], int], list[str]]:
+        return lambda _p, port: _http(python, module, port, ["--data", data])
+
+    for p in suite.participants:
+        name = p.module.rsplit(".", 1)[-1]
+        names[p.uri] = name
+        specs.append(ChildSpec(name, tool_server(p.module, str(p.data))))
+
+    def coordinator(ready: Mapping[str, int], port: int) -> list[str]:
+        links = {uri: _url(ready[name]) for uri, name in names.items()}
+        args = coordinator_org_args(parts, links, _url(ready["gateway"]))
+        return _http(python, "servers.coordinator", port, [*args, *(coordinator_extra or [])])
+
+    specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"]))
+    allow = journal_allow(parts)
+    if allow is not None:
+        journal = ["--data", str(parts.layout.data("journal")), "--allow", str(allow)]
+        specs.append(ChildSpec("journal", lambda _p, port: _http(python, "servers.journal", port, journal)))
+    return specs
+
+
+async def _serve(supervisor: Supervisor) -> None:
+    """Raises StartFailed (unwrapped from the task group's exception group)."""
+    try:
+        await _serve_until_signal(supervisor)
+    except BaseExceptionGroup as group:
+        found, _rest = group.split(StartFailed)
+        failed: BaseException | None = found
+        while isinstance(failed, BaseExceptionGroup):
+            failed = failed.exceptions[0]
+        if failed is not None:
+            raise failed from None
+        raise
+
+
+async def _serve_until_signal(supervisor: Supervisor) -> None:
+    """Until SIGINT or SIGTERM, which may come while the children are still starting too."""
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await tg.start(supervisor.run)
+        print(SERVICE_READY, flush=True)
+        for name, child in supervisor.status()["children"].items():
+            print(f"hatp serve: {name} ready at {child['url']}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.org).expanduser().absolute()
+    try:
+        parts = org_parts(root, args.agent)
+    except HatpError as exc:
+        return fail(exc.one_line(), EXIT_BAD_INPUT)
+    except OSError as exc:
+        return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    folder = service_folder(root)
+    clock = SystemClock()
+    lock = ServiceLock(folder / LOCK_FILE)
+    try:
+        lock.acquire(clock.now())
+    except ServiceBusy as exc:
+        return fail(f"cannot start: {exc} (HATP-MCP-42); stop it first, or use it as it is", EXIT_BAD_INPUT)
+    try:
+        extra = [f"--poll-seconds={args.poll_seconds}"] if args.poll_seconds else []
+        extra += [f"--retry-seconds={args.retry_seconds}"] if args.retry_seconds else []
+        specs = child_specs(parts, str(Path(args.python).absolute()), extra)
+        supervisor = Supervisor(specs, folder, clock, READY_PREFIX)
+        print(f"hatp serve: {root}: logs in {folder / 'logs'}, status in {supervisor.status_file}", file=sys.stderr)
+        try:
+            anyio.run(_serve, supervisor)
+        except StartFailed as exc:
+            return fail(
+                f"cannot start: {exc} (HATP-MCP-44); nothing was started: no transaction can begin without it. "
+                f"Its log: {supervisor.log_file(exc.child)}",
+                EXIT_PROBLEMS,
+            )
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
+    finally:
+        lock.release()

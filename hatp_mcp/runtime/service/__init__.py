@@ -1,0 +1,10 @@
+"""The local HATP service: one supervisor that keeps an organisation's servers running as its children.
+
+- restart.py: when a child that died is started again (bounded, with backoff), as a pure policy;
+- service_lock.py: one service per organisation store (an exclusive lock file naming its holder);
+- supervisor.py: the children as processes: start in order, each ready before the next, restart, status, logs,
+  stop.
+
+It knows no HATP method and no MCP: a child is a command that prints one readiness line naming its port. It may
+import the runtime's shared pieces and the stores; no protocol part (coordinator, gateway, participant, journal).
+"""

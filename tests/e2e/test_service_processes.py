@@ -1,0 +1,336 @@
+"""`hatp serve` and `hatp connect` as real processes, on a fresh organisation made by `hatp init-org`.
+
+One service for the module (eight processes: the supervisor, the gateway, the Directory, four tool servers, the
+coordinator). The agent reaches it the way a per-call client does: every call through a NEW `hatp connect
+coordinator` process (a new stdio session), closed after the call. The approver decides in the terminal inbox,
+another process sharing the gateway's store.
+
+- begin through one bridge, the human approves, a new bridge sees COMMITTED (HATP-MCP-41);
+- the bridge SIGKILLed while the approval is pending: the trip still commits, and a new bridge sees it;
+- a tool server SIGKILLed mid-transaction is restarted by the service on its port, and the trip commits
+  (HATP-MCP-43);
+- a second service on the same organisation exits 2 naming the holder (HATP-MCP-42);
+- the gateway's port taken: the service refuses at start and starts no coordinator (HATP-MCP-44);
+- SIGTERM stops the service and every child; nothing is left (HATP-MCP-41);
+- on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
+  takes every child with it (HATP-MCP-41);
+- a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from hatp_mcp.cli import main as hatp
+from hatp_mcp.cli.org_layout import OrgLayout, load_suite
+from hatp_mcp.cli.serve_cmd import SERVICE_READY, service_folder
+from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.runtime.service.service_lock import ServiceLock, held_by
+from tests.e2e.coordinator_suite import alive, child_pids
+
+pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+
+PYTHON = sys.executable
+HATP = str(Path(sys.executable).parent / "hatp")
+BEN = "human://example.org/ben"
+
+
+def make_org(home: Path) -> OrgLayout:
+    """The README's organisation: Ann asks, the agent Claude acts for her, Ben approves travel with his own key."""
+    root = home / "org"
+    assert hatp(["keys", "new", "--out", str(home / "ben.jwk.json"), "--role", "approver"]) == 0
+    ben = ["--authority", "travel.spend=5000:USD", "--decision-key", str(home / "ben.jwk.json")]
+    steps = [
+        ["init-org", str(root), "--name", "example.org"],
+        ["card", "person", "--org", str(root), "ann", "--display", "Ann Lee", "--role", "travel-requester"],
+        ["card", "person", "--org", str(root), "ben", "--display", "Ben Ng", "--role", "finance-approver", *ben],
+        ["card", "agent", "--org", str(root), "claude", "--acts-for", "ann"],
+    ]
+    for step in steps:
+        assert hatp(step) == 0, step
+    return OrgLayout(root)
+
+
+@dataclass
+class Service:
+    layout: OrgLayout
+    process: Process
+    home: Path
+
+    def status(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads((service_folder(self.layout.root) / "status.json").read_text())
+        return value
+
+    def pid(self, child: str) -> int:
+        pid = self.status()["children"][child]["pid"]
+        assert isinstance(pid, int)
+        return pid
+
+
+async def start_service(layout: OrgLayout, *extra: str) -> tuple[Process, list[str]]:
+    """`hatp serve` started; returns once it printed its readiness line (or exited: the lines say why)."""
+    cmd = [HATP, "serve", "--org", str(layout.root), *extra]
+    process = await anyio.open_process(cmd, stdout=PIPE, stderr=PIPE)
+    assert process.stdout is not None
+    out = BufferedByteReceiveStream(process.stdout)
+    lines: list[str] = []
+    with anyio.fail_after(120):
+        while True:
+            try:
+                line = (await out.receive_until(b"\n", 1 << 16)).decode()
+            except (anyio.EndOfStream, anyio.IncompleteRead):
+                break
+            lines.append(line)
+            if line == SERVICE_READY:
+                break
+    return process, lines
+
+
+@pytest.fixture(scope="module")
+async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Service]:
+    home = tmp_path_factory.mktemp("service")
+    layout = make_org(home)
+    process, lines = await start_service(layout, "--poll-seconds", "1", "--retry-seconds", "1")
+    assert lines[-1:] == [SERVICE_READY], lines
+    try:
+        yield Service(layout, process, home)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                await process.wait()
+
+
+@asynccontextmanager
+async def bridge(layout: OrgLayout, server: str = "coordinator") -> AsyncIterator[Client]:
+    """A NEW stdio session: `hatp connect SERVER` started as a client that starts a command would start it."""
+    params = StdioServerParameters(command=HATP, args=["connect", server, "--org", str(layout.root)])
+    with (layout.root.parent / "bridge.stderr").open("a") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            yield client
+
+
+async def begin_trip(layout: OrgLayout, name: str, day: int) -> str:
+    """As a model would, through its own bridge: read the example plan, make it its own (its id, the trip's day,
+    so trips of one module book different rooms and seats) and begin it. Returns the txnId."""
+    async with bridge(layout) as agent:
+        (example,) = (await agent.read_resource("hatp://examples/trip-plan")).contents
+        plan = json.loads(example.text)  # type: ignore[union-attr]
+        plan["txnId"] = f"txn-service-{name}"
+        date = f"2026-12-{day:02d}"
+        for branch in plan["branches"]:
+            args = branch["args"]
+            for key in ("date", "checkIn"):
+                if key in args:
+                    args[key] = date
+            if "start" in args:
+                args["start"] = f"{date}T09:00:00Z"
+        began = await agent.call_tool("begin_transaction", {"plan": plan})
+        assert not began.is_error, began.content
+    txn_id: str = plan["txnId"]
+    return txn_id
+
+
+async def status(layout: OrgLayout, txn_id: str, wait: int = 0) -> dict[str, Any]:
+    """transaction status through a NEW bridge (waiting up to `wait` seconds for it to finish)."""
+    async with bridge(layout) as agent:
+        return await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": wait}, wait + 30)
+
+
+async def approve(service: Service, txn_id: str) -> None:
+    """Ben approves in the terminal inbox, signing with his own key; waits until the ask is there."""
+    gateway = service.layout.data("gateway")
+    cmd = [HATP, "inbox", "--data", str(gateway), "approve", f"{txn_id}/finance", "--as", BEN]
+    done = await anyio.run_process([*cmd, "--key", str(service.home / "ben.jwk.json")], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+async def asked(layout: OrgLayout, txn_id: str) -> None:
+    """Until the coordinator has asked the gateway (its status names the pending approval)."""
+    while True:
+        now = await status(layout, txn_id)
+        if any(v.get("decision") == "pending" for v in now.get("votes", [])) or now.get("state") == "approving":
+            return
+        assert now.get("outcome") is None, json.dumps(now)[:3000]
+
+
+async def test_HATP_MCP_41_a_trip_begun_through_one_bridge_commits_and_a_new_bridge_sees_it(
+    service: Service,
+) -> None:
+    with anyio.fail_after(120):
+        txn_id = await begin_trip(service.layout, "one-bridge", 20)
+        await asked(service.layout, txn_id)
+        await approve(service, txn_id)
+        done = await status(service.layout, txn_id, wait=60)
+    assert done["outcome"] == "COMMITTED", done
+
+
+async def test_HATP_MCP_41_the_bridge_killed_while_the_approval_is_pending_and_the_trip_still_commits(
+    service: Service,
+) -> None:
+    with anyio.fail_after(120):
+        txn_id = await begin_trip(service.layout, "bridge-killed", 21)
+        async with bridge(service.layout) as agent:
+            [pid] = child_pids(os.getpid(), "connect coordinator")
+            os.kill(pid, signal.SIGKILL)  # the client's process dies with its session open
+            with pytest.raises(Exception):  # noqa: B017 - the session is gone, however the SDK says it
+                await agent.list_tools()
+        await asked(service.layout, txn_id)
+        await approve(service, txn_id)
+        done = await status(service.layout, txn_id, wait=60)
+    assert done["outcome"] == "COMMITTED", done
+
+
+async def test_HATP_MCP_43_a_tool_server_killed_mid_transaction_is_restarted_and_the_trip_commits(
+    service: Service,
+) -> None:
+    hotel = service.pid("hotel")
+    port = service.status()["children"]["hotel"]["port"]
+    with anyio.fail_after(120):
+        txn_id = await begin_trip(service.layout, "hotel-killed", 22)
+        await asked(service.layout, txn_id)  # every branch prepared: the room is held in the hotel's store
+        os.kill(hotel, signal.SIGKILL)
+        await approve(service, txn_id)
+        done = await status(service.layout, txn_id, wait=90)
+    after = service.status()["children"]["hotel"]
+    assert done["outcome"] == "COMMITTED", done
+    assert after["restarts"] >= 1 and after["pid"] != hotel and after["port"] == port
+    assert not alive(hotel)
+
+
+async def test_HATP_MCP_42_a_second_service_on_the_same_organisation_exits_2_naming_the_holder(
+    service: Service,
+) -> None:
+    with anyio.fail_after(30):
+        done = await anyio.run_process([HATP, "serve", "--org", str(service.layout.root)], check=False)
+    said = done.stderr.decode()
+    assert done.returncode == 2
+    assert f"pid {service.process.pid}" in said and "HATP-MCP-42" in said
+
+
+async def test_HATP_MCP_44_the_gateway_port_taken_the_service_refuses_at_start_and_starts_no_coordinator(
+    tmp_path: Path,
+) -> None:
+    layout = make_org(tmp_path)
+    port = load_suite(layout.root).gateway_mcp_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        with anyio.fail_after(60):
+            process, lines = await start_service(layout)
+            await process.wait()
+            assert process.stderr is not None
+            said = (await process.stderr.receive(1 << 16)).decode()
+    children = json.loads((service_folder(layout.root) / "status.json").read_text())["children"]
+    assert process.returncode == 1 and lines == []
+    assert f"gateway: 127.0.0.1:{port} is taken" in said and "HATP-MCP-44" in said
+    assert children["coordinator"]["state"] == "waiting" and children["coordinator"]["pid"] is None
+
+
+async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(service: Service) -> None:
+    pids = [c["pid"] for c in service.status()["children"].values()]
+    service.process.send_signal(signal.SIGTERM)
+    with anyio.fail_after(60):
+        code = await service.process.wait()
+    assert code == 0
+    assert all(isinstance(p, int) for p in pids) and not any(alive(p) for p in pids)
+    assert {c["state"] for c in service.status()["children"].values()} == {"stopped"}
+
+
+async def test_HATP_MCP_41_bridges_started_together_start_one_service_which_outlives_them_and_dies_whole(
+    tmp_path: Path,
+) -> None:
+    """As Claude Desktop starts its entries: the coordinator's and the gateway's bridges at once, no service yet."""
+    layout = make_org(tmp_path)
+    lock = service_folder(layout.root) / "service.lock"
+    assert held_by(lock) is None
+    tools: dict[str, set[str]] = {}
+
+    async def use(server: str) -> None:
+        async with bridge(layout, server) as client:
+            tools[server] = {t.name for t in (await client.list_tools()).tools}
+
+    with anyio.fail_after(180):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(use, "coordinator")
+            tg.start_soon(use, "gateway")
+        holder = held_by(lock)  # the bridges are gone; the one service they started is not
+        assert holder is not None and alive(holder["pid"])
+        await use("directory")  # the next bridge uses the same service
+        assert held_by(lock) == holder
+        status = json.loads((service_folder(layout.root) / "status.json").read_text())
+        pids = [c["pid"] for c in status["children"].values()]
+        # the service killed outright: each child sees its stdin end (--parent-watch) and exits too
+        pidfds = [os.pidfd_open(p) for p in [holder["pid"], *pids]]
+        try:
+            os.kill(holder["pid"], signal.SIGKILL)
+            for pidfd in pidfds:
+                await anyio.wait_readable(pidfd)  # readable once that process has ended
+        finally:
+            for pidfd in pidfds:
+                os.close(pidfd)
+    assert "begin_transaction" in tools["coordinator"] and "request_approval" in tools["gateway"]
+    assert "directory" in tools and status["pid"] == holder["pid"]  # it answered (it serves resources only)
+    assert len(pidfds) == 8 and held_by(lock) is None  # each pidfd became readable: every process ended
+
+
+async def test_HATP_MCP_46_the_bridge_sends_the_token_of_its_0600_file_as_a_bearer_and_never_logs_it(
+    tmp_path: Path,
+) -> None:
+    """A recording server stands in for the service's coordinator (it holds the lock and names its URL)."""
+    root = tmp_path / "org"
+    folder = service_folder(root)
+    folder.mkdir(parents=True)
+    (root / "suite.json").write_text("{}")
+    token = tmp_path / "coordinator.token"
+    token.write_text("hatp-secret-5d1e\n")
+    token.chmod(0o600)
+    heads: list[bytes] = []
+
+    async def record(conn: anyio.abc.SocketStream) -> None:
+        async with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += await conn.receive()
+            heads.append(head)
+            await conn.send(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    lock = ServiceLock(folder / "service.lock")
+    lock.acquire(datetime.now(UTC))
+    try:
+        async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            status = {"children": {"coordinator": {"state": "ready", "url": f"http://127.0.0.1:{port}/mcp"}}}
+            (folder / "status.json").write_text(json.dumps(status))
+            args = ["connect", "coordinator", "--org", str(root), "--token-file", str(token)]
+            params = StdioServerParameters(command=HATP, args=args)
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(listener.serve, record)
+                    with (tmp_path / "bridge.stderr").open("w") as errlog, pytest.raises(Exception):  # noqa: B017
+                        async with Client(stdio_client(params, errlog=errlog)):
+                            pass
+                    tg.cancel_scope.cancel()
+    finally:
+        lock.release()
+    assert heads and b"authorization: Bearer hatp-secret-5d1e\r\n" in heads[0].lower().replace(b"bearer", b"Bearer")
+    assert "hatp-secret-5d1e" not in (tmp_path / "bridge.stderr").read_text()
