@@ -5,9 +5,10 @@ cost). Three processes are called in interleaved rounds, one call at a time:
 - direct: the shop itself;
 - forward: a bare forwarding server (bench/_forward.py) in front of a second shop, no journal: one more stdio hop,
   the floor of any proxy;
-- proxy: servers.journal_proxy in front of a third shop, its journal durable (WAL, synchronous=FULL): the step
-  written before the call goes upstream and its result after, each one durable commit (HATP-JRN-2), each entry
-  signed into the saga's hash-chained record.
+- proxy: servers.journal_proxy in front of a third shop, its journal durable (WAL, synchronous=FULL): each call a
+  step of one saga begun first, the step written before the call goes upstream and its result after, each one
+  durable commit (HATP-JRN-2), each entry signed into the saga's hash-chained record. (A call outside any saga is
+  a saga of its own, begun and completed around it: two commits more, HATP-PXY-9.)
 In the same rounds it runs the journal's own work for one call in this process (the step started and completed in
 a saga, both durable, no MCP). Prints p50 latency per side, CPU per call of each process, the proxy/direct ratio
 with its goal (at most 1.3x over stdio) and the floor that the forward hop plus the journal's own work put under it
@@ -119,6 +120,7 @@ async def run(calls: int) -> None:
             d_client, d_pids = await _open(stack, stdio_params("servers.shop", data / "shop"))
             f_client, f_pids = await _open(stack, forward)
             p_client, p_pids = await _open(stack, proxied)
+            await p_client.call_tool("saga_begin", {"name": "bench"})  # every call a step of this one saga
             journal = Journal(store, load_or_create_key(data / "in-process", ["journal"]))
             journal.register(undoable("stock", _never))
             saga = await journal.begin("bench")

@@ -13,9 +13,11 @@ The older form `--upstream TARGET --undo-map FILE` still works: TARGET is `http(
 like a shell would, never run through one); the undo map (hatp_mcp/core/journal/undo_map.py) becomes the same
 policy, every tool it does not name irreversible. State and
 the journal's key (role `journal`) live under --data (`--store postgresql://USER@HOST:PORT/DB`: the sagas in
-PostgreSQL); on start it recovers unfinished sagas (policy `rollback`). Over HTTP it needs `--callers FILE` and
-refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers share its one current saga, so
-give each agent a proxy of its own.
+PostgreSQL); on start it recovers unfinished sagas without undoing anything (policy `resume`, HATP-PXY-9): an open
+saga stays open for the model to complete or roll back (`hatp proxy sagas --data DIR` lists them). One proxy
+at a time runs on a --data folder (a lock, HATP-PXY-13). Over HTTP it
+needs `--callers FILE` and refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers
+share its one current saga, so give each agent a proxy of its own.
 Never writes to stdout (the stdio wire).
 """
 
@@ -30,19 +32,26 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import StdioServerParameters
 
 from hatp_mcp.core.journal.proxy_tools import resolve_tools
 from hatp_mcp.core.journal.undo_map import UndoMap
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
-from hatp_mcp.mcp.journal_proxy import JournalingProxy, proxy_names_free, upstream_tools
+from hatp_mcp.mcp.journal_proxy import LOCK, RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
-from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+from hatp_mcp.mcp.proxy_upstream import (
+    START_TIMEOUT,
+    first_error,
+    read_policy,
+    upstream_client,
+    upstream_target,
+    upstream_unavailable,
+)
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
+from hatp_mcp.store.data_lock import DataLocked, data_lock
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -92,19 +101,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", help="the policy file: the upstream and each tool's policy (spec/proxy.md)")
     p.add_argument("--upstream", help="(with --undo-map) http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
     p.add_argument("--undo-map", help="(with --upstream) JSON: which upstream tool undoes which")
+    p.add_argument(
+        "--start-timeout",
+        type=float,
+        default=START_TIMEOUT,
+        metavar="SECONDS",
+        help=f"the bound on the upstream's start: its initialize and its tools/list (default {START_TIMEOUT:g})",
+    )
     add_callers_argument(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
     )
     return p
-
-
-def _first_error(exc: BaseException) -> str:
-    """The innermost first error of a (group of) exceptions, as `Type: message`."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 async def _run(
@@ -115,26 +124,54 @@ async def _run(
     target: str | StdioServerParameters,
     callers: CallerTokens | None,
 ) -> int:
+    """Serve until the client goes; the upstream's start bounded by --start-timeout (HATP-PXY-4)."""
+    code: list[int] = []
+    late = False
+    listed = anyio.Event()
+
+    async def bound() -> None:
+        nonlocal late
+        with anyio.move_on_after(args.start_timeout):
+            await listed.wait()
+            return
+        late = True
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(bound)
+        code.append(await _serve(args, data, store_url, policy, target, callers, listed))
+        tg.cancel_scope.cancel()  # (the bound, when the proxy stopped before its upstream listed its tools)
+    if late:
+        refusal = upstream_unavailable(f"no answer within {args.start_timeout:g}s (--start-timeout)")
+        log(f"journal-proxy: cannot start: {refusal.one_line()}")
+        return 2
+    return code[0]
+
+
+async def _serve(
+    args: argparse.Namespace,
+    data: Path,
+    store_url: StoreUrl,
+    policy: ProxyPolicy,
+    target: str | StdioServerParameters,
+    callers: CallerTokens | None,
+    listed: anyio.Event,
+) -> int:
     key = load_or_create_key(data, ["journal"])
     async with AsyncExitStack() as stack:
-        if isinstance(target, str):
-            client = Client(target)
-        else:
-            errlog = stack.enter_context((data / "upstream.stderr").open("a"))
-            client = Client(stdio_client(target, errlog=errlog))
+        try:  # one proxy (or `hatp proxy end`) at a time on a journal (HATP-PXY-13)
+            stack.enter_context(data_lock(data, LOCK))
+        except DataLocked as exc:
+            log(f"journal-proxy: cannot start: HATP-PXY-13: {exc}: another proxy serves this --data")
+            return 2
+        errlog = None if isinstance(target, str) else stack.enter_context((data / "upstream.stderr").open("a"))
         try:
-            upstream = await stack.enter_async_context(client)
+            upstream = await stack.enter_async_context(upstream_client(target, errlog))
             tools = (await upstream.list_tools()).tools
         except Exception as exc:  # one line naming what failed; never the upstream's environment (HATP-PXY-2)
-            refusal = HatpError(
-                "HATP-PXY-4",
-                f"the upstream did not start or list its tools ({_first_error(exc)})",
-                path="upstream",
-                code="UPSTREAM_UNAVAILABLE",
-                fix="check upstream.command, args and cwd (or url); its stderr is in DATA/upstream.stderr",
-            )
-            log(f"journal-proxy: cannot start: {refusal.one_line()}")
+            log(f"journal-proxy: cannot start: {upstream_unavailable(first_error(exc)).one_line()}")
             return 2
+        listed.set()
         try:  # the saga tools' names are the proxy's own
             proxy_names_free(tools)
         except ValueError as exc:
@@ -150,10 +187,11 @@ async def _run(
         except (HatpError, OSError, ValueError) as exc:  # HATP-STORE-1/3, unreachable, no psycopg
             log(f"journal-proxy: cannot start: {store_url}: {exc}")
             return 2
-        journal = Journal(store, key, author="journal-proxy://" + data.name)
+        journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
         proxy = JournalingProxy(upstream, tools, journal, policy)  # (checked above: it raises nothing here)
-        for saga_id, status in (await journal.recover()).items():
-            log(f"journal-proxy: recovered {saga_id}: {status.value}")
+        await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
+        for saga_id, status in (await proxy.reopen()).items():
+            log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")
         low = proxy.server()
         if callers is not None:  # over HTTP, every tool call carries a caller's token (HATP-JRN-17)
             low.middleware.append(caller_middleware(callers))
@@ -166,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet()
     if args.data is None:
         log("journal-proxy: --data DIR is required (the journal keeps its sagas and key there)")
+        return 2
+    if not args.start_timeout > 0:
+        log(f"journal-proxy: --start-timeout {args.start_timeout:g}: give a number of seconds above 0")
         return 2
     try:
         policy, target = _policy(args)

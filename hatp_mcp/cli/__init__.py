@@ -23,6 +23,7 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - serve_cmd.py: `hatp serve`, the organisation's servers as one supervised local service on loopback;
 - connect_cmd.py: `hatp connect`, the stdio bridge from a client that starts a command to that service;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
+- proxy_cmd.py: `hatp proxy`, the proxy's open sagas, dead letters, policy check and starter policies;
 - schemas_cmd.py: `hatp schemas`, the JSON Schemas in spec/schemas/ written or checked from the models;
 - vectors_cmd.py: `hatp vectors`, the interop vectors in spec/vectors/ written or checked from fixed inputs;
 - vector_keys.py: the interop vectors' test-only keys, derived from their names so anyone can rebuild them;
@@ -63,6 +64,7 @@ COMMANDS: dict[str, str] = {
     "conformance": "conformance_cmd",
     "serve": "serve_cmd",
     "connect": "connect_cmd",
+    "proxy": "proxy_cmd",
 }
 
 

@@ -14,15 +14,70 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
-from mcp import StdioServerParameters
+import anyio
+import mcp.types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.model.proxy_policy import EnvFromEnv, EnvFromFile, HttpUpstream, ProxyPolicy, load_policy
 from hatp_mcp.errors import HatpError
 
-__all__ = ["read_policy", "upstream_target"]
+__all__ = [
+    "START_TIMEOUT",
+    "first_error",
+    "list_upstream",
+    "read_policy",
+    "upstream_client",
+    "upstream_target",
+    "upstream_unavailable",
+]
 
 RULE = "HATP-PXY-2"
+# The bound, in seconds, on the upstream's start: its `initialize` handshake and its tools/list (HATP-PXY-4).
+START_TIMEOUT = 30.0
+
+
+def upstream_client(target: str | StdioServerParameters, errlog: TextIO | None = None) -> Client:
+    """A client of the upstream, not yet entered; a stdio server's stderr goes to `errlog`."""
+    if isinstance(target, str):
+        return Client(target)
+    return Client(stdio_client(target, errlog=errlog) if errlog is not None else stdio_client(target))
+
+
+def first_error(exc: BaseException) -> str:
+    """The innermost first error of a (group of) exceptions, as `Type: message`."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def upstream_unavailable(cause: str, where: str = "DATA/upstream.stderr") -> HatpError:
+    """HATP-PXY-4's refusal of an upstream that did not start or list its tools; `cause` never holds the
+    upstream's environment (HATP-PXY-2)."""
+    return HatpError(
+        "HATP-PXY-4",
+        f"the upstream did not start or list its tools ({cause})",
+        path="upstream",
+        code="UPSTREAM_UNAVAILABLE",
+        fix=f"check upstream.command, args and cwd (or url); its stderr is in {where}",
+    )
+
+
+async def list_upstream(
+    target: str | StdioServerParameters, bound: float = START_TIMEOUT, errlog: TextIO | None = None
+) -> list[types.Tool]:
+    """Start the upstream, list its tools and stop it, all within `bound` seconds. Raises HatpError HATP-PXY-4
+    (`UPSTREAM_UNAVAILABLE`)."""
+    try:
+        with anyio.fail_after(bound):
+            async with upstream_client(target, errlog) as upstream:
+                return (await upstream.list_tools()).tools
+    except TimeoutError:
+        raise upstream_unavailable(f"no answer within {bound:g}s", "its stderr") from None
+    except Exception as exc:
+        raise upstream_unavailable(first_error(exc), "its stderr") from None
 
 
 def read_policy(path: Path) -> ProxyPolicy:

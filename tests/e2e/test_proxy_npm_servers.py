@@ -5,7 +5,9 @@ each started by the proxy as its upstream, the proxy itself a process driven by 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -15,11 +17,12 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
 from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from tests.e2e.coordinator_suite import alive, child_pids
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
 
@@ -136,7 +139,7 @@ async def test_HATP_PXY_7_server_memory_journaled_and_rolled_back_leaves_its_fil
     assert memory.read_bytes() == before
 
 
-async def test_HATP_PXY_7_an_undo_whose_expression_finds_nothing_is_never_sent_and_the_result_says_why(
+async def test_HATP_PXY_10_an_undo_whose_expression_finds_nothing_is_never_sent_and_the_result_says_why(
     tmp_path: Path,
 ) -> None:
     memory = tmp_path / "memory.jsonl"
@@ -149,10 +152,15 @@ async def test_HATP_PXY_7_an_undo_whose_expression_finds_nothing_is_never_sent_a
                 client, "create_entities", {"entities": [{"name": "carol", "entityType": "p", "observations": []}]}
             )
             done = (await call(client, "saga_rollback", {})).structured_content
+        letters = await hatp_cli("proxy", "dead-letters", "--data", str(tmp_path / "proxy"))
     assert done["status"] == "ROLLBACK_FAILED"
     (step,) = done["steps"]
     assert step["rollback"] == "undo-failed" and "found nothing" in step["error"]
     assert "HATP-PXY-7 at tools.create_entities.undo.arguments.entityNames" in step["error"]
+    (dead,) = done["deadLetters"]  # HATP-PXY-10: the reason reaches the model, and the operator
+    assert dead == {"stepId": "s1", "tool": "create_entities", "phase": "undo", "error": step["error"]}
+    (letter,) = letters
+    assert (letter["sagaId"], letter["stepId"], letter["error"]) == (done["sagaId"], "s1", step["error"])
     assert "carol" in memory.read_text()  # no undo went out with its argument missing
 
 
@@ -293,3 +301,180 @@ async def test_HATP_PXY_4_a_bad_policy_is_refused_at_start_with_the_rule_and_not
     assert SECRET not in done.stderr.decode()
     assert not (data / "journal.db").exists()  # no journal opened, nothing served
     assert not (tmp_path / "memory.jsonl").exists()  # server-memory wrote nothing
+
+
+async def hatp_cli(*argv: str) -> Any:
+    done = await anyio.run_process([sys.executable, "-m", "hatp_mcp.cli", *argv], cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+async def test_HATP_PXY_9_a_proxy_killed_mid_saga_restarts_with_it_open_and_its_rollback_restores_the_file(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    data = tmp_path / "proxy"
+    alice = {"name": "alice", "entityType": "person", "observations": ["likes tea"]}
+    bob = {"name": "bob", "entityType": "person", "observations": ["new"]}
+    with anyio.fail_after(120):
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            outside = await call(client, "create_entities", {"entities": [alice]})  # outside a saga: it stands
+            before = memory.read_bytes()
+            begun = (await call(client, "saga_begin", {"name": "meeting"})).structured_content
+            await call(client, "create_entities", {"entities": [bob]})
+            await call(client, "create_relations", {"relations": [{"from": "alice", "to": "bob", "relationType": "k"}]})
+            await call(client, "add_observations", {"observations": [{"entityName": "alice", "contents": ["met"]}]})
+            changed = memory.read_bytes()
+            [pid] = child_pids(os.getpid(), str(data))
+            os.kill(pid, signal.SIGKILL)  # no shutdown of any kind; leaving the block reaps it
+        killed = not alive(pid)
+        listed = await hatp_cli("proxy", "sagas", "--data", str(data))
+        after_kill = memory.read_bytes()
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            after_restart = memory.read_bytes()
+            status = (await call(client, "saga_status", {})).structured_content
+            done = (await call(client, "saga_rollback", {"reason": "the meeting was cancelled"})).structured_content
+        relisted = await hatp_cli("proxy", "sagas", "--data", str(data))
+    assert killed and not outside.is_error and begun is not None and status is not None and done is not None
+    assert [s["sagaId"] for s in listed] == [begun["sagaId"]]  # the outside call is no open saga
+    assert [(s["tool"], s["state"]) for s in listed[0]["steps"]] == [
+        ("create_entities", "COMPLETED"),
+        ("create_relations", "COMPLETED"),
+        ("add_observations", "COMPLETED"),
+    ]
+    assert after_kill == changed and after_restart == changed  # the restart undid nothing
+    assert status["sagaId"] == begun["sagaId"] and status["status"] == "IN_PROGRESS" and status["recovered"] is True
+    assert len(status["steps"]) == 3 and "openSagas" not in status
+    assert done["status"] == "ROLLED_BACK" and memory.read_bytes() == before  # byte-identical, alice still there
+    assert b"alice" in before and relisted == []
+
+
+async def test_HATP_PXY_4_an_upstream_that_never_answers_initialize_ends_the_proxy_within_its_start_bound(
+    tmp_path: Path,
+) -> None:
+    silent = tmp_path / "silent_upstream.py"
+    silent.write_text("import sys\nfor _ in sys.stdin:\n    pass\n")  # reads every request, answers none
+    policy = {"upstream": {"command": sys.executable, "args": [str(silent)]}, "default": "deny", "tools": {}}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    data = tmp_path / "proxy"
+    argv = [sys.executable, "-m", "servers.journal_proxy", "--transport", "stdio", "--data", str(data)]
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [*argv, "--policy", str(tmp_path / "policy.json"), "--start-timeout", "2"],
+            cwd=ROOT,
+            check=False,
+            stdin=subprocess.DEVNULL,  # (the proxy reads its client only once its upstream listed its tools)
+            stderr=subprocess.PIPE,
+        )
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("journal-proxy: cannot start: HATP-PXY-4 at upstream: ") and "Fix: " in lines[0]
+    assert "no answer within 2s (--start-timeout)" in lines[0]
+    assert not (data / "journal.db").exists()  # no journal opened, nothing served
+
+
+async def hatp_run(*argv: str) -> tuple[int, Any, list[str]]:
+    """`hatp ARGV`: its exit status, its stdout as JSON (None when empty) and its stderr's lines."""
+    done = await anyio.run_process([sys.executable, "-m", "hatp_mcp.cli", *argv], cwd=ROOT, check=False)
+    out = done.stdout.decode().strip()
+    return done.returncode, json.loads(out) if out else None, done.stderr.decode().strip().splitlines()
+
+
+async def test_HATP_PXY_11_proxy_check_validates_a_policy_against_the_live_upstream_and_serves_nothing(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(memory_policy(memory)))
+    _, unknown, _, _ = bad_policies(tmp_path)[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(unknown))
+    with anyio.fail_after(90):
+        ok = await hatp_run("proxy", "check", str(good))
+        refused = await hatp_run("proxy", "check", str(bad))
+    code, checked, _ = ok
+    assert code == 0 and checked["tools"]["create_entities"] == "journal"
+    assert checked["tools"]["delete_relations"] == "hide" and checked["tools"]["search_nodes"] == "deny"
+    code, out, lines = refused
+    assert code == 2 and out is None and len(lines) == 1, lines
+    assert lines[0].startswith("hatp: HATP-PXY-4 at tools.create_entity: ") and "Fix: " in lines[0]
+    assert not memory.exists()  # server-memory was asked for its tools only
+
+
+async def test_HATP_PXY_12_proxy_init_wraps_each_claude_desktop_server_with_a_starter_policy(tmp_path: Path) -> None:
+    memory = tmp_path / "memory.jsonl"
+    root = tmp_path / "files"
+    root.mkdir()
+    claude = {
+        "mcpServers": {
+            "memory": {"command": "node", "args": [server("server-memory")], "env": {"MEMORY_FILE_PATH": str(memory)}},
+            "files": {"command": "node", "args": [server("server-filesystem"), str(root)]},
+            "gone": {"command": "no-such-command-for-hatp"},
+        },
+        "globalShortcut": "Ctrl+Space",
+    }
+    (tmp_path / "claude.json").write_text(json.dumps(claude))
+    out = tmp_path / "wrapped"
+    with anyio.fail_after(120):
+        code, summary, lines = await hatp_run(
+            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out)
+        )
+        config = json.loads((out / "claude_desktop_config.json").read_text())
+        entry = config["mcpServers"]["memory"]
+        params = StdioServerParameters(command=entry["command"], args=entry["args"])
+        async with Client(stdio_client(params)) as client:
+            made = await call(
+                client, "create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": []}]}
+            )
+            denied = await call(client, "delete_entities", {"entityNames": ["a"]})
+            graph = await call(client, "read_graph", {})
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("hatp: gone: HATP-PXY-4 at upstream: ")
+    assert config["mcpServers"]["gone"] == claude["mcpServers"]["gone"] and config["globalShortcut"] == "Ctrl+Space"
+    assert summary["memory"]["read_graph"] == "pass" and summary["memory"]["create_entities"] == "irreversible"
+    assert summary["memory"]["delete_entities"] == "deny" and summary["files"]["write_file"] == "deny"
+    assert "journal" not in {p for tools in summary.values() for p in tools.values()}  # nothing without an undo
+    assert str(memory) not in (out / "memory" / "policy.json").read_text()  # the value sits in an owner-only file
+    assert (out / "memory" / "env" / "MEMORY_FILE_PATH").stat().st_mode & 0o777 == 0o600
+    assert "servers.journal_proxy" in entry["args"]
+    assert not made.is_error and IRREVERSIBLE_NOTE in text(made) and "a" in json.dumps(graph.structured_content)
+    assert denied.is_error and denied.structured_content["refusal"]["code"] == "TOOL_DENIED"
+    assert '"name":"a"' in memory.read_text()  # the env the config gave reached server-memory
+
+
+async def test_HATP_PXY_13_the_operator_rolls_back_a_saga_left_open_once_no_proxy_runs_on_its_data(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    data = tmp_path / "proxy"
+    policy = tmp_path / "policy.json"
+    bob = {"name": "bob", "entityType": "person", "observations": ["new"]}
+    with anyio.fail_after(120):
+        async with proxy(tmp_path, memory_policy(memory)) as client:
+            await call(client, "create_entities", {"entities": [{**bob, "name": "alice"}]})  # outside: it stands
+            before = memory.read_bytes()
+            begun = (await call(client, "saga_begin", {"name": "meeting"})).structured_content
+            await call(client, "create_entities", {"entities": [bob]})
+            end = ["proxy", "end", begun["sagaId"], "--data", str(data), "--policy", str(policy)]
+            while_running = await hatp_run(*end, "--rollback")
+            argv = ["-m", "servers.journal_proxy", "--transport", "stdio", "--data", str(data)]
+            second = await anyio.run_process(
+                [sys.executable, *argv, "--policy", str(policy)],
+                cwd=ROOT,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            [pid] = child_pids(os.getpid(), str(data))
+            os.kill(pid, signal.SIGKILL)
+        changed = memory.read_bytes()
+        rolled = await hatp_run(*end, "--rollback")
+        again = await hatp_run(*end, "--complete")
+    code, out, lines = while_running
+    assert code == 2 and out is None and "HATP-PXY-13" in lines[0] and "saga tools" in lines[0]
+    assert second.returncode == 2 and "HATP-PXY-13" in second.stderr.decode()  # one proxy per --data
+    assert b"bob" in changed  # the kill undid nothing
+    code, ended, _ = rolled
+    assert code == 0 and ended["sagaId"] == begun["sagaId"] and ended["status"] == "ROLLED_BACK"
+    assert memory.read_bytes() == before  # byte-identical, the call made outside the saga still there
+    code, out, lines = again
+    assert code == 2 and "HATP-PXY-10" in lines[0] and "ROLLED_BACK" in lines[0]

@@ -1,0 +1,319 @@
+"""`hatp proxy`: the operator's side of the proxy (servers/journal_proxy.py, spec/proxy.md).
+
+- `hatp proxy sagas --data DIR`: the sagas a proxy's journal holds open (a restart leaves them open, HATP-PXY-9),
+  each with its steps, for the model or the operator to complete or roll back;
+- `hatp proxy dead-letters --data DIR`: every dead letter, with the reason its step was left for a person
+  (HATP-PXY-10);
+- `hatp proxy end SAGA --data DIR --policy FILE --complete|--rollback`: the operator ends an open saga while no
+  proxy runs on DIR (HATP-PXY-13): completed as it stands, or rolled back through the policy's upstream;
+- `hatp proxy check FILE`: a policy file checked against its live upstream, as the proxy checks it at start, without
+  serving anything (HATP-PXY-11);
+- `hatp proxy init --claude-config FILE --out DIR`: a starter policy per server of a Claude Desktop config, from
+  each server's tool annotations, and a new config that runs each server through the proxy (HATP-PXY-12).
+
+`sagas` and `dead-letters` read the journal's store as it is (`--store`, default `sqlite:DIR/journal.db`), without
+changing it; a running proxy may hold it open. The sagas' records are checked by `hatp verify`, not here. `check`
+and `init` start upstream servers, so they import the MCP SDK, inside their run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
+from hatp_mcp.core.journal.machine import SagaMachine
+from hatp_mcp.errors import HatpError
+from hatp_mcp.store.url import StoreUrl, open_journal_store
+
+HELP = "the proxy's open sagas and dead letters, a policy checked, starter policies (sagas, dead-letters, check, init)"
+START_BOUND = 30.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="proxy_command", required=True)
+    for name, help_text in (
+        ("sagas", "the sagas left open (a restart undoes nothing): complete or roll them back through the proxy"),
+        ("dead-letters", "the steps left for a person, each with the reason"),
+    ):
+        q = sub.add_parser(name, help=help_text, description=help_text)
+        q.add_argument("--data", required=True, help="the proxy's --data folder")
+        q.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    end = sub.add_parser("end", help="complete or roll back an open saga while no proxy runs on --data")
+    end.add_argument("saga_id", help="the open saga (hatp proxy sagas lists them)")
+    end.add_argument("--data", required=True, help="the proxy's --data folder")
+    end.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    end.add_argument("--policy", required=True, help="the proxy's policy file: its upstream undoes a rollback")
+    how = end.add_mutually_exclusive_group(required=True)
+    how.add_argument("--complete", action="store_true", help="keep every step")
+    how.add_argument("--rollback", action="store_true", help="undo the steps, last first")
+    end.add_argument("--reason", default="rolled back by the operator")
+    end.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
+    check = sub.add_parser("check", help="check a policy file against its live upstream, serving nothing")
+    check.add_argument("policy", help="the policy file (spec/proxy.md)")
+    check.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
+    init = sub.add_parser("init", help="starter policies and a proxied config from a Claude Desktop config")
+    init.add_argument("--claude-config", required=True, help="claude_desktop_config.json ({mcpServers: ...})")
+    init.add_argument("--out", required=True, help="the folder to write: NAME/policy.json per server, the config")
+    init.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
+    init.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
+
+
+def _store_url(args: argparse.Namespace) -> StoreUrl:
+    """Raises ValueError: a bad --store, or no journal under --data (nothing is created)."""
+    if args.store:
+        return StoreUrl.parse(args.store)
+    path = Path(args.data) / "journal.db"
+    if not path.is_file():
+        raise ValueError(f"{path}: no proxy journal here; give the proxy's --data folder (or its --store)")
+    return StoreUrl.sqlite(path)
+
+
+async def _sagas(url: StoreUrl) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    async with open_journal_store(url) as store:
+        for sid in await store.unfinished():
+            stored = await store.load(sid)
+            if stored is None:  # pragma: no cover - listed as unfinished, then gone
+                continue
+            entries = [(e["event"], e["body"]) for e in stored.events]
+            machine = SagaMachine.replay(sid, entries)
+            out.append(
+                {
+                    "sagaId": sid,
+                    "name": stored.name,
+                    "status": machine.status.value,
+                    "recovered": any(event == "saga.recovered" for event, _ in entries),
+                    "steps": [
+                        {"stepId": s.step_id, "tool": s.tool, "state": s.state.value, "args": s.args}
+                        for s in machine.steps
+                    ],
+                }
+            )
+    return out
+
+
+async def _dead_letters(url: StoreUrl) -> list[dict[str, Any]]:
+    async with open_journal_store(url) as store:
+        return [{"id": row.id, **row.entry} for row in await store.dead_letters()]
+
+
+def _check(path: Path, bound: float) -> dict[str, str]:
+    """Each upstream tool's action under the file at `path`, checked as the proxy does at start. Raises HatpError
+    (HATP-PXY-1 to 6)."""
+    from hatp_mcp.core.journal.proxy_tools import resolve_tools
+    from hatp_mcp.errors import HatpError
+    from hatp_mcp.mcp.journal_proxy import proxy_names_free, upstream_tools
+    from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+
+    policy = read_policy(path)
+    tools = anyio.run(_listed, upstream_target(policy, path.parent), bound)
+    try:
+        proxy_names_free(tools)
+    except ValueError as exc:
+        fix = "proxy another server: the proxy adds the saga tools under these names"
+        raise HatpError("HATP-PXY-4", str(exc), path="upstream", code="NAME_CLASH", fix=fix) from None
+    return {name: rule.action for name, rule in resolve_tools(policy, upstream_tools(tools)).items()}
+
+
+async def _listed(target: Any, bound: float) -> list[Any]:
+    """The upstream's tools (HATP-PXY-4, bounded); its stderr kept in a file named by the refusal, else removed."""
+    from hatp_mcp.errors import HatpError
+    from hatp_mcp.mcp.proxy_upstream import list_upstream
+
+    fd, name = tempfile.mkstemp(prefix="hatp-upstream-", suffix=".stderr")
+    with os.fdopen(fd, "w") as errlog:
+        try:
+            tools = await list_upstream(target, bound, errlog)
+        except HatpError as exc:
+            exc.fix = f"check upstream.command, args and cwd (or url); its stderr is in {name}"
+            raise
+    os.unlink(name)
+    return tools
+
+
+def _end(args: argparse.Namespace) -> dict[str, Any]:
+    """End one open saga as the proxy would (HATP-PXY-13). Raises HatpError (HATP-PXY-1 to 6 for the policy and
+    the upstream, HATP-PXY-10 for a saga that is unknown or not open, HATP-JRN-12 for a record that does not
+    verify), DataLocked while a proxy runs on --data, ValueError when the folder holds no proxy key."""
+    from hatp_mcp.mcp.journal_proxy import LOCK
+    from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+    from hatp_mcp.store.data_lock import data_lock
+
+    data = Path(args.data)
+    url = _store_url(args)
+    if not (data / "key.jwk.json").is_file():
+        raise ValueError(f"{data}: no proxy key here (key.jwk.json); give the proxy's --data folder")
+    path = Path(args.policy).absolute()
+    policy = read_policy(path)
+    target = upstream_target(policy, path.parent)
+    with data_lock(data, LOCK), open(os.devnull, "w") as errlog:
+        return anyio.run(_ended, args, data, url, policy, target, errlog)
+
+
+async def _ended(
+    args: argparse.Namespace, data: Path, url: StoreUrl, policy: Any, target: Any, errlog: Any
+) -> dict[str, Any]:
+    from hatp_mcp.core.journal.events import SagaStatus
+    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, saga_status
+    from hatp_mcp.mcp.proxy_upstream import upstream_client
+    from hatp_mcp.runtime.journal.driver import Journal
+    from hatp_mcp.store.files import load_or_create_key
+
+    key = load_or_create_key(data, ["journal"])
+    async with open_journal_store(url) as store:
+        journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
+        saga = await journal.get(args.saga_id)
+        if saga.status is not SagaStatus.IN_PROGRESS:
+            raise HatpError(
+                "HATP-PXY-10",
+                f"saga {saga.id} is {saga.status.value}: it has ended",
+                path="saga_id",
+                code="SAGA_ENDED",
+                fix="hatp proxy sagas --data DIR lists the open ones",
+            )
+        if args.complete:
+            await saga.complete()
+            return await saga_status(journal, saga)
+        tools = await _listed(target, args.start_timeout)  # the start bounded (HATP-PXY-4)
+        async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
+            JournalingProxy(upstream, tools, journal, policy)  # its undos and lookups, by the file
+            await saga.rollback(args.reason)
+            return await saga_status(journal, saga)
+
+
+def starter_action(read_only: bool | None, destructive: bool | None) -> str:
+    """A tool's starter policy from its annotations (HATP-PXY-12): read-only is passed; a write the server says is
+    not destructive is `irreversible` (allowed, the model told it cannot be undone); any other write, destructive
+    by MCP's default, is denied until the user gives it an undo (`journal`) or allows it."""
+    if read_only:
+        return "pass"
+    if destructive is False:
+        return "irreversible"
+    return "deny"
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mcp import StdioServerParameters
+
+    from hatp_mcp.errors import HatpError
+
+    doc = read_json(args.claude_config)
+    servers = doc.get("mcpServers") if isinstance(doc, dict) else None
+    if not isinstance(servers, dict):
+        raise InputError(f"{args.claude_config}: no mcpServers object (Claude Desktop's config format)")
+    out = Path(args.out).absolute()
+    python = str(Path(args.python).absolute())
+    config: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    problems = 0
+    for name, entry in servers.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not _NAME.match(name):
+            print(f"hatp: {name}: not a stdio server entry with a plain name: kept as it was", file=sys.stderr)
+            config[name] = entry
+            problems += 1
+            continue
+        folder = out / name
+        if (folder / "policy.json").exists():
+            raise InputError(f"{folder / 'policy.json'} exists: init never overwrites a policy; choose another --out")
+        env = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
+        argv = [str(a) for a in entry.get("args") or []]
+        target = StdioServerParameters(command=entry["command"], args=argv, env=env, cwd=str(Path.cwd()))
+        try:
+            tools = anyio.run(_listed, target, args.start_timeout)
+        except HatpError as exc:
+            print(f"hatp: {name}: {exc.one_line()}: kept as it was", file=sys.stderr)
+            config[name] = entry
+            problems += 1
+            continue
+        policy = _starter(folder, entry["command"], argv, env, tools)
+        config[name] = {
+            "command": python,
+            "args": [
+                *("-m", "servers.journal_proxy", "--transport", "stdio"),
+                *("--data", str(folder / "data"), "--policy", str(folder / "policy.json")),
+            ],
+        }
+        summary[name] = {t: p["policy"] for t, p in policy["tools"].items()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "claude_desktop_config.json").write_text(json.dumps({**doc, "mcpServers": config}, indent=2) + "\n")
+    print_json(summary)
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _starter(folder: Path, command: str, argv: list[str], env: dict[str, str], tools: list[Any]) -> dict[str, Any]:
+    """Write `folder/policy.json` and, for each variable of the server's env, an owner-only file `env/NAME` the
+    policy names (a key cannot be told from a setting, so no value is copied into the policy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    named: dict[str, Any] = {}
+    if env:
+        (folder / "env").mkdir(mode=0o700, exist_ok=True)
+    for var, value in env.items():
+        fd = os.open(folder / "env" / var, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(value)
+        named[var] = {"file": f"env/{var}"}
+    per_tool: dict[str, Any] = {}
+    for t in tools:
+        a = t.annotations
+        per_tool[t.name] = {
+            "policy": starter_action(a.read_only_hint if a else None, a.destructive_hint if a else None)
+        }
+    policy = {
+        "upstream": {"command": command, "args": argv, "env": named, "cwd": str(Path.cwd())},
+        "default": "deny",
+        "tools": per_tool,
+    }
+    (folder / "policy.json").write_text(json.dumps(policy, indent=2) + "\n")
+    return policy
+
+
+def run(args: argparse.Namespace) -> int:
+    from hatp_mcp.errors import HatpError as Refusal
+
+    if args.proxy_command == "check":
+        try:
+            print_json({"tools": _check(Path(args.policy).absolute(), args.start_timeout)})
+        except Refusal as exc:
+            return fail(exc.one_line(), EXIT_BAD_INPUT)
+        return EXIT_OK
+    if args.proxy_command == "end":
+        from hatp_mcp.store.data_lock import DataLocked
+
+        try:
+            ended = _end(args)
+        except DataLocked as exc:
+            return fail(f"HATP-PXY-13: {exc}: a proxy runs on {args.data}; end the saga through its saga tools")
+        except Refusal as exc:
+            return fail(exc.one_line())
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
+        print_json(ended)
+        return EXIT_PROBLEMS if ended["status"] == "ROLLBACK_FAILED" else EXIT_OK
+    if args.proxy_command == "init":
+        try:
+            return _init(args)
+        except InputError as exc:
+            return fail(str(exc))
+        except OSError as exc:
+            return fail(f"cannot write under {args.out}: {exc}")
+    try:
+        url = _store_url(args)
+        if args.proxy_command == "sagas":
+            print_json(anyio.run(_sagas, url))
+        else:
+            print_json(anyio.run(_dead_letters, url))
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    except HatpError as exc:
+        return fail(exc.one_line())
+    return EXIT_OK
