@@ -40,6 +40,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
 from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--upstream", help="(with --undo-map) http(s)://..., stdio:MODULE[:DATA] or cmd:<command line>")
     p.add_argument("--undo-map", help="(with --upstream) JSON: which upstream tool undoes which")
     add_callers_argument(p)
+    add_gate_arguments(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -151,7 +153,12 @@ async def _run(
             log(f"journal-proxy: cannot start: {store_url}: {exc}")
             return 2
         journal = Journal(store, key, author="journal-proxy://" + data.name)
-        proxy = JournalingProxy(upstream, tools, journal, policy)  # (checked above: it raises nothing here)
+        try:  # a gated tool, and budgets, need the organisation (HATP-PXY-20..24)
+            gate = await stack.enter_async_context(open_gate(args, data, policy))
+            proxy = JournalingProxy(upstream, tools, journal, policy, gate)
+        except (HatpError, OSError, ValueError) as exc:
+            log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
+            return 2
         for saga_id, status in (await journal.recover()).items():
             log(f"journal-proxy: recovered {saga_id}: {status.value}")
         low = proxy.server()

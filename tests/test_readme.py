@@ -163,3 +163,17 @@ async def test_the_proxy_policy_example_runs_server_memory_and_a_rollback_leaves
     assert not made.is_error and "writes code" in grown
     assert done.structured_content is not None and done.structured_content["status"] == "ROLLED_BACK"
     assert memory.read_text() == ""  # everything the saga made was deleted again
+
+
+def test_the_proxy_gate_example_is_a_policy_the_proxy_reads_HATP_PXY_20() -> None:
+    import json
+
+    from hatp_mcp.core.model.proxy_policy import load_policy
+
+    text = README.read_text()
+    section = text[text.index("## Any MCP server behind a policy file") : text.index("## Where things are")]
+    blocks = re.findall(r"```json\n(.*?)```", section, re.S)
+    policy = load_policy(json.loads(blocks[1]))
+    gate = policy.tools["get-sum"].gate
+    assert gate is not None and (gate.amount, gate.currency, gate.max) == ("args.a", "USD", "1000")
+    assert policy.budgets[0].limit == "30"
