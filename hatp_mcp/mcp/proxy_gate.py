@@ -77,7 +77,7 @@ class GateAsker:
         """Where a person opens the ask: the organisation's inbox, else the `hatp inbox` command."""
         if self.inbox_url:
             return f"{self.inbox_url.rstrip('/')}/asks/{quote(ask_id, safe='')}"
-        return f"hatp inbox show {ask_id}"
+        return f"hatp inbox --data GATEWAY_DIR show {ask_id}"
 
     async def approval(
         self, call: dict[str, Any], requires: dict[str, Any], digest: str, progress: Progress

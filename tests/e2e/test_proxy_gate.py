@@ -136,7 +136,7 @@ async def test_HATP_PXY_21_a_gated_npm_tool_runs_once_approved_and_never_when_re
     assert "human approval" in (listed["get-sum"].description or "")
     assert not approved.result.is_error, text(approved.result)
     assert "The sum of 5 and 7 is 12." in text(approved.result) and approved.ask_id in text(approved.result)
-    assert approved.ask_id and "hatp inbox show" in approved.progress[0]
+    assert approved.ask_id and f"show {approved.ask_id}" in approved.progress[0]
     assert approval["toolCall"]["maxAmount"] == {"value": "5", "currency": "USD"}
     # rejected: refused with the reason (who rejected), nothing upstream
     assert refusal(rejected.result)["code"] == "APPROVAL_REJECTED"
