@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -60,11 +61,23 @@ def gated_policy(budget: str = "30") -> dict[str, Any]:
     }
 
 
+INBOX = "https://approvals.acme.example"
+
+
+def org_with_inbox(tmp: Path) -> Path:
+    """The fixture org with its inbox's address (gateway.json), which the proxy links each ask to."""
+    org = tmp / "org"
+    if not org.exists():
+        shutil.copytree(ORG, org)
+        (org / "gateway.json").write_text(json.dumps({"inboxUrl": INBOX}))
+    return org
+
+
 @asynccontextmanager
 async def gated_proxy(tmp: Path, name: str, extra: list[str]) -> AsyncIterator[Client]:
     path = tmp / f"{name}.policy.json"
     path.write_text(json.dumps(gated_policy()))
-    args = ["--policy", str(path), "--org", str(ORG), "--server-id", SERVER_ID, *extra]
+    args = ["--policy", str(path), "--org", str(org_with_inbox(tmp)), "--server-id", SERVER_ID, *extra]
     async with Client(stdio_client(stdio_params("servers.journal_proxy", tmp / name, args))) as client:
         yield client
 
@@ -136,7 +149,8 @@ async def test_HATP_PXY_21_a_gated_npm_tool_runs_once_approved_and_never_when_re
     assert "human approval" in (listed["get-sum"].description or "")
     assert not approved.result.is_error, text(approved.result)
     assert "The sum of 5 and 7 is 12." in text(approved.result) and approved.ask_id in text(approved.result)
-    assert approved.ask_id and f"show {approved.ask_id}" in approved.progress[0]
+    link = f"{INBOX}/asks/{approved.ask_id}"
+    assert approved.ask_id and link in approved.progress[0] and link in text(approved.result)
     assert approval["toolCall"]["maxAmount"] == {"value": "5", "currency": "USD"}
     # rejected: refused with the reason (who rejected), nothing upstream
     assert refusal(rejected.result)["code"] == "APPROVAL_REJECTED"
