@@ -8,6 +8,10 @@ a URL) and the policy of each tool. At start the proxy lists the upstream's tool
 them; a file it refuses ends it with exit status 2 and one line naming the rule, the path and the fix, before its
 journal is opened or anything is served.
 
+A tool with policy `gate` (and budgets) needs `--org DIR` (approvals are checked against its cards) and
+`--server-id ID`; with `--gateway TARGET --agent-key FILE` the proxy asks the Human Gateway itself, as that agent
+(hatp_mcp/mcp/proxy_gate_cli.py, spec/proxy.md section 2).
+
 The older form `--upstream TARGET --undo-map FILE` still works: TARGET is `http(s)://.../mcp`,
 `stdio:MODULE[:DATA]` (a Python module of this repository) or `cmd:<command line>` (any stdio MCP server; split
 like a shell would, never run through one); the undo map (hatp_mcp/core/journal/undo_map.py) becomes the same
