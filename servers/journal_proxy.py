@@ -8,6 +8,10 @@ a URL) and the policy of each tool. At start the proxy lists the upstream's tool
 them; a file it refuses ends it with exit status 2 and one line naming the rule, the path and the fix, before its
 journal is opened or anything is served.
 
+A tool with policy `gate` (and budgets) needs `--org DIR` (approvals are checked against its cards) and
+`--server-id ID`; with `--gateway TARGET --agent-key FILE` the proxy asks the Human Gateway itself, as that agent
+(hatp_mcp/mcp/proxy_gate_cli.py, spec/proxy.md section 2).
+
 The older form `--upstream TARGET --undo-map FILE` still works: TARGET is `http(s)://.../mcp`,
 `stdio:MODULE[:DATA]` (a Python module of this repository) or `cmd:<command line>` (any stdio MCP server; split
 like a shell would, never run through one); the undo map (hatp_mcp/core/journal/undo_map.py) becomes the same
@@ -41,6 +45,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import LOCK, RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
     first_error,
@@ -109,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"the bound on the upstream's start: its initialize and its tools/list (default {START_TIMEOUT:g})",
     )
     add_callers_argument(p)
+    add_gate_arguments(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -188,7 +194,12 @@ async def _serve(
             log(f"journal-proxy: cannot start: {store_url}: {exc}")
             return 2
         journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
-        proxy = JournalingProxy(upstream, tools, journal, policy)  # (checked above: it raises nothing here)
+        try:  # a gated tool, and budgets, need the organisation (HATP-PXY-20..24)
+            gate = await stack.enter_async_context(open_gate(args, data, policy))
+            proxy = JournalingProxy(upstream, tools, journal, policy, gate)
+        except (HatpError, OSError, ValueError) as exc:
+            log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
+            return 2
         await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
         for saga_id, status in (await proxy.reopen()).items():
             log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")

@@ -235,3 +235,17 @@ async def test_the_walkthroughs_terminal_approver_decides_with_a_key_on_the_card
         assert left.proof["human"] == "human://example.org/ben" and left.proof["decision"] == "approve"
     finally:
         reopened.close()
+
+
+def test_the_proxy_gate_example_is_a_policy_the_proxy_reads_HATP_PXY_20() -> None:
+    import json
+
+    from hatp_mcp.core.model.proxy_policy import load_policy
+
+    text = README.read_text()
+    section = text[text.index("## Any MCP server behind a policy file") : text.index("## Where things are")]
+    blocks = re.findall(r"```json\n(.*?)```", section, re.S)
+    policy = load_policy(json.loads(blocks[1]))
+    gate = policy.tools["get-sum"].gate
+    assert gate is not None and (gate.amount, gate.currency, gate.max) == ("args.a", "USD", "1000")
+    assert policy.budgets[0].limit == "30"

@@ -102,8 +102,14 @@ class ApprovalGate:
 
     async def check_call(self, server: MCPServer, name: str, arguments: Mapping[str, Any], raw: object) -> None:
         """Raise HatpError unless `raw` approves exactly this call; spends the approval's nonce when it does."""
+        await self.check_listed(name, await _tool_definition(server, name), arguments, raw)
+
+    async def check_listed(
+        self, name: str, definition: Mapping[str, Any], arguments: Mapping[str, Any], raw: object
+    ) -> None:
+        """`check_call` for a tool whose definition (as tools/list gives it) the caller has: a server that is not
+        an MCPServer, such as the proxy (spec/proxy.md), which lists its upstream's tools as its own."""
         spec = self.tools[name]
-        definition = await _tool_definition(server, name)
         tool_digest = tool_definition_digest(definition)
         now = self.clock.now()
         want = expected_call(self.server_id, name, arguments, spec.requirement, tool_digest)

@@ -37,6 +37,7 @@ from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, 
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
+from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, gated, progress_reporter
 from hatp_mcp.runtime.journal.driver import Journal, Saga
 from hatp_mcp.runtime.journal.undoable import (
     DidNotHappen,
@@ -139,11 +140,19 @@ class JournalingProxy:
     Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's tools (nothing is registered),
     ValueError when the upstream already has a tool named as one of the saga tools."""
 
-    def __init__(self, upstream: Client, tools: list[types.Tool], journal: Journal, policy: ProxyPolicy):
+    def __init__(
+        self,
+        upstream: Client,
+        tools: list[types.Tool],
+        journal: Journal,
+        policy: ProxyPolicy,
+        gate: ProxyGate | None = None,
+    ):
         proxy_names_free(tools)
         self.rules: dict[str, ToolRule] = resolve_tools(policy, upstream_tools(tools))
         self.upstream = upstream
         self.journal = journal
+        self.gate = gate
         self.current: Saga | None = None
         self.listed: list[types.Tool] = []
         for t in tools:
@@ -152,6 +161,13 @@ class JournalingProxy:
                 continue
             if rule.action == "irreversible":
                 t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{IRREVERSIBLE_NOTE}"})
+            if rule.action == "gate":  # HATP-PXY-20..24: hatp_mcp/mcp/proxy_gate.py
+                t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{GATE_NOTE}"})
+                if rule.gate is None:  # the file's reading refused a policy gate without one (HATP-PXY-20)
+                    raise BrokenInvariant(f"{t.name}: policy gate without a gate passed the policy file's checks")
+                gated(self.gate, rule).add(
+                    t.name, rule.gate, t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                )
             self.listed.append(t)
             if rule.action in ("journal", "irreversible"):
                 journal.register(self._undoable(rule))
@@ -256,6 +272,8 @@ class JournalingProxy:
                 )
             if rule.action == "pass":
                 return await self.upstream.call_tool(params.name, args)
+            if rule.action == "gate" and self.gate is not None:
+                return await self._gated(ctx, params, args)
             try:
                 result = await self._journaled(params.name, args)
             except HatpError as exc:
@@ -269,6 +287,24 @@ class JournalingProxy:
 
     def _in_saga(self) -> bool:
         return self.current is not None and self.current.status is SagaStatus.IN_PROGRESS
+
+    async def _gated(self, ctx: Any, params: types.CallToolRequestParams, args: dict[str, Any]) -> types.CallToolResult:
+        if self.gate is None:
+            raise BrokenInvariant(f"{params.name} is gated and the proxy has no gate")
+        tool = next(t for t in self.listed if t.name == params.name)
+        meta: dict[str, Any] = dict(params.meta or {})
+
+        async def upstream() -> types.CallToolResult:
+            return await self.upstream.call_tool(params.name, args)
+
+        return await self.gate.call(
+            params.name,
+            tool.model_dump(mode="json", by_alias=True, exclude_none=True),
+            args,
+            meta,
+            upstream,
+            progress_reporter(ctx, meta),
+        )
 
     async def _journaled(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
         """One journaled call: a step of the current saga, or (outside any) of a saga of its own, completed once

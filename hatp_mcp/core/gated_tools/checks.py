@@ -11,10 +11,13 @@ tool's current definition took effect are the caller's (hatp_mcp/mcp/gated_tools
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from jmespath.exceptions import JMESPathError
 
 from hatp_mcp.core.gated_tools.signatures import SignedPart, signed_parts
 from hatp_mcp.core.gateway.address import parse_address
@@ -25,6 +28,7 @@ from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.currency import is_known_currency
 from hatp_mcp.core.model.evidence import Approval
+from hatp_mcp.core.model.proxy_policy import compiled
 from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.model.wire import WireError, load_json, parse
 from hatp_mcp.core.signing.canonical import digest
@@ -49,17 +53,23 @@ __all__ = [
 # Where the agent puts the approval: the tools/call request's `_meta`, never the digested arguments.
 APPROVAL_META_KEY = "io.hatp/approval"
 _INVALID = "APPROVAL_INVALID"
+_CURRENCY_CODE = re.compile(r"[A-Z]{3}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateRequirement:
     """What a gated tool asks for: who decides (`address`), for which `action`, and where in the arguments the
-    amount (`amount_from`) and the payee (`payee_from`) are, as RFC 6901 JSON pointers."""
+    amount (`amount_from`) and the payee (`payee_from`) are, as RFC 6901 JSON pointers. Instead of a pointer to
+    an Amount object, the amount may be a JMESPath expression over ``{"args": <arguments>}`` that finds a decimal
+    (`amount_expression`) in a currency the requirement fixes (`amount_currency`): the proxy's gate
+    (spec/proxy.md), in front of tools whose arguments hold a bare number."""
 
     address: str
     action: str
     amount_from: str | None = None
     payee_from: str | None = None
+    amount_expression: str | None = None
+    amount_currency: str | None = None
 
     @classmethod
     def from_config(cls, requires: Mapping[str, Any]) -> GateRequirement:
@@ -73,15 +83,45 @@ class GateRequirement:
         for name, p in (("amountFrom", amount_from), ("payeeFrom", payee_from)):
             if p is not None and (not isinstance(p, str) or (p and not p.startswith("/"))):
                 raise ValueError(f"{name} must be a JSON pointer such as '/amount'")
-        return cls(address=address, action=req["action"], amount_from=amount_from, payee_from=payee_from)
+        expression, currency = _amount_expression(req.get("amount"), amount_from)
+        return cls(
+            address=address,
+            action=req["action"],
+            amount_from=amount_from,
+            payee_from=payee_from,
+            amount_expression=expression,
+            amount_currency=currency,
+        )
 
     def wire(self) -> dict[str, Any]:
         req: dict[str, Any] = {"action": self.action}
         if self.amount_from is not None:
             req["amountFrom"] = self.amount_from
+        if self.amount_expression is not None:
+            req["amount"] = {"expression": self.amount_expression, "currency": self.amount_currency}
         if self.payee_from is not None:
             req["payeeFrom"] = self.payee_from
         return {"address": self.address, "requirement": req}
+
+
+def _amount_expression(raw: Any, amount_from: str | None) -> tuple[str | None, str | None]:
+    """`requirement.amount`: ``{"expression": <JMESPath over {"args"}>, "currency": <ISO 4217>}``, or absent.
+    Raises ValueError for another shape, an expression that does not compile, or both it and `amountFrom`."""
+    if raw is None:
+        return None, None
+    expression = raw.get("expression") if isinstance(raw, Mapping) else None
+    currency = raw.get("currency") if isinstance(raw, Mapping) else None
+    if not isinstance(expression, str) or not isinstance(currency, str) or set(raw) != {"expression", "currency"}:
+        raise ValueError('requirement.amount must be {"expression": "args.amount", "currency": "EUR"}')
+    if amount_from is not None:
+        raise ValueError("give requirement.amountFrom or requirement.amount, not both")
+    if not _CURRENCY_CODE.fullmatch(currency):
+        raise ValueError(f"requirement.amount.currency {currency!r} is not an ISO 4217 code such as EUR")
+    try:
+        compiled(expression)
+    except (JMESPathError, ValueError, RecursionError) as exc:
+        raise ValueError(f"requirement.amount.expression {expression!r} is not a JMESPath expression") from exc
+    return expression, currency
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +215,8 @@ def expected_call(
     amount is negative, not finite or in an unknown currency (both sides call this before anyone is asked)."""
     max_amount: Amount | None = None
     payee: str | None = None
+    if req.amount_expression is not None:
+        max_amount = _expression_amount(arguments, req.amount_expression, str(req.amount_currency))
     if req.amount_from is not None:
         try:
             found = resolve_pointer(arguments, req.amount_from)
@@ -197,6 +239,16 @@ def expected_call(
         max_amount=max_amount,
         payee=payee,
     )
+
+
+def _expression_amount(arguments: Mapping[str, Any], expression: str, currency: str) -> Amount:
+    """The amount a JMESPath expression finds in the arguments, in the requirement's currency: a JSON number or a
+    decimal string. Raises HatpError HATP-GATE-20 (nothing, or not a number), HATP-GATE-23 (not payable)."""
+    where = f"/{expression}"
+    found = compiled(expression).search({"args": dict(arguments)})
+    if isinstance(found, bool) or not isinstance(found, int | float | str):
+        raise _bad_args(where, f"amount (a number the expression {expression!r} finds)")
+    return _payable_amount({"value": found if isinstance(found, str) else repr(found), "currency": currency}, where)
 
 
 def call_digest(call: ToolCall) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, compiled
+from hatp_mcp.core.model.proxy_policy import Gate, LookupCall, ProxyPolicy, UndoCall, compiled
 from hatp_mcp.errors import HatpError
 
 __all__ = [
@@ -42,12 +42,13 @@ class UpstreamTool:
 
 @dataclass(frozen=True, slots=True)
 class ToolRule:
-    """The proxy's decision for one upstream tool: `action` is pass, journal, irreversible, hide or deny."""
+    """The proxy's decision for one upstream tool: `action` is pass, journal, irreversible, gate, hide or deny."""
 
     tool: str
     action: str
     undo: UndoCall | None = None
     lookup: LookupCall | None = None
+    gate: Gate | None = None
 
 
 def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict[str, ToolRule]:
@@ -93,7 +94,7 @@ def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict
     for t in upstream:
         named = policy.tools.get(t.name)
         if named is not None:
-            out[t.name] = ToolRule(t.name, named.policy, named.undo, named.lookup)
+            out[t.name] = ToolRule(t.name, named.policy, named.undo, named.lookup, named.gate)
         elif t.read_only_hint and policy.default == "irreversible":
             out[t.name] = ToolRule(t.name, "pass")  # a read-only tool is never journaled (HATP-PXY-6)
         else:

@@ -28,7 +28,8 @@ from jmespath.exceptions import JMESPathError
 from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.amount import Currency
+from hatp_mcp.core.model.base import DecimalStr, WireModel
 from hatp_mcp.core.model.wire import error_path, explain
 from hatp_mcp.errors import HatpError
 
@@ -36,9 +37,11 @@ __all__ = [
     "DEFAULT_POLICIES",
     "MAX_EXPRESSION",
     "POLICIES",
+    "Budget",
     "EnvFromEnv",
     "EnvFromFile",
     "Expression",
+    "Gate",
     "HttpUpstream",
     "LookupCall",
     "ProxyPolicy",
@@ -49,7 +52,7 @@ __all__ = [
     "load_policy",
 ]
 
-POLICIES = ("pass", "journal", "irreversible", "hide", "deny")
+POLICIES = ("pass", "journal", "irreversible", "gate", "hide", "deny")
 DEFAULT_POLICIES = ("pass", "irreversible", "hide", "deny")  # journal needs an undo, which only a named tool has
 _EXPRESSION_ERROR = "hatp_proxy_expression"
 MAX_EXPRESSION = 1000
@@ -152,13 +155,37 @@ class LookupCall(WireModel):
     happened: Expression
 
 
-class ToolPolicy(WireModel):
-    """What the proxy does with one tool. `undo` (and `lookup`) only with `journal`; `readOnly: true` says the tool
-    changes nothing, so it is never journaled (as a `readOnlyHint` from the upstream does)."""
+class Gate(WireModel):
+    """A gated tool's requirement (spec/proxy.md HATP-PXY-20..): the people at `address` (a `human://` address)
+    approve exactly each call, for `action` (what their cards' authority must cover); `amount` is a JMESPath
+    expression over `{"args": <the call's arguments>}` finding the call's amount (a number or a decimal string)
+    in `currency`; a call above `max` is refused before anyone is asked, and so is one a budget cannot cover."""
 
-    policy: Literal["pass", "journal", "irreversible", "hide", "deny"]
+    address: str = Field(pattern=r"^human://[^\s]+$", max_length=500)
+    action: str = Field(min_length=1, max_length=200)
+    amount: Expression | None = None
+    currency: Currency | None = None
+    max: DecimalStr | None = None
+
+
+class Budget(WireModel):
+    """A spend limit per agent: the gated calls in `currency` that the proxy sent upstream for one agent within the
+    last `windowSeconds` add up to at most `limit` (HATP-PXY-23)."""
+
+    currency: Currency
+    limit: DecimalStr
+    window_seconds: int = Field(ge=1, le=366 * 24 * 3600)
+
+
+class ToolPolicy(WireModel):
+    """What the proxy does with one tool. `undo` (and `lookup`) only with `journal`, `gate` only with policy
+    `gate`; `readOnly: true` says the tool changes nothing, so it is never journaled (as a `readOnlyHint` from
+    the upstream does)."""
+
+    policy: Literal["pass", "journal", "irreversible", "gate", "hide", "deny"]
     undo: UndoCall | None = None
     lookup: LookupCall | None = None
+    gate: Gate | None = None
     read_only: bool | None = None
 
 
@@ -168,6 +195,7 @@ class ProxyPolicy(WireModel):
     upstream: StdioUpstream | HttpUpstream
     default: Literal["pass", "irreversible", "hide", "deny"] = "deny"
     tools: dict[ToolName, ToolPolicy] = Field(default_factory=dict)
+    budgets: list[Budget] = Field(default_factory=list, max_length=20)
 
 
 def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
@@ -205,6 +233,32 @@ def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
                 path=f"{at}.undo",
                 code="BAD_POLICY",
                 fix='add "undo": {"tool": ..., "arguments": {...}}, or make it "irreversible" (never undone) or "pass"',
+            )
+        if (tool.policy == "gate") != (tool.gate is not None):
+            raise HatpError(
+                "HATP-PXY-20",
+                f"{source}: {name!r} has policy {tool.policy!r}"
+                + (" but names no gate" if tool.gate is None else ", which takes no gate"),
+                path=f"{at}.gate",
+                code="BAD_POLICY",
+                fix='give policy "gate" with "gate": {"address": "human://...", "action": ...}, or remove gate',
+            )
+        gate = tool.gate
+        if gate is not None and (gate.amount is None) != (gate.currency is None):
+            raise HatpError(
+                "HATP-PXY-20",
+                f"{source}: the gate of {name!r} names an amount without a currency, or a currency without an amount",
+                path=f"{at}.gate",
+                code="BAD_POLICY",
+                fix='give both "amount" (a JMESPath expression over {"args": ...}) and "currency", or neither',
+            )
+        if gate is not None and gate.max is not None and gate.amount is None:
+            raise HatpError(
+                "HATP-PXY-20",
+                f"{source}: the gate of {name!r} has a max but no amount to compare it with",
+                path=f"{at}.gate.max",
+                code="BAD_POLICY",
+                fix='add "amount" and "currency", or remove "max"',
             )
         if tool.policy != "journal" and (tool.undo is not None or tool.lookup is not None):
             member = "undo" if tool.undo is not None else "lookup"

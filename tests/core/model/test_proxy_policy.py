@@ -52,7 +52,7 @@ def test_a_policy_file_reads_with_its_env_kinds_and_round_trips_on_the_wire() ->
         ({"upstream": {"command": "node", "shell": "rm -rf /"}}, "upstream.shell"),
         ({"upstream": {"command": "node", "env": {"A": {"envx": "B"}}}}, "upstream.env.A.env"),
         ({"upstream": {"command": "node", "env": {"A": 1}}}, "upstream.env.A"),
-        ({"upstream": {"command": "node"}, "tools": {"t": {"policy": "gate"}}}, "tools.t.policy"),
+        ({"upstream": {"command": "node"}, "tools": {"t": {"policy": "approve"}}}, "tools.t.policy"),
         ({"upstream": {"command": "node"}, "default": "journal"}, "default"),
         ({"upstream": {"command": "node"}, "tools": {"t": {"policy": "journal"}}}, "tools.t.undo"),
         (
@@ -93,3 +93,71 @@ def test_HATP_PXY_3_a_lookup_expression_is_compiled_too() -> None:
     }
     err = refused(doc)
     assert (err.rule, err.path) == ("HATP-PXY-3", "tools.t.lookup.happened")
+
+
+GATED: dict[str, Any] = {
+    "upstream": {"command": "node"},
+    "tools": {
+        "pay": {
+            "policy": "gate",
+            "gate": {
+                "address": "human://acme.com/bob",
+                "action": "travel.spend",
+                "amount": "args.a",
+                "currency": "USD",
+                "max": "1000",
+            },
+        }
+    },
+    "budgets": [{"currency": "USD", "limit": "30", "windowSeconds": 86400}],
+}
+
+
+def test_a_gated_tool_and_budgets_read_and_round_trip() -> None:
+    policy = load_policy(GATED)
+    gate = policy.tools["pay"].gate
+    assert gate is not None and (gate.amount, gate.currency, gate.max) == ("args.a", "USD", "1000")
+    assert policy.budgets[0].window_seconds == 86400
+    assert load_policy(policy.wire()) == policy
+
+
+def _gate(**over: Any) -> dict[str, Any]:
+    """GATED with its tool's members changed (None: left out)."""
+    tool = {k: v for k, v in {**GATED["tools"]["pay"], **over}.items() if v is not None}
+    return {**GATED, "tools": {"pay": tool}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        (_gate(policy="pass"), "tools.pay.gate"),
+        (_gate(gate=None), "tools.pay.gate"),
+        (_gate(gate={"address": "human://acme.com/bob", "action": "a", "amount": "args.a"}), "tools.pay.gate"),
+        (_gate(gate={"address": "human://acme.com/bob", "action": "a", "max": "10"}), "tools.pay.gate.max"),
+    ],
+)
+def test_HATP_PXY_20_a_gate_on_another_policy_or_an_amount_without_its_currency_is_refused(
+    doc: dict[str, Any], path: str
+) -> None:
+    err = refused(doc)
+    assert (err.rule, err.path, err.code) == ("HATP-PXY-20", path, "BAD_POLICY")
+
+
+@pytest.mark.parametrize(
+    ("gate", "path"),
+    [
+        ({"address": "mailto:bob@acme.com", "action": "a"}, "tools.pay.gate.address"),
+        (
+            {"address": "human://acme.com/bob", "action": "a", "amount": "args.[", "currency": "USD"},
+            "tools.pay.gate.amount",
+        ),
+        (
+            {"address": "human://acme.com/bob", "action": "a", "amount": "args.a", "currency": "usd"},
+            "tools.pay.gate.currency",
+        ),
+        ({"address": "human://acme.com/bob", "action": "a", "who": "me"}, "tools.pay.gate.who"),
+    ],
+)
+def test_HATP_PXY_20_a_gate_of_the_wrong_shape_is_refused_with_its_path(gate: dict[str, Any], path: str) -> None:
+    err = refused(_gate(gate=gate))
+    assert err.rule in ("HATP-PXY-1", "HATP-PXY-3") and err.path == path

@@ -1,0 +1,369 @@
+"""The proxy's `gate` policy and budgets (spec/proxy.md HATP-PXY-20..24): a gated upstream tool runs only with a
+signed human approval of exactly that call, and only within the agent's budgets.
+
+The proxy is the gated tool server here: it reuses the gated-tool machinery whole (hatp_mcp/mcp/gated_tools.py's
+ApprovalGate, whose checks are hatp_mcp/core/gated_tools/checks.py: the call digest, signature and trust, the
+people's own proofs and cards, the requester proven by the agent's signed request, expiry, single use in a
+durable replay cache). What it adds is the asking: for a call without an approval in its `_meta`, the proxy asks
+the Human Gateway itself (`request_approval`) as the agent it is configured to act as (its key on a
+Directory-signed agent card signs the request), tells the client where the ask waits (MCP progress
+notifications, and the inbox link in their text and in the result), polls until the people decide, checks the
+approval as any gated server would, and only then calls the upstream. A budget is checked before anyone is
+asked, and the amount is reserved in the proxy's durable ledger (hatp_mcp/store/spend_ledger.py) until the call
+is refused or runs. Refusals are `isError` results naming the rule (HATP-MCP-25); nothing reaches the upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import mcp.types as types
+
+from hatp_mcp.core.gated_tools.checks import (
+    APPROVAL_META_KEY,
+    GateRequirement,
+    call_digest,
+    expected_call,
+    tool_definition_digest,
+)
+from hatp_mcp.core.gateway.agents import card_of_key, sign_request
+from hatp_mcp.core.journal.proxy_tools import ToolRule
+from hatp_mcp.core.model.agent import AgentCard
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.proxy_policy import Budget, Gate
+from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.errors import HatpError
+from hatp_mcp.mcp.errors import tool_refusal
+from hatp_mcp.mcp.gated_tools import ApprovalGate, GatedTool, create_approval_gate
+from hatp_mcp.mcp.server_links import Link
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.gateway.delivery.settings import load_settings
+from hatp_mcp.runtime.org import load_agents, load_directory
+from hatp_mcp.store.spend_ledger import SpendLedger
+
+__all__ = ["GATE_NOTE", "GateAsker", "GateSetup", "Progress", "ProxyGate", "build_gate", "gated", "progress_reporter"]
+
+GATE_NOTE = (
+    "Each call needs a human approval of exactly its arguments: the proxy asks for it, says where it waits, and "
+    "runs the call only once it is approved (HATP-PXY-21)."
+)
+_ENDED = ("rejected", "expired", "exhausted", "withdrawn")
+
+Progress = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class GateAsker:
+    """How the proxy asks: the gateway's link, the agent's key and the card listing it, the longest wait for the
+    people (also capped by the ask's own `decideBy`), how often it looks, and the inbox people decide in."""
+
+    gateway: Link
+    key: SigningKey
+    card: AgentCard
+    clock: Clock
+    wait: timedelta = timedelta(minutes=15)
+    poll: timedelta = timedelta(seconds=2)
+    inbox_url: str | None = None
+
+    def link(self, ask_id: str) -> str:
+        """Where a person opens the ask: the organisation's inbox, else the `hatp inbox` command."""
+        if self.inbox_url:
+            return f"{self.inbox_url.rstrip('/')}/asks/{quote(ask_id, safe='')}"
+        return f"hatp inbox --data GATEWAY_DIR show {ask_id}"
+
+    async def approval(
+        self, call: dict[str, Any], requires: dict[str, Any], digest: str, progress: Progress
+    ) -> dict[str, Any]:
+        """The signed Approval of exactly `call`. Raises HatpError HATP-PXY-21 (with the reason: the gateway
+        refused to route it, the people rejected it, the ask ended, no decision within the wait)."""
+        now = self.clock.now()
+        deadline = now + self.wait
+        request = sign_request(
+            self.key, self.card.id, self.card.acts_for, "tool-call", digest, now, nonce=secrets.token_urlsafe(18)
+        )
+        status = await self._call(
+            "request_approval", {**call, "requires": requires, "request": request.wire(), "call_digest": digest}
+        )
+        ask_id = str(status.get("askId"))
+        link = self.link(ask_id)
+        decide_by = status.get("decideBy")
+        if isinstance(decide_by, str):
+            deadline = min(deadline, parse_ts(decide_by))
+        waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
+        await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
+        while True:
+            state = status.get("state")
+            if state == "approved" and isinstance(status.get("approval"), dict):
+                approval: dict[str, Any] = status["approval"]
+                return approval
+            if state == "rejected":
+                raise _ended("APPROVAL_REJECTED", f"rejected by {_rejecters(status)} (ask {ask_id}: {link})")
+            if state in _ENDED or state not in ("pending", "approved"):
+                raise _ended(f"APPROVAL_{str(state).upper()}", f"the ask ended {state} (ask {ask_id}: {link})")
+            if self.clock.now() >= deadline:
+                raise _ended(
+                    "APPROVAL_TIMEOUT",
+                    f"no decision within {(deadline - now).total_seconds():g}s (ask {ask_id}, still open: {link})",
+                )
+            await self.clock.sleep_until(min(deadline, self.clock.now() + self.poll))
+            status = await self._call("approval_status", {"ask_id": ask_id})
+            await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
+
+    async def _call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        client = await self.gateway.client()
+        try:
+            raw = await client.call_tool(tool, args)
+        except Exception as exc:
+            self.gateway.lost(client)
+            raise _ended("GATEWAY_UNREACHABLE", f"the gateway did not answer {tool} ({type(exc).__name__})") from exc
+        text = " ".join(getattr(c, "text", "") for c in raw.content)
+        if raw.is_error:
+            raise _ended("GATEWAY_REFUSED", f"the gateway refused {tool}: {text}")
+        data = raw.structured_content if raw.structured_content is not None else json.loads(text)
+        if not isinstance(data, dict):
+            raise _ended("GATEWAY_REFUSED", f"the gateway's {tool} answered no object")
+        return data
+
+
+def _rejecters(status: Mapping[str, Any]) -> str:
+    approval = status.get("approval") or {}
+    who = [d.get("approver") for d in approval.get("decisions") or [] if d.get("decision") == "reject"]
+    return ", ".join(str(w) for w in who) or "the people asked"
+
+
+def _ended(code: str, reason: str) -> HatpError:
+    return HatpError(
+        "HATP-PXY-21",
+        f"the call was not approved: {reason}; nothing was sent upstream",
+        path="_meta",
+        code=code,
+        fix="do without it, or call again to ask anew (a new ask, decided afresh)",
+    )
+
+
+class ProxyGate:
+    """The proxy's gated tools and budgets. `approvals` is an ApprovalGate whose server id is the proxy's;
+    `asker` is None when the proxy does not ask itself (a client must then bring the approval in `_meta`);
+    `agent` is the agent the proxy acts as, whom budgets are counted for (None: no budgets)."""
+
+    def __init__(
+        self,
+        approvals: ApprovalGate,
+        ledger: SpendLedger,
+        budgets: Sequence[Budget],
+        asker: GateAsker | None,
+        clock: Clock,
+        *,
+        agent: str | None,
+    ) -> None:
+        if budgets and agent is None:
+            raise ValueError("budgets are counted per agent: give the agent the proxy acts as")
+        self.approvals = approvals
+        self.ledger = ledger
+        self.budgets = list(budgets)
+        self.asker = asker
+        self.clock = clock
+        self.agent = agent or ""
+        self.gates: dict[str, Gate] = {}
+
+    def add(self, tool: str, gate: Gate, definition: Mapping[str, Any]) -> None:
+        """Gate `tool`, listed as `definition`, which takes effect now: an approval issued before it is refused
+        (HATP-GATE-9), so one issued for an earlier definition of the upstream's tool never counts. Raises HatpError
+        HATP-PXY-20 for an address or amount the gated-tool rules refuse."""
+        requirement: dict[str, Any] = {"action": gate.action}
+        if gate.amount is not None:
+            requirement["amount"] = {"expression": gate.amount, "currency": gate.currency}
+        try:
+            parsed = GateRequirement.from_config({"address": gate.address, "requirement": requirement})
+        except (ValueError, HatpError) as exc:
+            reason = exc.reason if isinstance(exc, HatpError) else str(exc)
+            raise HatpError(
+                "HATP-PXY-20",
+                f"the gate of {tool!r} is not a requirement the gated-tool rules accept: {reason}",
+                path=f"tools.{tool}.gate",
+                code="BAD_POLICY",
+                fix="name a human:// address (human://ORG/NAME or human://ORG/role/ROLE) and an amount expression "
+                "with its currency",
+            ) from None
+        self.gates[tool] = gate
+        self.approvals.tools[tool] = GatedTool(parsed)
+        digest = tool_definition_digest(definition)
+        self.approvals.cache.note_definition(self.approvals.server_id, tool, digest, self.clock.now())
+
+    async def call(
+        self,
+        tool: str,
+        definition: Mapping[str, Any],
+        args: dict[str, Any],
+        meta: Mapping[str, Any],
+        upstream: Callable[[], Awaitable[types.CallToolResult]],
+        progress: Progress,
+    ) -> types.CallToolResult:
+        """Handle one call of a gated tool: the amount, its maximum and the budgets first, then the approval
+        (the one in `_meta`, else one the proxy asks for), then the upstream, once."""
+        gate = self.gates[tool]
+        requirement = self.approvals.tools[tool].requirement
+        try:
+            want = expected_call(
+                self.approvals.server_id, tool, args, requirement, tool_definition_digest(definition)
+            )  # HATP-GATE-20, 23: an amount that cannot be read or paid; nobody is asked
+        except HatpError as exc:
+            return tool_refusal(exc)
+        digest = call_digest(want)
+        amount = want.max_amount
+        if amount is not None and gate.max is not None and amount.decimal > Decimal(gate.max):
+            return tool_refusal(
+                HatpError(
+                    "HATP-PXY-22",
+                    f"{tool!r} asks for {amount.display()}, above the {gate.max} {amount.currency} its gate allows: "
+                    "nobody was asked, nothing was sent upstream",
+                    path=f"arguments ({gate.amount})",
+                    code="OVER_MAXIMUM",
+                    fix=f"call it for at most {gate.max} {amount.currency}",
+                )
+            )
+        key = f"{digest}:{secrets.token_hex(8)}"
+        if amount is not None:
+            over = self._over_budget(amount.currency, amount.decimal)
+            if over is not None:
+                return tool_refusal(over)
+            self.ledger.reserve(key, self.agent, amount.currency, amount.decimal, self.clock.now())
+        ran = False
+        asked: str | None = None
+        try:
+            raw = meta.get(APPROVAL_META_KEY)
+            if raw is None and self.asker is not None:
+                call = {
+                    "server_id": want.server,
+                    "tool": tool,
+                    "arguments": args,
+                    "tool_digest": want.tool_digest,
+                }
+                requires = requirement.wire()
+                raw = await self.asker.approval(call, requires, digest, progress)
+                asked = str(raw.get("approvalId"))
+            await self.approvals.check_listed(tool, definition, args, raw)  # every gated-tool rule; spends it
+            ran = True
+            result = await upstream()
+        except HatpError as exc:
+            return tool_refusal(exc)
+        finally:
+            if not ran and amount is not None:
+                self.ledger.release(key)
+        if asked is not None:
+            where = self.asker.link(asked) if self.asker is not None else asked
+            note = f"Approved by a person (ask {asked}: {where}); the call ran once with exactly these arguments."
+            result = result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
+        return result
+
+    def _over_budget(self, currency: str, amount: Decimal) -> HatpError | None:
+        """HATP-PXY-23: the first budget in `currency` this amount would overrun, as the refusal."""
+        now = self.clock.now()
+        for i, budget in enumerate(self.budgets):
+            if budget.currency != currency:
+                continue
+            spent = self.ledger.spent(self.agent, currency, now - timedelta(seconds=budget.window_seconds))
+            if spent + amount > Decimal(budget.limit):
+                return HatpError(
+                    "HATP-PXY-23",
+                    f"{self.agent} has spent {spent} {currency} of its {budget.limit} {currency} budget in the last "
+                    f"{budget.window_seconds}s; {amount} {currency} more would exceed it: nobody was asked, nothing "
+                    "was sent upstream",
+                    path=f"budgets[{i}]",
+                    code="BUDGET_EXCEEDED",
+                    fix="wait until earlier spends leave the window, or ask the operator to raise the budget",
+                )
+        return None
+
+
+def gated(gate: ProxyGate | None, rule: ToolRule) -> ProxyGate:
+    """The gate a `gate` tool needs. Raises HatpError HATP-PXY-20 when the proxy was started without one (no
+    organisation to check approvals against): a gated tool is never served ungated."""
+    if gate is None:
+        raise HatpError(
+            "HATP-PXY-20",
+            f"{rule.tool!r} is gated but the proxy has no organisation to check approvals against",
+            path=f"tools.{rule.tool}.gate",
+            code="GATE_UNCONFIGURED",
+            fix="start the proxy with --org DIR (and --gateway URL --agent-key FILE for it to ask itself)",
+        )
+    return gate
+
+
+def progress_reporter(ctx: Any, meta: Mapping[str, Any]) -> Progress:
+    """Where the proxy says what it waits for: MCP progress notifications on the call's progress token, when the
+    client gave one (a client that gave none reads the same text in the result)."""
+    token = meta.get("progress_token", meta.get("progressToken"))
+    count = 0
+
+    async def report(message: str) -> None:
+        nonlocal count
+        if token is None:
+            return
+        count += 1
+        await ctx.session.send_progress_notification(token, float(count), None, message, ctx.request_id)
+
+    return report
+
+
+@dataclass(frozen=True)
+class GateSetup:
+    """What the proxy's command line says about gating: the organisation, the proxy's server id in approvals,
+    and (to ask itself) the gateway and the agent's key."""
+
+    org: Path
+    server_id: str
+    gateway: str | None = None
+    agent_key: Path | None = None
+    wait: timedelta = timedelta(minutes=15)
+    poll: timedelta = timedelta(seconds=2)
+
+
+def build_gate(
+    setup: GateSetup, data: Path, budgets: Sequence[Budget], clock: Clock, gateway: Link | None
+) -> ProxyGate:
+    """The proxy's gate over the organisation in `setup.org`: its published gateway keys, the people's and the
+    agents' Directory-signed cards; used approvals in DATA/gate-replay.db and spends in DATA/spend.db, both kept
+    across restarts. Raises ValueError (a key on no agent card, a gateway without a key), OSError, HatpError."""
+    well_known = json.loads((setup.org / ".well-known" / "human-card.json").read_text())
+    gateways = {"keys": [k for k in well_known.get("keys", []) if "gateway" in k.get("roles", [])]}
+    directory, _ignored = load_directory(setup.org)
+    agents, _ignored_agents = load_agents(setup.org)
+    approvals = create_approval_gate(
+        setup.server_id,
+        gateways,
+        humans=directory.cards(),
+        agents=agents,
+        replay_cache=str(data / "gate-replay.db"),
+        clock=clock,
+    )
+    if gateway is not None and setup.agent_key is None:
+        raise ValueError("--gateway needs --agent-key: the proxy asks the gateway as that agent")
+    if budgets and setup.agent_key is None:
+        raise HatpError(
+            "HATP-PXY-23",
+            "the file names budgets, which are counted per agent, but the proxy acts for no agent",
+            path="budgets",
+            code="GATE_UNCONFIGURED",
+            fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
+        )
+    if setup.agent_key is None:
+        return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, None, clock, agent=None)
+    key = SigningKey.from_jwk(json.loads(setup.agent_key.read_text()))
+    card = card_of_key(agents, key)
+    if card is None:
+        raise ValueError(f"--agent-key {key.kid}: no Directory-signed agent card in {setup.org} lists this key")
+    asker: GateAsker | None = None
+    if gateway is not None:
+        settings = load_settings(setup.org)
+        inbox = settings.inbox_url if settings is not None else None
+        asker = GateAsker(gateway, key, card, clock, wait=setup.wait, poll=setup.poll, inbox_url=inbox)
+    return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, asker, clock, agent=card.id)
