@@ -26,8 +26,8 @@ from hatp_mcp.cli.mcp_config_cmd import client_token_file, org_parts
 from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.bridge import TokenFileError, read_token, relay
-from hatp_mcp.runtime.service.service_lock import held_by
 from hatp_mcp.runtime.service.supervisor import STATUS_FILE
+from hatp_mcp.store.data_lock import held_by
 
 __all__ = ["HELP", "ServiceUnavailable", "add_arguments", "ensure_service", "run"]
 

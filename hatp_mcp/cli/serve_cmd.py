@@ -39,8 +39,8 @@ from hatp_mcp.cli.mcp_config_cmd import (
 )
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.service.service_lock import ServiceBusy, ServiceLock
 from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
+from hatp_mcp.store.data_lock import DataLock, DataLocked
 
 __all__ = ["HELP", "LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "run", "service_folder"]
 
@@ -160,11 +160,15 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
     folder = service_folder(root)
     clock = SystemClock()
-    lock = ServiceLock(folder / LOCK_FILE)
+    lock = DataLock(folder / LOCK_FILE)
     try:
-        lock.acquire(clock.now())
-    except ServiceBusy as exc:
-        return fail(f"cannot start: {exc} (HATP-MCP-42); stop it first, or use it as it is", EXIT_BAD_INPUT)
+        lock.acquire(clock.now().isoformat())
+    except DataLocked as exc:
+        return fail(
+            f"cannot start: a service of this organisation is already running: {exc} (HATP-MCP-42); stop it first, "
+            "or use it as it is",
+            EXIT_BAD_INPUT,
+        )
     try:
         extra = [f"--poll-seconds={args.poll_seconds}"] if args.poll_seconds else []
         extra += [f"--retry-seconds={args.retry_seconds}"] if args.retry_seconds else []

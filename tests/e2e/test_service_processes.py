@@ -45,7 +45,7 @@ from hatp_mcp.cli import main as hatp
 from hatp_mcp.cli.org_layout import OrgLayout, load_suite
 from hatp_mcp.cli.serve_cmd import SERVICE_READY, service_folder
 from hatp_mcp.mcp.call import call_raw
-from hatp_mcp.runtime.service.service_lock import ServiceLock, held_by
+from hatp_mcp.store.data_lock import DataLock, held_by
 from tests.e2e.coordinator_suite import alive, child_pids
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -339,8 +339,8 @@ async def test_HATP_MCP_46_the_bridge_sends_the_token_of_its_0600_file_as_a_bear
             heads.append(head)
             await conn.send(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
-    lock = ServiceLock(folder / "service.lock")
-    lock.acquire(datetime.now(UTC))
+    lock = DataLock(folder / "service.lock")
+    lock.acquire(datetime.now(UTC).isoformat())
     try:
         async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
             port = listener.extra(anyio.abc.SocketAttribute.local_port)

@@ -1,7 +1,6 @@
 """The local HATP service: one supervisor that keeps an organisation's servers running as its children.
 
 - restart.py: when a child that died is started again (bounded, with backoff), as a pure policy;
-- service_lock.py: one service per organisation store (an exclusive lock file naming its holder);
 - supervisor.py: the children as processes: start in order, each ready before the next, restart, status, logs,
   stop.
 
