@@ -119,7 +119,7 @@ class Spread:
         lo, hi = sorted((self.low * scale, self.high * scale))
         tail = f" {unit}" if unit else ""
         if len(self.samples) == 1:
-            return f"{sig(self.median * scale, digits)}{tail} (one round)"
+            return f"{sig(self.median * scale, 3)}{tail}"  # one figure (a floor summed from medians): no range
         return f"{sig(self.median * scale, digits)} ({sig(lo, digits)}-{sig(hi, digits)}){tail}"
 
 

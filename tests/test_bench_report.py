@@ -55,7 +55,7 @@ def test_every_goal_says_where_its_floor_comes_from_or_that_it_has_none() -> Non
 def test_a_wide_spread_prints_two_significant_digits_and_a_narrow_one_three() -> None:
     assert Spread.of([0.00151, 0.00198, 0.00331]).show(1e3, "ms") == "2.0 (1.5-3.3) ms"
     assert Spread.of([1.234, 1.236, 1.241]).show() == "1.24 (1.23-1.24)"
-    assert Spread.of([12_345.0]).show(unit="/s") == "12,300 /s (one round)"
+    assert Spread.of([12_345.0]).show(unit="/s") == "12,300 /s"
 
 
 def test_the_table_shows_each_goal_beside_its_floor_with_its_verdict_and_the_goals_not_run() -> None:
