@@ -429,9 +429,10 @@ def clear() -> None:
     _ROWS.clear()
 
 
-def table(found: Sequence[Row], missing: Iterable[str] = ()) -> str:
+def table(found: Sequence[Row], missing: Iterable[tuple[str, str]] = ()) -> str:
     """The one table `make bench` ends with: a line per recorded goal (bench, figure, goal, floor, figure / floor,
-    verdict, load at the time), then a line per goal in GOALS that no bench recorded in this run."""
+    verdict, load at the time), then a line per (goal, why) in `missing`: the goals no bench recorded in this run,
+    with why ("not run", or "no figure" when its bench ran and could not measure it)."""
     head = ("bench", "figure", "goal", "floor", "ratio", "verdict", "load")
     lines: list[tuple[str, ...]] = [head]
     for r in found:
@@ -449,9 +450,9 @@ def table(found: Sequence[Row], missing: Iterable[str] = ()) -> str:
                 _show_load(r.load),
             )
         )
-    for key in missing:
+    for key, why in missing:
         g = GOALS[key]
-        lines.append((g.bench, g.figure, _goal_text(g), "-", "-", "not run", "-"))
+        lines.append((g.bench, g.figure, _goal_text(g), "-", "-", why, "-"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))

@@ -46,8 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
     found = _report.rows()
     ran = {f"bench.{n}" for n in chosen}
-    missing = [k for k, g in _report.GOALS.items() if g.bench in ran and k not in {r.key for r in found}]
-    missing += [k for k, g in _report.GOALS.items() if g.bench not in ran]
+    recorded = {r.key for r in found}
+    missing = [(k, "no figure") for k, g in _report.GOALS.items() if g.bench in ran and k not in recorded]
+    missing += [
+        (k, "not run" if g.bench[6:] in names() else "no bench yet")
+        for k, g in _report.GOALS.items()
+        if g.bench not in ran
+    ]
     quick = " (--quick: too few rounds to quote)" if args.quick else ""
     print(f"== goals, each beside the floor the same run computed{quick}")
     print(_report.table(found, missing))

@@ -62,13 +62,13 @@ def test_the_table_shows_each_goal_beside_its_floor_with_its_verdict_and_the_goa
     met = Row("full_plans", Spread.of([12_000, 12_500, 11_900]), Spread.of([31_000, 31_300]), (1.0, 2.0, 3.0))
     missed = Row("gated_call", Spread.of([1.9, 2.1]), Spread.of([1.25, 1.3]), (4.0, 3.0, 2.0))
     assert met.verdict is Verdict.MET and missed.verdict is Verdict.NOT_MET  # 2.0 / 1.275 over 1.2x the floor
-    text = report.table([met, missed], missing=["cli_start"])
+    text = report.table([met, missed], missing=[("cli_start", "no bench yet")])
     lines = text.splitlines()
     assert lines[0].split() == ["bench", "figure", "goal", "floor", "ratio", "verdict", "load"]
     assert "bench.validate" in lines[2] and "12,000 (11,900-12,500)" in lines[2] and " met " in lines[2]
     assert "1.0/2.0/3.0" in lines[2] and ">= 10,000/s" in lines[2] and "0.39" in lines[2]
     assert "bench.gated" in lines[3] and "<= 1.2x floor" in lines[3] and "1.6" in lines[3] and "NOT met" in lines[3]
-    assert "bench.cli" in lines[4] and "not run" in lines[4]
+    assert "bench.cli" in lines[4] and "no bench yet" in lines[4]
 
 
 def test_a_goal_under_the_floor_its_run_computed_makes_bench_run_exit_non_zero(
