@@ -26,6 +26,7 @@ from pathlib import Path
 
 import anyio
 
+from bench import _report as report
 from bench.store import postgresql
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.runtime.clock import SystemClock
@@ -119,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("--postgresql")
         url = args[at + 1]
         del args[at : at + 2]
-    n = int(args[0]) if args else 60
+    n = int(args[0]) if args else report.rounds(60, 8)
     concurrency = int(args[1]) if len(args) > 1 else 16
-    rounds = int(args[2]) if len(args) > 2 else 3
+    rounds = int(args[2]) if len(args) > 2 else report.rounds(3, 1)
     rates: dict[tuple[str, int], list[float]] = {}
     per_trip: list[tuple[float, float]] = []  # (appends, batches) per trip, one coordinator on PostgreSQL
     shape: dict[str, float] = {}

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from bench import _report as report
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.participant_state import ParticipantStore
@@ -83,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("--postgresql")
         url = args[at + 1]
         del args[at : at + 2]
-    n = int(args[0]) if args else 100
+    n = int(args[0]) if args else report.rounds(100, 10)
     concurrency = int(args[1]) if len(args) > 1 else 16
-    rounds = int(args[2]) if len(args) > 2 else 5
+    rounds = int(args[2]) if len(args) > 2 else report.rounds(5, 1)
     rates: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="hatp-bench-") as tmp, postgresql(url) as database:
         d = Path(tmp)
