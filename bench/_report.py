@@ -431,9 +431,10 @@ def clear() -> None:
 
 def table(found: Sequence[Row], missing: Iterable[tuple[str, str]] = ()) -> str:
     """The one table `make bench` ends with: a line per recorded goal (bench, figure, goal, floor, figure / floor,
-    verdict, load at the time), then a line per (goal, why) in `missing`: the goals no bench recorded in this run,
-    with why ("not run", or "no figure" when its bench ran and could not measure it)."""
-    head = ("bench", "figure", "goal", "floor", "ratio", "verdict", "load")
+    verdict, load at the time, the bench's note), then a line per (goal, why) in `missing`: the goals no bench
+    recorded in this run, with why ("not run", "no figure" when its bench ran and could not measure it, "no bench
+    yet")."""
+    head = ("bench", "figure", "goal", "floor", "ratio", "verdict", "load", "note")
     lines: list[tuple[str, ...]] = [head]
     for r in found:
         g = GOALS[r.key]
@@ -448,11 +449,12 @@ def table(found: Sequence[Row], missing: Iterable[tuple[str, str]] = ()) -> str:
                 ratio,
                 r.verdict.value,
                 _show_load(r.load),
+                r.note,
             )
         )
     for key, why in missing:
         g = GOALS[key]
-        lines.append((g.bench, g.figure, _goal_text(g), "-", "-", why, "-"))
+        lines.append((g.bench, g.figure, _goal_text(g), "-", "-", why, "-", ""))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))

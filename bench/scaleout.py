@@ -143,14 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     where = "--postgresql URL" if url else "a throwaway local cluster, TCP loopback, fsync on"
     print(
         f"committed trips/s, coordinator processes on one PostgreSQL log ({where}); participants in process, in"
-        f" memory; {n} trips per process, {concurrency} at a time in each; median of {rounds} rounds:"
+        f" memory; {n} trips per process, {concurrency} at a time in each; median (range) of {rounds} rounds:"
     )
     for backend, processes in LAYOUTS:
         mine = rates[(backend, processes)]
-        ratio = statistics.median(m / b for m, b in zip(mine, base, strict=True))
+        ratio = report.Spread.of(m / b for m, b in zip(mine, base, strict=True))
         name = "SQLite" if backend == "sqlite" else "PostgreSQL"
         what = f"{processes} coordinator{'s' if processes > 1 else ''} on {name}"
-        print(f"  {what:<28} {statistics.median(mine):7.0f} trips/s   ratio to 1 on PostgreSQL {ratio:.2f}")
+        print(f"  {what:<28} {report.Spread.of(mine).show(unit='trips/s')}   ratio to 1 on PostgreSQL {ratio.show()}")
     per_appends = statistics.median(a for a, _ in per_trip)
     per_batches = statistics.median(b for _, b in per_trip)
     print(

@@ -64,7 +64,7 @@ def test_the_table_shows_each_goal_beside_its_floor_with_its_verdict_and_the_goa
     assert met.verdict is Verdict.MET and missed.verdict is Verdict.NOT_MET  # 2.0 / 1.275 over 1.2x the floor
     text = report.table([met, missed], missing=[("cli_start", "no bench yet")])
     lines = text.splitlines()
-    assert lines[0].split() == ["bench", "figure", "goal", "floor", "ratio", "verdict", "load"]
+    assert lines[0].split() == ["bench", "figure", "goal", "floor", "ratio", "verdict", "load", "note"]
     assert "bench.validate" in lines[2] and "12,000 (11,900-12,500)" in lines[2] and " met " in lines[2]
     assert "1.0/2.0/3.0" in lines[2] and ">= 10,000/s" in lines[2] and "0.39" in lines[2]
     assert "bench.gated" in lines[3] and "<= 1.2x floor" in lines[3] and "1.6" in lines[3] and "NOT met" in lines[3]
