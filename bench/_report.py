@@ -40,6 +40,7 @@ __all__ = [
     "Started",
     "Timings",
     "Verdict",
+    "alone",
     "build",
     "clear",
     "footer",
@@ -427,6 +428,19 @@ def rows() -> list[Row]:
 
 def clear() -> None:
     _ROWS.clear()
+
+
+def alone(name: str, main: Callable[[], int | None]) -> int:
+    """Run one bench's main as `python -m bench.NAME` does: the machine printed before and after, as bench.run
+    prints it, and the goals it recorded as a table. The exit status is main's, or 1 when a goal lies beyond its
+    floor."""
+    started = header(name)
+    code = main() or 0
+    footer(started)
+    found = rows()
+    if found:
+        print(table(found))
+    return 1 if any(r.verdict is Verdict.ERROR for r in found) else code
 
 
 def table(found: Sequence[Row], missing: Iterable[tuple[str, str]] = ()) -> str:

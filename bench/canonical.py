@@ -73,4 +73,4 @@ def _ratios(a: report.Timings, b: report.Timings) -> report.Spread:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("canonical", main))

@@ -198,4 +198,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(report.alone("journal_proxy", lambda: main(sys.argv[1:])))

@@ -444,4 +444,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("mcp_trip", lambda: main(sys.argv[1:])))

@@ -108,4 +108,4 @@ def _long_sagas(template: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("validate", main))

@@ -106,3 +106,16 @@ def test_bench_run_quick_on_validate_exits_0_and_prints_the_table() -> None:
     table = done.stdout.split("== goals")[1]
     assert "bench.validate" in table and "full plans/s by CPU" in table
     assert any(v in table for v in (" met ", "NOT met")) and "not run" in table
+
+
+def test_a_bench_run_alone_prints_the_machine_and_its_goals_and_fails_on_a_goal_beyond_its_floor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report.clear()
+    assert report.alone("synthetic", lambda: (report.record("full_plans", 12_000, 30_000), 0)[1]) == 0
+    out = capsys.readouterr().out
+    assert "[synthetic] load" in out and "fsync" in out and "at end" in out and "bench.validate" in out
+    report.clear()
+    assert report.alone("synthetic", lambda: (report.record("full_plans", 12_000, 9_000), 0)[1]) == 1
+    assert "ERROR (goal beyond floor)" in capsys.readouterr().out
+    report.clear()
