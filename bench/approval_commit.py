@@ -23,6 +23,7 @@ from pathlib import Path
 
 import anyio
 
+from bench import _report as report
 from demo.trip_mcp import plan_for
 from demo.trip_suite import open_seven
 from hatp_mcp.mcp.serve import quiet
@@ -59,7 +60,7 @@ async def _measure(data: Path, rounds: int) -> tuple[list[float], list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.approval_commit", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=report.rounds(10, 2))
     args = parser.parse_args(argv)
     quiet()
     with tempfile.TemporaryDirectory(prefix="hatp-bench-") as tmp:
@@ -81,4 +82,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("approval_commit", main))

@@ -13,7 +13,7 @@ from typing import Any
 
 import rfc8785
 
-from bench._timing import versus
+from bench import _report as report
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.signing.canonical import canonical, canonical_exact
 from tests.factories import trip_plan_json
@@ -32,32 +32,45 @@ def _as_ints(x: Any) -> Any:
 
 
 def main() -> int:
+    number, n_rounds = report.rounds(2000, 50), report.rounds(7, 2)
     plan = Plan.model_validate(trip_plan_json()).wire()
     size = len(canonical(plan))
     assert canonical(plan) == rfc8785.dumps(plan), "canonical() must be byte-identical to RFC 8785"
-    ours, ref, ratio = versus(lambda: canonical(plan), lambda: rfc8785.dumps(plan))
-    print(f"canonical JSON of a {size}-byte trip plan")
-    print(f"  rfc8785.dumps (baseline) {ref * 1e6:8.1f} us/op")
-    print(f"  hatp canonical()         {ours * 1e6:8.1f} us/op")
-    verdict = "met" if ratio >= GOAL else "NOT met"
-    print(f"  speed-up (median of paired rounds): {ratio:.1f}x  (goal >= {GOAL:.0f}x: {verdict})")
+    got = report.interleaved({"ours": lambda: canonical(plan), "ref": lambda: rfc8785.dumps(plan)}, number, n_rounds)
+    speedup = _ratios(got["ref"], got["ours"])
+    print(f"canonical JSON of a {size}-byte trip plan, per call, median (range) over {n_rounds} interleaved rounds")
+    print(f"  rfc8785.dumps (baseline) {got['ref'].show()}")
+    print(f"  hatp canonical()         {got['ours'].show()}")
+    verdict = "met" if speedup.median >= GOAL else "NOT met"
+    print(f"  speed-up by CPU, per round: {speedup.show(unit='x')}  (goal >= {GOAL:.0f}x: {verdict})")
 
     sagas = json.loads(SAGA.read_text())
     steps = sagas["steps"]
     ints = _as_ints(steps)
     assert canonical(steps, allow_floats=True) == rfc8785.dumps(steps) == canonical_exact(steps, allow_floats=True)
-    floats, no_floats, slower = versus(lambda: canonical(steps, allow_floats=True), lambda: canonical(ints))
-    exact, _, _ = versus(lambda: canonical_exact(steps, allow_floats=True), lambda: canonical(ints))
+    got = report.interleaved(
+        {
+            "ints": lambda: canonical(ints),
+            "floats": lambda: canonical(steps, allow_floats=True),
+            "exact": lambda: canonical_exact(steps, allow_floats=True),
+        },
+        number,
+        n_rounds,
+    )
     print(f"canonical JSON of a saga's {len(steps)} steps holding floats ({len(canonical(ints))} bytes)")
-    print(f"  fast path, floats as integers (baseline) {no_floats * 1e6:7.1f} us/op")
-    print(f"  fast path with floats                    {floats * 1e6:7.1f} us/op")
-    print(f"  exact (pure Python) path                 {exact * 1e6:7.1f} us/op")
-    cost = 1 / slower
-    verdict = "met" if cost <= FLOAT_GOAL else "NOT met"
-    goal = f"goal <= {FLOAT_GOAL:.0f}x: {verdict}"
-    print(f"  floats cost {cost:.2f}x the no-float fast path (median of paired rounds; {goal})")
+    print(f"  fast path, floats as integers (baseline) {got['ints'].show()}")
+    print(f"  fast path with floats                    {got['floats'].show()}")
+    print(f"  exact (pure Python) path                 {got['exact'].show()}")
+    cost = _ratios(got["floats"], got["ints"])
+    verdict = "met" if cost.median <= FLOAT_GOAL else "NOT met"
+    print(f"  floats cost the no-float fast path's, by CPU per round: {cost.show(unit='x')} (goal <= 2x: {verdict})")
     return 0
 
 
+def _ratios(a: report.Timings, b: report.Timings) -> report.Spread:
+    """a's CPU per call over b's, round by round."""
+    return report.Spread.of(x / y for x, y in zip(a.cpu.samples, b.cpu.samples, strict=True))
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("canonical", main))

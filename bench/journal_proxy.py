@@ -11,8 +11,8 @@ cost). Three processes are called in interleaved rounds, one call at a time:
   a saga of its own, begun and completed around it: two commits more, HATP-PXY-9.)
 In the same rounds it runs the journal's own work for one call in this process (the step started and completed in
 a saga, both durable, no MCP). Prints p50 latency per side, CPU per call of each process, the proxy/direct ratio
-with its goal (at most 1.3x over stdio) and the floor that the forward hop plus the journal's own work put under it
-on this machine; then calls/s with 8 calls in flight, direct and through the proxy.
+with its goal (`journal_proxy` in bench/_report.py: a multiple of the floor that the forward hop plus the
+journal's own work put under it on this machine); then calls/s with 8 calls in flight, direct and through the proxy.
 Run: .venv/bin/python -m bench.journal_proxy [--calls N]
 """
 
@@ -32,6 +32,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from bench import _report as report
 from bench._cpu import children, cpu_seconds, own_cpu
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.runtime.journal.driver import Journal, Saga
@@ -41,7 +42,7 @@ from servers._keys import load_or_create_key
 
 __all__ = ["main"]
 
-GOAL = 1.3
+
 ROUNDS = 7
 
 
@@ -140,6 +141,7 @@ async def run(calls: int) -> None:
                 floors.append((got["forward"] + got["journal"]) / got["direct"])
             d_tp, p_tp = await _throughput(d_client, calls), await _throughput(p_client, calls)
         store.close()
+        fsync = report.fsync_cost(data / "in-process")
     med = {name: statistics.median(side.p50s) for name, (side, _c) in sides.items()}
     what = {
         "direct": "stock() direct over stdio         ",
@@ -149,17 +151,15 @@ async def run(calls: int) -> None:
     }
     for name, (side, _c) in sides.items():
         print(f"{what[name]}  p50 {med[name] * 1000:6.2f} ms   {side.cpu_line()}")
-    r, floor = statistics.median(ratios), statistics.median(floors)
-    verdict = "met" if r <= GOAL else "NOT met"
+    ratio, floor = report.Spread.of(ratios), report.Spread.of(floors)
+    print(f"ratio proxy / direct (median (range) of {ROUNDS} interleaved rounds' p50s): {ratio.show(unit='x')}")
     print(
-        f"ratio proxy / direct (median of {ROUNDS} interleaved rounds' p50s): {r:.2f}x  "
-        f"(range {min(ratios):.2f}-{max(ratios):.2f}; goal <= {GOAL}x: {verdict})"
+        f"floor on this machine, same rounds: (forward hop + the journal's own work) / direct = "
+        f"{floor.show(unit='x')}; the journal's own work (two durable commits) is "
+        f"{med['journal'] / med['direct']:.2f}x a direct call alone; fsync in the journal's directory, same run, "
+        f"{fsync.show(1e3, 'ms')} (two per call)"
     )
-    print(
-        f"floor on this machine, same rounds: (forward hop + the journal's own work) / direct = {floor:.2f}x "
-        f"(range {min(floors):.2f}-{max(floors):.2f}); the journal's two durable commits are "
-        f"{med['journal'] / med['direct']:.2f}x a direct call alone"
-    )
+    report.record("journal_proxy", ratio, floor, note="wall")
     d_side, p_side = sides["direct"][0], sides["proxy"][0]
     if d_side.server_cpu > 0:
         print(
@@ -192,10 +192,10 @@ def _step(saga: Saga) -> Callable[[int], Awaitable[object]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.journal_proxy")
-    parser.add_argument("--calls", type=int, default=700)
+    parser.add_argument("--calls", type=int, default=report.rounds(700, 70))
     args = parser.parse_args(argv if argv is not None else [])
     anyio.run(run, args.calls)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    raise SystemExit(report.alone("journal_proxy", lambda: main(sys.argv[1:])))

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import _report as report
 from hatp_mcp.core.validate.saga import validate_saga
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         ns = statistics.median(_hatp_round(plans, _passes(plans)) for _ in range(5))
         why = "HATP_SAGA_REFERENCE is not set" if ref_dir is None else f"no built copy at {ref_dir} (or no node)"
         print(f"reference not available ({why}); see this module's docstring for how to build one")
-        print(f"  hatp validate_saga on spec/fixtures/saga ({len(plans)} plans): {ns / 1e3:.1f} us/plan")
+        print(
+            f"  hatp validate_saga ({report.build()}) on spec/fixtures/saga ({len(plans)} plans): "
+            f"{ns / 1e3:.1f} us/plan"
+        )
         return 0
     assert ref_dir is not None
     plans = _reference_plans(Path(ref_dir))
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         reference_round()  # warm the JIT
         _hatp_round(plans, passes)
         hatp_ns, ref_ns, ratios = [], [], []
-        for i in range(ROUNDS):
+        for i in range(report.rounds(ROUNDS, 3)):
             if i % 2:  # alternate which side goes first
                 r, h = reference_round(), _hatp_round(plans, passes)
             else:
@@ -141,16 +145,16 @@ def main(argv: list[str] | None = None) -> int:
         child.stdin.close()
         child.wait(timeout=10)
     agree = sum(a == b for a, b in zip(ours, theirs, strict=True))
-    ratio = statistics.median(ratios)
-    print(f"saga validation on the reference's own {len(plans)} plans (parse + rules), one core, {ROUNDS} rounds")
-    print(f"  same verdict (valid or not) on {agree} of {len(plans)} plans")
-    print(f"  reference validatePlan (Node {_node_version(node)})  {statistics.median(ref_ns) / 1e3:6.1f} us/plan")
-    print(f"  hatp validate_saga                       {statistics.median(hatp_ns) / 1e3:6.1f} us/plan")
-    verdict = "met" if ratio < 1.0 else "NOT met"
+    ratio = report.Spread.of(ratios)
     print(
-        f"  hatp / reference: {ratio:.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}; goal < 1.00x, faster than "
-        f"the reference: {verdict})"
+        f"saga validation on the reference's own {len(plans)} plans (parse + rules), one core, {len(ratios)} "
+        f"interleaved rounds, median (range); hatp's build: {report.build()}"
     )
+    print(f"  same verdict (valid or not) on {agree} of {len(plans)} plans")
+    print(f"  reference validatePlan (Node {_node_version(node)})  {report.Spread.of(ref_ns).show(1e-3, 'us/plan')}")
+    print(f"  hatp validate_saga                       {report.Spread.of(hatp_ns).show(1e-3, 'us/plan')}")
+    print(f"  hatp / reference: {ratio.show(unit='x')}")
+    report.record("saga_reference", ratio, None, note=report.build())
     return 0
 
 

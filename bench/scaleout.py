@@ -26,6 +26,7 @@ from pathlib import Path
 
 import anyio
 
+from bench import _report as report
 from bench.store import postgresql
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.runtime.clock import SystemClock
@@ -119,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("--postgresql")
         url = args[at + 1]
         del args[at : at + 2]
-    n = int(args[0]) if args else 60
+    n = int(args[0]) if args else report.rounds(60, 8)
     concurrency = int(args[1]) if len(args) > 1 else 16
-    rounds = int(args[2]) if len(args) > 2 else 3
+    rounds = int(args[2]) if len(args) > 2 else report.rounds(3, 1)
     rates: dict[tuple[str, int], list[float]] = {}
     per_trip: list[tuple[float, float]] = []  # (appends, batches) per trip, one coordinator on PostgreSQL
     shape: dict[str, float] = {}
@@ -142,14 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     where = "--postgresql URL" if url else "a throwaway local cluster, TCP loopback, fsync on"
     print(
         f"committed trips/s, coordinator processes on one PostgreSQL log ({where}); participants in process, in"
-        f" memory; {n} trips per process, {concurrency} at a time in each; median of {rounds} rounds:"
+        f" memory; {n} trips per process, {concurrency} at a time in each; median (range) of {rounds} rounds:"
     )
     for backend, processes in LAYOUTS:
         mine = rates[(backend, processes)]
-        ratio = statistics.median(m / b for m, b in zip(mine, base, strict=True))
+        ratio = report.Spread.of(m / b for m, b in zip(mine, base, strict=True))
         name = "SQLite" if backend == "sqlite" else "PostgreSQL"
         what = f"{processes} coordinator{'s' if processes > 1 else ''} on {name}"
-        print(f"  {what:<28} {statistics.median(mine):7.0f} trips/s   ratio to 1 on PostgreSQL {ratio:.2f}")
+        print(f"  {what:<28} {report.Spread.of(mine).show(unit='trips/s')}   ratio to 1 on PostgreSQL {ratio.show()}")
     per_appends = statistics.median(a for a, _ in per_trip)
     per_batches = statistics.median(b for _, b in per_trip)
     print(

@@ -12,7 +12,6 @@ Python work runs on one core; SQLite fsyncs on the log's thread, PostgreSQL's in
 from __future__ import annotations
 
 import contextlib
-import statistics
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from bench import _report as report
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.store.participant_state import ParticipantStore
@@ -83,12 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("--postgresql")
         url = args[at + 1]
         del args[at : at + 2]
-    n = int(args[0]) if args else 100
+    n = int(args[0]) if args else report.rounds(100, 10)
     concurrency = int(args[1]) if len(args) > 1 else 16
-    rounds = int(args[2]) if len(args) > 2 else 5
+    rounds = int(args[2]) if len(args) > 2 else report.rounds(5, 1)
     rates: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="hatp-bench-") as tmp, postgresql(url) as database:
         d = Path(tmp)
+        fsync = report.fsync_cost(d)
         for r in range(-1, rounds):  # round -1 warms both up and is not counted
             for layout in ("log", "all"):
                 for backend in ("sqlite", "postgresql"):
@@ -104,16 +105,21 @@ def main(argv: list[str] | None = None) -> int:
                     if r >= 0:
                         rates.setdefault((layout, backend), []).append(n / seconds)
     where = "--postgresql URL" if url else "a throwaway local cluster, TCP loopback"
-    print(f"trip transactions, one coordinator, concurrency {concurrency}, best of {rounds} rounds of {n} ({where}):")
+    print(
+        f"trip transactions, one coordinator, concurrency {concurrency}, median (range) of {rounds} interleaved "
+        f"rounds of {n} ({where}); fsync in the SQLite directory, same run, {fsync.show(1e3, 'ms')}:"
+    )
     for layout, what in (("log", "the decision log"), ("all", "the log and the four participants' state")):
-        lite, pg = max(rates[(layout, "sqlite")]), max(rates[(layout, "postgresql")])
-        ratios = [b / a for a, b in zip(rates[(layout, "sqlite")], rates[(layout, "postgresql")], strict=True)]
+        lite, pg = report.Spread.of(rates[(layout, "sqlite")]), report.Spread.of(rates[(layout, "postgresql")])
+        ratios = report.Spread.of(
+            b / a for a, b in zip(rates[(layout, "sqlite")], rates[(layout, "postgresql")], strict=True)
+        )
         print(
-            f"  {what}: SQLite {lite:.0f} txn/s, PostgreSQL {pg:.0f} txn/s; PostgreSQL / SQLite {pg / lite:.2f}"
-            f" (median of rounds {statistics.median(ratios):.2f})"
+            f"  {what}: SQLite {lite.show(unit='txn/s')}, PostgreSQL {pg.show(unit='txn/s')}; "
+            f"PostgreSQL / SQLite per round {ratios.show(unit='x')}"
         )
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(report.alone("store", main))
