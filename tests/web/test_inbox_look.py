@@ -13,15 +13,19 @@ import anyio
 import pytest
 from playwright.async_api import Page
 
+from demo.trip_world import build_world
+from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
 from hatp_mcp.web.pages import ask_page
 from hatp_mcp.web.record_shelf import RecordShelf
 from tests.acme_org import h, plan
+from tests.mcp.test_model_answers import agent_view, approving, status_of
 from tests.web.browserless import signed_in
 from tests.web.chromium import chromium_page
 from tests.web.inbox_fixture import Served, serve_inbox
 from tests.web.record_fixture import committed_record
+from tests.web.test_inbox_timeline import keys, shelve
 
 pytestmark = pytest.mark.anyio
 
@@ -171,8 +175,6 @@ async def test_HATP_GW_87_a_reason_with_an_approve_is_refused_before_anything_is
 async def test_HATP_GW_88_after_a_decision_the_page_shows_the_outcome_and_the_timeline_link(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    from tests.web.test_inbox_timeline import keys, shelve
-
     SHOTS.mkdir(parents=True, exist_ok=True)
     with anyio.fail_after(60):
         async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
@@ -208,3 +210,24 @@ async def test_HATP_GW_88_pass_it_on_names_the_person_the_ask_goes_to_next(serve
     alone = ask_page(rec, h("bob"), True, "t", names={h("carol"): "Carol Chen"})
     assert "<button type=button id=pass data-decision=decline>Pass it on to Carol Chen</button>" in page
     assert "Pass it on (no one else is left to ask)" in alone and "Carol" not in alone
+
+
+async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_transaction_status(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    reason = "The hotel is over the city cap: pick the one on Alexanderplatz"
+    txn = "txn-inbox-reason"
+    with anyio.fail_after(30):
+        async with serve_inbox(tmp_path, clock) as served, agent_view(build_world(clock), served.gateway, clock) as c:
+            await approving(c, clock, txn)
+            b = await signed_in(served)  # bob, in the inbox over HTTP, with the passkey on his card
+            ok, options = await b.post(f"/asks/{txn}/finance/challenge", {"decision": "reject", "reason": reason})
+            assert ok == 200, options
+            credential = served.bob.credential_json(unb64u(options["challenge"]), origin=served.origin)
+            decided, after = await b.post(
+                f"/asks/{txn}/finance/decide", {"nonce": options["nonce"], "credential": credential}
+            )
+            done = await status_of(c, txn, wait=10)
+    assert (decided, after) == (200, {"state": "rejected"})
+    assert done["outcome"] == "ABORTED"
+    assert done["firstRefusal"]["reason"].endswith(f"{h('bob')}: {reason}")
