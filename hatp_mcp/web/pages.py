@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 from html import escape
 
+from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import REASON_MAX
 from hatp_mcp.core.model.gateway import AskRecord, Screen, ScreenOperation
@@ -79,15 +80,6 @@ def _person(address: str | None, names: dict[str, str]) -> str:
     return f'<span class=person title="{_e(address)}">{_e(name)}</span>'
 
 
-def _in(delta_seconds: float) -> str:
-    minutes = int(abs(delta_seconds) // 60)
-    if minutes >= 120:
-        text = f"{minutes // 60} h {minutes % 60} min"
-    else:
-        text = f"{minutes} min"
-    return f"in {text}" if delta_seconds >= 0 else f"{text} ago"
-
-
 def _when(ts: str | None, now: datetime | None, countdown: bool = False) -> str:
     """A time as UTC text (right without the script), marked with its ISO form for the script to show in the
     approver's local zone; with `countdown`, "in N min" computed from the gateway's clock at render time."""
@@ -97,7 +89,9 @@ def _when(ts: str | None, now: datetime | None, countdown: bool = False) -> str:
     shown = f"<time datetime={_e(ts)} data-local>{_e(at.strftime('%Y-%m-%d %H:%M UTC'))}</time>"
     if countdown and now is not None:
         left = (at - now).total_seconds()
-        shown += f" <span class=countdown data-until={_e(ts)} data-now={_e(format_ts(now))}>({_e(_in(left))})</span>"
+        shown += (
+            f" <span class=countdown data-until={_e(ts)} data-now={_e(format_ts(now))}>({_e(in_words(left))})</span>"
+        )
     return shown
 
 
