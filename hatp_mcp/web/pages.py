@@ -312,9 +312,9 @@ a { color: var(--accent); }
 #irreversible p, #irreversible ul { margin: 0.2rem 0; }
 #deadline { margin: 0.4rem 0; }
 .countdown { font-weight: 600; }
-#actions { display: flex; flex-wrap: wrap; gap: 0.6rem; align-items: flex-end; margin: 1rem 0;
+#actions { display: flex; flex-direction: column; align-items: flex-start; gap: 0.7rem; margin: 1rem 0;
   padding: 0.8rem; border: 1px solid var(--line); border-radius: 6px; }
-#actions .reject { display: flex; flex-direction: column; gap: 0.3rem; flex: 1 1 14rem; }
+#actions .reject { display: flex; flex-direction: column; align-items: flex-start; gap: 0.3rem; width: 100%; }
 #actions textarea { width: 100%; font: inherit; padding: 0.3rem; }
 button { font: inherit; padding: 0.5rem 0.9rem; border-radius: 6px; border: 1px solid #888; background: #fff;
   color: var(--ink); cursor: pointer; }

@@ -15,6 +15,8 @@ from playwright.async_api import Page
 
 from demo.trip_world import build_world
 from hatp_mcp.core.gateway.passkey import unb64u
+from hatp_mcp.core.gateway.proof import subject_digest
+from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
 from hatp_mcp.web.pages import ask_page
@@ -34,6 +36,7 @@ ASK = "txn-acme-0001/finance"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 360, "height": 740}
 TRIP = "Dana's offsite in Berlin: venue deposit"
+EARLIER = "Dana's flight to Lisbon"
 
 
 @pytest.fixture
@@ -62,10 +65,19 @@ async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countd
     with anyio.fail_after(60):
         async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
             await served.gateway.ask(plan(summary=TRIP), "finance")
+            await served.gateway.ask(plan(summary=EARLIER, txn_id="txn-acme-0002"), "finance")
+            earlier = served.gateway.store.get("txn-acme-0002/finance")
+            assert earlier is not None and earlier.record is not None
+            when = format_ts(clock.now())
+            rejected = served.bob.decide(
+                "txn-acme-0002/finance", subject_digest(earlier.record.ask), "reject", when, origin=served.origin
+            )
+            await served.gateway.decide_passkey("txn-acme-0002/finance", rejected, served.inbox.rp, 0, via="inbox")
             await page.set_viewport_size(DESKTOP)
             await _sign_in(served, page, cdp, authenticator)
             await page.wait_for_selector("#waiting")
             listed = await page.locator("#waiting li.ask").inner_text()
+            decided = await page.locator("#decided li.ask").inner_text()
             await page.screenshot(path=str(SHOTS / "list.png"), full_page=True)
             await page.click(f'a[href="/asks/{ASK}"]')
             await page.wait_for_selector("#actions")
@@ -78,6 +90,7 @@ async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countd
             digest_hidden = not await page.locator("#details dd code").last.is_visible()
             await page.screenshot(path=str(SHOTS / "ask.png"), full_page=True)
     assert TRIP in listed and "written by the agent" in listed  # the trip's summary rides with the ask, labelled
+    assert EARLIER in decided and "state rejected" in decided  # decided asks apart from the waiting one
     assert all(seen.values()), seen
     assert headline == "Dana Diaz asks you to approve travel.spend"
     assert "human://" not in headline  # a person by display name; the address is on hover and in the details
