@@ -100,7 +100,7 @@ async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countd
     assert digest_hidden  # the digest and ids are folded into a details section
 
 
-async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_and_the_page_uses_the_inbox_stylesheet(
+async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_the_deadline_is_in_local_time_and_the_css_is_the_inbox_s(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -108,6 +108,7 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_and_the_page_uses_
         async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
             await served.gateway.ask(plan(summary=TRIP), "finance")
             await page.set_viewport_size(PHONE)
+            await cdp.send("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})  # the approver's zone
             sheets: list[str] = []
             page.on("response", lambda r: sheets.append(r.url) if r.url.endswith(".css") and r.ok else None)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
@@ -115,6 +116,8 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_and_the_page_uses_
             widths = await page.evaluate(
                 "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth, window.innerWidth]"
             )
+            local = await page.locator("#deadline time").inner_text()
+            utc = await page.locator("#deadline time").get_attribute("datetime")
             list_widths = None
             await page.screenshot(path=str(SHOTS / "ask-phone.png"), full_page=True)
             await page.goto(served.origin + "/")
@@ -122,6 +125,7 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_and_the_page_uses_
             list_widths = await page.evaluate(
                 "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
             )
+    assert utc == "2026-11-29T14:00:00Z" and "03:00 PM" in local and "GMT+1" in local  # 14:00 UTC in Berlin
     scroll, client, inner = widths
     assert inner == PHONE["width"]  # the viewport tag: laid out at the phone's width, not a desktop's 980 px
     assert scroll <= client, widths
