@@ -8,8 +8,10 @@ TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 NPM_SERVERS := tests/e2e/npm_servers
 NPM_SERVERS_STAMP := $(NPM_SERVERS)/node_modules/.installed
+AXE := tests/web/axe
+AXE_STAMP := $(AXE)/node_modules/.installed
 
-.PHONY: install postgresql ts-client npm-servers test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
+.PHONY: install postgresql ts-client npm-servers axe test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -31,6 +33,15 @@ $(NPM_SERVERS_STAMP): $(NPM_SERVERS)/package.json $(NPM_SERVERS)/package-lock.js
 	command -v npm >/dev/null || { echo "make npm-servers: installing node and npm (apt-get install -y nodejs npm)" >&2; \
 		apt-get update -q && apt-get install -y -q nodejs npm; }
 	cd $(NPM_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# axe-core, pinned by its lockfile, that tests/web/test_inbox_a11y.py injects into the inbox's pages in Chromium.
+axe: $(AXE_STAMP)
+
+$(AXE_STAMP): $(AXE)/package.json $(AXE)/package-lock.json
+	command -v npm >/dev/null || { echo "make axe: installing node and npm (apt-get install -y nodejs npm)" >&2; \
+		apt-get update -q && apt-get install -y -q nodejs npm; }
+	cd $(AXE) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The saga reader and rules are compiled (setup.py): an edit to them builds them again, else the old build would run
@@ -65,7 +76,7 @@ chromium:
 	  || (sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); }
 
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql ts-client npm-servers chromium
+pytest: install postgresql ts-client npm-servers axe chromium
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest

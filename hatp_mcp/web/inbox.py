@@ -51,7 +51,7 @@ from hatp_mcp.core.gateway.passkey import RelyingParty, b64u, decision_challenge
 from hatp_mcp.core.gateway.proof import HumanKeys, subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.card import HumanCard
-from hatp_mcp.core.model.evidence import PasskeyAssertion
+from hatp_mcp.core.model.evidence import REASON_MAX, PasskeyAssertion
 from hatp_mcp.core.model.gateway import MAX_TEXT_ANSWER, AskRecord
 from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.core.txn.record import verify_record
@@ -60,7 +60,7 @@ from hatp_mcp.runtime.card_watch import CardWatch
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.inbox_state import InboxState, Session
-from hatp_mcp.web.pages import INBOX_JS, ask_page, enrol_page, list_page, signin_page
+from hatp_mcp.web.pages import INBOX_CSS, INBOX_JS, ask_page, enrol_page, list_page, signin_page
 from hatp_mcp.web.record_shelf import RecordShelf
 from hatp_mcp.web.timeline import render_timeline
 
@@ -219,6 +219,7 @@ class Inbox:
                     routes=[
                         Route("/", self.home, methods=["GET"]),
                         Route("/static/inbox.js", self.script, methods=["GET"]),
+                        Route("/static/inbox.css", self.stylesheet, methods=["GET"]),
                         Route("/signin/options", self.signin_options, methods=["POST"]),
                         Route("/signin", self.signin, methods=["POST"]),
                         Route("/signout", self.signout, methods=["POST"]),
@@ -286,6 +287,15 @@ class Inbox:
     async def script(self, request: Request) -> Response:
         return Response(INBOX_JS, media_type="text/javascript")
 
+    async def stylesheet(self, request: Request) -> Response:
+        """HATP-GW-88: the pages' one stylesheet, from the inbox's own origin (the CSP's `style-src 'self'`)."""
+        return Response(INBOX_CSS, media_type="text/css")
+
+    def _names(self) -> dict[str, str]:
+        """Display names by address, from the Directory-signed cards (never a contact detail), and the agents'
+        and requesters' addresses have none: they are shown as addresses."""
+        return {card.id: card.display_name for card in self.gateway.directory.cards()}
+
     async def home(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
@@ -295,7 +305,8 @@ class Inbox:
             return response
         mine = self._mine(session.human)
         timelines = {r.ask.txn_id for r in mine if r.ask.txn_id and self._finished(r) and self._shelved(r.ask.txn_id)}
-        return self._html(request, list_page(session.human, mine, session.csrf, timelines))
+        page = list_page(session.human, mine, session.csrf, timelines, names=self._names(), now=self.clock.now())
+        return self._html(request, page)
 
     async def show(self, request: Request) -> Response:
         session = self._session(request)
@@ -307,7 +318,10 @@ class Inbox:
             return self._html(request, "<!doctype html><title>Not found</title><p>No such ask.</p>", 404)
         can = rec.state == "pending" and any(s.human == session.human and s.status == "asked" for s in rec.seats)
         timeline = rec.ask.txn_id is not None and self._finished(rec) and self._shelved(rec.ask.txn_id)
-        return self._html(request, ask_page(rec, session.human, can, session.csrf, timeline=timeline))
+        page = ask_page(
+            rec, session.human, can, session.csrf, timeline=timeline, names=self._names(), now=self.clock.now()
+        )
+        return self._html(request, page)
 
     # -- timelines (HATP-GW-81) -------------------------------------------------------------------------------
 
@@ -559,9 +573,15 @@ class Inbox:
         ask_id = request.path_params["ask_id"]
         rec = next((r for r in self._mine(session.human) if r.ask.ask_id == ask_id), None)
         body = await _body(request)
-        decision, value = str(body.get("decision", "")), body.get("value")
+        decision, value, reason = str(body.get("decision", "")), body.get("value"), body.get("reason")
         if rec is None:
             return self._refuse(404, "no such ask")
+        if reason is not None and (
+            decision != "reject" or not isinstance(reason, str) or not 1 <= len(reason) <= REASON_MAX
+        ):  # HATP-GW-87: only a reject carries a reason, a sentence or two, signed with the decision
+            return self._refuse(
+                400, f"a reason goes with a reject only, as 1 to {REASON_MAX} characters", "HATP-GW-87", "reason"
+            )
         if rec.ask.kind == "approve" and decision not in ("approve", "reject", "decline"):
             return self._refuse(400, "decision is approve, reject or decline", "HATP-GW-67")
         if rec.ask.kind != "approve":
@@ -579,10 +599,10 @@ class Inbox:
             return self._refuse(403, "your card lists no passkey: enrol one first", "HATP-GW-68")
         nonce, issued = secrets.token_urlsafe(18), self._now()
         subject = subject_digest(rec.ask)
-        payload = decision_payload(ask_id, subject, decision, nonce, issued, value)
+        payload = decision_payload(ask_id, subject, decision, nonce, issued, value, reason)
         expires = format_ts(self.clock.now() + timedelta(seconds=CHALLENGE_SECONDS))
         self.state.keep_challenge(nonce, "decide", session.human, payload, expires, self._now())
-        challenge = decision_challenge(ask_id, subject, decision, nonce, issued, value)
+        challenge = decision_challenge(ask_id, subject, decision, nonce, issued, value, reason)
         return self._json(
             {
                 "nonce": nonce,
@@ -613,6 +633,7 @@ class Inbox:
                 human=session.human,
                 decision=payload["decision"],
                 value=payload.get("value"),
+                reason=payload.get("reason"),
                 nonce=payload["nonce"],
                 issued_at=payload["issuedAt"],
                 credential_id=str(credential.get("id", "")),

@@ -10,22 +10,36 @@ the inbox's own origin (the Content-Security-Policy allows nothing else); they c
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from html import escape
 
-from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.gateway.notice import in_words
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.evidence import REASON_MAX
+from hatp_mcp.core.model.gateway import AskRecord, Screen, ScreenOperation
 from hatp_mcp.web.questions import answer_controls
 
-__all__ = ["INBOX_JS", "ask_page", "enrol_page", "list_page", "signin_page"]
+__all__ = ["INBOX_CSS", "INBOX_JS", "ask_page", "enrol_page", "list_page", "signin_page"]
 
 
 def _e(value: object) -> str:
     return escape(str(value), quote=True)
 
 
+AGENT_LABEL = "written by the agent"
+TIERS = (
+    "hold: reserved, released if the trip does not go ahead; compensate: done, but can be reversed (a refund);"
+    " final: cannot be undone once it runs."
+)
+
+
 def _page(title: str, body: str, csrf: str) -> str:
+    # HATP-GW-88: a viewport tag and the inbox's own stylesheet (style-src 'self'), no inline style or script.
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
         f'<meta name=csrf-token content="{_e(csrf)}"><title>{_e(title)}</title>'
+        "<link rel=stylesheet href=/static/inbox.css>"
         "<script src=/static/inbox.js defer></script></head>"
         f"<body><main>{body}</main></body></html>"
     )
@@ -56,9 +70,66 @@ def _money(rec: AskRecord) -> str:
     return "; ".join(a.display() for a in rec.up_to) if rec.up_to else "no amount stated"
 
 
-def list_page(human: str, records: list[AskRecord], csrf: str, timelines: set[str] | None = None) -> str:
-    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-81)."""
-    rows = []
+def _person(address: str | None, names: dict[str, str]) -> str:
+    """A person or agent by display name, the address on hover (title); the address alone when no card names it."""
+    if not address:
+        return ""
+    name = names.get(address)
+    if name is None:
+        return f"<span class=addr>{_e(address)}</span>"
+    return f'<span class=person title="{_e(address)}">{_e(name)}</span>'
+
+
+def _when(ts: str | None, now: datetime | None, countdown: bool = False) -> str:
+    """A time as UTC text (right without the script), marked with its ISO form for the script to show in the
+    approver's local zone; with `countdown`, "in N min" computed from the gateway's clock at render time."""
+    if not ts:
+        return ""
+    at = parse_ts(ts)
+    shown = f"<time datetime={_e(ts)} data-local>{_e(at.strftime('%Y-%m-%d %H:%M UTC'))}</time>"
+    if countdown and now is not None:
+        left = (at - now).total_seconds()
+        shown += (
+            f" <span class=countdown data-until={_e(ts)} data-now={_e(format_ts(now))}>({_e(in_words(left))})</span>"
+        )
+    return shown
+
+
+def _agent_text(texts: list[str]) -> str:
+    """One labelled block for everything one agent-written source says (HATP-GW-72)."""
+    lines = "<br>".join(_e(t) for t in texts)
+    return f"<blockquote class=agent-written><strong>{AGENT_LABEL}:</strong> {lines}</blockquote>"
+
+
+def _agent(text: str) -> str:
+    return _agent_text([text])
+
+
+def _summary(rec: AskRecord) -> str | None:
+    screen = rec.ask.screen
+    if screen is not None and screen.agent_written:
+        return " ".join(a.text for a in screen.agent_written)
+    return None
+
+
+def _mine_open(rec: AskRecord, human: str) -> bool:
+    return rec.state == "pending" and any(s.human == human and s.status == "asked" for s in rec.seats)
+
+
+def list_page(
+    human: str,
+    records: list[AskRecord],
+    csrf: str,
+    timelines: set[str] | None = None,
+    *,
+    names: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> str:
+    """`timelines`: the txnIds whose finished record the inbox can draw for this person (HATP-GW-81). The asks are
+    split into those waiting for this person and those decided (HATP-GW-88), each with the trip's summary."""
+    names = names or {}
+    waiting: list[str] = []
+    decided: list[str] = []
     for rec in records:
         ask = rec.ask
         drawn = (
@@ -68,66 +139,201 @@ def list_page(human: str, records: list[AskRecord], csrf: str, timelines: set[st
         )
         what = ask.screen.action if ask.screen is not None else f"{ask.kind} question"
         who = ask.screen.requester if ask.screen is not None else (ask.requester or "")
-        rows.append(
-            f'<tr><td><a href="/asks/{_e(ask.ask_id)}">{_e(what)}</a></td><td>{_e(_money(rec))}</td>'
-            f"<td>{_e(ask.decide_by)}</td><td>{_e(who)}</td><td>{_e(rec.state)}{drawn}</td></tr>"
+        summary = _summary(rec)
+        told = f"<span class=agent-written><strong>{AGENT_LABEL}:</strong> {_e(summary)}</span>" if summary else ""
+        mine = _mine_open(rec, human)
+        when = _when(ask.decide_by, now, countdown=mine)
+        row = (
+            f'<li class=ask><p class=what><a href="/asks/{_e(ask.ask_id)}">{_e(what)}</a>'
+            f" for {_person(who, names)}, up to <span class=amount>{_e(_money(rec))}</span></p>"
+            f"{told}<p class=meta>{'decide by ' + when if mine else 'state ' + _e(rec.state)}{drawn}</p></li>"
         )
-    table = (
-        "<table id=asks><thead><tr><th>what</th><th>how much (up to)</th><th>decide by</th><th>asked for</th>"
-        f"<th>state</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        if rows
-        else "<p id=empty>Nothing is waiting for you.</p>"
+        (waiting if mine else decided).append(row)
+    sections = (
+        f"<h2 id=waiting-title>Waiting for you</h2><ul id=waiting class=asks aria-labelledby=waiting-title>"
+        f"{''.join(waiting)}</ul>"
+        if waiting
+        else "<h2>Waiting for you</h2><p id=empty>Nothing is waiting for you.</p>"
     )
-    body = f"<h1>Your asks</h1><p>Signed in as {_e(human)}. <button id=signout type=button>Sign out</button></p>{table}"
+    if decided:
+        sections += (
+            f"<h2 id=decided-title>Decided</h2><ul id=decided class=asks aria-labelledby=decided-title>"
+            f"{''.join(decided)}</ul>"
+        )
+    body = (
+        f"<h1>Your asks</h1><p>Signed in as {_person(human, names)}. "
+        f"<button id=signout type=button>Sign out</button></p><div id=asks>{sections}</div>"
+    )
     return _page("Your asks", body, csrf)
 
 
-def _agent(text: str) -> str:
-    return f"<blockquote class=agent-written><strong>agent-written:</strong> {_e(text)}</blockquote>"
+def _final_steps(screen: Screen) -> list[ScreenOperation]:
+    return [op for op in screen.operations if op.tier == "final"]
 
 
-def ask_page(rec: AskRecord, human: str, can_decide: bool, csrf: str, *, timeline: bool = False) -> str:
+def _outcome(rec: AskRecord, human: str, names: dict[str, str]) -> str:
+    """What became of the ask, and this person's own decision with its signed reason (HATP-GW-88)."""
+    mine = next((d for d in rec.decisions if d.approver == human), None)
+    parts = [f"<section id=outcome><h2>Outcome</h2><p>The ask is <strong>{_e(rec.state)}</strong>.</p>"]
+    if mine is not None:
+        why = f" Your reason: <q id=your-reason>{_e(mine.reason)}</q>" if mine.reason else ""
+        parts.append(f"<p>You chose <strong>{_e(mine.decision)}</strong>.{why}</p>")
+    for seat in rec.seats:
+        if seat.human == human and seat.decision == "decline":
+            parts.append("<p>You passed it on.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _delegates(rec: AskRecord, human: str) -> list[str]:
+    return [s.human for s in rec.seats if s.status == "eligible" and s.human != human]
+
+
+def ask_page(
+    rec: AskRecord,
+    human: str,
+    can_decide: bool,
+    csrf: str,
+    *,
+    timeline: bool = False,
+    names: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The ask, summary first: what, for whom, up to how much, the step that cannot be undone and the deadline;
+    then the steps, what the agent wrote (labelled, one label per block), and the digest and ids folded away
+    (HATP-GW-72, HATP-GW-88). `names`: display names by address, from the signed cards; never a contact."""
+    names = names or {}
     ask = rec.ask
-    parts = [f"<h1>{_e(ask.screen.title if ask.screen else ask.kind + ' question')}</h1>"]
-    parts.append(f"<p>Ask <code id=ask-id>{_e(ask.ask_id)}</code>, state <span id=state>{_e(rec.state)}</span>.</p>")
     screen = ask.screen
+    parts: list[str] = []
     if screen is not None:
         parts.append(
-            "<dl>"
-            f"<dt>requested by</dt><dd>{_e(screen.requester)} through {_e(screen.agent)}</dd>"
-            f"<dt>amount (you sign for up to)</dt><dd id=amount>{_e(_money(rec))}</dd>"
-            f"<dt>approvals needed</dt><dd>{_e(screen.quorum or '')}</dd>"
-            f"<dt>decide by</dt><dd>{_e(ask.decide_by)}</dd>"
-            f"<dt>plan digest</dt><dd><code>{_e(screen.plan_digest)}</code></dd>"
-            "</dl><h2>Operations</h2><ul>"
+            "<section id=summary aria-labelledby=headline>"
+            f"<h1 id=headline>{_person(screen.requester, names)} asks you to approve"
+            f" <code>{_e(screen.action)}</code></h1>"
+            f"<p class=amount-line>Up to <strong id=amount>{_e(_money(rec))}</strong></p>"
         )
-        for op in screen.operations:
-            money = f", {_e(op.amount)}" + (f" (up to {_e(op.up_to)})" if op.up_to else "") if op.amount else ""
-            args = "".join(_agent(a.text) for a in op.args)
-            parts.append(f"<li>{_e(op.operation)} on {_e(op.participant)} ({_e(op.tier)}){money}{args}</li>")
-        parts.append("</ul>")
-        parts.extend(_agent(a.text) for a in screen.agent_written)
+        summary = _summary(rec)
+        if summary:
+            parts.append(_agent(summary))
+        finals = _final_steps(screen)
+        if finals:
+            steps = "".join(
+                f"<li>{_e(op.operation)} at <code>{_e(op.participant)}</code>"
+                + (f", {_e(op.amount)}" if op.amount else "")
+                + "</li>"
+                for op in finals
+            )
+            noun = "payment" if any(op.amount for op in finals) else "step"
+            parts.append(
+                f"<div id=irreversible role=note><p><strong>This {noun} cannot be undone.</strong>"
+                f" Once approved, it runs and stays done:</p><ul>{steps}</ul></div>"
+            )
+        parts.append(
+            f"<p id=deadline>Decide by {_when(ask.decide_by, now, countdown=rec.state == 'pending')}</p></section>"
+        )
     else:
-        who = f" for {_e(ask.requester)}" if ask.requester else ""
-        parts.append(f"<p>A {_e(ask.kind)} question{who}; answer by <span id=decide-by>{_e(ask.decide_by)}</span>.</p>")
+        who = f" for {_person(ask.requester, names)}" if ask.requester else ""
+        parts.append(
+            f"<h1>{_e(ask.kind)} question{who}</h1><p>Answer by <span id=decide-by>"
+            f"{_when(ask.decide_by, now, countdown=rec.state == 'pending')}</span>.</p>"
+        )
         if ask.question is not None:
             parts.append(_agent(ask.question.text))
         if rec.state == "answered" and rec.answered_by == human:
             shown = rec.answer_value if isinstance(rec.answer_value, str) else json.dumps(rec.answer_value)
             parts.append(f"<p>You answered: <code id=answered>{_e(shown)}</code></p>")
     if can_decide and ask.kind == "approve":
+        delegates = _delegates(rec, human)
+        to = f" to {names.get(delegates[0], delegates[0])}" if delegates else " (no one else is left to ask)"
         parts.append(
-            "<p id=actions>"
-            "<button type=button data-decision=approve>Approve with your passkey</button> "
-            "<button type=button data-decision=reject>Reject</button> "
-            "<button type=button data-decision=decline>Pass it on</button></p>"
+            "<section id=actions aria-label=Decide>"
+            "<button type=button class=primary data-decision=approve>Approve with your passkey</button>"
+            "<div class=reject><label for=reason>Reason for a reject (optional, the agent reads it)</label>"
+            f"<textarea id=reason maxlength={REASON_MAX} rows=2></textarea>"
+            "<button type=button data-decision=reject>Reject</button></div>"
+            f"<button type=button id=pass data-decision=decline>Pass it on{_e(to)}</button>"
+            "</section>"
         )
     elif can_decide:
         parts.append(answer_controls(ask))
+    elif rec.state != "pending" or any(s.human == human and s.status != "asked" for s in rec.seats):
+        parts.append(_outcome(rec, human, names))
     if timeline and ask.txn_id:
         parts.append(f'<p><a id=timeline href="/txns/{_e(ask.txn_id)}/timeline">The transaction\'s timeline</a></p>')
-    parts.append("<p id=message></p><p><a href=/>Back to your asks</a></p>")
+    if screen is not None:
+        parts.append("<h2>Steps</h2><ol id=steps>")
+        for op in screen.operations:
+            money = f", {_e(op.amount)}" + (f" (up to {_e(op.up_to)})" if op.up_to else "") if op.amount else ""
+            args = _agent_text([a.text for a in op.args]) if op.args else ""
+            parts.append(
+                f"<li><span class=op>{_e(op.operation)}</span> at <code>{_e(op.participant)}</code>{money}"
+                f" <span class=tier>{_e(op.tier)}</span>{args}</li>"
+            )
+        parts.append(f"</ol><p class=tiers>{_e(TIERS)}</p>")
+        parts.append(
+            "<details id=details><summary>Digest and ids</summary><dl>"
+            f"<dt>ask</dt><dd><code id=ask-id>{_e(ask.ask_id)}</code></dd>"
+            f"<dt>state</dt><dd id=state>{_e(rec.state)}</dd>"
+            f"<dt>transaction</dt><dd><code>{_e(screen.txn_id)}</code></dd>"
+            f"<dt>requested by</dt><dd><code>{_e(screen.requester)}</code></dd>"
+            f"<dt>through the agent</dt><dd><code>{_e(screen.agent)}</code></dd>"
+            f"<dt>approvals needed</dt><dd>{_e(screen.quorum or '')}</dd>"
+            f"<dt>plan digest</dt><dd><code>{_e(screen.plan_digest)}</code></dd>"
+            "</dl></details>"
+        )
+    else:
+        parts.append(
+            f"<details id=details><summary>Ids</summary><p>Ask <code id=ask-id>{_e(ask.ask_id)}</code>,"
+            f" state <span id=state>{_e(rec.state)}</span>.</p></details>"
+        )
+    parts.append("<p id=message role=status></p><p><a href=/>Back to your asks</a></p>")
     return _page(f"Ask {ask.ask_id}", "".join(parts), csrf)
+
+
+INBOX_CSS = """
+:root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --line: #d0d0d0; --warn: #8a1c00; --warnbg: #fff1ec;
+  --accent: #0b57d0; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink);
+  background: #f6f6f4; }
+main { max-width: 46rem; margin: 0 auto; padding: 1rem; background: #fff; min-height: 100vh; }
+h1 { font-size: 1.35rem; margin: 0.2rem 0 0.5rem; }
+h2 { font-size: 1.1rem; margin: 1.2rem 0 0.4rem; }
+code { font-size: 0.9em; overflow-wrap: anywhere; }
+a { color: var(--accent); }
+.person { border-bottom: 1px dotted var(--muted); }
+.amount-line { font-size: 1.2rem; margin: 0.3rem 0; }
+.agent-written { display: block; margin: 0.5rem 0; padding: 0.4rem 0.7rem; border-left: 4px solid var(--line);
+  background: #f3f3f3; color: #333; overflow-wrap: anywhere; }
+.agent-written strong { font-size: 0.8rem; color: var(--muted); }
+#irreversible { border: 2px solid var(--warn); background: var(--warnbg); color: var(--warn); padding: 0.4rem 0.8rem;
+  border-radius: 6px; margin: 0.6rem 0; }
+#irreversible p, #irreversible ul { margin: 0.2rem 0; }
+#deadline { margin: 0.4rem 0; }
+.countdown { font-weight: 600; }
+#actions { display: flex; flex-direction: column; align-items: flex-start; gap: 0.7rem; margin: 1rem 0;
+  padding: 0.8rem; border: 1px solid var(--line); border-radius: 6px; }
+#actions .reject { display: flex; flex-direction: column; align-items: flex-start; gap: 0.3rem; width: 100%; }
+#actions textarea { width: 100%; font: inherit; padding: 0.3rem; }
+button { font: inherit; padding: 0.5rem 0.9rem; border-radius: 6px; border: 1px solid #888; background: #fff;
+  color: var(--ink); cursor: pointer; }
+button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+button:focus-visible, a:focus-visible, textarea:focus-visible, summary:focus-visible {
+  outline: 3px solid #f5a623; outline-offset: 2px; }
+.tier { font-size: 0.8rem; padding: 0 0.35rem; border: 1px solid var(--line); border-radius: 4px; color: var(--muted); }
+.tiers { font-size: 0.9rem; color: var(--muted); }
+#steps li { margin: 0.3rem 0; }
+details { margin: 1rem 0; }
+details dl { display: grid; grid-template-columns: max-content 1fr; gap: 0.2rem 0.8rem; }
+details dd { margin: 0; min-width: 0; }
+ul.asks { list-style: none; padding: 0; }
+li.ask { border: 1px solid var(--line); border-radius: 6px; padding: 0.5rem 0.8rem; margin: 0.5rem 0; }
+li.ask p { margin: 0.2rem 0; }
+.meta { color: var(--muted); font-size: 0.9rem; }
+#outcome { border: 1px solid var(--line); border-radius: 6px; padding: 0.4rem 0.8rem; }
+@media (max-width: 30rem) { main { padding: 0.7rem; } h1 { font-size: 1.2rem; } }
+"""
 
 
 INBOX_JS = r"""
@@ -219,7 +425,10 @@ async function decide(decision, value) {
   const askId = document.getElementById("ask-id").textContent;
   const base = "/asks/" + encodeURIComponent(askId);
   try {
-    const options = await post(base + "/challenge", value === undefined ? {decision} : {decision, value});
+    const body = value === undefined ? {decision} : {decision, value};
+    const reason = document.getElementById("reason");
+    if (decision === "reject" && reason && reason.value.trim() !== "") { body.reason = reason.value.trim(); }
+    const options = await post(base + "/challenge", body);
     const credential = await getAssertion(options);
     const done = await post(base + "/decide", {nonce: options.nonce, credential});
     document.getElementById("state").textContent = done.state;
@@ -228,9 +437,36 @@ async function decide(decision, value) {
     if (box) { box.remove(); }
     const actions = document.getElementById("actions");
     if (actions) { actions.remove(); }
+    const link = document.createElement("a");
+    link.id = "outcome-link";
+    link.href = base;
+    link.textContent = "See the outcome";
+    const note = document.createElement("p");
+    note.append(link);
+    document.getElementById("message").after(note);
   } catch (e) { say("Not recorded: " + e.message); }
 }
+function localTimes() {  // the server wrote UTC; show the approver's own zone, and keep the countdowns current
+  document.querySelectorAll("time[data-local]").forEach((t) => {
+    const at = new Date(t.getAttribute("datetime"));
+    if (!isNaN(at)) {
+      t.textContent = at.toLocaleString([], {year: "numeric", month: "short", day: "numeric",
+        hour: "2-digit", minute: "2-digit", timeZoneName: "short"});
+    }
+  });
+  const loaded = Date.now();  // counted on the gateway's clock as of the page, not the device's (it may be off)
+  const tick = () => document.querySelectorAll("[data-until]").forEach((c) => {
+    const now = new Date(c.dataset.now).getTime() + (Date.now() - loaded);
+    const left = new Date(c.dataset.until) - now;
+    const n = Math.floor(Math.abs(left) / 60000);
+    const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
+    c.textContent = "(" + (left >= 0 ? "in " + span : span + " ago") + ")";
+  });
+  tick();
+  window.setInterval(tick, 30000);
+}
 document.addEventListener("DOMContentLoaded", () => {
+  try { localTimes(); } catch (e) { /* the server's UTC text stays */ }
   const en = document.getElementById("enrol");
   if (en) { en.addEventListener("click", enrol); }
   const s = document.getElementById("signin");

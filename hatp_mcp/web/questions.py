@@ -2,7 +2,7 @@
 HATP-GW-80, HATP-GW-72): radio buttons for a choose ask's options, one input per property of a form ask's JSON
 Schema (text, number, checkbox, a list for an `enum`, JSON for anything else), a text area bounded by a text ask's
 `maxLength`. Every value is HTML-escaped; what the agent wrote (option labels, a field's title or description)
-is shown labelled "agent-written". The script (pages.py INBOX_JS) reads the controls back into the answer by
+is shown labelled "written by the agent". The script (pages.py INBOX_JS) reads the controls back into the answer by
 their `data-type`; the gateway checks that answer against the ask (HATP-ASK-2..4) before it issues a challenge,
 so what does not fit is never signed. Pure: takes the ask, returns a string; no IO.
 """
@@ -25,7 +25,7 @@ def _e(value: object) -> str:
 
 
 def _agent_note(text: object) -> str:
-    return f" <span class=agent-written><strong>agent-written:</strong> {_e(text)}</span>"
+    return f" <span class=agent-written><strong>written by the agent:</strong> {_e(text)}</span>"
 
 
 def _choose(ask: Ask) -> str:

@@ -48,7 +48,7 @@ async def test_HATP_GW_72_bob_signs_in_with_his_passkey_sees_his_ask_and_pages_c
     assert status == 200 and headers["content-security-policy"] == CSP and headers["x-frame-options"] == "DENY"
     assert f'href="/asks/{ASK}"' in page and "travel.spend" in page
     assert "<script>window.pwned" not in ask and "&lt;script&gt;window.pwned=1&lt;/script&gt;" in ask
-    assert "agent-written:</strong> &lt;script&gt;" in ask  # the agent's text, labelled and inert
+    assert "written by the agent:</strong> &lt;script&gt;" in ask  # the agent's text, labelled and inert
     assert "@mail.acme.example" not in page + ask and "+1-555" not in page + ask  # no contact details
     assert other == 404
 
@@ -238,4 +238,4 @@ async def test_HATP_GW_74_behind_tls_the_inbox_reads_and_sets_only_host_only_sec
     assert set_cookie.startswith("__Host-hatp_csrf=") and "secure" in set_cookie.lower()
     assert "path=/" in set_cookie.lower() and "domain" not in set_cookie.lower()
     assert "Signed in as" not in tossed.text  # a cookie the inbox never set: ignored, as if signed out
-    assert f"Signed in as {h('bob')}" in own.text
+    assert f'<span class=person title="{h("bob")}">' in own.text and "Signed in as" in own.text

@@ -39,7 +39,7 @@ async def test_HATP_GW_72_bob_signs_in_and_approves_with_his_passkey_in_chromium
             await page.wait_for_selector("#asks")
             await page.click(f'a[href="/asks/{ASK}"]')
             await page.wait_for_selector("#actions")
-            summary = await page.locator("blockquote.agent-written").last.inner_text()
+            summary = await page.locator("#summary blockquote.agent-written").inner_text()
             pwned = await page.evaluate("window.pwned === undefined")
             await page.click("button[data-decision=approve]")
             await page.wait_for_selector(
@@ -47,7 +47,7 @@ async def test_HATP_GW_72_bob_signs_in_and_approves_with_his_passkey_in_chromium
             )  # (the CSP forbids wait_for_function's eval)
             message = await page.locator("#message").inner_text()
             stored = served.gateway.store.get(ASK)
-    assert summary == f"agent-written: {HOSTILE}" and pwned
+    assert summary == f"written by the agent: {HOSTILE}" and pwned
     assert message == "Recorded: approve. The ask is pending."
     assert stored is not None and stored.record is not None
     (d,) = stored.record.decisions
@@ -66,5 +66,5 @@ async def test_HATP_GW_72_the_link_in_a_notice_leads_through_sign_in_back_to_the
             await page.goto(f"{served.origin}/asks/{ASK}")  # the notice's link, signed out
             await page.click("#signin")
             await page.wait_for_selector("#actions")
-            shown = await page.locator("#ask-id").inner_text()
+            shown = await page.locator("#ask-id").text_content()
     assert shown == ASK

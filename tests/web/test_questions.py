@@ -32,7 +32,7 @@ def test_HATP_GW_80_choose_enum_and_field_texts_are_escaped_and_labelled_agent_w
     form = answer_controls(ask("form", form_schema=schema))
     for html in (choose, form):
         assert "<script>" not in html and "&lt;script&gt;" in html
-    assert "<strong>agent-written:</strong> &quot;&gt;&lt;script&gt;" in choose
+    assert "<strong>written by the agent:</strong> &quot;&gt;&lt;script&gt;" in choose
     assert 'data-field="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in form
     assert '<option value="2">2</option>' in form  # an enum value is sent back as the JSON it is
 

@@ -69,7 +69,10 @@ async def test_HATP_GW_80_bob_picks_an_option_in_chromium_and_it_is_signed_with_
             message = await page.locator("#message").inner_text()
             inert = await page.evaluate("window.pwned === undefined && document.querySelectorAll('img').length === 0")
             signed = await answered(served, "q-hotel")
-    assert question == f"agent-written: Which hotel? {HOSTILE}" and label == f"agent-written: Hotel Adlon {HOSTILE}"
+    assert (
+        question == f"written by the agent: Which hotel? {HOSTILE}"
+        and label == f"written by the agent: Hotel Adlon {HOSTILE}"
+    )
     assert inert and message == "Recorded: answer. The ask is answered."
     assert signed.value == "adlon" and signed.passkey is not None and signed.passkey.value == "adlon"
 
@@ -97,7 +100,7 @@ async def test_HATP_GW_80_bob_fills_a_form_in_chromium_a_missing_field_is_refuse
             message = await page.locator("#message").inner_text()
             inert = await page.evaluate("window.pwned === undefined")
             signed = await answered(served, "q-stay")
-    assert described == f"agent-written: How many nights {HOSTILE}" and inert
+    assert described == f"written by the agent: How many nights {HOSTILE}" and inert
     assert missing == "Not recorded: HATP-ASK-3: the form does not fit its schema: 'room' is a required property"
     assert count == 1  # the sign-in only: the refused form was never signed
     assert message == "Recorded: answer. The ask is answered."

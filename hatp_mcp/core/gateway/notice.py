@@ -23,6 +23,7 @@ it themselves (withdrawn, decided by someone else, expired, or handed to another
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -31,7 +32,17 @@ from urllib.parse import quote
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.gateway import AskRecord
 
-__all__ = ["NOTICE_KINDS", "Notice", "NoticeKind", "due_notices", "next_reminder", "notice_key", "render_notice"]
+__all__ = [
+    "NOTICE_KINDS",
+    "Notice",
+    "NoticeKind",
+    "due_notices",
+    "in_words",
+    "next_reminder",
+    "notice_key",
+    "render_notice",
+    "when_words",
+]
 
 # "dead-letter": the journal's alert that an undo needs a person (hatp_mcp/core/journal/alert.py); never an ask's
 NoticeKind = Literal["ask", "reminder", "closed", "dead-letter"]
@@ -96,23 +107,43 @@ _CLOSED_WORDS = {
 }
 
 
+def in_words(delta_seconds: float) -> str:
+    """How far a time is from now, as a person says it: "in 59 min", "in 4 h 0 min", "3 min ago"."""
+    minutes = int(abs(delta_seconds) // 60)
+    text = f"{minutes // 60} h {minutes % 60} min" if minutes >= 120 else f"{minutes} min"
+    return f"in {text}" if delta_seconds >= 0 else f"{text} ago"
+
+
+def when_words(ts: str, now: datetime | None = None) -> str:
+    """A timestamp as a person reads it (HATP-GW-88): "2026-11-29 14:00 UTC", with "(in N min)" from `now`."""
+    at = parse_ts(ts)
+    text = at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"{text} ({in_words((at - now).total_seconds())})" if now is not None else text
+
+
 # An operation in a notice is its tier, never its name or participant (HATP-GW-84).
 _TIER_WORDS = {"hold": "a hold", "compensate": "a step that can be undone", "final": "a final step"}
 
 
-def _what(rec: AskRecord) -> tuple[str, list[str]]:
-    """The subject's words and the body's lines, from the structured ask only (HATP-GW-60)."""
+def _what(rec: AskRecord, names: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The subject's words and the body's lines, from the structured ask only (HATP-GW-60); the requester by the
+    display name on their signed card when there is one (HATP-GW-88)."""
     ask = rec.ask
     screen = ask.screen
     lines: list[str] = []
     if screen is not None:
-        what = f"{screen.action} for {screen.requester}"
-        lines.append(f"Approve {screen.action} requested by {screen.requester}.")
+        who = names.get(screen.requester, screen.requester)
+        what = f"{screen.action} for {who}"
+        lines.append(f"Approve {screen.action} requested by {who}.")
         if screen.totals:
             lines.append(f"Amount: {'; '.join(screen.totals)}.")
         for op in screen.operations:
             money = f", {op.amount}" + (f" (up to {op.up_to})" if op.up_to else "") if op.amount else ""
             lines.append(f"- {_TIER_WORDS.get(op.tier, 'a step')}{money}")
+        finals = [op for op in screen.operations if op.tier == "final"]
+        if finals:  # the irreversible step in words, as the inbox says it (HATP-GW-88)
+            noun = "payment" if any(op.amount for op in finals) else "step"
+            lines.append(f"This {noun} cannot be undone once approved.")
         if screen.quorum:
             lines.append(f"Approvals needed: {screen.quorum}.")
         lines.append(
@@ -120,8 +151,9 @@ def _what(rec: AskRecord) -> tuple[str, list[str]]:
             " shown, labelled, in the inbox only."
         )
     else:
-        what = f"a {ask.kind} question" + (f" for {ask.requester}" if ask.requester else "")
-        lines.append(f"A {ask.kind} question is waiting" + (f", asked for {ask.requester}." if ask.requester else "."))
+        asker = names.get(ask.requester, ask.requester) if ask.requester else None
+        what = f"a {ask.kind} question" + (f" for {asker}" if asker else "")
+        lines.append(f"A {ask.kind} question is waiting" + (f", asked for {asker}." if asker else "."))
         if ask.question is not None:
             lines.append("Its wording was written by the agent and is shown, labelled, in the inbox only.")
     if rec.up_to and screen is None:  # a gated call: the ceiling the requirement extracts, never the arguments
@@ -129,18 +161,29 @@ def _what(rec: AskRecord) -> tuple[str, list[str]]:
     return what, lines
 
 
-def render_notice(rec: AskRecord, human: str, kind: NoticeKind, inbox_url: str, due_at: str | None = None) -> Notice:
-    """The notice of `kind` for `human` about the ask in `rec` (HATP-GW-60)."""
+def render_notice(
+    rec: AskRecord,
+    human: str,
+    kind: NoticeKind,
+    inbox_url: str,
+    due_at: str | None = None,
+    *,
+    names: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+) -> Notice:
+    """The notice of `kind` for `human` about the ask in `rec` (HATP-GW-60): `names`, display names by address from
+    the signed cards; `now`, the gateway's clock, for "in N min" (HATP-GW-88)."""
     ask = rec.ask
     link = ask_link(inbox_url, ask.ask_id)
-    what, lines = _what(rec)
+    what, lines = _what(rec, names or {})
     if kind == "ask":
         subject = f"Approval needed: {what}" if ask.kind == "approve" else f"Question waiting: {what}"
-        lines.append(f"Decide by {ask.decide_by}.")
+        lines.append(f"Decide by {when_words(ask.decide_by, now)}.")
         lines.append(f"Open the ask in your inbox: {link}")
     elif kind == "reminder":
         subject = f"Reminder: {what}"
-        lines.insert(0, f"Your time on this ask ends at {due_at or ask.decide_by}; after that it goes to someone else.")
+        ends = when_words(due_at or ask.decide_by, now)
+        lines.insert(0, f"Your time on this ask ends at {ends}; after that it goes to someone else.")
         lines.append(f"Open the ask in your inbox: {link}")
     else:
         state = rec.state

@@ -30,7 +30,7 @@ def test_HATP_GW_60_a_notice_carries_the_ceiling_deadline_and_link_and_no_agent_
     notice = render_notice(rec, h("bob"), "ask", "https://inbox.acme.example/")
     words = f"{notice.subject}\n{notice.text}"
     assert "up to $26,250.00" in words  # 25,000 + 5 % tolerance: what the person really signs for
-    assert "Decide by 2026-11-29T14:00:00Z." in words
+    assert "Decide by 2026-11-29 14:00 UTC." in words
     assert notice.link == "https://inbox.acme.example/asks/txn-acme-0001%2Ffinance" and notice.link in words
     assert "<script>" not in words and "Ignore previous" not in words and "DE8937" not in words
     assert "shown, labelled, in the inbox only" in words
@@ -100,3 +100,16 @@ def test_HATP_GW_84_a_questions_notice_does_not_name_its_ask_id() -> None:
         notice = render_notice(core.withdraw(rec, NOW) if kind == "closed" else rec, h("alice"), kind, INBOX)
         words = f"{notice.subject}\n{notice.text}".replace(notice.link, "<link>")
         assert "evil" not in words and "<link>" in words, (kind, words)
+
+
+def test_HATP_GW_88_a_notice_names_the_requester_by_display_name_says_the_final_step_and_counts_down() -> None:
+    rec = hostile_record()
+    assert rec.ask.screen is not None
+    dana = rec.ask.screen.requester
+    notice = render_notice(rec, h("bob"), "ask", "https://inbox.acme.example/", names={dana: "Dana Diaz"}, now=NOW)
+    words = f"{notice.subject}\n{notice.text}"
+    bare = render_notice(rec, h("bob"), "ask", "https://inbox.acme.example/")
+    assert notice.subject == "Approval needed: travel.spend for Dana Diaz" and dana not in words
+    assert "This payment cannot be undone once approved." in words
+    assert "Decide by 2026-11-29 14:00 UTC (in 4 h 0 min)." in words
+    assert dana in bare.subject and "Decide by 2026-11-29 14:00 UTC." in bare.text  # no card name: the address

@@ -168,11 +168,14 @@ class Deliverer:
         stored = self.gateway.store.get(ask_id)
         if stored is None or stored.record is None:
             return
-        now = format_ts(self.clock.now())
+        at = self.clock.now()
+        now = format_ts(at)
+        names = {card.id: card.display_name for card in self.gateway.directory.cards()}  # HATP-GW-88
         for human, kind in owed:
             seat = next((s for s in stored.record.seats if s.human == human), None)
             due_at = seat.due_at if seat is not None else None
-            self.outbox.enqueue(render_notice(stored.record, human, kind, self.inbox_url, due_at), now, state)
+            notice = render_notice(stored.record, human, kind, self.inbox_url, due_at, names=names, now=at)
+            self.outbox.enqueue(notice, now, state)
 
     def channels_for(self, human: str) -> list[str]:
         """The push channels to try for `human`: on their signed card, in its order, configured here, addressed."""

@@ -1,0 +1,250 @@
+"""The inbox as approvers expect it (HATP-GW-88), in Chromium at a desktop's 1280 px and a phone's 360 px: the summary
+(who asks, what, up to how much), the step that cannot be undone and the countdown fit the first screen on a desktop;
+nothing scrolls sideways on a phone; a reject carries the person's reason, signed with their passkey, into the
+gateway's no vote (HATP-GW-87). The tests write the README's screenshots to docs/screenshots/ on every run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from playwright.async_api import Page
+
+from demo.trip_world import build_world
+from hatp_mcp.core.gateway.passkey import unb64u
+from hatp_mcp.core.gateway.proof import subject_digest
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.web.inbox import CSP
+from hatp_mcp.web.pages import ask_page
+from hatp_mcp.web.record_shelf import RecordShelf
+from tests.acme_org import h, plan
+from tests.mcp.test_model_answers import agent_view, approving, status_of
+from tests.web.browserless import signed_in
+from tests.web.chromium import chromium_page
+from tests.web.inbox_fixture import Served, serve_inbox
+from tests.web.record_fixture import committed_record
+from tests.web.test_inbox_timeline import keys, shelve
+
+pytestmark = pytest.mark.anyio
+
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ASK = "txn-acme-0001/finance"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 360, "height": 740}
+TRIP = "Dana's offsite in Berlin: venue deposit"
+EARLIER = "Dana's flight to Lisbon"
+
+
+@pytest.fixture
+async def served_plain(tmp_path: Path, clock: FakeClock) -> AsyncIterator[Served]:
+    async with serve_inbox(tmp_path, clock) as s:
+        yield s
+
+
+async def _sign_in(served: Served, page: Page, cdp: Any, authenticator: str, path: str = "/") -> None:
+    await cdp.send("WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": served.cdp_credential()})
+    await page.goto(served.origin + path)
+    await page.click("#signin")
+
+
+async def _on_first_screen(page: Page, selector: str) -> bool:
+    box = await page.locator(selector).first.bounding_box()
+    size = page.viewport_size
+    assert size is not None
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= size["height"] and box["width"] > 0
+
+
+async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countdown_show_without_scrolling(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+            await served.gateway.ask(plan(summary=TRIP), "finance")
+            await served.gateway.ask(plan(summary=EARLIER, txn_id="txn-acme-0002"), "finance")
+            earlier = served.gateway.store.get("txn-acme-0002/finance")
+            assert earlier is not None and earlier.record is not None
+            when = format_ts(clock.now())
+            rejected = served.bob.decide(
+                "txn-acme-0002/finance", subject_digest(earlier.record.ask), "reject", when, origin=served.origin
+            )
+            await served.gateway.decide_passkey("txn-acme-0002/finance", rejected, served.inbox.rp, 0, via="inbox")
+            await page.set_viewport_size(DESKTOP)
+            await _sign_in(served, page, cdp, authenticator)
+            await page.wait_for_selector("#waiting")
+            listed = await page.locator("#waiting li.ask").inner_text()
+            decided = await page.locator("#decided li.ask").inner_text()
+            await page.screenshot(path=str(SHOTS / "list.png"), full_page=True)
+            await page.click(f'a[href="/asks/{ASK}"]')
+            await page.wait_for_selector("#actions")
+            seen = {s: await _on_first_screen(page, s) for s in ("#headline", "#amount", "#irreversible", ".countdown")}
+            headline = await page.locator("#headline").inner_text()
+            irreversible = await page.locator("#irreversible").inner_text()
+            countdown = await page.locator("#deadline .countdown").inner_text()
+            labels = await page.locator("text=written by the agent:").count()
+            blocks = await page.locator(".agent-written").count()
+            digest_hidden = not await page.locator("#details dd code").last.is_visible()
+            await page.screenshot(path=str(SHOTS / "ask.png"), full_page=True)
+    assert TRIP in listed and "written by the agent" in listed  # the trip's summary rides with the ask, labelled
+    assert EARLIER in decided and "state rejected" in decided  # decided asks apart from the waiting one
+    assert all(seen.values()), seen
+    assert headline == "Dana Diaz asks you to approve travel.spend"
+    assert "human://" not in headline  # a person by display name; the address is on hover and in the details
+    assert irreversible.startswith("This payment cannot be undone.")
+    assert countdown.startswith("(in ") and countdown.endswith("min)")
+    assert labels == blocks  # one label per agent-written block
+    assert digest_hidden  # the digest and ids are folded into a details section
+
+
+async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_the_deadline_is_in_local_time_and_the_css_is_the_inbox_s(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+            await served.gateway.ask(plan(summary=TRIP), "finance")
+            await page.set_viewport_size(PHONE)
+            await cdp.send("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})  # the approver's zone
+            sheets: list[str] = []
+            page.on("response", lambda r: sheets.append(r.url) if r.url.endswith(".css") and r.ok else None)
+            await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
+            await page.wait_for_selector("#actions")
+            widths = await page.evaluate(
+                "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth, window.innerWidth]"
+            )
+            local = await page.locator("#deadline time").inner_text()
+            utc = await page.locator("#deadline time").get_attribute("datetime")
+            list_widths = None
+            await page.screenshot(path=str(SHOTS / "ask-phone.png"), full_page=True)
+            await page.goto(served.origin + "/")
+            await page.wait_for_selector("#waiting")
+            list_widths = await page.evaluate(
+                "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth]"
+            )
+    assert utc == "2026-11-29T14:00:00Z" and "03:00 PM" in local and "GMT+1" in local  # 14:00 UTC in Berlin
+    scroll, client, inner = widths
+    assert inner == PHONE["width"]  # the viewport tag: laid out at the phone's width, not a desktop's 980 px
+    assert scroll <= client, widths
+    assert list_widths is not None and list_widths[0] <= list_widths[1], list_widths
+    assert sheets == [served.origin + "/static/inbox.css"] * len(sheets) and sheets
+
+
+async def test_HATP_GW_88_the_stylesheet_comes_from_the_inbox_itself_under_the_unchanged_csp(
+    served_plain: Served,
+) -> None:
+    with anyio.fail_after(20):
+        b = await signed_in(served_plain)
+        status, headers, css = await b.get("/static/inbox.css")
+        _s, _h, page = await b.get("/")
+    assert status == 200 and headers["content-type"].startswith("text/css") and "@media" in css
+    assert headers["content-security-policy"] == CSP and "style-src 'self'" in CSP and "unsafe-inline" not in CSP
+    assert "<link rel=stylesheet href=/static/inbox.css>" in page and "<style" not in page and " style=" not in page
+    assert 'name=viewport content="width=device-width, initial-scale=1"' in page
+
+
+async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_s_no_vote_carries_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    reason = "The venue is over budget: ask for the smaller room <b>first</b>"
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+            await served.gateway.ask(plan(summary=TRIP), "finance")
+            await page.set_viewport_size(DESKTOP)
+            await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
+            await page.wait_for_selector("#actions")
+            passes_to = await page.locator("#pass").inner_text()
+            await page.fill("#reason", reason)
+            await page.click("button[data-decision=reject]")
+            await page.wait_for_selector("#message:text-matches('^(Recorded|Not recorded)')")
+            message = await page.locator("#message").inner_text()
+            await page.click("#outcome-link")
+            await page.wait_for_selector("#outcome")
+            shown = await page.locator("#your-reason").inner_text()
+            stored = served.gateway.store.get(ASK)
+            answer = await served.gateway.poll("txn-acme-0001", "finance")  # the signed vote the coordinator gets
+    assert passes_to == "Pass it on (no one else is left to ask)"  # bob, carol and frank are all asked already
+    assert message == "Recorded: reject. The ask is rejected."
+    assert shown == reason
+    assert stored is not None and stored.record is not None
+    (d,) = stored.record.decisions
+    assert (d.approver, d.decision, d.reason) == (h("bob"), "reject", reason)
+    assert d.passkey is not None and d.passkey.reason == reason  # signed with his passkey, not added after
+    vote = answer.vote  # what the coordinator passes to the agent's status
+    assert (vote["decision"], vote["code"], vote["reason"]) == ("no", "REJECTED", f"rejected by {h('bob')}: {reason}")
+
+
+async def test_HATP_GW_87_a_reason_with_an_approve_is_refused_before_anything_is_signed(served_plain: Served) -> None:
+    with anyio.fail_after(20):
+        await served_plain.gateway.ask(plan(), "finance")
+        b = await signed_in(served_plain)
+        status, body = await b.post(f"/asks/{ASK}/challenge", {"decision": "approve", "reason": "fine"})
+        too_long, refused = await b.post(f"/asks/{ASK}/challenge", {"decision": "reject", "reason": "x" * 501})
+        ok, kept = await b.post(f"/asks/{ASK}/challenge", {"decision": "reject", "reason": "no"})
+    assert status == 400 and body["rule"] == "HATP-GW-87" and body["path"] == "reason"
+    assert too_long == 400 and refused["rule"] == "HATP-GW-87"
+    assert ok == 200 and kept["payload"]["reason"] == "no"
+
+
+async def test_HATP_GW_88_after_a_decision_the_page_shows_the_outcome_and_the_timeline_link(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+            record, ring = await committed_record(served, plan(summary=TRIP))
+            shelve(tmp_path / "records", record)
+            served.inbox.records = RecordShelf(tmp_path / "records", keys(tmp_path, ring))
+            await page.set_viewport_size(DESKTOP)
+            await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
+            await page.wait_for_selector("#outcome")
+            outcome = await page.locator("#outcome").inner_text()
+            actions = await page.locator("#actions").count()
+            await page.screenshot(path=str(SHOTS / "decided.png"), full_page=True)
+            await page.click("#timeline")
+            await page.wait_for_selector("svg")
+            await page.set_viewport_size({"width": 1450, "height": 800})
+            await page.screenshot(path=str(SHOTS / "timeline.png"), full_page=True)
+            await page.goto(served.origin + "/")
+            await page.wait_for_selector("#decided")
+            decided = await page.locator("#decided").inner_text()
+            waiting = await page.locator("#waiting").count()
+    assert "The ask is approved." in outcome and "You chose approve." in outcome
+    assert actions == 0 and waiting == 0
+    assert TRIP in decided and "timeline" in decided
+
+
+async def test_HATP_GW_88_pass_it_on_names_the_person_the_ask_goes_to_next(served_plain: Served) -> None:
+    await served_plain.gateway.ask(plan(), "finance")
+    stored = served_plain.gateway.store.get(ASK)
+    assert stored is not None and stored.record is not None
+    rec = stored.record
+    seats = [s.model_copy(update={"status": "eligible"}) if s.human == h("carol") else s for s in rec.seats]
+    page = ask_page(rec.model_copy(update={"seats": seats}), h("bob"), True, "t", names={h("carol"): "Carol Chen"})
+    alone = ask_page(rec, h("bob"), True, "t", names={h("carol"): "Carol Chen"})
+    assert "<button type=button id=pass data-decision=decline>Pass it on to Carol Chen</button>" in page
+    assert "Pass it on (no one else is left to ask)" in alone and "Carol" not in alone
+
+
+async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_transaction_status(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    reason = "The hotel is over the city cap: pick the one on Alexanderplatz"
+    txn = "txn-inbox-reason"
+    with anyio.fail_after(30):
+        async with serve_inbox(tmp_path, clock) as served, agent_view(build_world(clock), served.gateway, clock) as c:
+            await approving(c, clock, txn)
+            b = await signed_in(served)  # bob, in the inbox over HTTP, with the passkey on his card
+            ok, options = await b.post(f"/asks/{txn}/finance/challenge", {"decision": "reject", "reason": reason})
+            assert ok == 200, options
+            credential = served.bob.credential_json(unb64u(options["challenge"]), origin=served.origin)
+            decided, after = await b.post(
+                f"/asks/{txn}/finance/decide", {"nonce": options["nonce"], "credential": credential}
+            )
+            done = await status_of(c, txn, wait=10)
+    assert (decided, after) == (200, {"state": "rejected"})
+    assert done["outcome"] == "ABORTED"
+    assert done["firstRefusal"]["reason"].endswith(f"{h('bob')}: {reason}")
