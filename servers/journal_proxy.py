@@ -8,6 +8,10 @@ a URL) and the policy of each tool. At start the proxy lists the upstream's tool
 them; a file it refuses ends it with exit status 2 and one line naming the rule, the path and the fix, before its
 journal is opened or anything is served.
 
+Tools with policy `participant` make the proxy a HATP participant too (hatp/txn/* through the participant driver,
+hatp_mcp/mcp/proxy_participant.py, spec/proxy.md section 3): its key and branch state under DATA/participant, the
+coordinators it acts for from `--trusted-coordinators [ID=]FILE` (default DATA/trusted-coordinators.json).
+
 A tool with policy `gate` (and budgets) needs `--org DIR` (approvals are checked against its cards) and
 `--server-id ID`; with `--gateway TARGET --agent-key FILE` the proxy asks the Human Gateway itself, as that agent
 (hatp_mcp/mcp/proxy_gate_cli.py, spec/proxy.md section 2).
@@ -40,12 +44,15 @@ from mcp import StdioServerParameters
 
 from hatp_mcp.core.journal.proxy_tools import resolve_tools
 from hatp_mcp.core.journal.undo_map import UndoMap
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.proxy_policy import HttpUpstream, ProxyPolicy, StdioUpstream
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware, read_callers
 from hatp_mcp.mcp.journal_proxy import LOCK, RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
+from hatp_mcp.mcp.proxy_participant import client_caller, open_participant
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
     first_error,
@@ -54,7 +61,8 @@ from hatp_mcp.mcp.proxy_upstream import (
     upstream_target,
     upstream_unavailable,
 )
-from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
+from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, quiet, serve
+from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.data_lock import DataLocked, data_lock
 from hatp_mcp.store.url import StoreUrl, open_journal_store
@@ -115,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_callers_argument(p)
     add_gate_arguments(p)
+    add_trust_argument(p)
     p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
@@ -200,10 +209,28 @@ async def _serve(
         except (HatpError, OSError, ValueError) as exc:
             log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
             return 2
+        clock: Clock = FakeClock(parse_ts(args.now)) if args.now else SystemClock()
+        try:  # the participant tools' side: its own key and state (HATP-PXY-38)
+            participant = stack.enter_context(
+                open_participant(
+                    data,
+                    policy,
+                    proxy.rules,
+                    upstream_tools(tools),
+                    client_caller(upstream),
+                    clock,
+                    args.trusted_coordinators,
+                )
+            )
+        except (HatpError, OSError, ValueError) as exc:
+            log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
+            return 2
         await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
         for saga_id, status in (await proxy.reopen()).items():
             log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")
         low = proxy.server()
+        if participant is not None:  # hatp/txn/* for the participant tools (HATP-PXY-32)
+            serve_hatp(low, participant.runtime, participant.settings, trust=participant.trust)
         if callers is not None:  # over HTTP, every tool call carries a caller's token (HATP-JRN-17)
             low.middleware.append(caller_middleware(callers))
         await serve(low, args.transport, args.port, parent_watch=args.parent_watch)

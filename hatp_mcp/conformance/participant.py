@@ -506,8 +506,22 @@ class _Run:
 
     async def renew_flow(self, plan: Plan) -> None:
         """HATP-PART-4: a hold's renewal is a signed renew receipt whose lease never passes the hold's horizon."""
-        if self.tier != "hold":
-            self.skip("HATP-PART-4", "a renewal of a prepared hold", f"the operation's tier is {self.tier}, not hold")
+        if self.tier != "hold":  # it holds nothing: a renewal must not grant a lease
+            got = await self.send("hatp/txn/renew", self.sign("renew", self.renew_params(plan, 60)))
+            receipt = (got.result or {}).get("receipt")
+            problem = self.evidence_problem(receipt, "receipt", plan, "renew") if receipt else None
+            refused = got.code is not None or (
+                isinstance(receipt, dict) and problem is None and receipt.get("outcome") == "refused"
+            )
+            after = await self.state(plan)
+            self.check(
+                "HATP-PART-4",
+                f"a renewal of a prepared {self.tier} branch, which holds nothing, grants no lease",
+                f"a signed hatp/txn/renew of the prepared {self.tier} branch",
+                "an error, or a signed renew receipt refused; branch still prepared",
+                got.describe() + (f"; {problem}" if problem else "") + f"; branch {after}",
+                refused and after == "prepared",
+            )
             return
         got = await self.send("hatp/txn/renew", self.sign("renew", self.renew_params(plan, 10 * 365 * 24 * 3600)))
         receipt = (got.result or {}).get("receipt")

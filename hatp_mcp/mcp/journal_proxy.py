@@ -157,7 +157,7 @@ class JournalingProxy:
         self.listed: list[types.Tool] = []
         for t in tools:
             rule = self.rules[t.name]
-            if rule.action == "hide":
+            if rule.action in ("hide", "participant"):  # a participant tool is reached by hatp/txn/* only
                 continue
             if rule.action == "irreversible":
                 t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{IRREVERSIBLE_NOTE}"})
@@ -258,6 +258,17 @@ class JournalingProxy:
                         path="name",
                         code="UNKNOWN_TOOL",
                         fix="call one of the tools tools/list gives",
+                    )
+                )
+            if rule.action == "participant":  # HATP-PXY-32: only a transaction's commit calls it
+                return tool_refusal(
+                    HatpError(
+                        "HATP-PXY-32",
+                        f"{params.name!r} is a transaction participant here: it runs only when a coordinator "
+                        "commits a plan naming it, never on a direct call; the call was not sent",
+                        path="name",
+                        code="PARTICIPANT_ONLY",
+                        fix="put it in a plan and begin the transaction through a HATP coordinator",
                     )
                 )
             if rule.action == "deny":

@@ -15,7 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hatp_mcp.core.model.proxy_policy import Gate, LookupCall, ProxyPolicy, UndoCall, compiled
+from hatp_mcp.core.model.proxy_policy import (
+    Gate,
+    LookupCall,
+    ParticipantOperation,
+    Precondition,
+    ProxyPolicy,
+    UndoCall,
+    compiled,
+)
 from hatp_mcp.errors import HatpError
 
 __all__ = [
@@ -42,13 +50,15 @@ class UpstreamTool:
 
 @dataclass(frozen=True, slots=True)
 class ToolRule:
-    """The proxy's decision for one upstream tool: `action` is pass, journal, irreversible, gate, hide or deny."""
+    """The proxy's decision for one upstream tool: `action` is pass, journal, irreversible, gate, hide, deny or
+    participant."""
 
     tool: str
     action: str
     undo: UndoCall | None = None
     lookup: LookupCall | None = None
     gate: Gate | None = None
+    participant: ParticipantOperation | None = None
 
 
 def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict[str, ToolRule]:
@@ -90,11 +100,13 @@ def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict
                     fix=f"name an upstream tool as the {member}",
                 )
             _fits(call.arguments, target, f"{at}.{member}.arguments")
+        if entry.participant is not None:
+            _participant_calls(entry.participant, tools, at, listed)
     out: dict[str, ToolRule] = {}
     for t in upstream:
         named = policy.tools.get(t.name)
         if named is not None:
-            out[t.name] = ToolRule(t.name, named.policy, named.undo, named.lookup, named.gate)
+            out[t.name] = ToolRule(t.name, named.policy, named.undo, named.lookup, named.gate, named.participant)
         elif t.read_only_hint and policy.default == "irreversible":
             out[t.name] = ToolRule(t.name, "pass")  # a read-only tool is never journaled (HATP-PXY-6)
         else:
@@ -102,14 +114,41 @@ def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict
     return out
 
 
-def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str) -> None:
-    """Raises HatpError HATP-PXY-5 when the built object cannot fit the tool's inputSchema."""
+def _participant_calls(op: ParticipantOperation, tools: Mapping[str, UpstreamTool], at: str, listed: str) -> None:
+    """Raises HatpError HATP-PXY-31: a call of a participant entry names a tool the upstream lacks, or builds
+    arguments that cannot fit that tool's inputSchema."""
+    calls: list[tuple[str, UndoCall | LookupCall | Precondition | None]] = [
+        ("undo", op.undo),
+        ("lookup", op.lookup),
+        ("precondition", op.precondition),
+        ("confirm", op.confirm),
+        ("release", op.release),
+    ]
+    for member, call in calls:
+        if call is None:
+            continue
+        target = tools.get(call.tool)
+        path = f"{at}.participant.{member}"
+        if target is None:
+            raise HatpError(
+                "HATP-PXY-31",
+                f"the {member} of participant {at.split('.', 1)[1]!r} calls {call.tool!r}, which the upstream does "
+                f"not have (it lists: {listed})",
+                path=f"{path}.tool",
+                code="UNKNOWN_TOOL",
+                fix=f"name an upstream tool as the {member}",
+            )
+        _fits(call.arguments, target, f"{path}.arguments", rule="HATP-PXY-31")
+
+
+def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str, rule: str = "HATP-PXY-5") -> None:
+    """Raises HatpError `rule` (HATP-PXY-5) when the built object cannot fit the tool's inputSchema."""
     shape: dict[str, Any] = {k: expression_shape(v) for k, v in arguments.items()}
     problem = _misfit(("object", shape), tool.input_schema, "")
     if problem is not None:
         where, why = problem
         raise HatpError(
-            "HATP-PXY-5",
+            rule,
             f"the arguments built for {tool.name!r} do not fit its inputSchema: {why}",
             path=path + where,
             code="UNDO_ARGUMENTS_UNFIT",

@@ -12,6 +12,15 @@ is the binding's (hatp_mcp/mcp/proxy_upstream.py).
                                     "arguments": {"entityNames": "result.entities[*].name"}}},
        "write_file": {"policy": "irreversible"}}}
 
+A tool with policy `participant` is reached only through `hatp/txn/*` (spec/proxy.md section 3): the top-level
+`participant` names the URI the proxy answers as, and the tool's own `participant` its tier and calls:
+
+    "participant": {"uri": "mcp://memory.example/hatp"},
+    "tools": {"create_entities": {"policy": "participant", "participant": {
+                "tier": "compensate",
+                "undo": {"tool": "delete_entities", "arguments": {"entityNames": "args.entities[*].name"}},
+                "precondition": {"tool": "open_nodes", "arguments": {"names": "args.entities[*].name"}}}}}
+
 Each undo (and lookup) argument is a JMESPath expression over `{"args": <the call's arguments>, "result": <its
 structured result, or its text parsed as JSON>}`, compiled when the file is read: data for a library made to
 select and reshape JSON, never code (HATP-PXY-3). `load_policy` turns a parsed document into a ProxyPolicy or one
@@ -44,6 +53,9 @@ __all__ = [
     "Gate",
     "HttpUpstream",
     "LookupCall",
+    "ParticipantIdentity",
+    "ParticipantOperation",
+    "Precondition",
     "ProxyPolicy",
     "StdioUpstream",
     "ToolPolicy",
@@ -52,7 +64,7 @@ __all__ = [
     "load_policy",
 ]
 
-POLICIES = ("pass", "journal", "irreversible", "gate", "hide", "deny")
+POLICIES = ("pass", "journal", "irreversible", "gate", "hide", "deny", "participant")
 DEFAULT_POLICIES = ("pass", "irreversible", "hide", "deny")  # journal needs an undo, which only a named tool has
 _EXPRESSION_ERROR = "hatp_proxy_expression"
 MAX_EXPRESSION = 1000
@@ -177,22 +189,59 @@ class Budget(WireModel):
     window_seconds: int = Field(ge=1, le=366 * 24 * 3600)
 
 
+class Precondition(WireModel):
+    """What a participant's prepare reads and signs (HATP-PXY-34): the upstream (read) tool called with `arguments`
+    (expressions over `{"args"}`); `version`, an expression over `{"args", "result": <the read's result>}`,
+    selects what must not change before the commit (all of the result unless given)."""
+
+    tool: ToolName
+    arguments: dict[str, Expression] = Field(default_factory=dict)
+    version: Expression = "result"
+
+
+class ParticipantOperation(WireModel):
+    """A participant tool's transaction (HATP-PXY-30): its `tier`; `operation`, the name plans give it (the tool's
+    name unless given). `compensate`: commit is the call, `undo` the call that compensates it. `final`: commit is
+    the call. `hold`: prepare is the call (the upstream's own hold tool), `confirm` the commit and `release` the
+    abort, each built over `{"args", "result": <the hold's result>}`. `lookup` (not for `hold`): how to tell
+    whether a commit whose answer was lost happened (HATP-PXY-39); `precondition`: what prepare reads and signs."""
+
+    tier: Literal["compensate", "final", "hold"]
+    operation: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,199}$")
+    undo: UndoCall | None = None
+    lookup: LookupCall | None = None
+    precondition: Precondition | None = None
+    confirm: UndoCall | None = None
+    release: UndoCall | None = None
+
+
+class ParticipantIdentity(WireModel):
+    """Who the proxy is as a HATP participant: the `uri` plans name it by (branch `participant`, the votes'
+    `voter`), and the longest one upstream call takes, as it states in hatp/txn/estimate (HATP-MODE-9)."""
+
+    uri: str = Field(pattern=r"^[a-z][a-z0-9+.-]*://[^\s]+$", max_length=500)
+    max_call_seconds: int = Field(default=30, ge=1, le=3600)
+
+
 class ToolPolicy(WireModel):
     """What the proxy does with one tool. `undo` (and `lookup`) only with `journal`, `gate` only with policy
-    `gate`; `readOnly: true` says the tool changes nothing, so it is never journaled (as a `readOnlyHint` from
-    the upstream does)."""
+    `gate`, `participant` only with policy `participant`; `readOnly: true` says the tool changes nothing, so it is
+    never journaled (as a `readOnlyHint` from the upstream does)."""
 
-    policy: Literal["pass", "journal", "irreversible", "gate", "hide", "deny"]
+    policy: Literal["pass", "journal", "irreversible", "gate", "hide", "deny", "participant"]
     undo: UndoCall | None = None
     lookup: LookupCall | None = None
     gate: Gate | None = None
+    participant: ParticipantOperation | None = None
     read_only: bool | None = None
 
 
 class ProxyPolicy(WireModel):
-    """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool."""
+    """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool;
+    `participant`: who the proxy is for the tools it makes a transaction's participant (HATP-PXY-30)."""
 
     upstream: StdioUpstream | HttpUpstream
+    participant: ParticipantIdentity | None = None
     default: Literal["pass", "irreversible", "hide", "deny"] = "deny"
     tools: dict[ToolName, ToolPolicy] = Field(default_factory=dict)
     budgets: list[Budget] = Field(default_factory=list, max_length=20)
@@ -269,7 +318,63 @@ def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
                 code="BAD_POLICY",
                 fix=f'remove {member}, or make the policy "journal"',
             )
+    _check_participants(policy, source)
     return policy
+
+
+def _participant_refusal(source: str, reason: str, path: str, fix: str) -> HatpError:
+    return HatpError("HATP-PXY-30", f"{source}: {reason}", path=path, code="BAD_POLICY", fix=fix)
+
+
+def _check_participants(policy: ProxyPolicy, source: str) -> None:
+    """Raises HatpError HATP-PXY-30 for a participant entry whose members do not fit its tier or policy."""
+    names: dict[str, str] = {}
+    for name, tool in policy.tools.items():
+        at = f"tools.{name}"
+        op = tool.participant
+        if (tool.policy == "participant") != (op is not None):
+            reason = "names no participant" if op is None else "takes no participant"
+            raise _participant_refusal(
+                source,
+                f"{name!r} has policy {tool.policy!r} but {reason}",
+                f"{at}.participant",
+                'give policy "participant" with "participant": {"tier": ...}, or remove participant',
+            )
+        if op is None:
+            continue
+        if policy.participant is None:
+            raise _participant_refusal(
+                source,
+                f"{name!r} is a participant tool, and the file names no participant URI",
+                "participant",
+                'add "participant": {"uri": "mcp://your-server.example/hatp"}: the URI plans name the proxy by',
+            )
+        wanted = {"compensate": {"undo"}, "final": set(), "hold": {"confirm", "release"}}[op.tier]
+        allowed = wanted | {"precondition"} | ({"lookup"} if op.tier != "hold" else set())
+        given = {m for m in ("undo", "lookup", "precondition", "confirm", "release") if getattr(op, m) is not None}
+        for member in sorted(wanted - given):
+            raise _participant_refusal(
+                source,
+                f"the {op.tier}-tier participant {name!r} names no {member}",
+                f"{at}.participant.{member}",
+                f'add "{member}": {{"tool": ..., "arguments": {{...}}}}, or choose another tier',
+            )
+        for member in sorted(given - allowed):
+            raise _participant_refusal(
+                source,
+                f"the {op.tier}-tier participant {name!r} takes no {member}",
+                f"{at}.participant.{member}",
+                f"remove {member}, or choose the tier it belongs to (undo: compensate; confirm, release: hold)",
+            )
+        operation = op.operation or name
+        if operation in names:
+            raise _participant_refusal(
+                source,
+                f"{name!r} and {names[operation]!r} are both operation {operation!r}",
+                f"{at}.participant.operation",
+                "give each participant tool an operation name of its own",
+            )
+        names[operation] = name
 
 
 # pydantic names the union member it tried in an error's location; the file has no such member

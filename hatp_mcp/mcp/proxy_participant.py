@@ -1,0 +1,344 @@
+"""The proxy as a HATP participant (spec/proxy.md section 3): each upstream tool with policy `participant` becomes
+an operation of hatp_mcp.runtime.participant.driver.ParticipantRuntime, served by `serve_hatp` on the proxy's own
+MCP server. The driver does every protocol part (signed votes and receipts, the trust list, durable state before
+each answer, first answers repeated); this module only says what each tier's callbacks do upstream:
+
+- prepare (a dry run): the branch's args checked against the upstream tool's `inputSchema`, and the file's
+  precondition read, its answer's digest the version the vote signs (HATP-PXY-33, 34);
+- commit: the upstream call (a `hold` tier's `confirm`), with the branch's idempotency key in `_meta`, its result
+  kept before the answer (HATP-PXY-35);
+- compensate: the undo call built by the file's expressions over `{"args", "result"}` (HATP-PXY-36);
+- hold: the tool itself at prepare, `release` at abort (HATP-PXY-37).
+
+It must not decide any protocol question itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
+
+import mcp.types as types
+from jsonschema import validators  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from mcp.types import RequestParamsMeta
+
+from hatp_mcp.core.journal.proxy_tools import ToolRule, UpstreamTool, build_arguments, call_document
+from hatp_mcp.core.model.plan import Branch
+from hatp_mcp.core.model.proxy_policy import (
+    ParticipantIdentity,
+    ParticipantOperation,
+    ProxyPolicy,
+    UndoCall,
+    compiled,
+)
+from hatp_mcp.core.participant.branch import Lease
+from hatp_mcp.core.signing.canonical import canonical, digest_bytes
+from hatp_mcp.errors import BrokenInvariant, HatpError
+from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
+from hatp_mcp.mcp.journal_proxy import result_document
+from hatp_mcp.mcp.journal_server import KEY_META
+from hatp_mcp.runtime.clock import Clock
+from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators, open_trust
+from hatp_mcp.runtime.participant.driver import ParticipantRuntime
+from hatp_mcp.runtime.participant.operation import DryRun, Operation, Performed
+from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
+from hatp_mcp.store.participant_state import SqliteParticipantStore
+from hatp_mcp.store.txn_bindings import SqliteTxnBindings
+
+__all__ = [
+    "PARTICIPANT_DIR",
+    "CallUpstream",
+    "KeptResults",
+    "ProxyParticipant",
+    "UpstreamOperation",
+    "client_caller",
+    "open_participant",
+    "participant_operations",
+    "participant_settings",
+]
+
+# Under the proxy's --data: the participant's own key, branch state and kept upstream results (HATP-PXY-38).
+PARTICIPANT_DIR = "participant"
+MAX_LEASE_SECONDS = 900
+MAX_HOLD_SECONDS = 24 * 3600
+
+CallUpstream = Callable[[str, dict[str, Any], str | None], Awaitable[types.CallToolResult]]
+"""Call an upstream tool: (name, arguments, the idempotency key sent in `_meta`, or None)."""
+
+
+def client_caller(upstream: Any) -> CallUpstream:
+    """`CallUpstream` over an MCP client (`mcp.Client`)."""
+
+    async def call(name: str, arguments: dict[str, Any], key: str | None) -> types.CallToolResult:
+        meta = cast(RequestParamsMeta, {KEY_META: key}) if key is not None else None
+        result: types.CallToolResult = await upstream.call_tool(name, arguments, meta=meta)
+        return result
+
+    return call
+
+
+class KeptResults:
+    """The upstream's answers a later phase builds from (a commit's for its undo, a hold's for its confirm and
+    release), one file each under `folder`, written once and durably before the phase answers (HATP-PXY-35)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str, phase: str) -> Path:
+        return self.folder / f"{hashlib.sha256(key.encode()).hexdigest()}.{phase}.json"
+
+    def keep(self, key: str, phase: str, value: Any) -> None:
+        """Raises OSError. A second answer for the same key and phase leaves the first (a retry's is the same)."""
+        create_file(self._path(key, phase), json.dumps({"result": value}), 0o600)
+
+    def get(self, key: str, phase: str) -> tuple[bool, Any]:
+        """(whether an answer was kept, the answer)."""
+        path = self._path(key, phase)
+        if not path.exists():
+            return False, None
+        doc = read_json_file(path)
+        return True, doc.get("result") if isinstance(doc, dict) else None
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@dataclass
+class UpstreamOperation(Operation):
+    """One participant tool: the callbacks of its tier, as calls to the upstream."""
+
+    tool: UpstreamTool
+    spec: ParticipantOperation
+    call: CallUpstream
+    kept: KeptResults
+
+    @property
+    def tier(self) -> str:
+        return self.spec.tier
+
+    def _args_problem(self, args: Mapping[str, Any]) -> str | None:
+        """Why `args` are not valid for the upstream tool's inputSchema (HATP-PXY-33), or None."""
+        schema = dict(self.tool.input_schema)
+        try:
+            cls = validators.validator_for(schema)
+            cls.check_schema(schema)
+        except SchemaError as exc:
+            return f"the upstream's inputSchema of {self.tool.name} is not a JSON Schema: {exc.message}"
+        errors = sorted(cls(schema).iter_errors(dict(args)), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        first = errors[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
+        return f"args{where}: {first.message}"[:500]
+
+    async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
+        problem = self._args_problem(branch.args)
+        if problem is not None:  # HATP-PXY-33: the call could not succeed; nothing is sent upstream
+            return DryRun(refuse_code="ARGUMENTS_UNFIT", refuse_reason=f"HATP-PXY-33: {problem}")
+        pre = self.spec.precondition
+        if pre is None:
+            return DryRun()
+        try:  # HATP-PXY-34: the read's answer, digested, is the version the vote signs
+            built = build_arguments(
+                pre.arguments,
+                {"args": dict(branch.args)},
+                what=f"the precondition of {self.tool.name}",
+                path=f"tools.{self.tool.name}.participant.precondition.arguments",
+            )
+            result = await self.call(pre.tool, built, None)
+        except HatpError as exc:
+            return DryRun(refuse_code="PRECONDITION_UNREADABLE", refuse_reason=exc.one_line()[:500])
+        if result.is_error:
+            why = f"HATP-PXY-34: {pre.tool} failed: {_text(result)[:300] or 'isError'}"
+            return DryRun(refuse_code="PRECONDITION_UNREADABLE", refuse_reason=why)
+        seen = compiled(pre.version).search(call_document(branch.args, result_document(result)))
+        return DryRun(versions={pre.tool: digest_bytes(canonical(seen, allow_floats=True))})
+
+    async def _upstream(self, name: str, arguments: dict[str, Any], key: str, rule: str) -> Any:
+        """The call's result document. Raises HatpError `rule` (`UPSTREAM_REFUSED`) for an isError result."""
+        result = await self.call(name, arguments, key)
+        if result.is_error:
+            raise HatpError(
+                rule,
+                f"the upstream refused {name}: {_text(result)[:500] or 'isError'}",
+                code="UPSTREAM_REFUSED",
+                fix="see the upstream's answer; nothing was done upstream by this call",
+            )
+        return result_document(result)
+
+    def _built(self, call: UndoCall, args: Mapping[str, Any], result: Any, member: str) -> dict[str, Any]:
+        """Raises HatpError HATP-PXY-7 (`ARGUMENT_NOT_FOUND`): never sent with an argument missing."""
+        return build_arguments(
+            call.arguments,
+            call_document(args, result),
+            what=f"the {member} of {self.tool.name}",
+            path=f"tools.{self.tool.name}.participant.{member}.arguments",
+        )
+
+    async def place_hold(self, txn_id: str, branch: Branch, lease: Lease) -> None:
+        key = f"{txn_id}:{branch.branch_id}"
+        found, _ = self.kept.get(key, "hold")
+        if found:  # the hold was placed before (a lapsed lease placed again): the upstream holds it already
+            return
+        done = await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-37")
+        self.kept.keep(key, "hold", done)
+
+    async def release_hold(self, txn_id: str, branch: Branch) -> None:
+        key = f"{txn_id}:{branch.branch_id}"
+        found, held = self.kept.get(key, "hold")
+        if not found or self.spec.release is None:
+            return
+        built = self._built(self.spec.release, branch.args, held, "release")
+        await self._upstream(self.spec.release.tool, built, key, "HATP-PXY-37")
+
+    async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
+        if self.spec.tier == "hold":
+            if self.spec.confirm is None:
+                raise BrokenInvariant(f"{self.tool.name}: a hold-tier participant without confirm passed the checks")
+            found, held = self.kept.get(key, "hold")
+            if not found:
+                raise HatpError(
+                    "HATP-PXY-37", "no hold was kept for this branch", code="HOLD_LOST", fix="prepare the branch again"
+                )
+            built = self._built(self.spec.confirm, branch.args, held, "confirm")
+            self.kept.keep(key, "commit", await self._upstream(self.spec.confirm.tool, built, key, "HATP-PXY-37"))
+            return None
+        self.kept.keep(key, "commit", await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-35"))
+        return None
+
+    async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
+        call = self.spec.undo
+        if call is None:
+            raise BrokenInvariant(f"{self.tool.name}: a compensate-tier participant without undo passed the checks")
+        found, done = self.kept.get(key, "commit")
+        if not found:
+            raise HatpError(
+                "HATP-PXY-36",
+                f"no result of {self.tool.name} was kept for this branch: its undo cannot be built",
+                code="NOTHING_TO_UNDO",
+                fix="look at the upstream by hand; the proxy keeps each commit's result under DATA/participant",
+            )
+        await self._upstream(call.tool, self._built(call, branch.args, done, "undo"), key, "HATP-PXY-36")
+
+    async def lookup(self, key: str, branch: Branch) -> Performed | None:
+        """HATP-PXY-39: a kept result says it happened; else the file's lookup, if any; else None (sent again, with
+        the same idempotency key in `_meta`)."""
+        if self.kept.get(key, "commit")[0]:
+            return Performed()
+        look = self.spec.lookup
+        if look is None:
+            return None
+        built = build_arguments(
+            look.arguments,
+            {"args": dict(branch.args)},
+            what=f"the lookup of {self.tool.name}",
+            path=f"tools.{self.tool.name}.participant.lookup.arguments",
+        )
+        result = await self.call(look.tool, built, key)
+        happened = (
+            None
+            if result.is_error
+            else compiled(look.happened).search(call_document(branch.args, result_document(result)))
+        )
+        if happened is None:
+            raise HatpError(
+                "HATP-PXY-39",
+                f"the lookup of {self.tool.name} cannot tell whether the commit happened",
+                code="IN_DOUBT",
+                fix="the coordinator retries; look at the upstream by hand if it stays in doubt",
+            )
+        if happened:
+            self.kept.keep(key, "commit", None)
+            return Performed()
+        return None
+
+
+def participant_operations(
+    rules: Mapping[str, ToolRule], tools: Mapping[str, UpstreamTool], call: CallUpstream, kept: KeptResults
+) -> dict[str, UpstreamOperation]:
+    """Each participant tool's operation, by the operation name plans give it."""
+    out: dict[str, UpstreamOperation] = {}
+    for name, rule in rules.items():
+        if rule.action != "participant":
+            continue
+        if rule.participant is None:
+            raise BrokenInvariant(f"{name}: policy participant without a participant passed the checks")
+        out[rule.participant.operation or name] = UpstreamOperation(tools[name], rule.participant, call, kept)
+    return out
+
+
+def participant_settings(
+    identity: ParticipantIdentity, operations: Mapping[str, UpstreamOperation], key: Mapping[str, Any]
+) -> HatpSettings:
+    """The advertisement (HATP-PXY-32): role participant, each operation with its tier, the participant's key."""
+    return HatpSettings(
+        roles=["participant"],
+        operations={
+            name: OperationInfo(
+                op.tier,
+                MAX_LEASE_SECONDS if op.tier == "hold" else None,
+                MAX_HOLD_SECONDS if op.tier == "hold" else None,
+                identity.max_call_seconds,
+            )
+            for name, op in operations.items()
+        },
+        keys=[dict(key)],
+    )
+
+
+@dataclass(frozen=True)
+class ProxyParticipant:
+    """What `serve_hatp` needs of the proxy as a participant: its runtime, advertisement and trust list."""
+
+    runtime: ParticipantRuntime
+    settings: HatpSettings
+    trust: TrustedCoordinators
+
+
+@contextmanager
+def open_participant(
+    data: Path,
+    policy: ProxyPolicy,
+    rules: Mapping[str, ToolRule],
+    tools: Sequence[UpstreamTool],
+    call: CallUpstream,
+    clock: Clock,
+    trusted_coordinators: str | None = None,
+) -> Iterator[ProxyParticipant | None]:
+    """The proxy's participant side, or None when no tool has policy `participant` (HATP-PXY-38): its own key
+    (role participant) and branch state under `DATA/participant`, apart from the journal's; its trust list from
+    `trusted_coordinators` (`--trusted-coordinators [ID=]FILE`), else `DATA/trusted-coordinators.json`, else none
+    (every state-changing request refused, HATP-TRUST-6). Raises OSError, ValueError, HatpError (HATP-STORE-1/3)."""
+    identity = policy.participant
+    if identity is None or not any(r.action == "participant" for r in rules.values()):
+        yield None
+        return
+    home = data / PARTICIPANT_DIR
+    key = load_or_create_key(home, ["participant"])
+    operations = participant_operations(rules, {t.name: t for t in tools}, call, KeptResults(home / "results"))
+    store = SqliteParticipantStore(home / "state.db")
+    bindings = SqliteTxnBindings(store.database)
+    try:
+        trust = open_trust(data, trusted_coordinators, clock, bindings)
+        runtime = ParticipantRuntime(
+            identity.uri,
+            key,
+            dict(operations),
+            store,
+            clock,
+            max_lease_seconds=MAX_LEASE_SECONDS,
+            max_horizon_seconds=MAX_HOLD_SECONDS,
+        )
+        yield ProxyParticipant(runtime, participant_settings(identity, operations, key.public_jwk()), trust)
+    finally:
+        bindings.close()
+        store.close()
