@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import mcp.types as types
+from jmespath.exceptions import JMESPathError
 from jsonschema import validators  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 from mcp.types import RequestParamsMeta
@@ -108,6 +109,11 @@ class KeptResults:
         return True, doc.get("result") if isinstance(doc, dict) else None
 
 
+def _refuse(rule: str, code: str, why: str) -> DryRun:
+    """A dry run's no vote, its reason naming the rule."""
+    return DryRun(refuse_code=code, refuse_reason=f"{rule}: {why}"[:1000])
+
+
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
@@ -142,25 +148,27 @@ class UpstreamOperation(Operation):
 
     async def dry_run(self, branch: Branch, now: datetime) -> DryRun:
         problem = self._args_problem(branch.args)
-        if problem is not None:  # HATP-PXY-33: the call could not succeed; nothing is sent upstream
-            return DryRun(refuse_code="ARGUMENTS_UNFIT", refuse_reason=f"HATP-PXY-33: {problem}")
+        if problem is not None:  # the call could not succeed: a no vote, and nothing is sent upstream
+            return _refuse("HATP-PXY-33", "ARGUMENTS_UNFIT", problem)
         pre = self.spec.precondition
         if pre is None:
             return DryRun()
-        try:  # HATP-PXY-34: the read's answer, digested, is the version the vote signs
+        try:  # the read's answer, digested, is the version the vote signs
             built = build_arguments(
                 pre.arguments,
                 {"args": dict(branch.args)},
                 what=f"the precondition of {self.tool.name}",
                 path=f"tools.{self.tool.name}.participant.precondition.arguments",
             )
-            result = await self.call(pre.tool, built, None)
         except HatpError as exc:
-            return DryRun(refuse_code="PRECONDITION_UNREADABLE", refuse_reason=exc.one_line()[:500])
+            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", exc.one_line())
+        result = await self.call(pre.tool, built, None)
         if result.is_error:
-            why = f"HATP-PXY-34: {pre.tool} failed: {_text(result)[:300] or 'isError'}"
-            return DryRun(refuse_code="PRECONDITION_UNREADABLE", refuse_reason=why)
-        seen = compiled(pre.version).search(call_document(branch.args, result_document(result)))
+            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"{pre.tool} failed: {_text(result) or 'isError'}")
+        try:
+            seen = compiled(pre.version).search(call_document(branch.args, result_document(result)))
+        except JMESPathError as exc:
+            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"the version of {pre.tool}'s answer: {exc}")
         return DryRun(versions={pre.tool: digest_bytes(canonical(seen, allow_floats=True))})
 
     async def _upstream(self, name: str, arguments: dict[str, Any], key: str, rule: str) -> Any:
@@ -244,11 +252,12 @@ class UpstreamOperation(Operation):
             path=f"tools.{self.tool.name}.participant.lookup.arguments",
         )
         result = await self.call(look.tool, built, key)
-        happened = (
-            None
-            if result.is_error
-            else compiled(look.happened).search(call_document(branch.args, result_document(result)))
-        )
+        happened = None
+        if not result.is_error:
+            try:
+                happened = compiled(look.happened).search(call_document(branch.args, result_document(result)))
+            except JMESPathError:  # the answer is not of the shape the expression reads: it cannot tell
+                happened = None
         if happened is None:
             raise HatpError(
                 "HATP-PXY-39",
@@ -324,6 +333,15 @@ def open_participant(
         return
     home = data / PARTICIPANT_DIR
     key = load_or_create_key(home, ["participant"])
+    if "participant" not in key.roles:  # never the journal's key, nor one made for another role
+        raise HatpError(
+            "HATP-PXY-38",
+            f"{home / 'key.jwk.json'} has roles {sorted(key.roles)}, not participant: votes and receipts are signed "
+            "with the participant's own key",
+            path="participant",
+            code="WRONG_KEY_ROLE",
+            fix=f"move {home / 'key.jwk.json'} and public.jwk.json away: the proxy makes a participant key there",
+        )
     operations = participant_operations(rules, {t.name: t for t in tools}, call, KeptResults(home / "results"))
     store = SqliteParticipantStore(home / "state.db")
     bindings = SqliteTxnBindings(store.database)

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jmespath.exceptions import JMESPathError
+
 from hatp_mcp.core.model.proxy_policy import (
     Gate,
     LookupCall,
@@ -227,7 +229,10 @@ def build_arguments(arguments: Mapping[str, str], doc: Mapping[str, Any], *, wha
     null: the call is never sent with an argument missing."""
     out: dict[str, Any] = {}
     for name, expression in arguments.items():
-        value = compiled(expression).search(dict(doc))
+        try:
+            value = compiled(expression).search(dict(doc))
+        except JMESPathError:  # a function given the wrong type (contains(null, ...)): it found nothing usable
+            value = None
         if value is None:
             raise HatpError(
                 "HATP-PXY-7",

@@ -154,3 +154,60 @@ def test_an_expressions_shape_is_read_from_its_syntax() -> None:
     assert expression_shape("args.x") is None
     assert expression_shape("args.o[*].{a: b}") == ("array", ("object", {"a": None}))
     assert expression_shape("`3`") == "integer"
+
+
+def _participant(spec: dict[str, Any]) -> Any:
+    return load_policy(
+        {
+            "upstream": {"command": "node"},
+            "participant": {"uri": "mcp://memory.example/hatp"},
+            "tools": {"create_entities": {"policy": "participant", "participant": spec}},
+        }
+    )
+
+
+_NAMES = {"entityNames": "args.entities[*].name"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "code"),
+    [
+        (
+            {"tier": "compensate", "undo": {"tool": "remove_entities", "arguments": _NAMES}},
+            "tools.create_entities.participant.undo.tool",
+            "UNKNOWN_TOOL",
+        ),
+        (
+            {"tier": "compensate", "undo": {"tool": "delete_entities", "arguments": {"names": "args.x"}}},
+            "tools.create_entities.participant.undo.arguments",
+            "UNDO_ARGUMENTS_UNFIT",
+        ),
+        (
+            {"tier": "final", "precondition": {"tool": "open_nodes", "arguments": {}}},
+            "tools.create_entities.participant.precondition.tool",
+            "UNKNOWN_TOOL",
+        ),
+        (
+            {"tier": "final", "precondition": {"tool": "strict", "arguments": {"b": "args.b"}}},
+            "tools.create_entities.participant.precondition.arguments.b",
+            "UNDO_ARGUMENTS_UNFIT",
+        ),
+        (
+            {"tier": "hold", "confirm": {"tool": "delete_entities", "arguments": _NAMES}, "release": {"tool": "x"}},
+            "tools.create_entities.participant.release.tool",
+            "UNKNOWN_TOOL",
+        ),
+    ],
+)
+def test_HATP_PXY_31_a_participant_call_the_upstream_lacks_or_whose_arguments_cannot_fit_is_refused_at_start(
+    spec: dict[str, Any], path: str, code: str
+) -> None:
+    with pytest.raises(HatpError) as err:
+        resolve_tools(_participant(spec), UPSTREAM)
+    assert (err.value.rule, err.value.path, err.value.code) == ("HATP-PXY-31", path, code)
+
+
+def test_a_participant_tool_whose_calls_fit_gets_its_rule() -> None:
+    spec = {"tier": "compensate", "undo": {"tool": "delete_entities", "arguments": _NAMES}}
+    rule = resolve_tools(_participant(spec), UPSTREAM)["create_entities"]
+    assert rule.action == "participant" and rule.participant is not None and rule.participant.tier == "compensate"

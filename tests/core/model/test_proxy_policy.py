@@ -161,3 +161,67 @@ def test_HATP_PXY_20_a_gate_on_another_policy_or_an_amount_without_its_currency_
 def test_HATP_PXY_20_a_gate_of_the_wrong_shape_is_refused_with_its_path(gate: dict[str, Any], path: str) -> None:
     err = refused(_gate(gate=gate))
     assert err.rule in ("HATP-PXY-1", "HATP-PXY-3") and err.path == path
+
+
+_UNDO = {"tool": "delete_entities", "arguments": {"entityNames": "args.entities[*].name"}}
+_HOLD = {"tool": "confirm", "arguments": {}}
+
+
+def _participant(entry: dict[str, Any], identity: dict[str, Any] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {**MEMORY, "tools": {"create_entities": entry, "open": {"policy": "pass"}}}
+    doc["participant"] = identity if identity is not None else {"uri": "mcp://memory.example/hatp"}
+    return doc
+
+
+def test_a_participant_entry_of_each_tier_reads_and_round_trips() -> None:
+    for spec in (
+        {"tier": "compensate", "undo": _UNDO, "precondition": {"tool": "open_nodes", "version": "result"}},
+        {"tier": "final", "operation": "memory.note"},
+        {"tier": "hold", "confirm": _HOLD, "release": _HOLD},
+    ):
+        doc = _participant({"policy": "participant", "participant": spec})
+        policy = load_policy(doc)
+        assert load_policy(policy.wire()) == policy
+        assert policy.participant is not None and policy.participant.max_call_seconds == 30
+
+
+@pytest.mark.parametrize(
+    ("entry", "path"),
+    [
+        ({"policy": "participant"}, "tools.create_entities.participant"),
+        ({"policy": "pass", "participant": {"tier": "final"}}, "tools.create_entities.participant"),
+        ({"policy": "participant", "participant": {"tier": "compensate"}}, "tools.create_entities.participant.undo"),
+        (
+            {"policy": "participant", "participant": {"tier": "final", "undo": _UNDO}},
+            "tools.create_entities.participant.undo",
+        ),
+        (
+            {"policy": "participant", "participant": {"tier": "hold", "confirm": _HOLD}},
+            "tools.create_entities.participant.release",
+        ),
+        (
+            {"policy": "participant", "participant": {"tier": "compensate", "undo": _UNDO, "confirm": _HOLD}},
+            "tools.create_entities.participant.confirm",
+        ),
+    ],
+)
+def test_HATP_PXY_30_a_participant_entry_that_does_not_fit_its_tier_is_refused_with_its_path(
+    entry: dict[str, Any], path: str
+) -> None:
+    err = refused(_participant(entry))
+    assert (err.rule, err.code, err.path) == ("HATP-PXY-30", "BAD_POLICY", path)
+    assert err.fix
+
+
+def test_HATP_PXY_30_participant_tools_need_the_proxys_uri_and_operation_names_of_their_own() -> None:
+    entry = {"policy": "participant", "participant": {"tier": "final", "operation": "note"}}
+    doc = _participant(entry)
+    del doc["participant"]
+    err = refused(doc)
+    assert (err.rule, err.path) == ("HATP-PXY-30", "participant")
+    twice = _participant(entry)
+    twice["tools"]["open"] = entry
+    err = refused(twice)
+    assert (err.rule, err.path) == ("HATP-PXY-30", "tools.open.participant.operation")
+    bad_uri = refused(_participant(entry, {"uri": "not a uri"}))
+    assert (bad_uri.rule, bad_uri.path) == ("HATP-PXY-1", "participant.uri")
