@@ -29,6 +29,7 @@ The servers and their clients:
 - journal_proxy.py: the proxy: an upstream server's tools passed, journaled, irreversible, hidden or denied;
 - proxy_gate.py: the proxy's gated tools and budgets: it asks the gateway as its agent, checks, then calls;
 - proxy_gate_cli.py: the proxy's gate options (--org, --gateway, --agent-key, ...) and the gate they open;
+- proxy_participant.py: the proxy's participant tools: each tier's callbacks as upstream calls;
 - proxy_upstream.py: the proxy's policy file read, and its upstream started with exactly the env the file names;
 - http_callers.py: who sent a request over HTTP, for the journal and the coordinator: a bearer token per caller;
 - journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.

@@ -203,8 +203,9 @@ class ParticipantOperation(WireModel):
     """A participant tool's transaction (HATP-PXY-30): its `tier`; `operation`, the name plans give it (the tool's
     name unless given). `compensate`: commit is the call, `undo` the call that compensates it. `final`: commit is
     the call. `hold`: prepare is the call (the upstream's own hold tool), `confirm` the commit and `release` the
-    abort, each built over `{"args", "result": <the hold's result>}`. `lookup` (not for `hold`): how to tell
-    whether a commit whose answer was lost happened (HATP-PXY-39); `precondition`: what prepare reads and signs."""
+    abort, each built over `{"args", "result": <the hold's result>}`. Not for `hold`: `lookup`, how to tell
+    whether a commit whose answer was lost happened (HATP-PXY-39), and `precondition`, what prepare reads and
+    signs (HATP-PXY-34)."""
 
     tier: Literal["compensate", "final", "hold"]
     operation: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,199}$")
@@ -350,7 +351,8 @@ def _check_participants(policy: ProxyPolicy, source: str) -> None:
                 'add "participant": {"uri": "mcp://your-server.example/hatp"}: the URI plans name the proxy by',
             )
         wanted = {"compensate": {"undo"}, "final": set(), "hold": {"confirm", "release"}}[op.tier]
-        allowed = wanted | {"precondition"} | ({"lookup"} if op.tier != "hold" else set())
+        # a hold's commit is its confirm: what it holds does not change, so it reads no precondition
+        allowed = wanted | ({"lookup", "precondition"} if op.tier != "hold" else set())
         given = {m for m in ("undo", "lookup", "precondition", "confirm", "release") if getattr(op, m) is not None}
         for member in sorted(wanted - given):
             raise _participant_refusal(

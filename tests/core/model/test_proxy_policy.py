@@ -203,6 +203,13 @@ def test_a_participant_entry_of_each_tier_reads_and_round_trips() -> None:
             {"policy": "participant", "participant": {"tier": "compensate", "undo": _UNDO, "confirm": _HOLD}},
             "tools.create_entities.participant.confirm",
         ),
+        (
+            {
+                "policy": "participant",
+                "participant": {"tier": "hold", "confirm": _HOLD, "release": _HOLD, "precondition": {"tool": "x"}},
+            },
+            "tools.create_entities.participant.precondition",
+        ),
     ],
 )
 def test_HATP_PXY_30_a_participant_entry_that_does_not_fit_its_tier_is_refused_with_its_path(
