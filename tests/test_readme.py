@@ -249,3 +249,29 @@ def test_the_proxy_gate_example_is_a_policy_the_proxy_reads_HATP_PXY_20() -> Non
     gate = policy.tools["get-sum"].gate
     assert gate is not None and (gate.amount, gate.currency, gate.max) == ("args.a", "USD", "1000")
     assert policy.budgets[0].limit == "30"
+
+
+@pytest.mark.anyio
+async def test_the_proxy_participant_example_passes_hatp_proxy_check_against_server_memory(tmp_path: Path) -> None:
+    import json
+    import shutil
+    import sys
+
+    import anyio
+
+    text = README.read_text()
+    section = text[text.index("A `participant` tool joins HATP transactions") :]
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert block
+    if shutil.which("node") is None or not (NPM_MODULES / "@modelcontextprotocol" / "server-memory").is_dir():
+        pytest.fail("server-memory is not installed: run `make npm-servers` (needs node and npm)")
+    (tmp_path / "node_modules").symlink_to(NPM_MODULES)
+    memory = tmp_path / "memory.jsonl"
+    (tmp_path / "policy.json").write_text(block.group(1).replace("/home/you/memory.jsonl", str(memory)))
+    assert json.loads((tmp_path / "policy.json").read_text())["tools"]["create_entities"]["policy"] == "participant"
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "hatp_mcp.cli", "proxy", "check", str(tmp_path / "policy.json")], check=False
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert "create_entities" in done.stdout.decode() and "participant" in done.stdout.decode()
