@@ -140,17 +140,20 @@ def _participant_calls(op: ParticipantOperation, tools: Mapping[str, UpstreamToo
                 code="UNKNOWN_TOOL",
                 fix=f"name an upstream tool as the {member}",
             )
-        _fits(call.arguments, target, f"{path}.arguments", rule="HATP-PXY-31")
+        try:
+            _fits(call.arguments, target, f"{path}.arguments")
+        except HatpError as exc:  # the same check as an undo's, under the participant's rule
+            raise HatpError("HATP-PXY-31", exc.reason, path=exc.path, code=exc.code, fix=exc.fix) from None
 
 
-def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str, rule: str = "HATP-PXY-5") -> None:
-    """Raises HatpError `rule` (HATP-PXY-5) when the built object cannot fit the tool's inputSchema."""
+def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str) -> None:
+    """Raises HatpError HATP-PXY-5 when the built object cannot fit the tool's inputSchema."""
     shape: dict[str, Any] = {k: expression_shape(v) for k, v in arguments.items()}
     problem = _misfit(("object", shape), tool.input_schema, "")
     if problem is not None:
         where, why = problem
         raise HatpError(
-            rule,
+            "HATP-PXY-5",
             f"the arguments built for {tool.name!r} do not fit its inputSchema: {why}",
             path=path + where,
             code="UNDO_ARGUMENTS_UNFIT",
