@@ -126,19 +126,19 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.org).expanduser().absolute()
     if not (root / "suite.json").exists():
         return fail(f"{root}: not an organisation made by hatp init-org (no suite.json)", EXIT_BAD_INPUT)
-    try:
-        wrapped = {w.name for w in load_suite(root).wrapped}
-    except HatpError as exc:
-        return fail(exc.one_line(), EXIT_BAD_INPUT)
-    if args.server not in SERVERS and args.server not in wrapped:
-        known = ", ".join([*SERVERS, *sorted(wrapped)])
-        return fail(f"{args.server!r} is no server of the service of {root}: one of {known}", EXIT_BAD_INPUT)
+    wrapped = args.server not in SERVERS  # then a third-party server suite.json wraps (HATP-MCP-58)
+    if wrapped:
+        try:
+            names = sorted(w.name for w in load_suite(root).wrapped)
+        except HatpError as exc:
+            return fail(exc.one_line(), EXIT_BAD_INPUT)
+        if args.server not in names:
+            known = ", ".join([*SERVERS, *names])
+            return fail(f"{args.server!r} is no server of the service of {root}: one of {known}", EXIT_BAD_INPUT)
     try:
         if args.token_file:
             token: str | None = read_token(Path(args.token_file).expanduser())
-        elif (
-            args.server == "coordinator" or args.server in wrapped
-        ):  # HATP-MCP-49: the organisation's client token, made when missing
+        elif args.server == "coordinator" or wrapped:  # HATP-MCP-49: the client token, made when missing
             token = read_token(client_token_file(org_parts(root, args.agent)))
         else:
             token = None

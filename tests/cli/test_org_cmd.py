@@ -119,3 +119,13 @@ def test_HATP_MCP_59_a_wrapped_server_with_a_gated_tool_is_given_the_organisatio
     assert argv[argv.index("--gateway") + 1] == "http://127.0.0.1:18000/mcp"
     assert argv[argv.index("--org") + 1] == str(root)
     assert argv[argv.index("--agent-key") + 1].endswith("claude.private.jwk.json")
+
+
+def test_HATP_MCP_58_the_bridge_reaches_a_wrapped_server_by_its_name_and_refuses_any_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = org_with_agent(tmp_path / "org")
+    assert main(["org", "wrap", str(root), "memory", str(policy_file(tmp_path))]) == 0
+    assert main(["connect", "memroy", "--org", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "'memroy' is no server of the service" in err and "journal, memory" in err
