@@ -8,10 +8,12 @@ TS_CLIENT := tests/e2e/ts
 TS_STAMP := $(TS_CLIENT)/node_modules/.installed
 NPM_SERVERS := tests/e2e/npm_servers
 NPM_SERVERS_STAMP := $(NPM_SERVERS)/node_modules/.installed
+CLIENTS := tests/e2e/clients
+CLIENTS_STAMP := $(CLIENTS)/.venv/.installed
 AXE := tests/web/axe
 AXE_STAMP := $(AXE)/node_modules/.installed
 
-.PHONY: install postgresql ts-client npm-servers axe test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
+.PHONY: install postgresql ts-client npm-servers clients axe test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -33,6 +35,18 @@ $(NPM_SERVERS_STAMP): $(NPM_SERVERS)/package.json $(NPM_SERVERS)/package-lock.js
 	command -v npm >/dev/null || { echo "make npm-servers: installing node and npm (apt-get install -y nodejs npm)" >&2; \
 		apt-get update -q && apt-get install -y -q nodejs npm; }
 	cd $(NPM_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Python MCP clients nobody here wrote (fastmcp's Client, PydanticAI's MCPToolset), exactly pinned, in a venv of
+# their own as a user's would be: tests/e2e/test_third_party_clients.py runs its scripts there as subprocesses.
+clients: $(CLIENTS_STAMP)
+
+$(CLIENTS_STAMP): $(CLIENTS)/requirements.txt
+	rm -rf $(CLIENTS)/.venv
+	$(PY) -m venv $(CLIENTS)/.venv
+	$(CLIENTS)/.venv/bin/pip install -q --upgrade pip 2>/dev/null || true
+	$(CLIENTS)/.venv/bin/pip install -q -r $(CLIENTS)/requirements.txt
+	$(CLIENTS)/.venv/bin/pip check
 	touch $@
 
 # axe-core, pinned by its lockfile, that tests/web/test_inbox_a11y.py injects into the inbox's pages in Chromium.
@@ -76,7 +90,7 @@ chromium:
 	  || (sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); }
 
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql ts-client npm-servers axe chromium
+pytest: install postgresql ts-client npm-servers clients axe chromium
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
@@ -131,5 +145,5 @@ violations: install
 	$(BIN)/python -m tests.violations_appendix --write
 
 clean:
-	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(NPM_SERVERS)/node_modules build
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(NPM_SERVERS)/node_modules $(CLIENTS)/.venv build
 	find hatp_mcp -name '*.so' -delete

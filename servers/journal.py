@@ -4,10 +4,14 @@
 [--retry-base-ms MS] [--call-timeout S]`
 
 `--allow FILE` is the operator's allow-list of the servers an undo may call: `{"servers": {"shop":
-"stdio:servers.shop:/var/shop", "payments": {"url": "http://127.0.0.1:9004/mcp", "tools": ["reverse_refund"]}}}`
-(a name, then `http(s)://...` or `stdio:MODULE[:DATA]`, or an object `{"url"}` / `{"module", "data", "args"}`,
-optionally with the only `tools` an undo may call there). An agent registers each undo as `{server, tool,
-arguments}` naming one of those servers; nothing else can be called and no command is ever run. State (SQLite)
+"stdio:servers.shop:/var/shop", "payments": {"url": "http://127.0.0.1:9004/mcp", "tools": ["reverse_refund"]},
+"memory": {"command": "node", "args": ["server-memory/dist/index.js"], "env": {"MEMORY_FILE_PATH": "m.jsonl"}}}}`
+(a name, then `http(s)://...` or `stdio:MODULE[:DATA]`, or an object `{"url"}` / `{"module", "data", "args"}` /
+`{"command", "args", "env", "cwd"}`, optionally with the only `tools` an undo may call there). A command is any
+stdio MCP server, started as the proxy starts its upstream: with exactly the environment the entry names, its
+`cwd` and secret files relative to the allow-list's folder (hatp_mcp.mcp.proxy_upstream, HATP-PXY-50). An agent
+registers each undo as `{server, tool, arguments}` naming one of those servers; nothing else can be called, and
+no command but the operator's is ever run. State (SQLite)
 and the journal's signing key (role `journal`, `public.jwk.json` beside it for `hatp verify`) live under --data;
 `--store postgresql://USER@HOST:PORT/DB` keeps the sagas in PostgreSQL instead (`--store sqlite:PATH` elsewhere).
 On start it recovers every unfinished saga (policy `resume`: the agent drives its sagas; a step it registered
@@ -42,16 +46,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from hatp_mcp.core.gateway.agents import card_of_key
 from hatp_mcp.core.journal.machine import RetryPolicy
 from hatp_mcp.core.model.agent import AgentCard
+from hatp_mcp.core.model.proxy_policy import StdioUpstream
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.hatp_server import HatpServer
 from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, read_callers
 from hatp_mcp.mcp.journal_server import McpUndo, agent_tools, serve_journal
 from hatp_mcp.mcp.journal_undo_approvals import UndoApprovals
+from hatp_mcp.mcp.proxy_upstream import stdio_parameters
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.mcp.server_links import Target, open_links
 from hatp_mcp.runtime.clock import SystemClock
@@ -67,9 +74,13 @@ from servers._keys import load_or_create_key
 __all__ = ["main", "read_allow_list"]
 
 
-def read_allow_list(path: Path) -> tuple[dict[str, Target], dict[str, frozenset[str] | None]]:
-    """The servers an undo may call, and for each the tools it may call there (None: any).
-    Raises ValueError (not an allow-list) or OSError."""
+def read_allow_list(
+    path: Path, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Target], dict[str, frozenset[str] | None]]:
+    """The servers an undo may call, and for each the tools it may call there (None: any). A `command` entry is
+    started with exactly the environment it names (HATP-PXY-50), its values taken from `environ` (default: this
+    process's) and owner-only files. Raises ValueError (not an allow-list), HatpError HATP-PXY-50 (a command entry
+    of another shape), HATP-PXY-2 (its environment) or OSError."""
     doc = json.loads(path.read_text())
     servers = doc.get("servers") if isinstance(doc, dict) else None
     if not isinstance(servers, dict) or not servers:
@@ -82,9 +93,31 @@ def read_allow_list(path: Path) -> tuple[dict[str, Target], dict[str, frozenset[
         listed = target.get("tools") if isinstance(target, Mapping) else None
         if listed is not None and not (isinstance(listed, list) and all(isinstance(t, str) for t in listed)):
             raise ValueError(f"{path}: servers.{name}.tools: a list of the tool names an undo may call")
-        targets[str(name)] = Target.parse(target)
+        if isinstance(target, Mapping) and "command" in target:  # HATP-PXY-50: as the proxy's upstream
+            targets[str(name)] = _command_target(path, str(name), target, environ)
+        else:
+            targets[str(name)] = Target.parse(target)
         tools[str(name)] = frozenset(listed) if listed is not None else None
     return targets, tools
+
+
+def _command_target(path: Path, name: str, entry: Mapping[str, Any], environ: Mapping[str, str] | None) -> Target:
+    """A stdio server the allow-list names by its command: one shape and one way of starting it with the proxy's
+    upstream (HATP-PXY-50, HATP-PXY-2). Raises HatpError."""
+    where = f"servers.{name}"
+    try:
+        upstream = StdioUpstream.model_validate({k: v for k, v in entry.items() if k != "tools"})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"] if p not in ("EnvFromEnv", "EnvFromFile", "str"))
+        raise HatpError(
+            "HATP-PXY-50",
+            f"{path.name}: {where}: {first['msg']}",
+            path=f"{where}.{at}" if at else where,
+            code="BAD_ALLOW_LIST",
+            fix='a command server is {"command", "args"?, "env"?, "cwd"?, "tools"?}, as a proxy policy\'s upstream',
+        ) from None
+    return Target(command=stdio_parameters(upstream, path.parent.absolute(), environ, where))
 
 
 _GATEWAY = "hatp.gateway"  # the gateway's link name: not a name an undo can register (not on the allow-list)

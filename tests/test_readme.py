@@ -109,7 +109,7 @@ async def test_the_claude_desktop_walkthroughs_commands_run_as_written_and_make_
     from hatp_mcp.cli.org_layout import load_suite
     from tests.readme_walkthrough import commands, run
 
-    setup, enrol, _terminal = commands()
+    setup, enrol, _terminal, *_wrapping = commands()
     assert [c.split()[1] for c in setup] == ["init-org", "card", "card", "card", "mcp-config"]
     for command in setup:
         await run(command, tmp_path)
@@ -193,7 +193,7 @@ async def test_the_walkthroughs_terminal_approver_decides_with_a_key_on_the_card
     from hatp_mcp.store.gateway_store import SqliteGatewayStore
     from tests.readme_walkthrough import commands, run
 
-    setup, _enrol, terminal = commands()
+    setup, _enrol, terminal, *_wrapping = commands()
     assert [c.split()[1] for c in terminal] == ["keys", "card", "inbox", "inbox"]
     for command in setup:
         await run(command, tmp_path)

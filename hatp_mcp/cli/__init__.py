@@ -15,6 +15,7 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - keys_cmd.py: `hatp keys`, a new private Ed25519 JWK, or a keyring of public keys bound to their parties;
 - trust_cmd.py: `hatp trust add`, the operator's step that pins public keys, each bound to its party;
 - init_org_cmd.py: `hatp init-org`, a new organisation directory with its keys, settings and demo servers;
+- org_cmd.py: `hatp org wrap`, a third-party MCP server added to an organisation behind the proxy;
 - org_layout.py: an organisation directory as `hatp init-org` lays it out, and making one;
 - card_cmd.py: `hatp card`, a Directory-signed person or agent card in an organisation directory;
 - enrol_cmd.py: `hatp enrol`, the operator's side of passkey enrolment (codes, registrations, approval);
@@ -58,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "enrol": "enrol_cmd",
     "timeline": "timeline_cmd",
     "init-org": "init_org_cmd",
+    "org": "org_cmd",
     "card": "card_cmd",
     "trust": "trust_cmd",
     "mcp-config": "mcp_config_cmd",

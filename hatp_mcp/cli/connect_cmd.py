@@ -5,8 +5,10 @@ the server's streamable HTTP endpoint in `hatp serve` (hatp_mcp.mcp.bridge). Whe
 runs (nobody holds its lock) it starts one, detached in a session of its own, and waits (bounded) for it to say
 it is ready: a bridge that exits ends nothing, so a transaction begun through one bridge is seen committed through
 the next (HATP-MCP-41). `--token-file` names a 0600 file whose bearer token every request carries (HATP-MCP-46).
-SERVER is gateway, coordinator, directory or journal. Exit 0 when the client closes stdin; 1 when the service
-cannot start or the server is not ready in time (said on stderr, which the client logs); 2 for a bad call.
+SERVER is gateway, coordinator, directory, journal or a third-party server the organisation wraps behind the proxy
+(`hatp org wrap`, HATP-MCP-58), which, like the coordinator, gets the organisation's client token. Exit 0 when the
+client closes stdin; 1 when the service cannot start or the server is not ready in time (said on stderr, which the
+client logs); 2 for a bad call.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import anyio.to_thread
 
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.mcp_config_cmd import client_token_file, org_parts
+from hatp_mcp.cli.org_layout import load_suite
 from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.bridge import TokenFileError, read_token, relay
@@ -41,7 +44,7 @@ class ServiceUnavailable(RuntimeError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("server", choices=SERVERS, help="which server of the service to reach")
+    p.add_argument("server", help=f"which server of the service to reach: {', '.join(SERVERS)} or a wrapped one")
     p.add_argument("--org", required=True, help="the organisation dir made by hatp init-org")
     p.add_argument("--agent", help="when it starts the service: the agent the coordinator signs plans as")
     p.add_argument("--token-file", help="a 0600 file holding this client's bearer token")
@@ -123,10 +126,19 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.org).expanduser().absolute()
     if not (root / "suite.json").exists():
         return fail(f"{root}: not an organisation made by hatp init-org (no suite.json)", EXIT_BAD_INPUT)
+    wrapped = args.server not in SERVERS  # then a third-party server suite.json wraps (HATP-MCP-58)
+    if wrapped:
+        try:
+            names = sorted(w.name for w in load_suite(root).wrapped)
+        except HatpError as exc:
+            return fail(exc.one_line(), EXIT_BAD_INPUT)
+        if args.server not in names:
+            known = ", ".join([*SERVERS, *names])
+            return fail(f"{args.server!r} is no server of the service of {root}: one of {known}", EXIT_BAD_INPUT)
     try:
         if args.token_file:
             token: str | None = read_token(Path(args.token_file).expanduser())
-        elif args.server == "coordinator":  # HATP-MCP-49: the organisation's client token, made when missing
+        elif args.server == "coordinator" or wrapped:  # HATP-MCP-49: the client token, made when missing
             token = read_token(client_token_file(org_parts(root, args.agent)))
         else:
             token = None

@@ -266,6 +266,8 @@ def direct_config(root: Path, python: str, agent: str | None = None) -> dict[str
         servers["hatp-journal"] = entry(
             "servers.journal", ["--data", str(layout.data("journal")), "--allow", str(allow)]
         )
+    for w in suite.wrapped:  # the proxy in front of a third-party server, over stdio (HATP-MCP-58)
+        servers[f"hatp-{w.name}"] = entry("servers.journal_proxy", ["--data", str(w.data), "--policy", str(w.policy)])
     return {"mcpServers": servers}
 
 
@@ -278,10 +280,11 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
     parts = org_parts(root, agent)
     exe = str(Path(python).absolute())
     root_arg = str(parts.layout.root)
-    names = [*SERVICE_SERVERS, *(("journal",) if journal_allow(parts) is not None else ())]
+    wrapped = {w.name: w.port or 0 for w in parts.suite.wrapped}  # the proxies of third-party servers (HATP-MCP-58)
+    names = [*SERVICE_SERVERS, *(("journal",) if journal_allow(parts) is not None else ()), *wrapped]
     bridges: dict[str, Any] = {}
     urls: dict[str, Any] = {}
-    ports = service_ports(parts.suite)
+    ports = service_ports(parts.suite) | wrapped
     for name in names:
         args = ["-m", "hatp_mcp.cli", "connect", name, "--org", root_arg]
         if agent is not None:
@@ -289,7 +292,7 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
         bridges[f"hatp-{name}"] = {"command": exe, "args": args}
         if ports.get(name):
             urls[f"hatp-{name}"] = {"type": "http", "url": f"http://127.0.0.1:{ports[name]}/mcp"}
-            if name == "coordinator":  # HATP-MCP-49: send `Authorization: Bearer <the file's token>`
+            if name == "coordinator" or name in wrapped:  # HATP-MCP-49, HATP-MCP-59: `Bearer <the token>`
                 urls[f"hatp-{name}"]["tokenFile"] = str(parts.layout.private / "clients" / f"{agent_name(parts)}.token")
     return {"mcpServers": bridges, "httpServers": urls}
 

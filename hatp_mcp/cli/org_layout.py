@@ -8,7 +8,8 @@ DIR/contacts.json                 the gateway's private contact book (0600), nev
 DIR/gateway.json                  the gateway's settings (HATP-GW-65): no delivery channel until the operator
                                   adds one; with the web inbox on, its URL and passkey relying party (localhost)
 DIR/suite.json                    how `hatp serve` and `hatp mcp-config --org` start the servers: ids, ports,
-                                  participants
+                                  participants, and the third-party servers wrapped by the proxy (`wrapped`,
+                                  `hatp org wrap`: each a proxy policy file, spec/proxy.md HATP-PXY-51)
 DIR/data/service/                 `hatp serve`'s lock, status.json and logs/ (made by the service)
 DIR/private/                      (0700) directory.private.jwk.json, gateway.private.jwk.json, agents/ (0600)
 DIR/trust/                        the participants' public keys the coordinator pins (HATP-MCP-27, -37)
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -40,10 +42,27 @@ from hatp_mcp.core.model.example_plan import AIRLINE, CALENDAR, HOTEL, PAYMENTS
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.coordinator_trust import write_trust_list
-from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
+from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file, replace_file
 from hatp_mcp.store.pin_file import add_pins, read_pins
 
-__all__ = ["DEMO_PARTICIPANTS", "OrgLayout", "Participant", "Suite", "init_org", "load_suite", "org_keyring"]
+__all__ = [
+    "DEMO_PARTICIPANTS",
+    "RESERVED_NAMES",
+    "WRAPPED_NAME",
+    "OrgLayout",
+    "Participant",
+    "Suite",
+    "Wrapped",
+    "init_org",
+    "load_suite",
+    "org_keyring",
+    "wrap_server",
+]
+
+# A wrapped server's name: what `hatp connect NAME` and the `hatp-NAME` entries of `hatp mcp-config` call it
+WRAPPED_NAME = r"^[a-z][a-z0-9-]{0,39}$"
+# The service's own children, which no wrapped server may be named as (their logs, status and bridges are by name)
+RESERVED_NAMES = frozenset({"gateway", "coordinator", "directory", "journal", "service"})
 
 # The package's demo tool servers (servers/airline.py, ...): in-memory-like inventories behind .example URIs, what
 # the example plan books. A real organisation lists its own participants in suite.json instead.
@@ -113,6 +132,17 @@ class Participant:
 
 
 @dataclass(frozen=True)
+class Wrapped:
+    """A third-party MCP server the service runs behind the proxy (`servers.journal_proxy --policy POLICY`): the
+    policy file names its upstream (a command or a URL) and each tool's policy (spec/proxy.md HATP-PXY-51)."""
+
+    name: str
+    policy: Path
+    data: Path  # the proxy's --data: its journal, key and lock
+    port: int | None  # its fixed port on 127.0.0.1; None: one picked at start
+
+
+@dataclass(frozen=True)
 class Suite:
     """`suite.json`: what `hatp mcp-config --org` needs beyond the organisation's documents."""
 
@@ -125,6 +155,7 @@ class Suite:
     # `hatp serve`'s fixed ports on 127.0.0.1 for clients that take a URL (HATP-MCP-45); None: one picked at start
     coordinator_mcp_port: int | None = None
     directory_mcp_port: int | None = None
+    wrapped: tuple[Wrapped, ...] = ()
 
 
 def _bad_suite(path: Path, where: str, reason: str) -> HatpError:
@@ -181,6 +212,23 @@ def load_suite(root: Path) -> Suite:
         participants.append(
             Participant(uri, text(p, "module", where), root / text(p, "data", where), root / text(p, "keys", where))
         )
+    wrapped_doc = doc.get("wrapped", {})
+    if not isinstance(wrapped_doc, dict):
+        raise _bad_suite(path, "$.wrapped", "wrapped is an object: {NAME: {policy, data, mcpPort?}}")
+    wrapped = []
+    taken = RESERVED_NAMES | {p.module.rsplit(".", 1)[-1] for p in participants}
+    for name, w in wrapped_doc.items():
+        where = f"$.wrapped[{json.dumps(name)}]"
+        if not isinstance(w, dict) or not re.match(WRAPPED_NAME, name) or name in taken:
+            raise _bad_suite(
+                path,
+                where,
+                f"a wrapped server is NAME ({WRAPPED_NAME}, not a server of the service's "
+                "own) to {policy, data, mcpPort?}",
+            )
+        wrapped.append(
+            Wrapped(name, root / text(w, "policy", where), root / text(w, "data", where), optional_port(w, where))
+        )
     return Suite(
         organization=text(doc, "organization", "$"),
         coordinator_id=text(coordinator, "id", "$.coordinator"),
@@ -190,6 +238,7 @@ def load_suite(root: Path) -> Suite:
         participants=tuple(participants),
         coordinator_mcp_port=optional_port(coordinator, "$.coordinator"),
         directory_mcp_port=optional_port(directory, "$.directory"),
+        wrapped=tuple(wrapped),
     )
 
 
@@ -325,3 +374,60 @@ def init_org(
         if tmp.exists():
             shutil.rmtree(tmp)
     return root
+
+
+def _not_wrappable(name: str, reason: str, fix: str, path: str = "name") -> HatpError:
+    return HatpError("HATP-MCP-58", reason, path=path, fix=fix, code="BAD_WRAP")
+
+
+def wrap_server(root: Path, name: str, policy: Path, port: int | None = None) -> Wrapped:
+    """Add the third-party server `name`, run behind the proxy with the policy file `policy`, to the organisation
+    at `root`'s suite.json (HATP-MCP-58): its proxy's --data is DIR/data/NAME and its port `port` or one free
+    now. The policy is read and checked as the proxy reads it (HATP-PXY-1, -3) before anything is written, and
+    suite.json is replaced in one step. A policy inside the organisation is named relative to it.
+
+    Raises HatpError HATP-MCP-58 (a name that is not a server name or is taken), HATP-MCP-35 (not an
+    organisation), HATP-PXY-1/3 (the policy file), OSError."""
+    from hatp_mcp.core.model.proxy_policy import load_policy  # only this step reads a policy
+
+    root = root.absolute()
+    suite = load_suite(root)
+    taken = RESERVED_NAMES | {p.module.rsplit(".", 1)[-1] for p in suite.participants}
+    if not re.match(WRAPPED_NAME, name):
+        raise _not_wrappable(
+            name, f"{name!r} is not a server name ({WRAPPED_NAME})", "give a short lower-case name, e.g. memory"
+        )
+    if name in taken or any(w.name == name for w in suite.wrapped):
+        raise _not_wrappable(
+            name,
+            f"{name!r} is already a server of this organisation's service",
+            "give the wrapped server another name (hatp mcp-config --org DIR lists the names taken)",
+        )
+    policy = policy.expanduser().absolute()
+    try:
+        doc = read_json_file(policy)
+    except (OSError, ValueError) as exc:
+        raise HatpError(
+            "HATP-PXY-1",
+            f"cannot read the policy file {policy}: {exc}",
+            code="BAD_POLICY",
+            fix="give a readable JSON policy file (hatp proxy init writes starter ones from a Claude Desktop config)",
+        ) from None
+    load_policy(doc, f"policy file {policy.name}")
+    layout = OrgLayout(root)
+    data = layout.data(name)
+    if data.exists() and any(data.iterdir()):
+        raise _not_wrappable(
+            name,
+            f"{data} already holds data: another server's journal is never taken over",
+            "give the wrapped server another name, or move that folder away",
+        )
+    suite_doc = read_json_file(layout.suite)
+    entry: dict[str, Any] = {
+        "policy": str(policy.relative_to(root)) if policy.is_relative_to(root) else str(policy),
+        "data": str(data.relative_to(root)),
+        "mcpPort": port if port is not None else free_port(),
+    }
+    suite_doc.setdefault("wrapped", {})[name] = entry
+    replace_file(layout.suite, json.dumps(suite_doc, indent=2, ensure_ascii=False) + "\n")
+    return next(w for w in load_suite(root).wrapped if w.name == name)

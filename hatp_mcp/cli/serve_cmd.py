@@ -1,12 +1,13 @@
 """`hatp serve --org DIR [--agent NAME]`: the organisation's servers as one supervised local service.
 
 It runs the organisation's gateway (with its web inbox when suite.json turns it on), its Directory, its tool servers
-(suite.json `participants`) and its coordinator (and the journal when DIR/journal-allow.json exists) as children
-over streamable HTTP on 127.0.0.1, wired as `hatp mcp-config --org` wires them (the same keys, stores and trust
-lists), in that order: each child is ready before the next starts, so the gateway is up before a coordinator that
-could begin a trip against it (HATP-MCP-44), and the tool servers before the coordinator that reaches them at its
-start. Transactions, asks and sagas then live in the service, not in any client's process: a client that opens a
-session per call, or quits, ends nothing (HATP-MCP-41).
+(suite.json `participants`) and its coordinator (and the journal when DIR/journal-allow.json exists), then each
+third-party server suite.json wraps behind the proxy (`hatp org wrap`, HATP-MCP-58), as children over streamable
+HTTP on 127.0.0.1, wired as `hatp mcp-config --org` wires them (the same keys, stores and trust lists), in that
+order: each child is ready before the next starts, so the gateway is up before a coordinator that could begin a
+trip against it (HATP-MCP-44), and the tool servers before the coordinator that reaches them at its start.
+Transactions, asks and sagas then live in the service, not in any client's process: a client that opens a session
+per call, or quits, ends nothing (HATP-MCP-41).
 
 The supervisor (hatp_mcp.runtime.service) restarts a child that dies, bounded and with backoff (HATP-MCP-43), and
 keeps DIR/data/service/: the lock (one service per organisation store, HATP-MCP-42), status.json (each child's
@@ -37,12 +38,15 @@ from hatp_mcp.cli.mcp_config_cmd import (
     org_parts,
     service_ports,
 )
+from hatp_mcp.cli.org_layout import Wrapped
+from hatp_mcp.core.model.proxy_policy import load_policy
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
 from hatp_mcp.store.data_lock import DataLock, DataLocked
+from hatp_mcp.store.files import read_json_file
 
-__all__ = ["HELP", "LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "run", "service_folder"]
+__all__ = ["HELP", "LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "proxy_args", "run", "service_folder"]
 
 HELP = "run the organisation's servers as one local service (loopback HTTP), restarting any that dies"
 SERVICE_READY = "HATP_SERVICE_READY"
@@ -70,10 +74,26 @@ def _url(port: int) -> str:
     return f"http://127.0.0.1:{port}/mcp"
 
 
+def proxy_args(parts: OrgParts, wrapped: Wrapped, gateway_url: str) -> list[str]:
+    """The proxy's arguments beside its transport for a wrapped server: its data and policy, and, when the policy
+    gates a tool or sets a budget, the organisation whose cards approve, its gateway and the agent it acts as
+    (spec/proxy.md section 2). A policy that cannot be read is left for the proxy to refuse at its start."""
+    args = ["--data", str(wrapped.data), "--policy", str(wrapped.policy)]
+    try:
+        policy = load_policy(read_json_file(wrapped.policy))
+    except (HatpError, OSError, ValueError):
+        return args
+    if policy.budgets or any(t.policy == "gate" for t in policy.tools.values()):
+        org = str(parts.layout.root)
+        args += ["--org", org, "--gateway", gateway_url, "--agent-key", parts.agent_key]
+    return args
+
+
 def child_specs(
     parts: OrgParts, python: str, coordinator_extra: list[str] | None = None, callers: Path | None = None
 ) -> list[ChildSpec]:
-    """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal)."""
+    """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal), then the
+    wrapped third-party servers' proxies (HATP-MCP-58), each serving only the callers the coordinator serves."""
     suite, root = parts.suite, str(parts.layout.root)
     ports = service_ports(suite)
     specs = [
@@ -105,6 +125,19 @@ def child_specs(
     if allow is not None:
         journal = ["--data", str(parts.layout.data("journal")), "--allow", str(allow)]
         specs.append(ChildSpec("journal", lambda _p, port: _http(python, "servers.journal", port, journal)))
+
+    def proxy(wrapped: Wrapped) -> Callable[[Mapping[str, int], int], list[str]]:
+        def command(ready: Mapping[str, int], port: int) -> list[str]:
+            # over HTTP the proxy serves only callers proven by their token (HATP-JRN-17): the organisation's client
+            proof = ["--callers", str(callers)] if callers is not None else []
+            return _http(
+                python, "servers.journal_proxy", port, [*proxy_args(parts, wrapped, _url(ready["gateway"])), *proof]
+            )
+
+        return command
+
+    for w in suite.wrapped:
+        specs.append(ChildSpec(w.name, proxy(w), w.port or 0))
     return specs
 
 

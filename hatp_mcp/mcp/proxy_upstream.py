@@ -21,7 +21,14 @@ import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from hatp_mcp.core.model.proxy_policy import EnvFromEnv, EnvFromFile, HttpUpstream, ProxyPolicy, load_policy
+from hatp_mcp.core.model.proxy_policy import (
+    EnvFromEnv,
+    EnvFromFile,
+    HttpUpstream,
+    ProxyPolicy,
+    StdioUpstream,
+    load_policy,
+)
 from hatp_mcp.errors import HatpError
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "first_error",
     "list_upstream",
     "read_policy",
+    "stdio_parameters",
     "upstream_client",
     "upstream_target",
     "upstream_unavailable",
@@ -103,10 +111,20 @@ def upstream_target(
     up = policy.upstream
     if isinstance(up, HttpUpstream):
         return up.url
+    return stdio_parameters(up, base, environ)
+
+
+def stdio_parameters(
+    up: StdioUpstream, base: Path, environ: Mapping[str, str] | None = None, where: str = "upstream"
+) -> StdioServerParameters:
+    """How to start a stdio server the operator's file names (the proxy's upstream, an entry of the journal's
+    allow-list, HATP-PXY-50): its `cwd` and relative secret files taken from `base` (the file's folder), its `env`
+    exactly the file's, resolved; `where` is the entry's JSON path in its file. Raises HatpError HATP-PXY-2
+    (`ENV_NOT_SET`, `SECRET_FILE_OPEN`, `SECRET_FILE_UNREADABLE`)."""
     source = os.environ if environ is None else environ
     env: dict[str, str] = {}
     for name, value in up.env.items():
-        at = f"upstream.env.{name}"
+        at = f"{where}.env.{name}"
         if isinstance(value, EnvFromEnv):
             got = source.get(value.env)
             if got is None:

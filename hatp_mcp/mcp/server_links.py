@@ -1,7 +1,8 @@
 """A long-lived coordinator's connections to other MCP servers, each re-opened after it is lost.
 
-A `Target` says how to reach a server: a stdio child (`python -m <module> --data DIR`, spawned by this process)
-or a streamable HTTP URL. A `Link` keeps one `mcp.Client` open in its own task, so a transport that tears its
+A `Target` says how to reach a server: a stdio child (`python -m <module> --data DIR`, or a command an operator's
+file names, started with exactly the environment the file gives it, HATP-PXY-50; spawned by this process) or a
+streamable HTTP URL. A `Link` keeps one `mcp.Client` open in its own task, so a transport that tears its
 client down (a killed HTTP server, a dead stdio child) ends that task, not the caller's; after a lost connection
 the next call opens a new client (a stdio child is started again on the same --data). `LinkedParticipant` is the
 Participant Protocol over a link (mcp_participant per call with verify=False: the coordinator core verifies each
@@ -16,13 +17,13 @@ import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.model.estimate import Estimate, OperationBounds
@@ -76,6 +77,8 @@ class Target:
     module: str | None = None
     data: str | None = None
     args: tuple[str, ...] = ()
+    # a stdio server given as a command (hatp_mcp.mcp.proxy_upstream.stdio_parameters: its env exactly the file's)
+    command: StdioServerParameters | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, value: str | Mapping[str, Any]) -> Target:
@@ -96,6 +99,8 @@ class Target:
         raise ValueError(f"not a server target (http://... or stdio:MODULE[:DATA]): {value!r}")
 
     def describe(self) -> str:
+        if self.command is not None:
+            return f"the command {self.command.command}"
         return self.url or f"stdio:{self.module}" + (f":{self.data}" if self.data else "")
 
 
@@ -152,12 +157,15 @@ class Link:
                 if self.target.url is not None:
                     client = await stack.enter_async_context(Client(self.target.url))
                 else:
-                    if self.target.module is None:
-                        raise BrokenInvariant("a server link names neither a url nor a module")
                     errlog: TextIO = sys.stderr
                     if self._errlog_dir is not None:
                         errlog = stack.enter_context((self._errlog_dir / f"{_file_name(self.name)}.stderr").open("a"))
-                    params = stdio_params(self.target.module, self.target.data, self.target.args)
+                    if self.target.command is not None:  # exactly the environment its file names (HATP-PXY-50)
+                        params = self.target.command
+                    elif self.target.module is not None:
+                        params = stdio_params(self.target.module, self.target.data, self.target.args)
+                    else:
+                        raise BrokenInvariant("a server link names neither a url, a module nor a command")
                     client = await stack.enter_async_context(Client(stdio_client(params, errlog=errlog)))
                 started = True
                 task_status.started((client, close))

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 ORDER = ("hatp-gateway", "hatp-directory", "hatp-coordinator")
 
 
-SETUP, ENROL, _TERMINAL = commands()  # the README's walkthrough, run exactly as written
+SETUP, ENROL, _TERMINAL, *_WRAPPING = commands()  # the README's walkthrough, run exactly as written
 
 
 async def make_org(home: Path) -> OrgLayout:

@@ -97,7 +97,7 @@ def _row(cells: dict[str, str]) -> str:
 
 @contextmanager
 def _copy() -> Iterator[Path]:
-    """A throwaway copy of the repository the tests can run in (node_modules linked, not copied)."""
+    """A throwaway copy of the repository the tests can run in (what make installs there linked, not copied)."""
     with tempfile.TemporaryDirectory(prefix="hatp-mutation-") as tmp:
         dst = Path(tmp) / "repo"
         dst.mkdir()
@@ -107,9 +107,10 @@ def _copy() -> Iterator[Path]:
                 shutil.copytree(src, dst / name, ignore=SKIP)
             elif src.exists():
                 shutil.copy2(src, dst / name)
-        modules = ROOT / "tests" / "e2e" / "ts" / "node_modules"
-        if modules.exists():
-            (dst / "tests" / "e2e" / "ts" / "node_modules").symlink_to(modules)
+        # what make installs beside the sources: the TypeScript client, the npm servers, the clients' own venv
+        for installed in ("tests/e2e/ts/node_modules", "tests/e2e/npm_servers/node_modules", "tests/e2e/clients/.venv"):
+            if (ROOT / installed).exists():
+                (dst / installed).symlink_to(ROOT / installed)
         yield dst
 
 
