@@ -349,7 +349,7 @@ class Inbox:
             return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
         humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
         problems = verify_record(record, ring, humans=humans)
-        return self._html(request, render_timeline(record, problems, back="/"))
+        return self._html(request, render_timeline(record, problems, back="/", names=self._names(), inbox=True))
 
     # -- sign-in ----------------------------------------------------------------------------------------------
 

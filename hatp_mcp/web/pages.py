@@ -332,6 +332,13 @@ li.ask { border: 1px solid var(--line); border-radius: 6px; padding: 0.5rem 0.8r
 li.ask p { margin: 0.2rem 0; }
 .meta { color: var(--muted); font-size: 0.9rem; }
 #outcome { border: 1px solid var(--line); border-radius: 6px; padding: 0.4rem 0.8rem; }
+main.wide { max-width: 80rem; }
+.diagram { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; margin: 0.5rem 0; }
+.diagram svg { display: block; }
+#timeline-steps { padding-left: 1.6rem; }
+#timeline-steps li { margin: 0.25rem 0; overflow-wrap: anywhere; }
+#timeline-steps time { font-variant-numeric: tabular-nums; color: var(--muted); }
+#timeline-steps .decision { font-style: italic; }
 @media (max-width: 30rem) { main { padding: 0.7rem; } h1 { font-size: 1.2rem; } }
 """
 
@@ -450,8 +457,15 @@ function localTimes() {  // the server wrote UTC; show the approver's own zone, 
   document.querySelectorAll("time[data-local]").forEach((t) => {
     const at = new Date(t.getAttribute("datetime"));
     if (!isNaN(at)) {
+      const seconds = t.dataset.local === "seconds" ? {second: "2-digit"} : {};
       t.textContent = at.toLocaleString([], {year: "numeric", month: "short", day: "numeric",
-        hour: "2-digit", minute: "2-digit", timeZoneName: "short"});
+        hour: "2-digit", minute: "2-digit", ...seconds, timeZoneName: "short"});
+    }
+  });
+  document.querySelectorAll("[data-local-time]").forEach((t) => {  // a time of day inside the timeline's diagram
+    const at = new Date(t.dataset.localTime);
+    if (!isNaN(at)) {
+      t.textContent = at.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
     }
   });
   const loaded = Date.now();  // counted on the gateway's clock as of the page, not the device's (it may be off)

@@ -105,10 +105,13 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_the_deadline_is_in
 ) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with anyio.fail_after(60):
-        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+        async with (
+            serve_inbox(tmp_path, clock) as served,
+            # the approver's zone, and the locale set, not the machine's: the words toLocaleString writes depend on it
+            chromium_page(locale="en-US", timezone="Europe/Berlin") as (_context, page, cdp, authenticator),
+        ):
             await served.gateway.ask(plan(summary=TRIP), "finance")
             await page.set_viewport_size(PHONE)
-            await cdp.send("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})  # the approver's zone
             sheets: list[str] = []
             page.on("response", lambda r: sheets.append(r.url) if r.url.endswith(".css") and r.ok else None)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
@@ -205,9 +208,7 @@ async def test_HATP_GW_88_after_a_decision_the_page_shows_the_outcome_and_the_ti
             actions = await page.locator("#actions").count()
             await page.screenshot(path=str(SHOTS / "decided.png"), full_page=True)
             await page.click("#timeline")
-            await page.wait_for_selector("svg")
-            await page.set_viewport_size({"width": 1450, "height": 800})
-            await page.screenshot(path=str(SHOTS / "timeline.png"), full_page=True)
+            await page.wait_for_selector("svg")  # its screenshots: tests/web/test_inbox_timeline.py
             await page.goto(served.origin + "/")
             await page.wait_for_selector("#decided")
             decided = await page.locator("#decided").inner_text()
