@@ -332,6 +332,12 @@ li.ask { border: 1px solid var(--line); border-radius: 6px; padding: 0.5rem 0.8r
 li.ask p { margin: 0.2rem 0; }
 .meta { color: var(--muted); font-size: 0.9rem; }
 #outcome { border: 1px solid var(--line); border-radius: 6px; padding: 0.4rem 0.8rem; }
+#answer { min-width: 0; margin: 0.8rem 0; border: 1px solid var(--line); border-radius: 6px; }
+#answer ul { list-style: none; padding: 0; margin: 0; }
+#answer li { margin: 0.5rem 0; }
+#answer label { display: block; }
+#answer textarea, #answer input[type=text], #answer input[type=number], #answer select { display: block;
+  width: 100%; max-width: 100%; font: inherit; padding: 0.3rem; margin-top: 0.2rem; }
 main.wide { max-width: 80rem; }
 .diagram { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; margin: 0.5rem 0; }
 .diagram svg { display: block; }
