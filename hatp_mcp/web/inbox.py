@@ -294,7 +294,7 @@ class Inbox:
     def _names(self) -> dict[str, str]:
         """Display names by address, from the Directory-signed cards (never a contact detail), and the agents'
         and requesters' addresses have none: they are shown as addresses."""
-        return {card.id: card.display_name for card in self.gateway.directory.cards()}
+        return self.gateway.names()
 
     async def home(self, request: Request) -> Response:
         session = self._session(request)

@@ -175,6 +175,10 @@ def _outcome(rec: AskRecord, human: str, names: dict[str, str]) -> str:
     """What became of the ask, and this person's own decision with its signed reason (HATP-GW-88)."""
     mine = next((d for d in rec.decisions if d.approver == human), None)
     parts = [f"<section id=outcome><h2>Outcome</h2><p>The ask is <strong>{_e(rec.state)}</strong>.</p>"]
+    rejecters = [d.approver for d in rec.decisions if d.decision == "reject"]
+    if rejecters:  # HATP-GW-93: who rejected, by the name on their card (the address on hover)
+        who = ", ".join(_person(a, names) for a in rejecters)
+        parts.append(f"<p id=rejected-by>Rejected by {who}.</p>")
     if mine is not None:
         why = f" Your reason: <q id=your-reason>{_e(mine.reason)}</q>" if mine.reason else ""
         parts.append(f"<p>You chose <strong>{_e(mine.decision)}</strong>.{why}</p>")

@@ -149,7 +149,7 @@ async def test_HATP_GW_88_the_stylesheet_comes_from_the_inbox_itself_under_the_u
     assert 'name=viewport content="width=device-width, initial-scale=1"' in page
 
 
-async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_s_no_vote_carries_it(
+async def test_HATP_GW_87_HATP_GW_93_bob_rejects_with_a_reason_in_chromium_and_the_no_vote_names_him_and_carries_it(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     reason = "The venue is over budget: ask for the smaller room <b>first</b>"
@@ -167,6 +167,8 @@ async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_
             await page.click("#outcome-link")
             await page.wait_for_selector("#outcome")
             shown = await page.locator("#your-reason").inner_text()
+            rejected_by = await page.locator("#rejected-by").inner_text()
+            rejected_title = await page.locator("#rejected-by .person").get_attribute("title")
             stored = served.gateway.store.get(ASK)
             answer = await served.gateway.poll("txn-acme-0001", "finance")  # the signed vote the coordinator gets
     assert passes_to == "Pass it on (no one else is left to ask)"  # bob, carol and frank are all asked already
@@ -177,7 +179,12 @@ async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_
     assert (d.approver, d.decision, d.reason) == (h("bob"), "reject", reason)
     assert d.passkey is not None and d.passkey.reason == reason  # signed with his passkey, not added after
     vote = answer.vote  # what the coordinator passes to the agent's status
-    assert (vote["decision"], vote["code"], vote["reason"]) == ("no", "REJECTED", f"rejected by {h('bob')}: {reason}")
+    assert (vote["decision"], vote["code"], vote["reason"]) == (
+        "no",
+        "REJECTED",
+        f"rejected by Bob Brown ({h('bob')}): {reason}",  # HATP-GW-93: the name, the address beside it
+    )
+    assert rejected_by == "Rejected by Bob Brown." and rejected_title == h("bob")
 
 
 async def test_HATP_GW_87_a_reason_with_an_approve_is_refused_before_anything_is_signed(served_plain: Served) -> None:
@@ -248,4 +255,4 @@ async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_tr
             done = await status_of(c, txn, wait=10)
     assert (decided, after) == (200, {"state": "rejected"})
     assert done["outcome"] == "ABORTED"
-    assert done["firstRefusal"]["reason"].endswith(f"{h('bob')}: {reason}")
+    assert done["firstRefusal"]["reason"].endswith(f"rejected by Bob Brown ({h('bob')}): {reason}")  # HATP-GW-93

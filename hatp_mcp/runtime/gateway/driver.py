@@ -244,6 +244,11 @@ class GatewayApprover:
         self.directory = directory
         self.humans = HumanKeys.from_cards(directory.cards())
 
+    def names(self) -> dict[str, str]:
+        """Display names by address, from the Directory-signed cards (HATP-GW-93: what the agent reads of a person
+        names them as the pages do); never a contact detail."""
+        return {card.id: card.display_name for card in self.directory.cards()}
+
     # -- the Approver protocol -------------------------------------------------------------------------------
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
@@ -349,7 +354,7 @@ class GatewayApprover:
             if rec == s.record:
                 return s
             changed.append(rec)
-            vote = sign_model(build_vote(rec, self.gateway_id, now), self.key).wire()
+            vote = sign_model(build_vote(rec, self.gateway_id, now, self.names()), self.key).wire()
             return StoredAsk(s.ask_id, rec.state, rec, vote, s.evidence)
 
         after = self.store.update(ask_id, change)
@@ -706,7 +711,7 @@ class GatewayApprover:
             s = s.with_record(rec)
             vote = s.vote
             if rec.ask.kind == "approve" and rec.tool_call is None:
-                fresh = build_vote(rec, self.gateway_id, now)
+                fresh = build_vote(rec, self.gateway_id, now, self.names())
                 if vote is None or vote.get("decision") != fresh.decision:
                     vote = sign_model(fresh, self.key).wire()
             evidence = s.evidence
