@@ -463,6 +463,12 @@ async function decide(decision, value) {
     document.getElementById("message").after(note);
   } catch (e) { say("Not recorded: " + e.message); }
 }
+function inWords(left) {  // as notice.py in_words: to the nearest minute, a half minute up (HATP-GW-94)
+  const ms = Math.abs(left);
+  const n = Math.floor(ms / 60000) + (ms % 60000 >= 30000 ? 1 : 0);
+  const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
+  return left >= 0 ? "in " + span : span + " ago";
+}
 function localTimes() {  // the server wrote UTC; show the approver's own zone, and keep the countdowns current
   document.querySelectorAll("time[data-local]").forEach((t) => {
     const at = new Date(t.getAttribute("datetime"));
@@ -481,10 +487,7 @@ function localTimes() {  // the server wrote UTC; show the approver's own zone, 
   const loaded = Date.now();  // counted on the gateway's clock as of the page, not the device's (it may be off)
   const tick = () => document.querySelectorAll("[data-until]").forEach((c) => {
     const now = new Date(c.dataset.now).getTime() + (Date.now() - loaded);
-    const left = new Date(c.dataset.until) - now;
-    const n = Math.floor(Math.abs(left) / 60000);
-    const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
-    c.textContent = "(" + (left >= 0 ? "in " + span : span + " ago") + ")";
+    c.textContent = "(" + inWords(new Date(c.dataset.until) - now) + ")";
   });
   tick();
   window.setInterval(tick, 30000);

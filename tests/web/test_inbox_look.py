@@ -5,6 +5,9 @@ gateway's no vote (HATP-GW-87). The tests write the README's screenshots to docs
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +17,13 @@ import pytest
 from playwright.async_api import Page
 
 from demo.trip_world import build_world
+from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
-from hatp_mcp.web.pages import ask_page
+from hatp_mcp.web.pages import INBOX_JS, ask_page
 from hatp_mcp.web.record_shelf import RecordShelf
 from tests.acme_org import h, plan
 from tests.mcp.test_model_answers import agent_view, approving, status_of
@@ -256,3 +260,32 @@ async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_tr
     assert (decided, after) == (200, {"state": "rejected"})
     assert done["outcome"] == "ABORTED"
     assert done["firstRefusal"]["reason"].endswith(f"rejected by Bob Brown ({h('bob')}): {reason}")  # HATP-GW-93
+
+
+def test_HATP_GW_94_the_script_s_countdown_words_round_as_the_gateway_s_for_every_distance() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: `make axe` installs it (apt-get install -y nodejs npm)")
+    start = INBOX_JS.index("function inWords(")
+    source = INBOX_JS[start : INBOX_JS.index("\n}\n", start) + 2]
+    deltas = [0, 1, 29.999, 30, 59.4, 89.999, 90, 3599.99, 3600, 7170, 7199.5, 14399.996, 14400, -1, -30, -29, -7230]
+    script = f"{source}\nconsole.log(JSON.stringify({json.dumps(deltas)}.map((s) => inWords(s * 1000))));"
+    ran = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True)
+    assert json.loads(ran.stdout) == [in_words(d) for d in deltas]
+    assert in_words(3599.99) == "in 60 min" and in_words(89.999) == "in 1 min" and in_words(90) == "in 2 min"
+
+
+async def test_HATP_GW_94_the_first_countdown_tick_says_what_the_gateway_wrote(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (context, page, cdp, authenticator):
+            await served.gateway.ask(plan(summary=TRIP), "finance")  # decide by 14:00:00Z
+            # 14399.9996 s before it: the page's clock is read to the millisecond, the gateway's to the microsecond
+            clock.advance(0.0004)
+            await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
+            await page.wait_for_selector("#actions")
+            ticked = await page.locator("#deadline .countdown").inner_text()
+            html = await (await context.request.get(f"{served.origin}/asks/{ASK}")).text()  # as written, no script
+    written = html.split("class=countdown", 1)[1].split(">", 1)[1].split("<", 1)[0]
+    assert written == "(in 4 h 0 min)" and ticked == written  # not "(in 3 h 59 min)" a few ms later
