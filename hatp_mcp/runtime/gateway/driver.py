@@ -34,7 +34,7 @@ from hatp_mcp.core.gateway.estimate import estimate_requirement
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
-from hatp_mcp.core.gateway.waiting import ask_waiting
+from hatp_mcp.core.gateway.waiting import ask_waiting, open_asks_of
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
@@ -298,12 +298,7 @@ class GatewayApprover:
 
     def open_asks(self) -> dict[str, int]:
         """HATP-GW-9: how many of this gateway's pending asks wait for each person now (asked, not decided)."""
-        counts: dict[str, int] = {}
-        for stored in self.store.asks("pending"):
-            for seat in stored.record.seats if stored.record is not None else []:
-                if seat.status == "asked":
-                    counts[seat.human] = counts.get(seat.human, 0) + 1
-        return counts
+        return open_asks_of(stored.record for stored in self.store.asks("pending"))
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
