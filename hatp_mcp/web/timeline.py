@@ -269,7 +269,8 @@ def render_timeline(
     )
     name = title or f"Transaction {record.get('txnId')}"
     nav = f'<p><a id=back href="{_e(back)}">Back to your asks</a></p>' if back else ""
-    if inbox:  # the inbox's own stylesheet and script, from its own origin (HATP-GW-74's CSP allows no other)
+    # in the inbox: its own stylesheet and script, from its own origin (the inbox's CSP allows no other)
+    if inbox:
         csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'"
         assets = (
             '<meta name=viewport content="width=device-width, initial-scale=1">'
