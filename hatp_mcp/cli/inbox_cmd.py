@@ -8,15 +8,20 @@ refused at once, exit 1, with its rule), previewed against the ask's rules (so a
 why at once), and left in the store as a signed proof; the gateway verifies
 it against the cards on its next sync and only then does it count (spec/gateway.md, HATP-GW-19..26). This module
 never decides for the gateway and prints asks, screens and proofs only: never contact details.
+
+What it prints reads as the notices do (HATP-GW-92): each time in this machine's zone (or `--tz`) and in UTC, with
+"in N min" from `--now`; people by the display name on their card (with the address a command takes), when the
+organisation is known.
 """
 
 from __future__ import annotations
 
 import argparse
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from hatp_mcp.cli._run import (
     EXIT_OK,
@@ -28,8 +33,9 @@ from hatp_mcp.cli._run import (
 )
 from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.machine import tick
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_decision, sign_decision, subject_digest, verify_proof
-from hatp_mcp.core.gateway.screen import render_ask_text
+from hatp_mcp.core.gateway.screen import person_words, render_ask_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
@@ -49,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--data", help="the gateway's data dir (holding gateway.db)")
     where.add_argument("--store", help="the gateway's store URL instead: postgresql://USER@HOST:PORT/DB")
     p.add_argument("--now", help="decide as of this RFC 3339 UTC time (default: the system clock)")
+    p.add_argument("--tz", help="show times in this zone, an IANA name such as Europe/Berlin (default: this machine's)")
     p.add_argument(
         "--org",
         help="the organisation dir whose cards a decision is checked against before it is left (default: the one "
@@ -79,22 +86,57 @@ def _waiting_for(s: StoredAsk) -> list[str]:
     return [x.human for x in s.record.seats if x.status == "asked"] if s.record else []
 
 
-def _show(s: StoredAsk) -> None:
+class _Words:
+    """How the terminal inbox names people and times (HATP-GW-92)."""
+
+    def __init__(self, names: dict[str, str], now: datetime, zone: tzinfo | None) -> None:
+        self.names, self.now, self.zone = names, now, zone
+
+    def who(self, address: str) -> str:
+        return person_words(address, self.names)
+
+    def when(self, ts: str) -> str:
+        """`2026-11-29 15:00 CET / 2026-11-29 14:00 UTC (in 3 h 55 min)`: local first, then as the notices say it."""
+        try:
+            at = parse_ts(ts)
+        except ValueError:
+            return ts
+        utc = when_words(ts, self.now)
+        local = at.astimezone(self.zone)
+        if local.utcoffset() == UTC.utcoffset(None):
+            return utc
+        return f"{local.strftime('%Y-%m-%d %H:%M %Z')} / {utc}"
+
+
+def _show(s: StoredAsk, words: _Words) -> None:
     if s.record is None:
         print(f"ask {s.ask_id} was refused: {(s.vote or {}).get('code')} {(s.vote or {}).get('reason')}")
         return
-    for line in render_ask_text(s.record.ask):
+    for line in render_ask_text(s.record.ask, names=words.names, when=words.when):
         print(line)
     print(f"  state: {s.state}")
     for seat in s.record.seats:
         why = f"  {seat.rule} {seat.detail}" if seat.rule else ""
-        print(f"  {seat.status:9} {seat.human}{why}")
+        print(f"  {seat.status:9} {words.who(seat.human)}{why}")
 
 
-def _show_proofs(store: GatewayStore, ask_id: str) -> None:
+def _show_proofs(store: GatewayStore, ask_id: str, words: _Words) -> None:
     for p in store.proofs(ask_id):
         why = f"  {p.rule} {p.reason}" if p.rule else ""
-        print(f"  proof {p.status:9} {p.proof.get('human')} {p.proof.get('decision')}{why}")
+        print(f"  proof {p.status:9} {words.who(str(p.proof.get('human')))} {p.proof.get('decision')}{why}")
+
+
+def _names(args: argparse.Namespace) -> dict[str, str]:
+    """Display names by address from the organisation's signed cards; none when the organisation is not known or
+    its cards cannot be read (the addresses are shown then)."""
+    org = _org_of(args)
+    if org is None:
+        return {}
+    try:
+        directory, _ignored = load_directory(org)
+    except (OSError, ValueError, HatpError):
+        return {}
+    return {card.id: card.display_name for card in directory.cards()}
 
 
 def _org_of(args: argparse.Namespace) -> Path | None:
@@ -145,16 +187,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(f"--now: {exc}")
     try:
+        zone: tzinfo | None = ZoneInfo(args.tz) if args.tz else None
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        return fail(f"--tz: {args.tz!r} is not a time zone name such as Europe/Berlin ({exc})")
+    try:
         store = open_gateway_store(StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(db))
     except (HatpError, OSError, ValueError) as exc:
         return fail(f"{args.store or db}: {exc}")
     try:
-        return _run(args, store, now)
+        return _run(args, store, now, _Words(_names(args), now, zone))
     finally:
         store.close()
 
 
-def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
+def _run(args: argparse.Namespace, store: GatewayStore, now: datetime, words: _Words) -> int:
     cmd = args.inbox_command
     if cmd == "list":
         rows = [s for s in store.asks("pending") if args.human is None or args.human in _waiting_for(s)]
@@ -170,9 +216,8 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
             for s in rows:
                 if s.record:
                     ask = s.record.ask
-                    print(
-                        f"{s.ask_id}  {ask.kind}  decide by {ask.decide_by}  waiting for {', '.join(_waiting_for(s))}"
-                    )
+                    waiting = ", ".join(words.who(x) for x in _waiting_for(s))
+                    print(f"{s.ask_id}  {ask.kind}  decide by {words.when(ask.decide_by)}  waiting for {waiting}")
             if not rows:
                 print("no pending asks")
         return EXIT_OK
@@ -183,8 +228,8 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
         if args.json:
             print_json(stored.record.ask.wire() if stored.record else stored.vote)
         else:
-            _show(stored)
-            _show_proofs(store, args.ask_id)
+            _show(stored, words)
+            _show_proofs(store, args.ask_id, words)
         return EXIT_OK
     if stored.record is None:
         return fail(f"ask {args.ask_id} was refused at routing; nothing to decide", EXIT_PROBLEMS)
@@ -222,6 +267,6 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime) -> int:
     except HatpError as exc:
         return fail(exc.one_line(), EXIT_PROBLEMS)
     store.submit_proof(ask.ask_id, proof.wire())
-    print(f"{cmd} by {args.human} on {args.ask_id} signed with key {key.kid} and left for the gateway:")
+    print(f"{cmd} by {words.who(args.human)} on {args.ask_id} signed with key {key.kid} and left for the gateway:")
     print("  it counts once the gateway verifies it against your card (see `hatp inbox show`)")
     return EXIT_OK

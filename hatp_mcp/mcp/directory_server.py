@@ -49,8 +49,12 @@ def well_known_uri(organization: str) -> str:
     return f"wellknown://{organization}/human-card.json"
 
 
-def resolve(directory: Directory, req: ResolveRequest, now: datetime) -> ResolveResult:
-    """HATP-MCP-14. Raises HatpError: HATP-ADDR-1..4 (the address), HATP-MCP-14 (another organisation)."""
+def resolve(
+    directory: Directory, req: ResolveRequest, now: datetime, open_asks: Mapping[str, int] | None = None
+) -> ResolveResult:
+    """HATP-MCP-14. `open_asks`: the asks open now for each person (core/gateway/waiting.py `open_asks_of` over the
+    gateway's pending asks), counted with each card's `capacity.open` as the gateway's routing counts them
+    (HATP-GW-9, HATP-GW-95). Raises HatpError: HATP-ADDR-1..4 (the address), HATP-MCP-14 (another organisation)."""
     addr = parse_address(req.address, "$.address")
     if not addr.is_human:
         raise HatpError(
@@ -70,6 +74,7 @@ def resolve(directory: Directory, req: ResolveRequest, now: datetime) -> Resolve
         up_to=up_to,
         requester=req.requester,
         decide_by=parse_ts(req.decide_by) if req.decide_by else None,
+        open_asks=dict(open_asks or {}),
     )
     res = directory.resolve(addr, criteria, now)
     return ResolveResult(
@@ -104,9 +109,12 @@ def serve_directory(
     signed_cards: Mapping[str, Mapping[str, Any]],
     well_known: Mapping[str, Any],
     clock: Clock,
+    open_asks: Callable[[], Mapping[str, int]] | None = None,
 ) -> HatpSettings:
     """Register resolve and the resources. `signed_cards`: card id -> the signed JSON object, for trusted cards
-    only (the caller loaded them through Directory.load). Returns the advertised settings (role directory)."""
+    only (the caller loaded them through Directory.load); `open_asks`: the live open asks by person, read at each
+    resolve (HATP-GW-95; without it, each card's own `capacity.open` alone). Returns the advertised settings (role
+    directory)."""
     low = lowlevel_of(server)
     keys = [k for k in well_known.get("keys", []) if "directory" in k.get("roles", [])]
     settings = HatpSettings(roles=["directory"], keys=keys)
@@ -114,7 +122,10 @@ def serve_directory(
 
     async def call(req: ResolveRequest) -> WireModel:
         now = parse_ts(req.now) if req.now else clock.now()
-        return resolve(directory, req, now)
+        live: Mapping[str, int] = {}
+        if open_asks is not None:  # HATP-GW-95: the asks open now count, as the gateway's routing counts them
+            live = open_asks()
+        return resolve(directory, req, now, live)
 
     add_method(low, "hatp/directory/resolve", ResolveRequest, call, anyio.Semaphore(64))
 

@@ -14,6 +14,7 @@ hatp_mcp.mcp.errors as tool results with `isError` whose text says what was refu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -21,7 +22,7 @@ from pydantic import Field
 
 from hatp_mcp.core.gated_tools.checks import GateRequirement
 from hatp_mcp.core.gateway.proof import subject_digest
-from hatp_mcp.core.gateway.screen import render_ask_text
+from hatp_mcp.core.gateway.screen import person_words, render_ask_text
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool
@@ -88,9 +89,13 @@ def _waiting_for(s: StoredAsk) -> list[str]:
     return [x.human for x in s.record.seats if x.status == "asked"] if s.record else []
 
 
-def ask_view(s: StoredAsk, *, full: bool = False) -> dict[str, Any]:
-    """What a tool shows of an ask: state, who is asked, the signed outcome; with `full`, the screen and seats."""
+def ask_view(s: StoredAsk, *, full: bool = False, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What a tool shows of an ask: state, who is asked, the signed outcome, and who rejected it by the display
+    name on their card with the address beside it (`names`, HATP-GW-93); with `full`, the screen and seats."""
     out: dict[str, Any] = {"askId": s.ask_id, "state": s.state, "waitingFor": _waiting_for(s)}
+    rejecters = [d.approver for d in s.record.decisions if d.decision == "reject"] if s.record is not None else []
+    if rejecters:
+        out["rejectedBy"] = [person_words(a, names) for a in rejecters]
     if s.record is not None:
         ask = s.record.ask
         out |= {
@@ -176,7 +181,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
 
     async def approval_status(ask_id: AskId) -> dict[str, Any]:
         """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
-        return ask_view(await current(ask_id))
+        return ask_view(await current(ask_id), names=gateway.names())
 
     for fn in (list_asks, show_ask, decide, request_approval, approval_status):
         if signing or fn.__name__ not in SIGNING_TOOLS:

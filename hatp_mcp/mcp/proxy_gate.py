@@ -134,6 +134,11 @@ class GateAsker:
 
 
 def _rejecters(status: Mapping[str, Any]) -> str:
+    """Who rejected: as the gateway names them (HATP-GW-93: display name, address beside it), else the addresses
+    its signed Approval lists."""
+    named = status.get("rejectedBy")
+    if isinstance(named, list) and named and all(isinstance(n, str) for n in named):
+        return ", ".join(named)
     approval = status.get("approval") or {}
     who = [d.get("approver") for d in approval.get("decisions") or [] if d.get("decision") == "reject"]
     return ", ".join(str(w) for w in who) or "the people asked"

@@ -294,7 +294,7 @@ class Inbox:
     def _names(self) -> dict[str, str]:
         """Display names by address, from the Directory-signed cards (never a contact detail), and the agents'
         and requesters' addresses have none: they are shown as addresses."""
-        return {card.id: card.display_name for card in self.gateway.directory.cards()}
+        return self.gateway.names()
 
     async def home(self, request: Request) -> Response:
         session = self._session(request)
@@ -349,7 +349,7 @@ class Inbox:
             return self._html(request, "<!doctype html><title>Not checked</title><p>No keyring to check it.</p>", 503)
         humans = HumanKeys.from_cards(self.gateway.directory.cards(), self.rp)
         problems = verify_record(record, ring, humans=humans)
-        return self._html(request, render_timeline(record, problems, back="/"))
+        return self._html(request, render_timeline(record, problems, back="/", names=self._names(), inbox=True))
 
     # -- sign-in ----------------------------------------------------------------------------------------------
 

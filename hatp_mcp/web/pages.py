@@ -175,6 +175,10 @@ def _outcome(rec: AskRecord, human: str, names: dict[str, str]) -> str:
     """What became of the ask, and this person's own decision with its signed reason (HATP-GW-88)."""
     mine = next((d for d in rec.decisions if d.approver == human), None)
     parts = [f"<section id=outcome><h2>Outcome</h2><p>The ask is <strong>{_e(rec.state)}</strong>.</p>"]
+    rejecters = [d.approver for d in rec.decisions if d.decision == "reject"]
+    if rejecters:  # HATP-GW-93: who rejected, by the name on their card (the address on hover)
+        who = ", ".join(_person(a, names) for a in rejecters)
+        parts.append(f"<p id=rejected-by>Rejected by {who}.</p>")
     if mine is not None:
         why = f" Your reason: <q id=your-reason>{_e(mine.reason)}</q>" if mine.reason else ""
         parts.append(f"<p>You chose <strong>{_e(mine.decision)}</strong>.{why}</p>")
@@ -332,6 +336,19 @@ li.ask { border: 1px solid var(--line); border-radius: 6px; padding: 0.5rem 0.8r
 li.ask p { margin: 0.2rem 0; }
 .meta { color: var(--muted); font-size: 0.9rem; }
 #outcome { border: 1px solid var(--line); border-radius: 6px; padding: 0.4rem 0.8rem; }
+#answer { min-width: 0; margin: 0.8rem 0; border: 1px solid var(--line); border-radius: 6px; }
+#answer ul { list-style: none; padding: 0; margin: 0; }
+#answer li { margin: 0.5rem 0; }
+#answer label { display: block; }
+#answer textarea, #answer input[type=text], #answer input[type=number], #answer select { display: block;
+  width: 100%; max-width: 100%; font: inherit; padding: 0.3rem; margin-top: 0.2rem; }
+main.wide { max-width: 80rem; }
+.diagram { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; margin: 0.5rem 0; }
+.diagram svg { display: block; }
+#timeline-steps { padding-left: 1.6rem; }
+#timeline-steps li { margin: 0.25rem 0; overflow-wrap: anywhere; }
+#timeline-steps time { font-variant-numeric: tabular-nums; color: var(--muted); }
+#timeline-steps .decision { font-style: italic; }
 @media (max-width: 30rem) { main { padding: 0.7rem; } h1 { font-size: 1.2rem; } }
 """
 
@@ -446,21 +463,31 @@ async function decide(decision, value) {
     document.getElementById("message").after(note);
   } catch (e) { say("Not recorded: " + e.message); }
 }
+function inWords(left) {  // as notice.py in_words: to the nearest minute, a half minute up (HATP-GW-94)
+  const ms = Math.abs(left);
+  const n = Math.floor(ms / 60000) + (ms % 60000 >= 30000 ? 1 : 0);
+  const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
+  return left >= 0 ? "in " + span : span + " ago";
+}
 function localTimes() {  // the server wrote UTC; show the approver's own zone, and keep the countdowns current
   document.querySelectorAll("time[data-local]").forEach((t) => {
     const at = new Date(t.getAttribute("datetime"));
     if (!isNaN(at)) {
+      const seconds = t.dataset.local === "seconds" ? {second: "2-digit"} : {};
       t.textContent = at.toLocaleString([], {year: "numeric", month: "short", day: "numeric",
-        hour: "2-digit", minute: "2-digit", timeZoneName: "short"});
+        hour: "2-digit", minute: "2-digit", ...seconds, timeZoneName: "short"});
+    }
+  });
+  document.querySelectorAll("[data-local-time]").forEach((t) => {  // a time of day inside the timeline's diagram
+    const at = new Date(t.dataset.localTime);
+    if (!isNaN(at)) {
+      t.textContent = at.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
     }
   });
   const loaded = Date.now();  // counted on the gateway's clock as of the page, not the device's (it may be off)
   const tick = () => document.querySelectorAll("[data-until]").forEach((c) => {
     const now = new Date(c.dataset.now).getTime() + (Date.now() - loaded);
-    const left = new Date(c.dataset.until) - now;
-    const n = Math.floor(Math.abs(left) / 60000);
-    const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
-    c.textContent = "(" + (left >= 0 ? "in " + span : span + " ago") + ")";
+    c.textContent = "(" + inWords(new Date(c.dataset.until) - now) + ")";
   });
   tick();
   window.setInterval(tick, 30000);

@@ -168,3 +168,33 @@ async def test_the_inbox_on_a_postgresql_store_leaves_a_decision_the_gateway_on_
     gw.store.close()
     assert main(["inbox", "--store", "postgresql://hatp@127.0.0.1:9/none", "list"]) == 2
     assert "no connection within" in capsys.readouterr().err
+
+
+def test_HATP_GW_92_list_and_show_name_people_by_their_cards_and_times_in_local_and_utc_with_in_n_min(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = ["--org", str(ORG_DIR), "--tz", "Europe/Berlin"]
+    assert main(["inbox", "--data", str(data), "--now", "2026-11-29T10:05:00Z", *org, "list"]) == 0
+    listed = capsys.readouterr().out
+    assert main(["inbox", "--data", str(data), "--now", "2026-11-29T10:05:00Z", *org, "show", "q-form"]) == 0
+    shown = capsys.readouterr().out
+    assert (
+        main(["inbox", "--data", str(data), "--now", "2026-11-29T10:05:00Z", *org, "show", "txn-acme-0001/finance"])
+        == 0
+    )
+    screen = capsys.readouterr().out
+    deadline = "2026-11-29 15:00 CET / 2026-11-29 14:00 UTC (in 3 h 55 min)"  # the ask's 14:00Z, seen at 10:05Z
+    assert f"decide by {deadline}" in listed and "waiting for Bob Brown (human://acme.com/bob)" in listed
+    assert "2026-11-29T14:00:00Z" not in listed + screen  # no raw wire timestamp
+    assert f"decide by {deadline}" in screen and "requested by Dana Diaz (human://acme.com/dana)" in screen
+    assert "excluded  Dana Diaz (human://acme.com/dana)  HATP-GW-5" in screen
+    assert "asked     Carol Chen (human://acme.com/carol)" in shown
+
+
+def test_HATP_GW_92_without_the_organisation_the_terminal_inbox_names_people_by_address(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert inbox(data, "--tz", "UTC", "list") == 0  # (no org: the data dir is not an organisation's)
+    out = capsys.readouterr().out
+    assert "decide by 2026-11-29 14:00 UTC (in 3 h 55 min)" in out and "human://acme.com/bob" in out
+    assert inbox(data, "--tz", "Mars/Olympus", "list") == 2

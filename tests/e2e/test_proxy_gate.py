@@ -154,7 +154,7 @@ async def test_HATP_PXY_21_a_gated_npm_tool_runs_once_approved_and_never_when_re
     assert approval["toolCall"]["maxAmount"] == {"value": "5", "currency": "USD"}
     # rejected: refused with the reason (who rejected), nothing upstream
     assert refusal(rejected.result)["code"] == "APPROVAL_REJECTED"
-    assert "human://acme.com/bob" in refusal(rejected.result)["reason"]
+    assert "rejected by Bob Brown (human://acme.com/bob)" in refusal(rejected.result)["reason"]  # HATP-GW-93
     assert "The sum of" not in text(rejected.result) and "nothing was sent upstream" in text(rejected.result)
     # the approval again: spent (single use); for other arguments: not this call
     assert refusal(replayed)["rule"] == "HATP-GATE-18"

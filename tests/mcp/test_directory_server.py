@@ -5,7 +5,9 @@ offline (HATP-MCP-15), and nothing served carries a contact detail (HATP-MCP-16)
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,17 +17,21 @@ from mcp.server import MCPServer
 
 from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.directory import Criteria
+from hatp_mcp.core.gateway.machine import open_approval
+from hatp_mcp.core.gateway.waiting import open_asks_of
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult
 from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call, call_raw
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.store.gateway_store import SqliteGatewayStore, StoredAsk
 from servers.directory import build
-from tests.acme_org import ORG_DIR, contacts, directory, h, keyring, well_known
+from tests.acme_org import GATEWAY_ID, ORG_DIR, contacts, directory, h, keyring, plan, well_known
 
 pytestmark = pytest.mark.anyio
 FINANCE = "human://acme.com/role/finance-approver?quorum=2-of-3"
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 
 def server(clock: FakeClock) -> MCPServer:
@@ -128,3 +134,53 @@ async def test_HATP_MCP_16_no_resource_or_resolve_result_of_the_directory_carrie
     assert "human://acme.com/frank" in text
     leaked = [a for book in contacts().values() for a in book.values() if a in text]
     assert leaked == []
+
+
+def _gateway_with_asks_for(data: Path, name: str, count: int) -> None:
+    """`count` pending asks addressed to `name` alone, in a gateway store at `data`, as the gateway routes them."""
+    store = SqliteGatewayStore(data)
+    try:
+        for n in range(count):
+            p = plan(txn_id=f"txn-acme-{n:04d}", address=h(name))
+            rec = open_approval(p, "finance", directory(), gateway=GATEWAY_ID, now=NOW)
+            store.create(StoredAsk(rec.ask.ask_id, rec.state, rec, None, None))
+    finally:
+        store.close()
+
+
+async def test_HATP_GW_95_resolve_counts_the_asks_open_in_the_gateway_s_store_toward_capacity(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    _gateway_with_asks_for(tmp_path, "bob", 9)  # his card: 1 open of at most 10; 9 more are live
+    store = SqliteGatewayStore(tmp_path)
+    live = open_asks_of(s.record for s in store.asks("pending"))  # what the gateway's routing counts
+    store.close()
+    with anyio.fail_after(10):
+        async with Client(build(ORG_DIR, clock, tmp_path)) as client:
+            counted = await call(client, "hatp/directory/resolve", request(), ResolveResult)
+        async with Client(build(ORG_DIR, clock)) as client:  # no gateway store: the card's number alone
+            static = await call(client, "hatp/directory/resolve", request(), ResolveResult)
+    core = directory().resolve(
+        parse_address(FINANCE),
+        Criteria(action="travel.spend", up_to={"USD": Decimal(25000)}, requester=h("dana"), open_asks=live),
+        clock.now(),
+    )
+    assert live == {h("bob"): 9}
+    excluded = {x.human: (x.rule, x.detail) for x in counted.excluded}
+    assert excluded[h("bob")] == ("HATP-GW-9", "capacity: 10 of 10 asks already open")
+    assert h("bob") not in [e.human for e in counted.eligible]
+    assert [e.human for e in counted.eligible] == [c.human for c in core.eligible]  # as the gateway ranks them
+    assert h("bob") in [e.human for e in static.eligible]
+
+
+async def test_HATP_GW_95_live_open_asks_rank_a_busier_person_after_a_free_one(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with anyio.fail_after(10):
+        async with Client(build(ORG_DIR, clock)) as client:
+            before = await call(client, "hatp/directory/resolve", request(), ResolveResult)
+        first = before.eligible[0].human
+        _gateway_with_asks_for(tmp_path, first.rsplit("/", 1)[-1], 3)
+        async with Client(build(ORG_DIR, clock, tmp_path)) as client:
+            after = await call(client, "hatp/directory/resolve", request(), ResolveResult)
+    assert [e.human for e in after.eligible][-1] == first and after.eligible[0].human != first

@@ -36,15 +36,19 @@ OPTIONS: dict[str, Any] = {
 
 
 @asynccontextmanager
-async def chromium_page(*, bypass_csp: bool = False) -> AsyncIterator[tuple[BrowserContext, Page, CDPSession, str]]:
+async def chromium_page(
+    *, bypass_csp: bool = False, locale: str = "en-US", timezone: str | None = None
+) -> AsyncIterator[tuple[BrowserContext, Page, CDPSession, str]]:
     """(context, page, cdp, authenticatorId); the browser is closed on the way out. `bypass_csp` only for a test
-    that injects its own tooling (axe-core) into a page; every other test runs under the inbox's CSP."""
+    that injects its own tooling (axe-core) into a page; every other test runs under the inbox's CSP. The locale is
+    always set (never the machine's), so what a page's script writes with `toLocaleString` is the same everywhere;
+    `timezone`: the approver's zone (IANA name), else the machine's."""
     if not HAVE_CHROMIUM:
         pytest.fail("chromium is missing: `make test` installs it (apt-get install -y chromium)")
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            context = await browser.new_context(bypass_csp=bypass_csp)
+            context = await browser.new_context(bypass_csp=bypass_csp, locale=locale, timezone_id=timezone)
             page = await context.new_page()
             cdp = await context.new_cdp_session(page)
             await cdp.send("WebAuthn.enable", {"enableUI": False})

@@ -5,6 +5,9 @@ gateway's no vote (HATP-GW-87). The tests write the README's screenshots to docs
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +17,13 @@ import pytest
 from playwright.async_api import Page
 
 from demo.trip_world import build_world
+from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web.inbox import CSP
-from hatp_mcp.web.pages import ask_page
+from hatp_mcp.web.pages import INBOX_JS, ask_page
 from hatp_mcp.web.record_shelf import RecordShelf
 from tests.acme_org import h, plan
 from tests.mcp.test_model_answers import agent_view, approving, status_of
@@ -105,10 +109,13 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_the_deadline_is_in
 ) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with anyio.fail_after(60):
-        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (_context, page, cdp, authenticator):
+        async with (
+            serve_inbox(tmp_path, clock) as served,
+            # the approver's zone, and the locale set, not the machine's: the words toLocaleString writes depend on it
+            chromium_page(locale="en-US", timezone="Europe/Berlin") as (_context, page, cdp, authenticator),
+        ):
             await served.gateway.ask(plan(summary=TRIP), "finance")
             await page.set_viewport_size(PHONE)
-            await cdp.send("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})  # the approver's zone
             sheets: list[str] = []
             page.on("response", lambda r: sheets.append(r.url) if r.url.endswith(".css") and r.ok else None)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
@@ -146,7 +153,7 @@ async def test_HATP_GW_88_the_stylesheet_comes_from_the_inbox_itself_under_the_u
     assert 'name=viewport content="width=device-width, initial-scale=1"' in page
 
 
-async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_s_no_vote_carries_it(
+async def test_HATP_GW_87_HATP_GW_93_bob_rejects_with_a_reason_in_chromium_and_the_no_vote_names_him_and_carries_it(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     reason = "The venue is over budget: ask for the smaller room <b>first</b>"
@@ -164,6 +171,8 @@ async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_
             await page.click("#outcome-link")
             await page.wait_for_selector("#outcome")
             shown = await page.locator("#your-reason").inner_text()
+            rejected_by = await page.locator("#rejected-by").inner_text()
+            rejected_title = await page.locator("#rejected-by .person").get_attribute("title")
             stored = served.gateway.store.get(ASK)
             answer = await served.gateway.poll("txn-acme-0001", "finance")  # the signed vote the coordinator gets
     assert passes_to == "Pass it on (no one else is left to ask)"  # bob, carol and frank are all asked already
@@ -174,7 +183,12 @@ async def test_HATP_GW_87_bob_rejects_with_a_reason_in_chromium_and_the_gateway_
     assert (d.approver, d.decision, d.reason) == (h("bob"), "reject", reason)
     assert d.passkey is not None and d.passkey.reason == reason  # signed with his passkey, not added after
     vote = answer.vote  # what the coordinator passes to the agent's status
-    assert (vote["decision"], vote["code"], vote["reason"]) == ("no", "REJECTED", f"rejected by {h('bob')}: {reason}")
+    assert (vote["decision"], vote["code"], vote["reason"]) == (
+        "no",
+        "REJECTED",
+        f"rejected by Bob Brown ({h('bob')}): {reason}",  # HATP-GW-93: the name, the address beside it
+    )
+    assert rejected_by == "Rejected by Bob Brown." and rejected_title == h("bob")
 
 
 async def test_HATP_GW_87_a_reason_with_an_approve_is_refused_before_anything_is_signed(served_plain: Served) -> None:
@@ -205,9 +219,7 @@ async def test_HATP_GW_88_after_a_decision_the_page_shows_the_outcome_and_the_ti
             actions = await page.locator("#actions").count()
             await page.screenshot(path=str(SHOTS / "decided.png"), full_page=True)
             await page.click("#timeline")
-            await page.wait_for_selector("svg")
-            await page.set_viewport_size({"width": 1450, "height": 800})
-            await page.screenshot(path=str(SHOTS / "timeline.png"), full_page=True)
+            await page.wait_for_selector("svg")  # its screenshots: tests/web/test_inbox_timeline.py
             await page.goto(served.origin + "/")
             await page.wait_for_selector("#decided")
             decided = await page.locator("#decided").inner_text()
@@ -247,4 +259,33 @@ async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_tr
             done = await status_of(c, txn, wait=10)
     assert (decided, after) == (200, {"state": "rejected"})
     assert done["outcome"] == "ABORTED"
-    assert done["firstRefusal"]["reason"].endswith(f"{h('bob')}: {reason}")
+    assert done["firstRefusal"]["reason"].endswith(f"rejected by Bob Brown ({h('bob')}): {reason}")  # HATP-GW-93
+
+
+def test_HATP_GW_94_the_script_s_countdown_words_round_as_the_gateway_s_for_every_distance() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing: `make axe` installs it (apt-get install -y nodejs npm)")
+    start = INBOX_JS.index("function inWords(")
+    source = INBOX_JS[start : INBOX_JS.index("\n}\n", start) + 2]
+    deltas = [0, 1, 29.999, 30, 59.4, 89.999, 90, 3599.99, 3600, 7170, 7199.5, 14399.996, 14400, -1, -30, -29, -7230]
+    script = f"{source}\nconsole.log(JSON.stringify({json.dumps(deltas)}.map((s) => inWords(s * 1000))));"
+    ran = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True)
+    assert json.loads(ran.stdout) == [in_words(d) for d in deltas]
+    assert in_words(3599.99) == "in 60 min" and in_words(89.999) == "in 1 min" and in_words(90) == "in 2 min"
+
+
+async def test_HATP_GW_94_the_first_countdown_tick_says_what_the_gateway_wrote(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    with anyio.fail_after(60):
+        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (context, page, cdp, authenticator):
+            await served.gateway.ask(plan(summary=TRIP), "finance")  # decide by 14:00:00Z
+            # 14399.9996 s before it: the page's clock is read to the millisecond, the gateway's to the microsecond
+            clock.advance(0.0004)
+            await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
+            await page.wait_for_selector("#actions")
+            ticked = await page.locator("#deadline .countdown").inner_text()
+            html = await (await context.request.get(f"{served.origin}/asks/{ASK}")).text()  # as written, no script
+    written = html.split("class=countdown", 1)[1].split(">", 1)[1].split("<", 1)[0]
+    assert written == "(in 4 h 0 min)" and ticked == written  # not "(in 3 h 59 min)" a few ms later

@@ -1,13 +1,16 @@
-"""Timelines inside the web inbox (HATP-GW-81): a finished transaction the signed-in person was asked about opens as
-a sequence diagram with each check's result (the checks `hatp verify --org` makes), under the inbox's strict CSP,
-nothing fetched from anywhere, hostile plan text inert; a person who was not asked, a record that names another
-plan, and a name that is a path see nothing. In Chromium and over plain HTTP."""
+"""Timelines inside the web inbox (HATP-GW-81, HATP-GW-91): a finished transaction the signed-in person was asked
+about opens as a sequence diagram and a list with each check's result (the checks `hatp verify --org` makes) and
+each step's time in the approver's zone, in the order things happened, under the inbox's strict CSP, nothing fetched
+from anywhere, hostile plan text inert, readable at 1280 px and 360 px with no serious axe violation (the README's
+timeline screenshots are written here); a person who was not asked, a record that names another plan, and a name
+that is a path see nothing. In Chromium and over plain HTTP."""
 
 from __future__ import annotations
 
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -22,9 +25,12 @@ from tests.web.browserless import signed_in
 from tests.web.chromium import chromium_page
 from tests.web.inbox_fixture import serve_inbox
 from tests.web.record_fixture import committed_record
+from tests.web.test_inbox_a11y import serious
 
 pytestmark = pytest.mark.anyio
 
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+TRIP = "Dana's offsite in Berlin: venue deposit"
 HOSTILE = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>"
 TXN = "txn-acme-0001"
 
@@ -44,7 +50,10 @@ async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_ev
     tmp_path: Path, clock: FakeClock
 ) -> None:
     with anyio.fail_after(60):
-        async with serve_inbox(tmp_path, clock) as served, chromium_page() as (context, page, cdp, authenticator):
+        async with (
+            serve_inbox(tmp_path, clock) as served,
+            chromium_page(timezone="Europe/Berlin") as (context, page, cdp, authenticator),
+        ):
             record, ring = await committed_record(served, plan(summary=HOSTILE))
             shelve(tmp_path / "records", record)
             served.inbox.records = RecordShelf(tmp_path / "records", keys(tmp_path, ring))
@@ -58,6 +67,8 @@ async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_ev
             await page.wait_for_selector("svg")
             text = await page.locator("body").inner_text()
             svg = await page.locator("svg").inner_html()
+            local = await page.locator("svg tspan[data-local-time]").first.text_content()
+            title = await page.locator("#timeline-steps time").first.get_attribute("title")
             inert = await page.evaluate("window.pwned === undefined && document.querySelectorAll('img').length === 0")
             direct = await context.request.get(f"{served.origin}/txns/{TXN}/timeline")
             await page.click("#back")
@@ -67,7 +78,8 @@ async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_ev
     assert verify_record(record, ring, humans=human_keys()) != []  # without the relying party: not counted
     assert "hatp verify: the record holds" in text and "COMMITTED" in text
     assert svg.count("✓") == len(record["events"]) and "✗" not in svg  # passkey checked with the inbox's rp
-    assert "bob: approve (passkey)" in svg and "carol: approve (Ed25519 proof)" in svg
+    assert local == "11:00:00 AM" and title == "2026-11-29 10:00:00 UTC"  # the inbox's script ran, under its CSP
+    assert "Bob Brown: approve (passkey)" in svg and "Carol Chen: approve (Ed25519 proof)" in svg
     assert f"agent-written: {HOSTILE}" in text and inert
     assert direct.status == 200 and direct.headers["content-security-policy"] == CSP
     assert all(u.startswith(served.origin + "/") for u in requested)  # nothing fetched from anywhere else
@@ -122,3 +134,51 @@ async def test_HATP_GW_81_a_tampered_record_is_drawn_with_the_rule_that_failed_a
             unchecked, _h2, said = await b.get(f"/txns/{TXN}/timeline")
     assert status == 200 and "✗ HATP-" in page and "problem(s)" in page and "the record holds" not in page
     assert unchecked == 503 and "✓" not in said  # nothing to check it with: not drawn at all
+
+
+async def test_HATP_GW_91_the_timeline_shows_local_times_in_order_at_1280_and_360_px_with_no_serious_axe_violation(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    found: dict[str, Any] = {}
+    with anyio.fail_after(90):
+        async with (
+            serve_inbox(tmp_path, clock) as served,
+            # axe is injected by the test (the CSP bypassed for it); a German approver in Berlin
+            chromium_page(bypass_csp=True, locale="de-DE", timezone="Europe/Berlin") as (_c, page, cdp, authenticator),
+        ):
+            clock.advance(90)  # 10:01:30 UTC: 11:01:30 in Berlin
+            record, ring = await committed_record(served, plan(summary=TRIP))
+            shelve(tmp_path / "records", record)
+            served.inbox.records = RecordShelf(tmp_path / "records", keys(tmp_path, ring))
+            await cdp.send(
+                "WebAuthn.addCredential", {"authenticatorId": authenticator, "credential": served.cdp_credential()}
+            )
+            await page.set_viewport_size({"width": 1280, "height": 800})
+            await page.goto(f"{served.origin}/txns/{TXN}/timeline")
+            await page.click("#signin")
+            await page.wait_for_selector("svg")
+            steps = await page.locator("#timeline-steps li").all_inner_texts()
+            titles = await page.locator("#timeline-steps time").evaluate_all("(ts) => ts.map((t) => t.title)")
+            drawn = await page.locator("svg tspan[data-local-time]").all_text_contents()
+            await page.screenshot(path=str(SHOTS / "timeline.png"), full_page=True)
+            found["desktop"] = await serious(page)
+            await page.set_viewport_size({"width": 360, "height": 740})
+            await page.reload()
+            await page.wait_for_selector("svg")
+            widths = await page.evaluate(
+                "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth, window.innerWidth]"
+            )
+            await page.screenshot(path=str(SHOTS / "timeline-phone.png"), full_page=True)
+            found["phone"] = await serious(page)
+    assert found == {"desktop": [], "phone": []}, found
+    assert len(steps) == len(record["events"]) + 2  # bob's and carol's decisions
+    assert all("11:01:30" in s for s in steps), steps  # the approver's zone, written the German way
+    assert set(titles) == {"2026-11-29 10:01:30 UTC"}  # UTC on hover
+    assert drawn == ["11:01:30"] * len(steps)
+    who = [s.split("✓ ")[-1] if "✓" in s else s for s in steps]
+    first_vote = next(i for i, s in enumerate(who) if "vote finance" in s)
+    assert any("Bob Brown decided: approve (passkey)" in s for s in who[:first_vote]), who  # before what it produced
+    assert any("Carol Chen decided: approve (Ed25519 proof)" in s for s in who[:first_vote]), who
+    scroll, client, inner = widths
+    assert inner == 360 and scroll <= client, widths  # the diagram scrolls in its own box, the page does not

@@ -6,11 +6,13 @@ Contact details are never in an AskRecord, so nothing built here can carry them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from hatp_mcp.core.gateway.asks import ask_digest
 from hatp_mcp.core.gateway.authority import plan_money
 from hatp_mcp.core.gateway.machine import AskState, state_of
+from hatp_mcp.core.gateway.screen import person_words
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Approval, Quorum, RoutedHuman, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, AskRecord
@@ -38,8 +40,9 @@ def routing_record(rec: AskRecord) -> RoutingRecord:
     )
 
 
-def build_vote(rec: AskRecord, voter: str, now: datetime) -> Vote:
-    """pending (with the signed deadline) while open; yes once approved; no otherwise, with code and reason."""
+def build_vote(rec: AskRecord, voter: str, now: datetime, names: Mapping[str, str] | None = None) -> Vote:
+    """pending (with the signed deadline) while open; yes once approved; no otherwise, with code and reason: who
+    rejected by the display name on their card with the address beside it (`names`, HATP-GW-93), and their reason."""
     state = state_of(rec)
     if rec.ask.txn_id is None or rec.ask.requirement_id is None or rec.ask.plan_digest is None:
         raise ValueError("only a plan's approval ask has a vote")
@@ -58,7 +61,8 @@ def build_vote(rec: AskRecord, voter: str, now: datetime) -> Vote:
         return base.model_copy(update={"decision": "yes", "decide_by": None})
     code = rec.code or ("REJECTED" if state is AskState.REJECTED else state.value.upper())
     reason = rec.reason or "; ".join(
-        f"rejected by {d.approver}" + (f": {d.reason}" if d.reason else "")  # their signed words (HATP-GW-87)
+        f"rejected by {person_words(d.approver, names)}"
+        + (f": {d.reason}" if d.reason else "")  # their signed words (HATP-GW-87)
         for d in rec.decisions
         if d.decision == "reject"
     )

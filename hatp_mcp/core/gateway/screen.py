@@ -8,6 +8,7 @@ if the gateway or the organisation said it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hatp_mcp.core.gateway.authority import PlanMoney, show_money
@@ -15,7 +16,7 @@ from hatp_mcp.core.model.amount import Amount, with_tolerance
 from hatp_mcp.core.model.gateway import AgentText, Ask, Screen, ScreenOperation
 from hatp_mcp.core.model.plan import ApprovalRequirement, Plan
 
-__all__ = ["AGENT_LABEL", "render_ask_text", "render_screen", "render_text"]
+__all__ = ["AGENT_LABEL", "person_words", "render_ask_text", "render_screen", "render_text"]
 
 AGENT_LABEL = "[agent-written]"
 
@@ -68,20 +69,38 @@ def render_screen(plan: Plan, req: ApprovalRequirement, money: PlanMoney, quorum
     )
 
 
-def render_text(screen: Screen) -> list[str]:
-    """The screen as terminal lines. Agent-written text is always prefixed with AGENT_LABEL."""
+def _same(ts: str) -> str:
+    return ts
+
+
+def person_words(address: str, names: Mapping[str, str] | None = None) -> str:
+    """A person as a reader is told of them (HATP-GW-92): the display name on their signed card with the address
+    beside it (what a command such as `hatp inbox approve --as` takes), or the address alone without a card."""
+    name = (names or {}).get(address)
+    if name:  # HATP-GW-92: the name on the card first, the address beside it
+        return f"{name} ({address})"
+    return address
+
+
+def render_text(
+    screen: Screen, *, names: Mapping[str, str] | None = None, when: Callable[[str], str] | None = None
+) -> list[str]:
+    """The screen as terminal lines. Agent-written text is always prefixed with AGENT_LABEL. `names`: display
+    names by address (from the signed cards); `when`: how a timestamp is put into words (HATP-GW-92: the caller's
+    local zone and UTC with "in N min"; as the wire writes it without one)."""
+    at = when or _same
     lines = [screen.title, f"  transaction {screen.txn_id}  plan {screen.plan_digest}"]
-    lines.append(f"  requested by {screen.requester} through {screen.agent}")
+    lines.append(f"  requested by {person_words(screen.requester, names)} through {screen.agent}")
     lines.append(f"  total: {'; '.join(screen.totals) if screen.totals else 'no amounts stated'}")
     if screen.quorum:
         lines.append(f"  approvals needed: {screen.quorum}")
     if screen.decide_by:
-        lines.append(f"  decide by {screen.decide_by}")
+        lines.append(f"  decide by {at(screen.decide_by)}")
     if screen.commit_by:
-        lines.append(f"  commit by {screen.commit_by}")
+        lines.append(f"  commit by {at(screen.commit_by)}")
     for h in screen.holds or []:  # holds-first: what the approval relies on (HATP-GW-31)
-        horizon = f", kept at most until {h.hold_horizon}" if h.hold_horizon else ""
-        lines.append(f"  hold {h.branch_id} placed: lease ends {h.lease_expires_at}{horizon}")
+        horizon = f", kept at most until {at(h.hold_horizon)}" if h.hold_horizon else ""
+        lines.append(f"  hold {h.branch_id} placed: lease ends {at(h.lease_expires_at)}{horizon}")
     lines.append("  operations:")
     for op in screen.operations:
         money = ""
@@ -94,11 +113,15 @@ def render_text(screen: Screen) -> list[str]:
     return lines
 
 
-def render_ask_text(ask: Ask) -> list[str]:
-    """Any ask as terminal lines: the plan screen for approvals, the labelled question and its choices otherwise."""
-    lines = [f"ask {ask.ask_id} ({ask.kind}) to {ask.address}, decide by {ask.decide_by}"]
+def render_ask_text(
+    ask: Ask, *, names: Mapping[str, str] | None = None, when: Callable[[str], str] | None = None
+) -> list[str]:
+    """Any ask as terminal lines: the plan screen for approvals, the labelled question and its choices otherwise
+    (`names`, `when`: as render_text)."""
+    at = when or _same
+    lines = [f"ask {ask.ask_id} ({ask.kind}) to {ask.address}, decide by {at(ask.decide_by)}"]
     if ask.screen is not None:
-        lines.extend(render_text(ask.screen))
+        lines.extend(render_text(ask.screen, names=names, when=when))
     if ask.question is not None:
         lines.append(f"  {AGENT_LABEL} {ask.question.text}")
     lines.extend(f"  option {o.id}: {o.label}" for o in ask.options)

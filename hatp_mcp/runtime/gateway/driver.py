@@ -34,7 +34,7 @@ from hatp_mcp.core.gateway.estimate import estimate_requirement
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
-from hatp_mcp.core.gateway.waiting import ask_waiting
+from hatp_mcp.core.gateway.waiting import ask_waiting, open_asks_of
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.estimate import Estimate
@@ -244,6 +244,11 @@ class GatewayApprover:
         self.directory = directory
         self.humans = HumanKeys.from_cards(directory.cards())
 
+    def names(self) -> dict[str, str]:
+        """Display names by address, from the Directory-signed cards (HATP-GW-93: what the agent reads of a person
+        names them as the pages do); never a contact detail."""
+        return {card.id: card.display_name for card in self.directory.cards()}
+
     # -- the Approver protocol -------------------------------------------------------------------------------
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
@@ -293,12 +298,7 @@ class GatewayApprover:
 
     def open_asks(self) -> dict[str, int]:
         """HATP-GW-9: how many of this gateway's pending asks wait for each person now (asked, not decided)."""
-        counts: dict[str, int] = {}
-        for stored in self.store.asks("pending"):
-            for seat in stored.record.seats if stored.record is not None else []:
-                if seat.status == "asked":
-                    counts[seat.human] = counts.get(seat.human, 0) + 1
-        return counts
+        return open_asks_of(stored.record for stored in self.store.asks("pending"))
 
     async def poll(self, txn_id: str, requirement_id: str) -> ApproverAnswer:
         """The current signed vote (and approval once decided). Raises KeyError for an ask never made."""
@@ -349,7 +349,7 @@ class GatewayApprover:
             if rec == s.record:
                 return s
             changed.append(rec)
-            vote = sign_model(build_vote(rec, self.gateway_id, now), self.key).wire()
+            vote = sign_model(build_vote(rec, self.gateway_id, now, self.names()), self.key).wire()
             return StoredAsk(s.ask_id, rec.state, rec, vote, s.evidence)
 
         after = self.store.update(ask_id, change)
@@ -706,7 +706,7 @@ class GatewayApprover:
             s = s.with_record(rec)
             vote = s.vote
             if rec.ask.kind == "approve" and rec.tool_call is None:
-                fresh = build_vote(rec, self.gateway_id, now)
+                fresh = build_vote(rec, self.gateway_id, now, self.names())
                 if vote is None or vote.get("decision") != fresh.decision:
                     vote = sign_model(fresh, self.key).wire()
             evidence = s.evidence

@@ -308,7 +308,9 @@ def test_HATP_GW_87_a_rejects_reason_is_signed_by_the_person_and_recorded_as_the
     assert approval is not None and approval.decisions[0].reason == "over the hotel cap"
     check_decision_proofs(approval, human_keys())
     vote = build_vote(rec, GATEWAY_ID, NOW)
-    assert vote.decision == "no" and vote.reason == f"rejected by {h('bob')}: over the hotel cap"
+    assert vote.decision == "no" and vote.reason == f"rejected by {h('bob')}: over the hotel cap"  # no card known
+    named = build_vote(rec, GATEWAY_ID, NOW, {h("bob"): "Bob Brown"})
+    assert named.reason == f"rejected by Bob Brown ({h('bob')}): over the hotel cap"  # HATP-GW-93
     put_words = approval.decisions[0].model_copy(update={"reason": "I trust the agent completely"})
     with pytest.raises(HatpError) as err:
         check_decision_proofs(approval.model_copy(update={"decisions": [put_words]}), human_keys())
