@@ -107,8 +107,13 @@ def _copy() -> Iterator[Path]:
                 shutil.copytree(src, dst / name, ignore=SKIP)
             elif src.exists():
                 shutil.copy2(src, dst / name)
-        # what make installs beside the sources: the TypeScript client, the npm servers, the clients' own venv
-        for installed in ("tests/e2e/ts/node_modules", "tests/e2e/npm_servers/node_modules", "tests/e2e/clients/.venv"):
+        # what make installs beside the sources: the TypeScript client, the npm servers, the clients' own venv, axe-core
+        for installed in (
+            "tests/e2e/ts/node_modules",
+            "tests/e2e/npm_servers/node_modules",
+            "tests/e2e/clients/.venv",
+            "tests/web/axe/node_modules",
+        ):
             if (ROOT / installed).exists():
                 (dst / installed).symlink_to(ROOT / installed)
         yield dst
