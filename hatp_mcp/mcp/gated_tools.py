@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
@@ -46,7 +47,6 @@ from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import to_mcp_error
 from hatp_mcp.runtime.clock import Clock, SystemClock
-from hatp_mcp.runtime.worker_threads import WorkerThreads
 from hatp_mcp.store.replay_cache import ReplayCache, SqliteReplayCache
 
 __all__ = [
@@ -89,10 +89,6 @@ class ApprovalGate:
     # verification wall when a core is free for the second; 1 keeps them on the checking thread (on a machine
     # with no free core the hand-over costs more than it saves: see _verify_together). 1 by default.
     verify_threads: int = 1
-    # The gate's own threads (started at the first call): two, so that one call's durable commit (which releases the
-    # interpreter lock for its fdatasync) can overlap the next call's checks; more would only wait for the lock and
-    # for the cache's mutex.
-    _threads: WorkerThreads = field(default_factory=lambda: WorkerThreads(2, "hatp-gate"), init=False, repr=False)
     # The second thread an approval's signatures are verified on (its thread starts at the first submit).
     _verifier: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-gate-verify"),
@@ -117,15 +113,14 @@ class ApprovalGate:
         if raw is not None and spec.quote is not None:
             got = spec.quote(arguments)
             quote = await got if inspect.isawaitable(got) else got
-        # One hop to the gate's thread for the cache's reads and its one durable write, with the checks between them
-        # (pure CPU, no IO): three hops before, each a wake-up and a hand-over of the interpreter lock.
+        # One hop to a worker thread for the cache's reads and its one durable write, with the checks between them.
         with anyio.CancelScope(shield=True):  # the nonce is spent whole or not at all
             await self.in_thread(self._check_and_spend, name, spec, want, tool_digest, raw, quote, now)
 
     async def in_thread(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run `fn(*args)` on the gate's own threads (runtime/worker_threads.py) and return what it returns (or raise
-        what it raised): anyio.to_thread's hand-over notifies a Condition with the interpreter lock held."""
-        return await self._threads.run(fn, *args)
+        """Run `fn(*args)` on a worker thread (anyio.to_thread) and return what it returns (or raise what it
+        raised): the cache's reads and its durable write block, the event loop must not."""
+        return await anyio.to_thread.run_sync(fn, *args)
 
     def _check_and_spend(
         self,
@@ -182,7 +177,7 @@ class ApprovalGate:
         verifies); the checks then find each one that verified remembered by its keyring. The later half goes to the
         verifier first (the checks reach it last); this thread verifies the first half and takes back any of the
         verifier's that has not started, so a call never waits behind other calls. Only with a core to spare does
-        this gain (bench.gated times it beside one thread), hence `verify_threads`, 1 by default."""
+        this gain, hence `verify_threads`, 1 by default."""
         verify_on_two_threads(parts, verify_part, self._verifier)
 
     def middleware(self, server: MCPServer) -> ServerMiddleware[Any]:

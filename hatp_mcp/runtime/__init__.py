@@ -9,7 +9,6 @@ knows no part. The shared pieces at the top:
 - coordinator_trust.py: a coordinator's signed requests and a receiver's trusted coordinators (HATP-TRUST-*);
 - org.py: reading an organisation directory (its well-known document and Directory-signed cards);
 - card_watch.py: a running server sees the organisation's cards as they are now (HATP-GW-82);
-- worker_threads.py: threads of one's own for blocking work awaited from the event loop;
 - gc_tuning.py: the garbage collector set for a long-running server once it is set up.
 
 None of the shared pieces imports a part.

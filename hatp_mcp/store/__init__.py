@@ -9,6 +9,7 @@ Opening a store:
 - schema.py: versioned, forward-only store schemas, checked and brought up to date at start (HATP-STORE-1);
 - dsn.py: a PostgreSQL URL as a message may show it, never with the password;
 - errors.py: the failures every backend shares: the database unreachable, a group commit interrupted;
+- group_commit.py: the one queue in front of the log's and the journal's writes: one durable commit per batch;
 - data_lock.py: one process at a time on a folder (the service, a proxy): a kernel lock released when it ends;
 - owner.py: the owner id a process names itself by in a store shared with other processes;
 - files.py: small files that must never be seen half written: keys and trust-on-first-use pins;

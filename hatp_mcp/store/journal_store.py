@@ -4,39 +4,40 @@
 hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL) and hatp_mcp.store.postgresql.journal_store serves the same
 on PostgreSQL. One `append` is written inside one database transaction, so a step's entry and the dead letter
 that goes with it are durable together or not at all, and an append returns only once it is durable
-(HATP-JRN-2). Appends that arrive while a write is in flight are group-committed (`JournalGroupCommit`: one
-transaction, one fsync, in the order they were submitted); an append queued behind a failed one of its saga is
-refused, so a chain never has a gap. This module stores what the journal decided; it decides nothing and
-verifies nothing.
+(HATP-JRN-2). Appends that arrive while a write is in flight are group-committed (`journal_group`, on
+hatp_mcp.store.group_commit: one transaction, one fsync, in the order they were submitted); an append queued behind
+a failed one of its saga is refused (`ChainGaps`), so a chain never has a gap. This module stores what the journal
+decided; it decides nothing and verifies nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
-from hatp_mcp.store.errors import LogInterrupted
+from hatp_mcp.store.group_commit import GroupCommit
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = [
     "SQLITE_SCHEMA",
+    "ChainGaps",
     "DeadLetterRow",
-    "JournalGroupCommit",
     "JournalStore",
     "MemoryJournalStore",
     "PendingAppend",
     "SqliteJournalStore",
     "StoredSaga",
+    "journal_group",
+    "submit_append",
 ]
 
 R = TypeVar("R")
@@ -157,80 +158,20 @@ class PendingAppend:
     error: BaseException | None = None
 
 
-class JournalGroupCommit:
-    """The queue in front of a journal store's writes: appends submitted while a write is in flight are written
-    together by the next `write(batch)` (one database transaction: the whole batch or none of it), in the order
-    they were submitted. `on_durable(n)` runs after the n-th durable batch (crash tests stop the process there)."""
+class ChainGaps:
+    """The journal's rule in front of its group commit: an append queued behind a failed append of its saga would
+    leave a gap in the chain, so it is refused (`admit`) until a writer starts again from what is durable (seq at
+    or before the failed one). `failed` hears of the appends a failed or interrupted write settled."""
 
-    def __init__(
-        self,
-        write: Callable[[list[PendingAppend]], Awaitable[None]],
-        on_durable: Callable[[int], None] | None = None,
-    ) -> None:
-        self._write = write
-        self._on_durable = on_durable
-        self._queue: list[PendingAppend] = []
-        self._writing = False
+    def __init__(self) -> None:
         self._failed: dict[str, int] = {}  # saga -> the first seq of an append that failed
-        self.appends = 0  # durable batches written
 
-    def submit(
-        self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
-    ) -> Awaitable[list[int]]:
-        mine = PendingAppend(saga_id, name, list(events), list(dead_letters))
-        self._queue.append(mine)  # queued now: the order of submit calls is the order of the writes
-        return self._wait(mine)
-
-    async def _wait(self, mine: PendingAppend) -> list[int]:
-        if not self._writing:
-            # The first waiter leads: it writes batches until the queue is empty. Shielded: an entry being
-            # written is written whole or not at all, even if the caller is cancelled.
-            self._writing = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    while self._queue:
-                        batch, self._queue = self._queue, []
-                        batch = self._refuse_after_failures(batch)
-                        if not batch:  # every append of it was refused: nothing to write
-                            continue
-                        error: BaseException | None = None
-                        try:
-                            await self._write(batch)
-                        except Exception as exc:  # handed to every waiter of the batch
-                            error = exc
-                        except BaseException:
-                            # The leader's task itself was cancelled (asyncio's own cancel passes an anyio
-                            # shield): settle its batch and those queued behind it as failed, or they wait forever.
-                            self._interrupted([*batch, *self._queue])
-                            self._queue = []
-                            raise
-                        for p in batch:
-                            p.error = error
-                            if error is not None and p.events:
-                                self._failed.setdefault(p.saga_id, int(p.events[0]["seq"]))
-                            p.done.set()
-                        if error is None:
-                            self.appends += 1
-                            if self._on_durable is not None:
-                                self._on_durable(self.appends)
-            finally:
-                self._writing = False
-        await mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
-        return mine.ids
-
-    def _interrupted(self, settled: list[PendingAppend]) -> None:
-        interrupted = LogInterrupted("the journal's writer was cancelled while this batch was written")
+    def failed(self, settled: Sequence[PendingAppend]) -> None:
         for p in settled:
-            p.error = interrupted
             if p.events:
                 self._failed.setdefault(p.saga_id, int(p.events[0]["seq"]))
-            p.done.set()
 
-    def _refuse_after_failures(self, batch: list[PendingAppend]) -> list[PendingAppend]:
-        """An append queued behind one of its saga's appends that failed would leave a gap in the chain: refuse it.
-        A writer that starts again from what is durable (seq at or before the failed one) clears the refusal."""
+    def admit(self, batch: list[PendingAppend]) -> list[PendingAppend]:
         out = []
         for p in batch:
             first = int(p.events[0]["seq"]) if p.events else None
@@ -245,29 +186,53 @@ class JournalGroupCommit:
         return out
 
 
+def journal_group(
+    write: Callable[[list[PendingAppend]], Awaitable[None]], on_durable: Callable[[int], None] | None = None
+) -> GroupCommit[PendingAppend]:
+    """The group commit of a journal store (SQLite or PostgreSQL): `write` one batch in one database transaction,
+    appends behind a failed one of their saga refused (`ChainGaps`)."""
+    gaps = ChainGaps()
+    return GroupCommit(write, admit=gaps.admit, failed=gaps.failed, on_durable=on_durable)
+
+
+def submit_append(
+    group: GroupCommit[PendingAppend],
+    saga_id: str,
+    name: str,
+    events: Sequence[dict[str, Any]],
+    dead_letters: Sequence[dict[str, Any]] = (),
+) -> Awaitable[list[int]]:
+    """Queue one append now (the order of the calls is the order of the writes); the awaitable returns its dead
+    letters' ids once it is durable, or raises what settled it."""
+    mine = PendingAppend(saga_id, name, list(events), list(dead_letters))
+    return _ids(group.submit(mine), mine)
+
+
+async def _ids(written: Awaitable[None], mine: PendingAppend) -> list[int]:
+    await written
+    return mine.ids
+
+
 class SqliteJournalStore:
-    """SQLite journal store with group commit (`JournalGroupCommit`). `on_durable(n)` runs after each durable
+    """SQLite journal store with group commit (`journal_group`). `on_durable(n)` runs after each durable
     batch. Raises HatpError HATP-STORE-1 when the file's schema is newer than this code's."""
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
         migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-        self._group = JournalGroupCommit(lambda batch: self._run(self._write, batch), on_durable)
+        self._group = journal_group(lambda batch: self._run(self._write, batch), on_durable)
 
     @property
     def appends(self) -> int:
         """Durable batches written (group commit makes it fewer than the appends)."""
-        return self._group.appends
+        return self._group.batches
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run `fn` on the store's own thread (one: SQLite work is serialized by the mutex anyway), as the decision
-        log does (hatp_mcp/store/txn_log.py): an asyncio executor hop is cheaper than anyio.to_thread's, and a
-        journaled call makes two appends in sequence."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-journal")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        """Run `fn` on a worker thread (anyio.to_thread; SQLite work is serialized by the mutex) and await its
+        result. A caller cancelled while `fn` runs stops waiting; `fn` still runs to its end, and a write is
+        awaited shielded (the group commit)."""
+        return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
 
     async def append(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
@@ -278,7 +243,7 @@ class SqliteJournalStore:
     def submit(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
     ) -> Awaitable[list[int]]:
-        return self._group.submit(saga_id, name, events, dead_letters)
+        return submit_append(self._group, saga_id, name, events, dead_letters)
 
     def _write(self, batch: list[PendingAppend]) -> None:
         with self._mutex:
@@ -347,8 +312,5 @@ class SqliteJournalStore:
         await self._run(self._mark, dead_letter_id)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-        with self._mutex:
+        with self._mutex:  # a job in flight holds the mutex: closing waits for it
             self._db.close()

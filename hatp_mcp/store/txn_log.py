@@ -8,25 +8,23 @@ An append returns only once it is durable. This module stores what the coordinat
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
+import anyio.to_thread
 
 from hatp_mcp.errors import HatpError
-from hatp_mcp.store.errors import LogInterrupted
+from hatp_mcp.store.group_commit import GroupCommit
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 from hatp_mcp.store.sqlite import json_text, open_db
 
 __all__ = [
     "SQLITE_SCHEMA",
-    "GroupCommit",
     "Lease",
     "LogEntry",
     "LoggedTxn",
@@ -158,75 +156,6 @@ class Pending:
     error: BaseException | None = None
 
 
-class GroupCommit:
-    """Appends that arrive while a write is in flight are written together by the next one (one durable commit
-    for all of them); each append returns once its batch is durable, or raises what the batch's write raised
-    (nothing of a failed batch is kept: `write` is one database transaction). `write` may refuse one append of
-    the batch alone by setting its `error` (and writing none of it): HATP-STORE-5."""
-
-    def __init__(self, write: Callable[[Sequence[Pending]], Awaitable[None]]) -> None:
-        self._write = write
-        self.queue: list[Pending] = []
-        self.writing = False
-        self.appends = 0
-
-    async def append(self, txn_id: str, entries: Sequence[LogEntry], epoch: int | None = None) -> None:
-        mine = Pending(txn_id, entries, epoch)
-        self.queue.append(mine)
-        self.appends += 1
-        if not self.writing:
-            # The first appender leads: it writes batches until the queue is empty. Shielded: a decision
-            # that is being written must be written (or fail) whole, even if the caller is cancelled.
-            self.writing = True
-            try:
-                with anyio.CancelScope(shield=True):
-                    while self.queue:
-                        batch, self.queue = self.queue, []
-                        error: BaseException | None = None
-                        try:
-                            await self._write(batch)
-                        except Exception as exc:  # handed to every waiter of the batch
-                            error = exc
-                        except BaseException:
-                            # The leader's task itself was cancelled (asyncio's own cancel passes an anyio
-                            # shield): settle its batch and those queued behind it, or they wait forever.
-                            interrupted = LogInterrupted("the log's writer was cancelled while this batch was written")
-                            for p in (*batch, *self.queue):
-                                p.error = interrupted
-                                p.done.set()
-                            self.queue = []
-                            raise
-                        for p in batch:
-                            if error is not None:
-                                p.error = error
-                            p.done.set()
-            finally:
-                self.writing = False
-        if not mine.done.is_set():  # the leader's own batch is settled already: no wait (and no extra wakeup)
-            await mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
-
-
-def _hand_back(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[R], fn: Callable[..., R], args: Any) -> None:
-    """On the log's thread: run `fn`, then settle `waiter` on its loop with what it returned or raised."""
-    try:
-        result = fn(*args)
-    except BaseException as exc:  # handed to the awaiting coroutine, whatever it is
-        loop.call_soon_threadsafe(_settle, waiter, None, exc)
-    else:
-        loop.call_soon_threadsafe(_settle, waiter, result, None)
-
-
-def _settle(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if waiter.done():  # its caller was cancelled and stopped waiting
-        return
-    if error is not None:
-        waiter.set_exception(error)
-    else:
-        waiter.set_result(result)
-
-
 SQLITE_SCHEMA = Schema(
     "coordinator.log",
     (
@@ -249,11 +178,10 @@ class SqliteTxnLog:
         self._db = open_db(path)
         migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
-        self._group = GroupCommit(lambda batch: self._in_thread(self._write, batch))
+        self._group: GroupCommit[Pending] = GroupCommit(lambda batch: self._in_thread(self._write, batch))
         self._on_durable = on_durable
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
         self._threads = 0
-        self._executor: ThreadPoolExecutor | None = None
 
     @property
     def idle(self) -> bool:
@@ -262,28 +190,21 @@ class SqliteTxnLog:
 
     @property
     def appends(self) -> int:
-        return self._group.appends
+        return self._group.submitted
 
     async def _in_thread(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run `fn` on the log's own thread (one: SQLite work is serialized by the mutex anyway) and await its
-        result. The thread hands the result back with one call_soon_threadsafe that settles the awaited future
-        (run_in_executor chains two futures: a callback more per hop, and a trip forces three writes). A caller
-        cancelled while `fn` runs stops waiting; `fn` still runs to its end (as an executor job already started
-        does), and a write is awaited shielded (GroupCommit)."""
+        """Run `fn` on a worker thread (anyio.to_thread; SQLite work is serialized by the mutex) and await its
+        result. A caller cancelled while `fn` runs stops waiting; `fn` still runs to its end, and a write is
+        awaited shielded (GroupCommit)."""
         self._threads += 1
         try:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hatp-txn-log")
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[R] = loop.create_future()
-            self._executor.submit(_hand_back, loop, waiter, fn, args)
-            return await waiter
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
         finally:
             self._threads -= 1
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
         """Raises whatever SQLite raised; nothing of the failed batch is kept."""
-        await self._group.append(txn_id, entries)
+        await self._group.submit(Pending(txn_id, entries))
 
     def _write(self, batch: Sequence[Pending]) -> None:
         with self._mutex:
@@ -340,8 +261,5 @@ class SqliteTxnLog:
         return await self._in_thread(self._unfinished)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
-        with self._mutex:
+        with self._mutex:  # a job in flight holds the mutex: closing waits for it
             self._db.close()

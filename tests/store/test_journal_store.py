@@ -146,7 +146,7 @@ async def test_a_journal_writer_cancelled_natively_mid_write_leaves_no_append_ha
     import asyncio
 
     from hatp_mcp.store.errors import LogInterrupted
-    from hatp_mcp.store.journal_store import JournalGroupCommit, PendingAppend
+    from hatp_mcp.store.journal_store import PendingAppend, journal_group, submit_append
 
     writing = asyncio.Event()
     never = asyncio.Event()
@@ -157,10 +157,10 @@ async def test_a_journal_writer_cancelled_natively_mid_write_leaves_no_append_ha
         await never.wait()  # in flight when the leader is cancelled
         written.append([p.saga_id for p in batch])
 
-    group = JournalGroupCommit(write)
-    leader = asyncio.ensure_future(group.submit("s1", "a", [{"seq": 1}]))
+    group = journal_group(write)
+    leader = asyncio.ensure_future(submit_append(group, "s1", "a", [{"seq": 1}]))
     await writing.wait()
-    follower = asyncio.ensure_future(group.submit("s2", "b", [{"seq": 4}]))
+    follower = asyncio.ensure_future(submit_append(group, "s2", "b", [{"seq": 4}]))
     for _ in range(3):
         await asyncio.sleep(0)  # the follower queues behind the write in flight
     leader.cancel()
@@ -170,7 +170,7 @@ async def test_a_journal_writer_cancelled_natively_mid_write_leaves_no_append_ha
     assert follower.done(), "an append queued behind a cancelled writer waits forever"
     assert isinstance(follower.exception(), LogInterrupted)
     assert written == []
-    later = asyncio.ensure_future(group.submit("s2", "c", [{"seq": 5}]))  # would leave a gap after seq 4
+    later = asyncio.ensure_future(submit_append(group, "s2", "c", [{"seq": 5}]))  # would leave a gap after seq 4
     for _ in range(3):
         await asyncio.sleep(0)
     assert later.done() and isinstance(later.exception(), RuntimeError)

@@ -122,7 +122,9 @@ async def test_a_leader_cancelled_natively_mid_write_leaves_no_waiter_hanging_HA
     """HATP-TXN-15, GroupCommit: a leader whose task asyncio itself cancels (task.cancel(), which an anyio shield
     does not stop) while its batch is being written must settle every append it was carrying, and those queued
     behind it, with an error: none of them may wait forever, and none may be told it is durable."""
-    from hatp_mcp.store.txn_log import GroupCommit, LogInterrupted, Pending
+    from hatp_mcp.store.errors import LogInterrupted
+    from hatp_mcp.store.group_commit import GroupCommit
+    from hatp_mcp.store.txn_log import Pending
 
     writing = asyncio.Event()
     never = asyncio.Event()
@@ -133,10 +135,10 @@ async def test_a_leader_cancelled_natively_mid_write_leaves_no_waiter_hanging_HA
         await never.wait()  # the write is in flight when the leader is cancelled
         written.append([p.txn_id for p in batch])
 
-    group = GroupCommit(write)
-    leader = asyncio.create_task(group.append("t-lead", [LogEntry("plan", {})]))
+    group: GroupCommit[Pending] = GroupCommit(write)
+    leader = asyncio.ensure_future(group.submit(Pending("t-lead", [LogEntry("plan", {})])))
     await writing.wait()
-    follower = asyncio.create_task(group.append("t-follow", [LogEntry("plan", {})]))
+    follower = asyncio.ensure_future(group.submit(Pending("t-follow", [LogEntry("plan", {})])))
     for _ in range(3):
         await asyncio.sleep(0)  # the follower queues behind the write in flight
     leader.cancel()

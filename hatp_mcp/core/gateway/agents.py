@@ -21,7 +21,6 @@ from hatp_mcp.core.gateway.proof import MAX_AGE, MAX_SKEW
 from hatp_mcp.core.model.agent import AgentCard, AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import WellKnown
-from hatp_mcp.core.model.validated import was_validated
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.core.signing.keys import (
@@ -29,8 +28,6 @@ from hatp_mcp.core.signing.keys import (
     PublicKeyEntry,
     SignatureError,
     SigningKey,
-    checked_signing_bytes,
-    verify_object_bytes,
 )
 from hatp_mcp.core.signing.models import sign_model, verify_raw
 from hatp_mcp.errors import BrokenInvariant, HatpError
@@ -166,22 +163,11 @@ def _refuse(rule: str, reason: str, path: str, fix: str) -> HatpError:
     return HatpError(rule, reason, path=path, fix=fix, code=_CODE)
 
 
-def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any], bytes | None]:
-    """The request, the document its signature is verified over and, when known already, that document's signing
-    bytes (computed here from that very document, never taken from the input)."""
+def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any]]:
+    """The request and the document its signature is verified over (a parsed request's wire form, checked
+    whole)."""
     fix = "send the agent's hatp.agent-request, signed with the key on its Directory-signed agent card"
     if isinstance(raw, AgentRequest):
-        if was_validated(raw):
-            # Validation made it (it came inside an Approval or an AskRecord that was parsed): validating its wire
-            # form again gives an equal request in the same normal form (tests/core/gateway/test_agents.py proves
-            # it against the whole check below), so what is left is the unsigned case and a value without a
-            # canonical form.
-            if raw.signature is None:
-                raise _refuse("HATP-GW-47", "the agent request is unsigned or not in normal form", path, fix)
-            wire = raw.wire()
-            # raises the CanonicalError the whole check's normal-form comparison raises (canonical(wire)), in
-            # the same breath as computing the bytes its signature is verified over
-            return raw, wire, checked_signing_bytes(wire)
         raw = raw.wire()
     if not isinstance(raw, Mapping):
         raise _refuse("HATP-GW-47", "no signed agent request: who the agent acts for is not proven", path, fix)
@@ -191,7 +177,7 @@ def _parse(raw: object, path: str) -> tuple[AgentRequest, Mapping[str, Any], byt
         raise _refuse("HATP-GW-47", f"the agent request is malformed: {exc.reason}", exc.path, fix) from exc
     if req.signature is None or canonical(req.wire()) != canonical(dict(raw)):
         raise _refuse("HATP-GW-47", "the agent request is unsigned or not in normal form", path, fix)
-    return req, raw, None
+    return req, raw
 
 
 def verify_request(
@@ -210,7 +196,7 @@ def verify_request(
 
     Raises HatpError HATP-GW-47 (missing, malformed, unsigned, an agent without a verified card, a key not on
     its card, a forged signature) or HATP-GW-48 (another subject, another person than the card's, stale)."""
-    req, doc, signed = _parse(raw, path)
+    req, doc = _parse(raw, path)
     ring = agents.keyring_for(req.agent)
     kid = req.signature.kid if req.signature else "?"
     if ring is None or kid not in ring:
@@ -222,10 +208,7 @@ def verify_request(
             "sign with the key the agent's Directory-signed card lists",
         )
     try:
-        if signed is None:
-            verify_raw(doc, ring, "agent", path)
-        else:
-            verify_object_bytes(doc, signed, ring, "agent", path)
+        verify_raw(doc, ring, "agent", path)
     except SignatureError as exc:
         raise _refuse(
             "HATP-GW-47",

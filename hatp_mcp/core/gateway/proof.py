@@ -24,7 +24,6 @@ from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
-from hatp_mcp.core.model.validated import was_validated
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.core.signing.keys import (
@@ -32,8 +31,6 @@ from hatp_mcp.core.signing.keys import (
     PublicKeyEntry,
     SignatureError,
     SigningKey,
-    checked_signing_bytes,
-    verify_object_bytes,
 )
 from hatp_mcp.core.signing.models import sign_model, verify_raw
 from hatp_mcp.errors import HatpError
@@ -157,20 +154,9 @@ def _refuse(rule: str, reason: str, path: str, fix: str = "") -> HatpError:
     return HatpError(rule, reason, path=path, fix=fix or "have the person sign their decision again", code=_CODE)
 
 
-def _parse(raw: object, path: str) -> tuple[HumanDecisionProof, Mapping[str, Any], bytes | None]:
-    """The proof, the document its signature is verified over and, when known already, that document's signing
-    bytes (computed here from that very document, never taken from the input)."""
+def _parse(raw: object, path: str) -> tuple[HumanDecisionProof, Mapping[str, Any]]:
+    """The proof and the document its signature is verified over (a parsed proof's wire form, checked whole)."""
     if isinstance(raw, HumanDecisionProof):
-        if was_validated(raw):
-            # Validation made it (it came inside an Approval that was parsed): validating its wire form again
-            # gives an equal proof in the same normal form (tests/core/gateway/test_proof.py proves it against
-            # the whole check below), so what is left is the unsigned case and a value without a canonical form.
-            if raw.signature is None:
-                raise _refuse("HATP-GW-19", "the decision proof is unsigned", f"{path}.signature")
-            wire = raw.wire()
-            # raises the CanonicalError the whole check's normal-form comparison raises (canonical(wire)), in
-            # the same breath as computing the bytes its signature is verified over
-            return raw, wire, checked_signing_bytes(wire)
         raw = raw.wire()
     if not isinstance(raw, Mapping):
         raise _refuse("HATP-GW-19", "a decision counts only with the person's signed proof", path)
@@ -183,13 +169,11 @@ def _parse(raw: object, path: str) -> tuple[HumanDecisionProof, Mapping[str, Any
     if canonical(proof.wire()) != canonical(dict(raw)):
         # Embedded in an Approval it is re-serialized; a proof that does not survive that would not verify there.
         raise _refuse("HATP-GW-19", "the decision proof is not in normal form (drop null members)", path)
-    return proof, raw, None
+    return proof, raw
 
 
-def _check_signature(
-    proof: HumanDecisionProof, raw: Mapping[str, Any], humans: HumanKeys, path: str, signed: bytes | None = None
-) -> None:
-    """The person's key on their card signed `raw` (`signed`: its signing bytes, as _parse computed them)."""
+def _check_signature(proof: HumanDecisionProof, raw: Mapping[str, Any], humans: HumanKeys, path: str) -> None:
+    """The person's key on their card signed `raw`."""
     ring = humans.keyring_for(proof.human)
     kid = proof.signature.kid if proof.signature else "?"
     if ring is None or kid not in ring:
@@ -201,10 +185,7 @@ def _check_signature(
             "sign with the key the person's Directory-signed card lists",
         )
     try:
-        if signed is None:
-            verify_raw(raw, ring, "approver", path)
-        else:
-            verify_object_bytes(raw, signed, ring, "approver", path)
+        verify_raw(raw, ring, "approver", path)
     except SignatureError as exc:
         raise _refuse(
             "HATP-GW-21", f"the proof's signature does not verify ({exc.rule}: {exc.reason})", exc.path
@@ -250,8 +231,8 @@ def verify_proof(
     that person's card), HATP-GW-21 (forged or altered), HATP-GW-22 (another ask), HATP-GW-23 (another
     subject), HATP-GW-25 (stale or from the future), HATP-GW-32 (signed over other terms than the ask's),
     HATP-GW-26 (the nonce was used before)."""
-    proof, doc, signed = _parse(raw, path)
-    _check_signature(proof, doc, humans, path, signed)
+    proof, doc = _parse(raw, path)
+    _check_signature(proof, doc, humans, path)
     _check_binding(proof, ask.ask_id, subject_digest(ask), path)
     _check_fresh(proof, now, path, max_age)
     check_proof_terms(proof, ask.terms, path)
@@ -306,8 +287,8 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
                 where,
                 "ask the gateway for an approval whose decisions carry the people's proofs",
             )
-        proof, doc, signed = _parse(d.proof, where)
-        _check_signature(proof, doc, humans, where, signed)
+        proof, doc = _parse(d.proof, where)
+        _check_signature(proof, doc, humans, where)
         _check_binding(proof, ask_id, approval.plan_digest, where)
         if proof.human != d.approver or proof.decision != d.decision:
             raise _refuse(
@@ -413,8 +394,8 @@ def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> No
     where = f"{path}.proof"
     if answer.proof is None:
         raise _refuse("HATP-GW-27", f"the answer of {answer.answerer} carries no proof", where)
-    proof, doc, signed = _parse(answer.proof, where)
-    _check_signature(proof, doc, humans, where, signed)
+    proof, doc = _parse(answer.proof, where)
+    _check_signature(proof, doc, humans, where)
     _check_binding(proof, answer.ask_id, answer.subject_digest, where)
     if (proof.human, proof.decision, proof.value) != (answer.answerer, "answer", answer.value):
         raise _refuse(

@@ -6,7 +6,6 @@ and a test fails when the committed schemas drift from the models.
 
 - base.py: the base of every wire model (camelCase, strict, unknown members refused) and the shared field types;
 - wire.py: untrusted bytes turned into wire objects, with one-line errors naming the source and the JSON path;
-- validated.py: the mark validation sets on each object it made, so a verifier may skip validating it again;
 - amount.py: money as exact decimal strings with an ISO 4217 currency; never floats, never converted;
 - currency.py: the ISO 4217 codes an amount may be in; any other code is refused before anyone is asked;
 - money.py: what a plan moves, per currency: the one computation the validator, gateway and approvers share;

@@ -6,13 +6,12 @@ An agent's own word about whom it acts for proves nothing; the card does (spec/g
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from hatp_mcp.core.model.base import SignedModel, Timestamp
 from hatp_mcp.core.model.card import CardKey
-from hatp_mcp.core.model.validated import mark_validated
 
 __all__ = ["AgentCard", "AgentRequest"]
 
@@ -44,9 +43,3 @@ class AgentRequest(SignedModel):
     subject_digest: str = Field(pattern=DIGEST_PATTERN)
     issued_at: Timestamp
     nonce: str = Field(min_length=16, max_length=128)
-
-    @model_validator(mode="after")
-    def _validated(self) -> Self:
-        # Validation made this object: a verifier handed it need not validate its wire form again (validated.py).
-        mark_validated(self)
-        return self

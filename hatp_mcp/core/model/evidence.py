@@ -7,16 +7,15 @@ votes, the gateway); approvals and routing records, the gateway; a HumanDecision
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from hatp_mcp.core.model.agent import AgentRequest
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp, WireModel
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.model.toolcall import ToolCall
-from hatp_mcp.core.model.validated import mark_validated
 
 __all__ = [
     "REASON_MAX",
@@ -147,12 +146,6 @@ class HumanDecisionProof(SignedModel):
     terms: ApprovalTerms | None = None
     # Why the person rejects (HATP-GW-87): their own words, signed here so no one else can put words in their mouth.
     reason: str | None = Field(default=None, min_length=1, max_length=REASON_MAX)
-
-    @model_validator(mode="after")
-    def _validated(self) -> Self:
-        # Validation made this object: a verifier handed it need not validate its wire form again (validated.py).
-        mark_validated(self)
-        return self
 
 
 class PasskeyAssertion(WireModel):

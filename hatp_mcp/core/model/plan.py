@@ -217,9 +217,9 @@ class Plan(WireModel):
         raise KeyError(branch_id)
 
 
-# What was computed from each live Plan, by id. An entry lives exactly as long as its plan: a weak reference's
-# callback drops it when the plan is freed, before its id can be reused. (Holding the last 512 plans instead kept
-# megabytes of cold objects alive and made every fresh plan's first digest pay for evicting an old one.)
+# What was computed from each live Plan, by id: the one memo of Plans (bench.mechanisms prints what it gains). An
+# entry lives exactly as long as its plan, so no cold plan is kept alive: a weak reference's callback drops it when
+# the plan is freed, before its id can be reused.
 _MEMO: dict[int, tuple[weakref.ref[Plan], dict[str, Any]]] = {}
 T = TypeVar("T")
 

@@ -34,11 +34,9 @@ __all__ = [
     "b64u",
     "b64u_decode",
     "check_party",
-    "checked_signing_bytes",
     "sign_object",
     "signing_bytes",
     "verify_object",
-    "verify_object_bytes",
 ]
 
 ALG = "EdDSA"
@@ -310,22 +308,6 @@ def signing_bytes(obj: Mapping[str, Any]) -> bytes:
     return canonical({k: v for k, v in obj.items() if k != "signature"})
 
 
-def checked_signing_bytes(obj: Mapping[str, Any]) -> bytes:
-    """`signing_bytes(obj)`, raising exactly the CanonicalError `canonical(obj)` raises when `obj` has no canonical
-    form: for a verifier that must check the whole object's canonical form and then verify its signature, one
-    canonicalization where there were two. `canonical(obj)` succeeds exactly when every member does (RFC 8785
-    serializes an object member by member, after checking its names), so the members but `signature`
-    (signing_bytes) and `signature` alone decide it; when either fails, `canonical(obj)` runs to raise its own
-    error, path and reason unchanged. Raises CanonicalError."""
-    try:
-        signed = signing_bytes(obj)
-        canonical(obj.get("signature"))  # the one member signing_bytes leaves out
-    except CanonicalError:
-        canonical(obj)  # the whole object's own refusal
-        raise  # unreachable (a member without a canonical form fails the whole): fail closed all the same
-    return signed
-
-
 def sign_object(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     """Return a copy of `obj` (a JSON object) with ``signature: {alg, kid, sig}`` set."""
     body = {k: v for k, v in obj.items() if k != "signature"}
@@ -339,27 +321,13 @@ def verify_object(obj: Mapping[str, Any], keyring: Keyring, role: str | None = N
     HATP-SIG-3 (algorithm other than EdDSA), HATP-SIG-4 (the bytes do not match the signature),
     HATP-SIG-5 (the key is not allowed to sign for `role`).
     """
-    return _verify(obj, None, keyring, role, path)
+    return _verify(obj, keyring, role, path)
 
 
-def verify_object_bytes(
-    obj: Mapping[str, Any], signed: bytes, keyring: Keyring, role: str | None = None, path: str = "$"
-) -> str:
-    """`verify_object` for a caller that already computed `signed = signing_bytes(obj)` itself from this very
-    `obj` (hatp_mcp/core/gateway/proof.py and agents.py do, to check the object's canonical form): the same checks
-    in the same order over the same bytes, without canonicalizing `obj` a second time. Never pass bytes that came
-    with the object or from anywhere else: the signature is verified over `signed`, and only the caller's own
-    `signing_bytes(obj)` makes that the object's signature. Returns the signer's kid.
-
-    Raises SignatureError HATP-SIG-1..5 as verify_object does (HATP-CANON-2 cannot happen: `obj` had a canonical
-    form when the caller computed `signed`)."""
-    return _verify(obj, signed, keyring, role, path)
-
-
-def _verify(obj: Mapping[str, Any], signed: bytes | None, keyring: Keyring, role: str | None, path: str) -> str:
-    """verify_object's checks, in their order; `signed`: the caller's own `signing_bytes(obj)`, or None to compute
-    them at the point verify_object always has (so an object without a canonical form is refused HATP-CANON-2
-    after HATP-SIG-1, -3 and -2, as before)."""
+def _verify(obj: Mapping[str, Any], keyring: Keyring, role: str | None, path: str) -> str:
+    """verify_object's checks, in their order: the signing bytes computed once the signature's shape, algorithm
+    and kid are known good (so an object without a canonical form is refused HATP-CANON-2 after HATP-SIG-1, -3
+    and -2)."""
     sig = obj.get("signature")
     spath = f"{path}.signature"
     if not (
@@ -382,8 +350,7 @@ def _verify(obj: Mapping[str, Any], signed: bytes | None, keyring: Keyring, role
             fix="add the signer's public key to the keyring if you trust it",
         )
     try:
-        if signed is None:  # computed here, after the signature's shape, algorithm and kid are known good
-            signed = signing_bytes(obj)
+        signed = signing_bytes(obj)
     except CanonicalError as exc:  # no canonical form, so nothing a signature could cover: refused, not a crash
         raise SignatureError(
             "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"

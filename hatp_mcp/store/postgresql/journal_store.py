@@ -1,8 +1,9 @@
 """The journal's store on PostgreSQL: the `JournalStore` of hatp_mcp.store.journal_store, shared by journal
 processes on one database.
 
-Appends are group-committed as on SQLite (`JournalGroupCommit`): those submitted while a write is in flight go
-together in the next database transaction, one commit (one WAL flush) for all, in the order they were submitted.
+Appends are group-committed as on SQLite (hatp_mcp.store.journal_store.journal_group): those submitted while a
+write is in flight go together in the next database transaction, one commit (one WAL flush) for all, in the order
+they were submitted.
 An append returns only once its transaction committed (synchronous_commit on, HATP-STORE-3: durable), so a
 step's `step.started` is on disk before its call goes out (HATP-JRN-2), and a step's entries and its dead letter
 are committed together or not at all. A write whose connection was lost before its commit was sent runs again
@@ -20,7 +21,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from hatp_mcp.store.journal_store import DeadLetterRow, JournalGroupCommit, PendingAppend, StoredSaga
+from hatp_mcp.store.journal_store import DeadLetterRow, PendingAppend, StoredSaga, journal_group, submit_append
 from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
@@ -54,7 +55,7 @@ class PostgresJournalStore:
         self, pool: AsyncConnectionPool[AsyncConnection[Row]], *, on_durable: Callable[[int], None] | None = None
     ) -> None:
         self._pool = pool
-        self._group = JournalGroupCommit(self._write, on_durable)
+        self._group = journal_group(self._write, on_durable)
 
     @classmethod
     async def open(cls, url: str, *, on_durable: Callable[[int], None] | None = None) -> PostgresJournalStore:
@@ -68,7 +69,7 @@ class PostgresJournalStore:
     @property
     def appends(self) -> int:
         """Durable batches written (group commit makes it fewer than the appends)."""
-        return self._group.appends
+        return self._group.batches
 
     async def append(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
@@ -80,7 +81,7 @@ class PostgresJournalStore:
     def submit(
         self, saga_id: str, name: str, events: Sequence[dict[str, Any]], dead_letters: Sequence[dict[str, Any]] = ()
     ) -> Awaitable[list[int]]:
-        return self._group.submit(saga_id, name, events, dead_letters)
+        return submit_append(self._group, saga_id, name, events, dead_letters)
 
     async def _write(self, batch: list[PendingAppend]) -> None:
         async def write(conn: AsyncConnection[Row]) -> None:

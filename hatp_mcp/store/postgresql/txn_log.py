@@ -1,7 +1,7 @@
 """The coordinator's decision log on PostgreSQL: the `TxnLog` of hatp_mcp.store.txn_log, shared by coordinators.
 
-Appends are group-committed as on SQLite (hatp_mcp.store.txn_log.GroupCommit): those arriving while a write is in
-flight go together in the next database transaction, one commit (one WAL flush) for all. An append returns only
+Appends are group-committed as on SQLite (hatp_mcp.store.group_commit.GroupCommit): those arriving while a write
+is in flight go together in the next database transaction, one commit (one WAL flush) for all. An append returns only
 once its transaction committed (synchronous_commit on: durable), so HATP-TXN-4's forced writes really are on disk
 before the sends that follow them. This module stores what the coordinator decided; it decides nothing.
 
@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
+from hatp_mcp.store.group_commit import GroupCommit
 from hatp_mcp.store.owner import default_owner
 from hatp_mcp.store.postgresql.pools import open_async_pool, run_async
 from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.sqlite import json_text
-from hatp_mcp.store.txn_log import GroupCommit, Lease, LogEntry, LoggedTxn, Pending, not_owner
+from hatp_mcp.store.txn_log import Lease, LogEntry, LoggedTxn, Pending, not_owner
 
 __all__ = ["SCHEMA", "PostgresTxnLog", "session_options"]
 
@@ -78,7 +79,7 @@ class PostgresTxnLog:
         self.owner = owner or default_owner()
         self.lease_seconds = lease_seconds
         self._held: dict[str, int] = {}  # txnId -> the epoch this coordinator owns it at
-        self._group = GroupCommit(self._write)
+        self._group: GroupCommit[Pending] = GroupCommit(self._write)
         self.batches = 0  # durable transactions written (group commit makes it < appends)
         self._reads = 0  # loads in flight (tests on a fake clock wait for them, as for writes)
 
@@ -93,7 +94,7 @@ class PostgresTxnLog:
 
     @property
     def appends(self) -> int:
-        return self._group.appends
+        return self._group.submitted
 
     @property
     def idle(self) -> bool:
@@ -106,7 +107,7 @@ class PostgresTxnLog:
         HATP-STORE-5 (STALE_COORDINATOR), writing nothing of this append, when this coordinator does not own
         `txn_id` at the current epoch (a plan: another coordinator began it)."""
         starts = any(e.kind == "plan" for e in entries)
-        await self._group.append(txn_id, entries, 0 if starts else self._held.get(txn_id))
+        await self._group.submit(Pending(txn_id, entries, 0 if starts else self._held.get(txn_id)))
         if starts:
             self._held.setdefault(txn_id, 1)
 

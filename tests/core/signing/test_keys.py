@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 from hatp_mcp.core.signing.keys import (
     Keyring,
     PublicKeyEntry,
@@ -17,11 +12,8 @@ from hatp_mcp.core.signing.keys import (
     b64u,
     b64u_decode,
     check_party,
-    checked_signing_bytes,
     sign_object,
-    signing_bytes,
     verify_object,
-    verify_object_bytes,
 )
 
 
@@ -212,74 +204,6 @@ def test_a_full_memo_evicted_by_two_threads_at_once_never_fails_a_good_signature
     ring._verified = _EvictedMeanwhile(ring._verified)
     ring.check_signature(entry, b64u_decode(signer.sign(messages[3])), messages[3])  # a good signature: no KeyError
     assert len(ring._verified) <= 2
-
-
-# Any text, lone surrogates included (no canonical form), and JSON-ish values with floats (none either).
-_any_text = st.text(st.characters(), max_size=6)
-_leaf = st.none() | st.booleans() | st.integers(-(2**54), 2**54) | st.floats() | _any_text
-_value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_any_text, inner, max_size=3))
-_signature = st.fixed_dictionaries({"alg": _any_text, "kid": _any_text, "sig": _any_text}) | _value
-_signed_doc = st.dictionaries(_any_text.filter(lambda k: k != "signature"), _value, max_size=4).flatmap(
-    lambda d: st.fixed_dictionaries({}, optional={"signature": _signature}).map(lambda s: {**d, **s})
-)
-
-
-def _outcome(fn: Any, *args: Any) -> object:
-    try:
-        return ("ok", fn(*args))
-    except CanonicalError as exc:
-        return (exc.rule, exc.path, exc.reason, exc.fix)
-
-
-@settings(max_examples=400, deadline=None)
-@given(doc=_signed_doc)
-def test_HATP_CANON_2_checked_signing_bytes_are_the_signing_bytes_or_the_whole_objects_own_refusal(
-    doc: dict[str, Any],
-) -> None:
-    """The oracle is the two steps it replaces: canonical(doc) (the canonical-form check, whose refusal is kept
-    exactly), then signing_bytes(doc) (the bytes the signature is verified over)."""
-    whole = _outcome(canonical, doc)
-    want = _outcome(signing_bytes, doc) if whole[0] == "ok" else whole
-    assert _outcome(checked_signing_bytes, doc) == want
-
-
-def test_HATP_CANON_2_a_lone_surrogate_in_the_signature_alone_is_refused_as_the_whole_object_refuses_it() -> None:
-    doc = {"a": 1, "signature": {"alg": "EdDSA", "kid": "k\ud800", "sig": "x"}, "z": 1.5}
-    assert _outcome(signing_bytes, doc)[0] == "HATP-CANON-2"  # z's float: the other members fail too, later
-    assert _outcome(checked_signing_bytes, doc) == _outcome(canonical, doc)
-    assert _outcome(checked_signing_bytes, doc)[1] == "$.signature.kid"
-
-
-def _verdict(fn: Any, *args: Any) -> object:
-    try:
-        return fn(*args)
-    except SignatureError as exc:
-        return (exc.rule, exc.path, exc.reason, exc.fix)
-
-
-@pytest.mark.parametrize("role", [None, "participant", "coordinator"])
-def test_HATP_SIG_verify_object_bytes_refuses_as_verify_object_does(
-    signer: SigningKey, ring: Keyring, role: str | None
-) -> None:
-    """Over its own signing bytes an object gets verify_object's verdict: a good one, forged, altered, unknown
-    kid, another algorithm, a malformed signature, a key not allowed for the role."""
-    good = sign_object({"a": 1, "b": "x"}, signer)
-    other = SigningKey.generate(["participant"])
-    cases = [
-        good,
-        {**good, "b": "y"},
-        sign_object({"a": 1, "b": "x"}, other),
-        {**good, "signature": {**good["signature"], "alg": "ES256"}},
-        {**good, "signature": {**good["signature"], "sig": "not base64!"}},
-        {**good, "signature": {"alg": "EdDSA", "kid": signer.kid}},
-        {k: v for k, v in good.items() if k != "signature"},
-        {**good, "signature": {**good["signature"], "sig": b64u(b"\0" * 64)}},
-    ]
-    for obj in cases:
-        fresh = Keyring(ring.entries())  # no memo shared between the two verdicts
-        assert _verdict(verify_object_bytes, obj, signing_bytes(obj), fresh, role, "$.x") == _verdict(
-            verify_object, obj, Keyring(ring.entries()), role, "$.x"
-        )
 
 
 class _GrownMeanwhile(dict[bytes, None]):
