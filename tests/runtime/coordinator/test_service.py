@@ -11,6 +11,7 @@ import pytest
 from demo.trip_world import World, build_world, trip_plan
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnStatus
+from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
@@ -307,6 +308,27 @@ async def test_HATP_TXN_22_a_new_service_waits_again_for_the_human_a_stopped_one
     later = world.approver.calls[len(calls_at_stop) :]
     assert ("poll", "txn-resumed", "finance") in later and ("withdraw", "txn-resumed", "finance") not in later
     assert world.seat.effects == ["hold txn-resumed", "book txn-resumed"]
+
+
+async def test_HATP_TXN_24_a_commit_after_a_resume_the_record_does_not_ground_is_not_justified(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=1200)})
+    _recovered, done, _calls = await stop_undecided_then_recover(world, clock, "txn-grounds", 600)
+    assert done.record is not None and done.outcome == "COMMITTED"
+    plan = Plan.model_validate(done.record["plan"])
+    events = events_of(done.record)
+    resumed = next(i for i, e in enumerate(events) if e["event"] == "coordinator.recovered")
+    assert justify(plan, plan.digest(), events, "COMMITTED", world.keyring, None).problems == ()
+    # the same record without the gateway's pending vote: nothing showed an ask open when it resumed
+    ungrounded = [
+        e
+        for i, e in enumerate(events)
+        if not (i < resumed and e["event"] == "vote" and e["body"].get("branchId") == "finance")
+    ]
+    problems = justify(plan, plan.digest(), ungrounded, "COMMITTED", world.keyring, None).problems
+    assert [p.rule for p in problems] == ["HATP-TXN-24"], problems
+    assert "approval finance has no open ask" in problems[0].reason
 
 
 async def test_HATP_TXN_23_a_lease_that_ended_while_no_coordinator_ran_aborts_with_that_reason(
