@@ -15,7 +15,9 @@ another process sharing the gateway's store.
 - on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
   takes every child with it (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46);
-- a client without the organisation's token is refused and begins nothing (HATP-MCP-49).
+- a client without the organisation's token is refused and begins nothing (HATP-MCP-49);
+- the service SIGKILLed while the approval is pending and started again: the coordinator takes the trip up from
+  its log, the human approves, a new bridge sees COMMITTED (HATP-TXN-22).
 """
 
 from __future__ import annotations
@@ -216,6 +218,56 @@ async def test_HATP_MCP_43_a_tool_server_killed_mid_transaction_is_restarted_and
     assert done["outcome"] == "COMMITTED", done
     assert after["restarts"] >= 1 and after["pid"] != hotel and after["port"] == port
     assert not alive(hotel)
+
+
+async def prepared_and_asked(layout: OrgLayout, txn_id: str) -> None:
+    """Until the log holds every branch's yes vote and the gateway's pending vote: the APPROVING point."""
+    while True:
+        now = await status(layout, txn_id)
+        votes = {v["branchId"]: v["decision"] for v in now.get("votes", [])}
+        if votes.pop("finance", None) == "pending" and len(votes) == 4 and set(votes.values()) == {"yes"}:
+            return
+        assert now.get("outcome") is None, json.dumps(now)[:3000]
+
+
+async def test_HATP_TXN_22_the_service_sigkilled_while_the_approval_is_pending_restarts_and_the_trip_commits(
+    tmp_path: Path,
+) -> None:
+    """The whole service dies (the supervisor SIGKILLed; every child follows it), is started again on the same
+    organisation, and the coordinator takes the transaction up from its log: the human approves in the inbox
+    afterwards, and a new bridge sees COMMITTED."""
+    layout = make_org(tmp_path)
+    args = ("--poll-seconds", "1", "--retry-seconds", "1")
+    first, lines = await start_service(layout, *args)
+    assert lines[-1:] == [SERVICE_READY], lines
+    again: Process | None = None
+    try:
+        with anyio.fail_after(240):
+            txn_id = await begin_trip(layout, "service-killed", 23)
+            await prepared_and_asked(layout, txn_id)
+            children = json.loads((service_folder(layout.root) / "status.json").read_text())["children"]
+            pidfds = [os.pidfd_open(p) for p in [first.pid, *(c["pid"] for c in children.values())]]
+            try:
+                os.kill(first.pid, signal.SIGKILL)
+                for pidfd in pidfds:
+                    await anyio.wait_readable(pidfd)  # readable once that process has ended
+            finally:
+                for pidfd in pidfds:
+                    os.close(pidfd)
+            await first.wait()
+            again, lines = await start_service(layout, *args)
+            assert lines[-1:] == [SERVICE_READY], lines
+            await approve(Service(layout, again, tmp_path), txn_id)
+            done = await status(layout, txn_id, wait=90)
+    finally:
+        for process in (first, again):
+            if process is not None and process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with anyio.fail_after(30):
+                    await process.wait()
+    assert done["outcome"] == "COMMITTED", json.dumps(done)[:3000]
+    recovered = [e["body"] for e in done["record"]["events"] if e["event"] == "coordinator.recovered"]
+    assert recovered == [{"decision": "resumed", "phase": "approving"}]
 
 
 async def test_HATP_MCP_42_a_second_service_on_the_same_organisation_exits_2_naming_the_holder(
