@@ -16,6 +16,8 @@ another process sharing the gateway's store.
   takes every child with it (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46);
 - a client without the organisation's token is refused and begins nothing (HATP-MCP-49);
+- the MCP Inspector's CLI (npm, pinned by tests/e2e/inspector's lockfile), one process per call through the config
+  `hatp mcp-config` prints: begin, Ben approves, a later call sees COMMITTED (HATP-MCP-41);
 - the service SIGKILLed while the approval is pending and started again: the coordinator takes the trip up from
   its log, the human approves, a new bridge sees COMMITTED (HATP-TXN-22).
 """
@@ -321,6 +323,55 @@ async def test_HATP_MCP_49_a_client_without_the_organisations_token_is_refused_a
     printed = capsys.readouterr().out
     assert json.loads(printed)["httpServers"]["hatp-coordinator"]["tokenFile"] == str(token)
     assert secret not in printed
+
+
+INSPECTOR = Path(__file__).with_name("inspector") / "node_modules" / ".bin" / "mcp-inspector"
+
+
+async def inspector(config: Path, method: str, *args: str) -> dict[str, Any]:
+    """One call of the MCP Inspector's CLI (npm, tests/e2e/inspector, pinned by its lockfile) through the config
+    `hatp mcp-config` printed: it starts `hatp connect coordinator` for this one call and ends it after."""
+    if not INSPECTOR.exists():
+        pytest.fail("the MCP Inspector CLI is not installed: run `make inspector` (needs node and npm)")
+    cmd = [str(INSPECTOR), "--cli", "--config", str(config), "--server", "hatp-coordinator", "--method", method]
+    # no OS keychain here: the Inspector keeps its (unused) secrets in memory instead of asking for one
+    env = {**os.environ, "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    done = await anyio.run_process([*cmd, *args], check=False, env=env)
+    assert done.returncode == 0, (done.stdout.decode()[-2000:], done.stderr.decode()[-2000:])
+    said: dict[str, Any] = json.loads(done.stdout.decode())
+    return said
+
+
+async def test_HATP_MCP_41_the_inspector_cli_a_process_per_call_begins_a_trip_that_commits_after_approval(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client nobody here wrote, set up as the README says: the config `hatp mcp-config` prints, one process
+    per call. Begin, Ben approves in between, and a later call's status shows COMMITTED."""
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(service.layout.root)]) == 0
+    config = service.home / "inspector.json"
+    config.write_text(capsys.readouterr().out)
+    with anyio.fail_after(180):
+        read = await inspector(config, "resources/read", "--uri", "hatp://examples/trip-plan")
+        plan = json.loads(read["contents"][0]["text"])
+        plan["txnId"] = "txn-service-inspector"
+        for branch in plan["branches"]:  # a day of its own: the module's other trips book other rooms and seats
+            args = branch["args"]
+            for key in ("date", "checkIn"):
+                if key in args:
+                    args[key] = "2026-12-24"
+            if "start" in args:
+                args["start"] = "2026-12-24T09:00:00Z"
+        began = await inspector(
+            config, "tools/call", "--tool-name", "begin_transaction", "--tool-arg", f"plan={json.dumps(plan)}"
+        )
+        assert not began.get("isError"), began
+        await asked(service.layout, plan["txnId"])
+        await approve(service, plan["txnId"])
+        arg = ["--tool-arg", f"txn_id={plan['txnId']}", "--tool-arg", "wait_seconds=50"]
+        done = await inspector(config, "tools/call", "--tool-name", "transaction_status", *arg)
+    assert not done.get("isError"), done
+    assert done["structuredContent"]["outcome"] == "COMMITTED", done
 
 
 async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(service: Service) -> None:
