@@ -14,11 +14,15 @@ state, pid, port, URL and restarts) and logs/<child>.log. SIGINT or SIGTERM stop
 every child is ready it prints `HATP_SERVICE_READY` on stdout (a bridge that started it waits for that line).
 Exit 1: a child could not start (named, with why: a port taken, an exit before ready); 2: another service holds
 the lock (its pid is said), or the organisation is unusable.
+
+`--install [--enable]` starts nothing: it writes a systemd user unit that runs this command
+(hatp_mcp/cli/serve_unit.py, HATP-MCP-61).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -37,6 +41,7 @@ from hatp_mcp.cli.mcp_config_cmd import (
     org_parts,
     service_ports,
 )
+from hatp_mcp.cli.serve_unit import install_unit
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
@@ -60,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
     p.add_argument("--poll-seconds", type=int, help="the coordinator polls a pending approval this often")
     p.add_argument("--retry-seconds", type=int, help="the coordinator retries an in-doubt commit this often")
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="write a systemd user unit that runs this service (Restart=on-failure) and say how to enable it",
+    )
+    p.add_argument("--enable", action="store_true", help="with --install: also enable and start the unit")
 
 
 def _http(python: str, module: str, port: int, args: list[str]) -> list[str]:
@@ -158,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc.one_line(), EXIT_BAD_INPUT)
     except OSError as exc:
         return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    if args.install or args.enable:  # a unit that runs this very command; nothing is started here
+        return install_unit(root, str(Path(args.python).absolute()), args.agent, args.enable, os.environ)
     folder = service_folder(root)
     clock = SystemClock()
     lock = DataLock(folder / LOCK_FILE)
