@@ -289,7 +289,7 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
         bridges[f"hatp-{name}"] = {"command": exe, "args": args}
         if ports.get(name):
             urls[f"hatp-{name}"] = {"type": "http", "url": f"http://127.0.0.1:{ports[name]}/mcp"}
-            if name == "coordinator":  # HATP-MCP-49: send `Authorization: Bearer <the file's token>`
+            if name in ("coordinator", "gateway"):  # HATP-MCP-49, HATP-GW-89: `Authorization: Bearer <its token>`
                 urls[f"hatp-{name}"]["tokenFile"] = str(parts.layout.private / "clients" / f"{agent_name(parts)}.token")
     return {"mcpServers": bridges, "httpServers": urls}
 

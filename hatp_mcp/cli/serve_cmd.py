@@ -87,10 +87,10 @@ def child_specs(
     """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal)."""
     suite, root = parts.suite, str(parts.layout.root)
     ports = service_ports(suite)
+    proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49, HATP-GW-89: the org's client
+    gateway = [*gateway_args(parts), *proof]
     specs = [
-        ChildSpec(
-            "gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway_args(parts)), ports["gateway"]
-        ),
+        ChildSpec("gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway), ports["gateway"]),
         ChildSpec(
             "directory", lambda _p, port: _http(python, "servers.directory", port, ["--org", root]), ports["directory"]
         ),
@@ -108,7 +108,6 @@ def child_specs(
     def coordinator(ready: Mapping[str, int], port: int) -> list[str]:
         links = {uri: _url(ready[name]) for uri, name in names.items()}
         args = coordinator_org_args(parts, links, _url(ready["gateway"]))
-        proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49: only the org's client
         return _http(python, "servers.coordinator", port, [*args, *proof, *(coordinator_extra or [])])
 
     specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"]))
@@ -120,8 +119,9 @@ def child_specs(
 
 
 def service_callers(parts: OrgParts, folder: Path) -> Path:
-    """HATP-MCP-49: the coordinator's callers file in the service folder, naming the organisation's agent by the
-    digest of its client token (made when missing). Raises HatpError HATP-MCP-35, OSError."""
+    """HATP-MCP-49, HATP-GW-89: the coordinator's and the gateway's callers file in the service folder, naming the
+    organisation's agent by the digest of its client token (made when missing). Raises HatpError HATP-MCP-35,
+    OSError."""
     from hatp_mcp.mcp.bridge import read_token  # the MCP binding's; only a running service needs them
     from hatp_mcp.mcp.http_callers import write_callers
 

@@ -15,7 +15,8 @@ another process sharing the gateway's store.
 - on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
   takes every child with it (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46);
-- a client without the organisation's token is refused and begins nothing (HATP-MCP-49);
+- a client without the organisation's token is refused and begins nothing (HATP-MCP-49); at the gateway its
+  tools and reads are refused too, while the gateway bridge gets in (HATP-GW-89);
 - the MCP Inspector's CLI (npm, pinned by tests/e2e/inspector's lockfile), one process per call through the config
   `hatp mcp-config` prints: begin, Ben approves, a later call sees COMMITTED (HATP-MCP-41);
 - the service SIGKILLed while the approval is pending and started again: the coordinator takes the trip up from
@@ -323,6 +324,26 @@ async def test_HATP_MCP_49_a_client_without_the_organisations_token_is_refused_a
     printed = capsys.readouterr().out
     assert json.loads(printed)["httpServers"]["hatp-coordinator"]["tokenFile"] == str(token)
     assert secret not in printed
+
+
+async def test_HATP_GW_89_the_gateways_tools_refuse_a_client_without_the_token_and_serve_the_bridge(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = service.status()["children"]["gateway"]["url"]
+    with anyio.fail_after(60):
+        async with Client(url) as anonymous:
+            listed = await anonymous.list_tools()  # the listings stay open
+            with pytest.raises(MCPError) as err:
+                await anonymous.call_tool("list_asks", {})
+        async with bridge(service.layout, "gateway") as agent:  # the bridge sends the organisation's token
+            asks = await agent.call_tool("list_asks", {})
+    data = err.value.error.data
+    assert isinstance(data, dict) and (data["rule"], data["code"]) == ("HATP-GW-89", "CALLER_UNPROVEN")
+    assert "list_asks" in {t.name for t in listed.tools} and not asks.is_error, asks.content
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(service.layout.root)]) == 0
+    token = service.layout.private / "clients" / "claude.token"
+    assert json.loads(capsys.readouterr().out)["httpServers"]["hatp-gateway"]["tokenFile"] == str(token)
 
 
 INSPECTOR = Path(__file__).with_name("inspector") / "node_modules" / ".bin" / "mcp-inspector"
