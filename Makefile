@@ -10,10 +10,12 @@ NPM_SERVERS := tests/e2e/npm_servers
 NPM_SERVERS_STAMP := $(NPM_SERVERS)/node_modules/.installed
 CLIENTS := tests/e2e/clients
 CLIENTS_STAMP := $(CLIENTS)/.venv/.installed
+INSPECTOR := tests/e2e/inspector
+INSPECTOR_STAMP := $(INSPECTOR)/node_modules/.installed
 AXE := tests/web/axe
 AXE_STAMP := $(AXE)/node_modules/.installed
 
-.PHONY: install postgresql ts-client npm-servers clients axe test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
+.PHONY: install postgresql ts-client npm-servers clients inspector axe test test-flaky lint typecheck pytest chromium demo-mcp demo-gated demo-undo demo-passkey demo bench scale-out soak soak-processes fuzz mutation schemas vectors violations clean
 
 install: $(STAMP)
 
@@ -47,6 +49,16 @@ $(CLIENTS_STAMP): $(CLIENTS)/requirements.txt
 	$(CLIENTS)/.venv/bin/pip install -q --upgrade pip 2>/dev/null || true
 	$(CLIENTS)/.venv/bin/pip install -q -r $(CLIENTS)/requirements.txt
 	$(CLIENTS)/.venv/bin/pip check
+	touch $@
+
+# The MCP Inspector's CLI, pinned by its lockfile: a per-call client nobody here wrote, that
+# tests/e2e/test_service_processes.py runs through `hatp connect`.
+inspector: $(INSPECTOR_STAMP)
+
+$(INSPECTOR_STAMP): $(INSPECTOR)/package.json $(INSPECTOR)/package-lock.json
+	command -v npm >/dev/null || { echo "make inspector: installing node and npm (apt-get install -y nodejs npm)" >&2; \
+		apt-get update -q && apt-get install -y -q nodejs npm; }
+	cd $(INSPECTOR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # axe-core, pinned by its lockfile, that tests/web/test_inbox_a11y.py injects into the inbox's pages in Chromium.
@@ -90,7 +102,7 @@ chromium:
 	  || (sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium); }
 
 # pytest exit 5 means "no tests ran": that is a failure here, never a pass.
-pytest: install postgresql ts-client npm-servers clients axe chromium
+pytest: install postgresql ts-client npm-servers clients inspector axe chromium
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest

@@ -62,6 +62,7 @@ from hatp_mcp.mcp.gateway_questions import serve_gateway_questions
 from hatp_mcp.mcp.gateway_server import serve_gateway
 from hatp_mcp.mcp.gateway_tools import add_gateway_tools
 from hatp_mcp.mcp.hatp_server import HatpServer
+from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller_middleware
 from hatp_mcp.mcp.serve import (
     add_server_arguments,
     add_trust_argument,
@@ -232,6 +233,15 @@ async def _run(
         tg.cancel_scope.cancel()
 
 
+CALLERS_RULE = "HATP-GW-89"
+
+
+def gateway_guards(method: str) -> bool:
+    """HATP-GW-89: what a caller over HTTP needs its token for: the tools (people's and agents') and the resources.
+    The coordinator's `hatp/txn/*` requests prove themselves by its signature instead (HATP-TRUST-11)."""
+    return method in ("tools/call", "resources/read")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servers.gateway", description="the Human Gateway MCP server (HATP)")
     add_server_arguments(parser)
@@ -261,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="for a client that cannot sign (a chat app): leave out decide, request_approval and ask_* (HATP-MCP-57)",
     )
+    add_callers_argument(parser)
     args = parser.parse_args(argv)
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "gateway"
@@ -277,6 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.owner,
             signing_tools=not args.no_signing_tools,
         )
+        if args.callers is not None:  # HATP-GW-89: over HTTP, every tool call and read carries a caller's token
+            callers = CallerTokens.parse(json.loads(Path(args.callers).read_text()), args.callers)
+            server.middleware.append(
+                caller_middleware(callers, rule=CALLERS_RULE, server="gateway", guards=gateway_guards)
+            )
         inbox = None
         org = Path(args.org).resolve()
         cards = CardWatch(

@@ -22,6 +22,7 @@ read or the call was wrong. Never a traceback. May import every other part of ha
 - inbox_cmd.py: `hatp inbox`, the terminal inbox: a person signs their own decision with their own key;
 - mcp_config_cmd.py: `hatp mcp-config`, the Claude Desktop `mcpServers` entries for the suite;
 - serve_cmd.py: `hatp serve`, the organisation's servers as one supervised local service on loopback;
+- serve_unit.py: `hatp serve --install`, that service as a systemd user unit;
 - connect_cmd.py: `hatp connect`, the stdio bridge from a client that starts a command to that service;
 - conformance_cmd.py: `hatp conformance`, the conformance checks run against another implementation;
 - proxy_cmd.py: `hatp proxy`, the proxy's open sagas, dead letters, policy check and starter policies;

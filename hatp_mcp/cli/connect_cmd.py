@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.token_file:
             token: str | None = read_token(Path(args.token_file).expanduser())
-        elif args.server == "coordinator" or wrapped:  # HATP-MCP-49: the client token, made when missing
+        elif args.server in ("coordinator", "gateway") or wrapped:  # HATP-MCP-49, HATP-GW-89: the org's client token
             token = read_token(client_token_file(org_parts(root, args.agent)))
         else:
             token = None

@@ -292,7 +292,7 @@ def org_config(root: Path, python: str, agent: str | None = None) -> dict[str, A
         bridges[f"hatp-{name}"] = {"command": exe, "args": args}
         if ports.get(name):
             urls[f"hatp-{name}"] = {"type": "http", "url": f"http://127.0.0.1:{ports[name]}/mcp"}
-            if name == "coordinator" or name in wrapped:  # HATP-MCP-49, HATP-MCP-59: `Bearer <the token>`
+            if name in ("coordinator", "gateway") or name in wrapped:  # HATP-MCP-49, HATP-MCP-59, HATP-GW-89
                 urls[f"hatp-{name}"]["tokenFile"] = str(parts.layout.private / "clients" / f"{agent_name(parts)}.token")
     return {"mcpServers": bridges, "httpServers": urls}
 

@@ -15,11 +15,15 @@ state, pid, port, URL and restarts) and logs/<child>.log. SIGINT or SIGTERM stop
 every child is ready it prints `HATP_SERVICE_READY` on stdout (a bridge that started it waits for that line).
 Exit 1: a child could not start (named, with why: a port taken, an exit before ready); 2: another service holds
 the lock (its pid is said), or the organisation is unusable.
+
+`--install [--enable]` starts nothing: it writes a systemd user unit that runs this command
+(hatp_mcp/cli/serve_unit.py, HATP-MCP-61).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -39,6 +43,7 @@ from hatp_mcp.cli.mcp_config_cmd import (
     service_ports,
 )
 from hatp_mcp.cli.org_layout import Wrapped
+from hatp_mcp.cli.serve_unit import install_unit
 from hatp_mcp.core.model.proxy_policy import load_policy
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
@@ -64,6 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
     p.add_argument("--poll-seconds", type=int, help="the coordinator polls a pending approval this often")
     p.add_argument("--retry-seconds", type=int, help="the coordinator retries an in-doubt commit this often")
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="write a systemd user unit that runs this service (Restart=on-failure) and say how to enable it",
+    )
+    p.add_argument("--enable", action="store_true", help="with --install: also enable and start the unit")
 
 
 def _http(python: str, module: str, port: int, args: list[str]) -> list[str]:
@@ -96,10 +107,10 @@ def child_specs(
     wrapped third-party servers' proxies (HATP-MCP-58), each serving only the callers the coordinator serves."""
     suite, root = parts.suite, str(parts.layout.root)
     ports = service_ports(suite)
+    proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49, HATP-GW-89: the org's client
+    gateway = [*gateway_args(parts), *proof]
     specs = [
-        ChildSpec(
-            "gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway_args(parts)), ports["gateway"]
-        ),
+        ChildSpec("gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway), ports["gateway"]),
         ChildSpec(
             "directory", lambda _p, port: _http(python, "servers.directory", port, ["--org", root]), ports["directory"]
         ),
@@ -117,7 +128,6 @@ def child_specs(
     def coordinator(ready: Mapping[str, int], port: int) -> list[str]:
         links = {uri: _url(ready[name]) for uri, name in names.items()}
         args = coordinator_org_args(parts, links, _url(ready["gateway"]))
-        proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49: only the org's client
         return _http(python, "servers.coordinator", port, [*args, *proof, *(coordinator_extra or [])])
 
     specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"]))
@@ -142,8 +152,9 @@ def child_specs(
 
 
 def service_callers(parts: OrgParts, folder: Path) -> Path:
-    """HATP-MCP-49: the coordinator's callers file in the service folder, naming the organisation's agent by the
-    digest of its client token (made when missing). Raises HatpError HATP-MCP-35, OSError."""
+    """HATP-MCP-49, HATP-GW-89: the coordinator's and the gateway's callers file in the service folder, naming the
+    organisation's agent by the digest of its client token (made when missing). Raises HatpError HATP-MCP-35,
+    OSError."""
     from hatp_mcp.mcp.bridge import read_token  # the MCP binding's; only a running service needs them
     from hatp_mcp.mcp.http_callers import write_callers
 
@@ -191,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(exc.one_line(), EXIT_BAD_INPUT)
     except OSError as exc:
         return fail(f"{args.org}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    if args.install or args.enable:  # a unit that runs this very command; nothing is started here
+        return install_unit(root, str(Path(args.python).absolute()), args.agent, args.enable, os.environ)
     folder = service_folder(root)
     clock = SystemClock()
     lock = DataLock(folder / LOCK_FILE)

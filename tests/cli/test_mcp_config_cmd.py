@@ -195,6 +195,7 @@ def test_HATP_MCP_45_the_org_block_gives_each_server_as_a_bridge_command_and_as_
     assert block["httpServers"]["hatp-gateway"] == {
         "type": "http",
         "url": f"http://127.0.0.1:{suite.gateway_mcp_port}/mcp",
+        "tokenFile": block["httpServers"]["hatp-coordinator"]["tokenFile"],  # HATP-GW-89: the same client token
     }
     assert block["httpServers"]["hatp-coordinator"]["url"] == f"http://127.0.0.1:{suite.coordinator_mcp_port}/mcp"
     assert all(u["url"].startswith("http://127.0.0.1:") for u in block["httpServers"].values())

@@ -1,11 +1,16 @@
 """The child process of the crash tests: runs (or recovers) the trip with durable participants and log.
 
-`python tests/crash/crash_child.py WORKDIR run|recover [PAUSE_AT]`. It counts steps: each durable log write, and
-each commit a participant has answered (durable at the participant, not yet recorded by the coordinator: HATP-TXN-4
-lets a receipt's record wait for the next forced write). After each it prints `STEP n what`; at step PAUSE_AT it
-prints `PAUSED` and stops there, so the parent can SIGKILL it at exactly that step. Participants keep their state
-in SQLite and their effects in an append-only, fsynced file, so "no effect performed twice" can be checked across
-processes. It prints `DONE <outcome>` at the end, then `STEPS n`.
+`python tests/crash/crash_child.py WORKDIR run|recover|ask|approved [PAUSE_AT]`. It counts steps: each durable log
+write, and each commit a participant has answered (durable at the participant, not yet recorded by the coordinator:
+HATP-TXN-4 lets a receipt's record wait for the next forced write). After each it prints `STEP n what`; at step
+PAUSE_AT it prints `PAUSED` and stops there, so the parent can SIGKILL it at exactly that step. Participants keep
+their state in SQLite and their effects in an append-only, fsynced file, so "no effect performed twice" can be
+checked across processes. It prints `DONE <outcome>` at the end, then `STEPS n`.
+
+`ask` runs the trip with a human who has not decided: once the log holds every prepare and the gateway's pending
+vote (the APPROVING point) it prints `STEP approving` and `PAUSED` and stops there. `approved` is the restart
+after that kill: the gateway still holds the ask (it keeps asks durably, HATP-GW-13), the human has approved it
+meanwhile, and the replacement recovers from the log.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import anyio
 
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.core.model.messages import CommitRequest
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.clock import SystemClock
+from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
 from hatp_mcp.store.participant_state import SqliteParticipantStore
-from hatp_mcp.store.txn_log import SqliteTxnLog
+from hatp_mcp.store.txn_log import LoggedTxn, SqliteTxnLog
 
 TXN = "txn-crash-0001"
 
@@ -43,6 +51,40 @@ class DurableEffects(list[str]):
             f.write(f"{self.name} {item}\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+def waiting_for_the_human(logged: LoggedTxn) -> bool:
+    """Every branch's prepare receipt and the finance ask's pending vote are durable, and nothing is decided."""
+    prepared = {
+        e["body"]["branchId"]
+        for e in logged.events
+        if e.get("event") == "receipt" and (e.get("evidence") or {}).get("outcome") == "ok"
+    }
+    pending = any(
+        e.get("event") == "vote" and (e.get("evidence") or {}).get("decision") == "pending" for e in logged.events
+    )
+    return logged.decision is None and pending and prepared == {"seat", "room", "event", "pay"}
+
+
+class PauseWhenAsked:
+    """The log, stopping the process right after the append that makes the APPROVING point durable."""
+
+    def __init__(self, inner: SqliteTxnLog) -> None:
+        self.inner = inner
+
+    async def append(self, txn_id: str, entries: Any) -> None:
+        await self.inner.append(txn_id, entries)
+        logged = await self.inner.load(txn_id)
+        if logged is not None and waiting_for_the_human(logged):
+            print("STEP approving", flush=True)
+            print("PAUSED", flush=True)
+            threading.Event().wait()  # the parent kills us here
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return await self.inner.load(txn_id)
+
+    async def unfinished(self) -> list[str]:
+        return await self.inner.unfinished()
 
 
 def keys(workdir: Path) -> dict[str, SigningKey]:
@@ -72,9 +114,16 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
             threading.Event().wait()  # the parent kills us here, with what the step did on disk
 
     clock = SystemClock()
-    log = SqliteTxnLog(workdir / "txn.db", on_durable=lambda n: step(f"durable write {n}"))
+    log: Any = SqliteTxnLog(workdir / "txn.db", on_durable=lambda n: step(f"durable write {n}"))
+    human = {"ask": HumanScript("never"), "approved": HumanScript("approve")}.get(mode)
+    if mode == "ask":
+        log = PauseWhenAsked(log)
     world = build_world(
-        clock, log=log, stores=lambda name: SqliteParticipantStore(workdir / f"{name}.db"), keys=keys(workdir)
+        clock,
+        log=log,
+        stores=lambda name: SqliteParticipantStore(workdir / f"{name}.db"),
+        keys=keys(workdir),
+        scripts={"finance": human} if human is not None else None,
     )
     effects = workdir / "effects.log"
     world.seat.effects = DurableEffects(effects, "seat")
@@ -90,9 +139,15 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
 
         participant.commit = commit  # type: ignore[method-assign]
     coordinator = world.coordinator()
-    if mode == "run":
+    if mode in ("run", "ask"):
         results = [await coordinator.run(trip_plan(clock.now(), TXN))]
     else:
+        logged = await log.load(TXN)
+        if mode == "approved" and logged is not None:  # the gateway's durable ask, decided while we were down
+            # under the terms the old coordinator sent it (tighten to its approval deadline, HATP-MODE-7)
+            deadline = [e["body"]["decideBy"] for e in logged.events if e.get("event") == "approval.deadline"]
+            terms = ApprovalTerms(decide_by=deadline[-1], holds=[])
+            await world.approver.ask(Plan.model_validate(logged.plan), "finance", terms)
         results = await coordinator.recover_all()
     for r in results:
         (workdir / "record.json").write_text(json.dumps(r.record))

@@ -69,3 +69,23 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
         assert "coordinator.recovered" in [e["event"] for e in record["events"]]
         seen.add(outcome)
     assert seen == {"COMMITTED", "ABORTED"}
+
+
+@pytest.mark.e2e
+def test_HATP_TXN_22_a_coordinator_killed_while_the_human_decides_is_restarted_and_commits_once_approved(
+    tmp_path: Path,
+) -> None:
+    child = Child(CHILD, tmp_path, "ask")
+    said = child.read_until("PAUSED")
+    os.kill(child.proc.pid, signal.SIGKILL)  # every prepare and the gateway's pending vote are durable: APPROVING
+    assert child.proc.wait(timeout=30) == -signal.SIGKILL
+    assert "STEP approving" in said
+    assert {e.split()[0] for e in effects(tmp_path) if e.split()[1] in ("book", "create", "capture")} == set()
+    restarted = finish(Child(CHILD, tmp_path, "approved"))
+    assert "DONE COMMITTED" in restarted
+    check_all_or_nothing(tmp_path, "COMMITTED")
+    record = json.loads((tmp_path / "record.json").read_text())
+    ring = Keyring.from_jwks(json.loads((tmp_path / "keyring.json").read_text()))
+    assert verify_record(record, ring) == []
+    recovered = [e["body"] for e in record["events"] if e["event"] == "coordinator.recovered"]
+    assert recovered == [{"decision": "resumed", "phase": "approving"}]

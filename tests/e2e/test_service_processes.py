@@ -15,7 +15,12 @@ another process sharing the gateway's store.
 - on a fresh organisation two bridges started at once start one service, which outlives them; SIGKILLed, it
   takes every child with it (HATP-MCP-41);
 - a bridge given a 0600 token file sends it as a bearer token and never logs it (HATP-MCP-46);
-- a client without the organisation's token is refused and begins nothing (HATP-MCP-49).
+- a client without the organisation's token is refused and begins nothing (HATP-MCP-49); at the gateway its
+  tools and reads are refused too, while the gateway bridge gets in (HATP-GW-89);
+- the MCP Inspector's CLI (npm, pinned by tests/e2e/inspector's lockfile), one process per call through the config
+  `hatp mcp-config` prints: begin, Ben approves, a later call sees COMMITTED (HATP-MCP-41);
+- the service SIGKILLed while the approval is pending and started again: the coordinator takes the trip up from
+  its log, the human approves, a new bridge sees COMMITTED (HATP-TXN-22).
 """
 
 from __future__ import annotations
@@ -218,6 +223,56 @@ async def test_HATP_MCP_43_a_tool_server_killed_mid_transaction_is_restarted_and
     assert not alive(hotel)
 
 
+async def prepared_and_asked(layout: OrgLayout, txn_id: str) -> None:
+    """Until the log holds every branch's yes vote and the gateway's pending vote: the APPROVING point."""
+    while True:
+        now = await status(layout, txn_id)
+        votes = {v["branchId"]: v["decision"] for v in now.get("votes", [])}
+        if votes.pop("finance", None) == "pending" and len(votes) == 4 and set(votes.values()) == {"yes"}:
+            return
+        assert now.get("outcome") is None, json.dumps(now)[:3000]
+
+
+async def test_HATP_TXN_22_the_service_sigkilled_while_the_approval_is_pending_restarts_and_the_trip_commits(
+    tmp_path: Path,
+) -> None:
+    """The whole service dies (the supervisor SIGKILLed; every child follows it), is started again on the same
+    organisation, and the coordinator takes the transaction up from its log: the human approves in the inbox
+    afterwards, and a new bridge sees COMMITTED."""
+    layout = make_org(tmp_path)
+    args = ("--poll-seconds", "1", "--retry-seconds", "1")
+    first, lines = await start_service(layout, *args)
+    assert lines[-1:] == [SERVICE_READY], lines
+    again: Process | None = None
+    try:
+        with anyio.fail_after(240):
+            txn_id = await begin_trip(layout, "service-killed", 23)
+            await prepared_and_asked(layout, txn_id)
+            children = json.loads((service_folder(layout.root) / "status.json").read_text())["children"]
+            pidfds = [os.pidfd_open(p) for p in [first.pid, *(c["pid"] for c in children.values())]]
+            try:
+                os.kill(first.pid, signal.SIGKILL)
+                for pidfd in pidfds:
+                    await anyio.wait_readable(pidfd)  # readable once that process has ended
+            finally:
+                for pidfd in pidfds:
+                    os.close(pidfd)
+            await first.wait()
+            again, lines = await start_service(layout, *args)
+            assert lines[-1:] == [SERVICE_READY], lines
+            await approve(Service(layout, again, tmp_path), txn_id)
+            done = await status(layout, txn_id, wait=90)
+    finally:
+        for process in (first, again):
+            if process is not None and process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with anyio.fail_after(30):
+                    await process.wait()
+    assert done["outcome"] == "COMMITTED", json.dumps(done)[:3000]
+    recovered = [e["body"] for e in done["record"]["events"] if e["event"] == "coordinator.recovered"]
+    assert recovered == [{"decision": "resumed", "phase": "approving"}]
+
+
 async def test_HATP_MCP_42_a_second_service_on_the_same_organisation_exits_2_naming_the_holder(
     service: Service,
 ) -> None:
@@ -269,6 +324,75 @@ async def test_HATP_MCP_49_a_client_without_the_organisations_token_is_refused_a
     printed = capsys.readouterr().out
     assert json.loads(printed)["httpServers"]["hatp-coordinator"]["tokenFile"] == str(token)
     assert secret not in printed
+
+
+async def test_HATP_GW_89_the_gateways_tools_refuse_a_client_without_the_token_and_serve_the_bridge(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = service.status()["children"]["gateway"]["url"]
+    with anyio.fail_after(60):
+        async with Client(url) as anonymous:
+            listed = await anonymous.list_tools()  # the listings stay open
+            with pytest.raises(MCPError) as err:
+                await anonymous.call_tool("list_asks", {})
+        async with bridge(service.layout, "gateway") as agent:  # the bridge sends the organisation's token
+            asks = await agent.call_tool("list_asks", {})
+    data = err.value.error.data
+    assert isinstance(data, dict) and (data["rule"], data["code"]) == ("HATP-GW-89", "CALLER_UNPROVEN")
+    assert "list_asks" in {t.name for t in listed.tools} and not asks.is_error, asks.content
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(service.layout.root)]) == 0
+    token = service.layout.private / "clients" / "claude.token"
+    assert json.loads(capsys.readouterr().out)["httpServers"]["hatp-gateway"]["tokenFile"] == str(token)
+
+
+INSPECTOR = Path(__file__).with_name("inspector") / "node_modules" / ".bin" / "mcp-inspector"
+
+
+async def inspector(config: Path, method: str, *args: str) -> dict[str, Any]:
+    """One call of the MCP Inspector's CLI (npm, tests/e2e/inspector, pinned by its lockfile) through the config
+    `hatp mcp-config` printed: it starts `hatp connect coordinator` for this one call and ends it after."""
+    if not INSPECTOR.exists():
+        pytest.fail("the MCP Inspector CLI is not installed: run `make inspector` (needs node and npm)")
+    cmd = [str(INSPECTOR), "--cli", "--config", str(config), "--server", "hatp-coordinator", "--method", method]
+    # no OS keychain here: the Inspector keeps its (unused) secrets in memory instead of asking for one
+    env = {**os.environ, "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    done = await anyio.run_process([*cmd, *args], check=False, env=env)
+    assert done.returncode == 0, (done.stdout.decode()[-2000:], done.stderr.decode()[-2000:])
+    said: dict[str, Any] = json.loads(done.stdout.decode())
+    return said
+
+
+async def test_HATP_MCP_41_the_inspector_cli_a_process_per_call_begins_a_trip_that_commits_after_approval(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client nobody here wrote, set up as the README says: the config `hatp mcp-config` prints, one process
+    per call. Begin, Ben approves in between, and a later call's status shows COMMITTED."""
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(service.layout.root)]) == 0
+    config = service.home / "inspector.json"
+    config.write_text(capsys.readouterr().out)
+    with anyio.fail_after(180):
+        read = await inspector(config, "resources/read", "--uri", "hatp://examples/trip-plan")
+        plan = json.loads(read["contents"][0]["text"])
+        plan["txnId"] = "txn-service-inspector"
+        for branch in plan["branches"]:  # a day of its own: the module's other trips book other rooms and seats
+            args = branch["args"]
+            for key in ("date", "checkIn"):
+                if key in args:
+                    args[key] = "2026-12-24"
+            if "start" in args:
+                args["start"] = "2026-12-24T09:00:00Z"
+        began = await inspector(
+            config, "tools/call", "--tool-name", "begin_transaction", "--tool-arg", f"plan={json.dumps(plan)}"
+        )
+        assert not began.get("isError"), began
+        await asked(service.layout, plan["txnId"])
+        await approve(service, plan["txnId"])
+        arg = ["--tool-arg", f"txn_id={plan['txnId']}", "--tool-arg", "wait_seconds=50"]
+        done = await inspector(config, "tools/call", "--tool-name", "transaction_status", *arg)
+    assert not done.get("isError"), done
+    assert done["structuredContent"]["outcome"] == "COMMITTED", done
 
 
 async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(service: Service) -> None:

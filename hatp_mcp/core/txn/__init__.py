@@ -10,6 +10,7 @@ imports only those below it):
   phase;
 - phase1.py: phase 1: prepare and quote votes, the approvers' answers, and the decision to commit;
 - phase2.py: phase 2's answers (renew, commit, abort, compensate) and a replacement coordinator's start;
+- resume.py: whether a replacement's record waits only for a human, and taking the approving phase up again;
 - timers.py: what each timer does when it fires; a timer re-armed or cancelled since does nothing;
 - commit.py: carrying out a commit decision in commit order, a commit in doubt, and recovery after it;
 - deadlines.py: the approval deadline and the holds' leases: when a lease is renewed, what a receipt changes;

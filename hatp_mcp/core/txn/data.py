@@ -10,7 +10,7 @@ event fails. Pure data: no IO, no clock, no protocol logic beyond arming a timer
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +25,7 @@ from hatp_mcp.errors import HatpError
 
 __all__ = [
     "Approvals",
+    "Approving",
     "Config",
     "Holds",
     "Progress",
@@ -152,6 +153,14 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class Approving:
+    """What a record waiting only for its humans shows (hatp_mcp.core.txn.resume, HATP-TXN-22): each open ask's
+    requirementId and the gateway's signed decideBy."""
+
+    pending: Mapping[str, datetime]
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What one event may change, taken before it is handled and put back if handling fails."""
 
@@ -182,6 +191,7 @@ class Txn:
         "plan",
         "plan_digest",
         "recovering",
+        "resume",
         "state",
         "timers",
         "timing",
@@ -204,6 +214,8 @@ class Txn:
         self.validated = False
         self.recovering: str | None = None  # a replacement's logged decision, or "presumed-abort"
         self.abort_request: dict[str, Any] | None = None  # the agent's, when it made a replacement finish
+        # a replacement without a decision: the open asks its record waits for (HATP-TXN-22), or why it presumes abort
+        self.resume: Approving | str | None = None
         self.state = TxnState.NEW
         self.phase1 = Votes()
         self.holds = Holds()

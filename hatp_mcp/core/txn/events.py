@@ -63,6 +63,7 @@ class Step(Enum):
     STARTED_QUOTING = "started-quoting"  # approval-first: the quotes and dry runs are sent
     STARTED_PREPARING = "started-preparing"  # the prepares are sent (parallel: the approval asked too)
     RESUMED_COMMIT = "resumed-commit"  # a replacement coordinator carries out the logged commit decision
+    RESUMED_APPROVING = "resumed-approving"  # a replacement waits again for the humans its record was waiting for
     ASKED_APPROVERS = "asked-approvers"  # every quote (or holds-first: every hold) is in; the humans are asked
     BRANCHES_VOTED_YES = "branches-voted-yes"  # parallel: every branch is prepared, the humans not yet
     APPROVED_QUOTES = "approved-quotes"  # approval-first: the humans said yes; the quoted holds are prepared

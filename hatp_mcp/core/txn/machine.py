@@ -40,6 +40,7 @@ from hatp_mcp.core.txn.events import (
 )
 from hatp_mcp.core.txn.phase1 import on_approver, on_prepared, start
 from hatp_mcp.core.txn.phase2 import on_failed, on_receipt
+from hatp_mcp.core.txn.resume import approving_point
 from hatp_mcp.core.txn.timers import on_timer
 from hatp_mcp.core.txn.timing import Timing, choose_mode, timing
 from hatp_mcp.errors import HatpError
@@ -72,6 +73,7 @@ TRANSITIONS: dict[tuple[TxnState, Step], TxnState] = {
     (T.NEW, S.STARTED_QUOTING): T.QUOTING,
     (T.NEW, S.STARTED_PREPARING): T.PREPARING,
     (T.NEW, S.RESUMED_COMMIT): T.COMMITTING,  # a replacement with a logged commit (HATP-TXN-12)
+    (T.NEW, S.RESUMED_APPROVING): T.APPROVING,  # a replacement whose record waits only for a human (HATP-TXN-22)
     (T.NEW, S.DECIDED_ABORT): T.ABORTING,  # a replacement: the logged abort, or presumed abort (HATP-TXN-12)
     (T.QUOTING, S.ASKED_APPROVERS): T.APPROVING,
     (T.QUOTING, S.DECIDED_ABORT): T.ABORTING,
@@ -229,6 +231,8 @@ class Coordinator:
         c._d.recovering = decision or "presumed-abort"
         c._d.abort_request = dict(abort_request) if abort_request is not None and decision is None else None
         c._d.phase2.decision = decision
+        if decision is None and abort_request is None:  # HATP-TXN-22: waiting only for a human is taken up again
+            c._d.resume = approving_point(plan, events)
         return c
 
     def _replay(self, ev: Mapping[str, Any]) -> None:

@@ -30,6 +30,7 @@ from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.evidence_checks import check_approver_answer, check_branch_receipt, check_branch_vote
 from hatp_mcp.core.txn.problem import Problem
+from hatp_mcp.core.txn.resume import approving_point
 from hatp_mcp.errors import HatpError
 
 __all__ = ["OUTCOMES", "Justification", "justify"]
@@ -293,8 +294,20 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
             why = "presumed abort (a replacement found no decision)"
         if why is not None:
             c.fail(d.i, "HATP-REC-12", f"commit was decided after the coordinator {why} at event {e.i}")
+        if e.name == "coordinator.recovered" and e.body.get("decision") == "resumed":
+            _resumed_on_grounds(c, e)
     if yes == len(plan.branches):
         c.grounds.insert(0, f"every branch voted yes: {yes} signed votes and prepare receipts before the decision")
+
+
+def _resumed_on_grounds(c: _Check, resumed: _Ev) -> None:
+    """HATP-TXN-24: a replacement that took up the approving phase did so on a record that waited only for a human
+    (hatp_mcp.core.txn.resume.approving_point, read from the events before it); otherwise it should have presumed
+    abort, and a commit decided after it is not justified."""
+    before = [{"event": e.name, "body": e.body, "evidence": e.evidence} for e in c.evs if e.i < resumed.i]
+    found = approving_point(c.plan, before)
+    if isinstance(found, str):
+        c.fail(resumed.i, "HATP-TXN-24", f"a replacement resumed the approving phase at event {resumed.i}: {found}")
 
 
 def _terms_problem(c: _Check, rid: str, before: int, approval: Any) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from hatp_mcp.core.gateway.terms import same_terms
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Vote
@@ -159,12 +160,18 @@ def on_approver(t: Txn, ev: ApproverReply, now: datetime) -> list[Command]:
         vote, approval = check_approver_answer(
             t.plan, t.plan_digest, rid, ev.vote, ev.approval, t.keyring, now, t.config.humans
         )
+        incoming = ev.terms
+        sent = a.terms_sent.get(rid)
+        if incoming is None and approval is not None and sent is not None and same_terms(approval.terms, sent):
+            # the gateway signed the terms this coordinator sent into the approval: accepted, though the tighten's
+            # own answer is not in (a replacement's poll can answer first, HATP-TXN-22)
+            incoming = sent
         if vote.decision == "yes":
-            check_terms(t, rid, approval, ev.terms)  # HATP-MODE-8
+            check_terms(t, rid, approval, incoming)  # HATP-MODE-8
     except HatpError as exc:
         return [refused(rid, exc), *abort(t, now, exc.code, exc.reason)]
     gw = vote.voter
-    out: list[Command] = terms_accepted(t, rid, ev.terms) if ev.terms is not None else []
+    out: list[Command] = terms_accepted(t, rid, incoming) if incoming is not None else []
     if vote.decision == "pending":
         decide_by = parse_ts(vote.decide_by or "")
         if a.status.get(rid) != "pending":

@@ -14,6 +14,7 @@ from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import note_lease
 from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, Step, TxnState
 from hatp_mcp.core.txn.evidence_checks import check_branch_receipt
+from hatp_mcp.core.txn.resume import Approving, lapsed_hold, resume_approving
 from hatp_mcp.errors import HatpError
 
 __all__ = ["on_failed", "on_receipt", "start_recovered"]
@@ -128,9 +129,21 @@ def on_failed(t: Txn, ev: CallFailed, now: datetime) -> list[Command]:
 
 
 def start_recovered(t: Txn, now: datetime) -> list[Command]:
-    """Presumed abort without a logged decision; otherwise phase 2 with the logged one (HATP-TXN-11)."""
+    """Phase 2 with the logged decision (HATP-TXN-11); without one, the approving phase again when the record
+    waits only for a human and its holds still stand (HATP-TXN-22/23), else presumed abort."""
     decision = t.recovering
-    out: list[Command] = [Record(event="coordinator.recovered", body={"decision": decision or "none"})]
+    presumed = ("PRESUMED_ABORT", "no decision was logged before the coordinator stopped")
+    body: dict[str, str] = {"decision": decision or "none"}
+    if decision == "presumed-abort" and t.abort_request is None:
+        if isinstance(t.resume, Approving):
+            lapsed = lapsed_hold(t, now)
+            if lapsed is None:
+                return resume_approving(t, t.resume, now)
+            presumed = lapsed
+            body["notResumed"] = f"{lapsed[0]}: {lapsed[1]}"
+        elif isinstance(t.resume, str):
+            body["notResumed"] = t.resume
+    out: list[Command] = [Record(event="coordinator.recovered", body=body)]
     if decision == "commit":
         t.fire(Step.RESUMED_COMMIT)
         return out + next_commit(t, now)
@@ -145,4 +158,4 @@ def start_recovered(t: Txn, now: datetime) -> list[Command]:
         reason = t.abort_request.get("reason")
         out.append(Record(event="abort.requested", body={"reason": reason, "by": t.abort_request.get("by")}))
         return out + abort(t, now, "ABORT_REQUESTED", f"the agent asked: {reason or 'no reason given'}")
-    return out + abort(t, now, "PRESUMED_ABORT", "no decision was logged before the coordinator stopped")
+    return out + abort(t, now, *presumed)

@@ -11,6 +11,7 @@ import pytest
 from demo.trip_world import World, build_world, trip_plan
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.txn_api import TxnStatus
+from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
@@ -266,21 +267,80 @@ async def test_HATP_MCP_23_abort_once_commit_is_decided_is_refused_and_the_trip_
 
 
 async def stop_undecided_then_recover(
-    world: World, clock: FakeClock, txn_id: str
+    world: World, clock: FakeClock, txn_id: str, stopped_seconds: float = 901
 ) -> tuple[list[str], TxnStatus, list[Any]]:
-    """Begin `txn_id` on one service, stop it while the human still decides (no decision in the log), then let a
-    new service on the same log recover it: (what it recovered, the finished transaction, approver calls at the
-    stop)."""
+    """Begin `txn_id` on one service, stop it while the human still decides (no decision in the log), leave it
+    stopped `stopped_seconds` (by default past the holds' 900 s leases, so the replacement cannot wait again,
+    HATP-TXN-23), then let a new service on the same log recover it, moving the clock a minute at a time until it
+    ends: (what it recovered, the finished transaction, approver calls at the stop)."""
     log = MemoryTxnLog()
     with anyio.fail_after(10):
         async with service(world, log).running() as first:
             await first.begin(trip_plan(clock.now(), txn_id))
             await anyio.wait_all_tasks_blocked()
         calls_at_stop = list(world.approver.calls)
+        clock.advance(stopped_seconds)
         async with service(world, log).running() as second:
             recovered = await second.recover_unfinished()
+            for _ in range(240):  # bounded: four hours of the fake clock
+                await anyio.wait_all_tasks_blocked()
+                if (await second.status(txn_id)).outcome is not None:
+                    break
+                clock.advance(60)
             done = await second.wait(txn_id)
     return recovered, done, calls_at_stop
+
+
+async def test_HATP_TXN_22_a_new_service_waits_again_for_the_human_a_stopped_one_left_asked_and_commits(
+    clock: FakeClock,
+) -> None:
+    """The human decides 20 minutes after the ask, ten of them while no coordinator runs: the replacement polls
+    the ask the approver kept, renews the 900 s leases meanwhile, and commits once the human said yes."""
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=1200)})
+    recovered, done, calls_at_stop = await stop_undecided_then_recover(world, clock, "txn-resumed", 600)
+    assert recovered == ["txn-resumed"]
+    assert done.outcome == "COMMITTED", done.decision_reason
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+    names = [e["event"] for e in events_of(done.record)]
+    recovered_body = events_of(done.record)[names.index("coordinator.recovered")]["body"]
+    assert recovered_body == {"decision": "resumed", "phase": "approving"}
+    assert "renew" in names[names.index("coordinator.recovered") :]  # the leases were kept while it waited
+    later = world.approver.calls[len(calls_at_stop) :]
+    assert ("poll", "txn-resumed", "finance") in later and ("withdraw", "txn-resumed", "finance") not in later
+    assert world.seat.effects == ["hold txn-resumed", "book txn-resumed"]
+
+
+async def test_HATP_TXN_24_a_commit_after_a_resume_the_record_does_not_ground_is_not_justified(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("approve", after_seconds=1200)})
+    _recovered, done, _calls = await stop_undecided_then_recover(world, clock, "txn-grounds", 600)
+    assert done.record is not None and done.outcome == "COMMITTED"
+    plan = Plan.model_validate(done.record["plan"])
+    events = events_of(done.record)
+    resumed = next(i for i, e in enumerate(events) if e["event"] == "coordinator.recovered")
+    assert justify(plan, plan.digest(), events, "COMMITTED", world.keyring, None).problems == ()
+    # the same record without the gateway's pending vote: nothing showed an ask open when it resumed
+    ungrounded = [
+        e
+        for i, e in enumerate(events)
+        if not (i < resumed and e["event"] == "vote" and e["body"].get("branchId") == "finance")
+    ]
+    problems = justify(plan, plan.digest(), ungrounded, "COMMITTED", world.keyring, None).problems
+    assert [p.rule for p in problems] == ["HATP-TXN-24"], problems
+    assert "approval finance has no open ask" in problems[0].reason
+
+
+async def test_HATP_TXN_23_a_lease_that_ended_while_no_coordinator_ran_aborts_with_that_reason(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    _recovered, done, _calls = await stop_undecided_then_recover(world, clock, "txn-lapsed", 901)
+    assert done.outcome == "ABORTED" and done.record is not None
+    assert (done.decision_reason or "").startswith("LEASE_EXPIRED"), done.decision_reason
+    recovered = next(e for e in events_of(done.record) if e["event"] == "coordinator.recovered")
+    assert recovered["body"]["decision"] == "presumed-abort" and "lease ended" in recovered["body"]["notResumed"]
+    assert verify_record(done.record, world.keyring) == []
 
 
 async def test_HATP_MCP_24_a_new_service_on_the_same_log_finishes_what_a_stopped_one_left_undecided(
@@ -343,7 +403,7 @@ async def test_HATP_TXN_17_recovery_at_startup_withdraws_the_pending_ask_through
     assert done.outcome == "ABORTED" and done.record is not None
     assert verify_record(done.record, world.keyring) == []
     withdrawn = [e["body"] for e in events_of(done.record) if e["event"] == "approval.withdrawn"]
-    assert withdrawn == [{"requirementId": "finance", "reason": "PRESUMED_ABORT"}]
+    assert withdrawn == [{"requirementId": "finance", "reason": "LEASE_EXPIRED"}]
     assert world.approver.calls.count(("withdraw", "txn-asked-left", "finance")) >= 1
     assert "abort.requested" not in [e["event"] for e in events_of(done.record)]  # nobody asked: presumed
 
