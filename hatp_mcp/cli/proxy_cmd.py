@@ -163,8 +163,7 @@ def _end(args: argparse.Namespace) -> dict[str, Any]:
 async def _ended(
     args: argparse.Namespace, data: Path, url: StoreUrl, policy: Any, target: Any, errlog: Any
 ) -> dict[str, Any]:
-    from hatp_mcp.core.journal.events import SagaStatus
-    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, saga_status
+    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, require_open, saga_status
     from hatp_mcp.mcp.proxy_upstream import upstream_client
     from hatp_mcp.runtime.journal.driver import Journal
     from hatp_mcp.store.files import load_or_create_key
@@ -172,15 +171,7 @@ async def _ended(
     key = load_or_create_key(data, ["journal"])
     async with open_journal_store(url) as store:
         journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
-        saga = await journal.get(args.saga_id)
-        if saga.status is not SagaStatus.IN_PROGRESS:
-            raise HatpError(
-                "HATP-PXY-10",
-                f"saga {saga.id} is {saga.status.value}: it has ended",
-                path="saga_id",
-                code="SAGA_ENDED",
-                fix="hatp proxy sagas --data DIR lists the open ones",
-            )
+        saga = require_open(await journal.get(args.saga_id), "hatp proxy sagas --data DIR lists the open ones")
         if args.complete:
             await saga.complete()
             return await saga_status(journal, saga)

@@ -56,6 +56,7 @@ __all__ = [
     "SAGA_TOOLS",
     "JournalingProxy",
     "proxy_names_free",
+    "require_open",
     "result_document",
     "saga_status",
     "upstream_tools",
@@ -347,15 +348,7 @@ class JournalingProxy:
                 fix="call saga_begin first (calls made outside a saga stand and are never rolled back), or name an "
                 "open saga by saga_id (saga_status lists them)",
             )
-        if saga.status is not SagaStatus.IN_PROGRESS:
-            raise HatpError(
-                "HATP-PXY-10",
-                f"saga {saga.id} is {saga.status.value}: it has ended",
-                path="saga_id",
-                code="SAGA_ENDED",
-                fix="saga_status shows how it ended; saga_begin starts another",
-            )
-        return saga
+        return require_open(saga)
 
     async def _get(self, saga_id: str) -> Saga:
         try:
@@ -411,6 +404,20 @@ class JournalingProxy:
 
     async def _status(self, saga: Saga) -> dict[str, Any]:
         return await saga_status(self.journal, saga)
+
+
+def require_open(saga: Saga, fix: str = "saga_status shows how it ended; saga_begin starts another") -> Saga:
+    """The saga, when it is still in progress. Raises HatpError HATP-PXY-10 (`SAGA_ENDED`) naming `fix`: what the
+    one who asked (the model, or the operator) can do instead."""
+    if saga.status is not SagaStatus.IN_PROGRESS:
+        raise HatpError(
+            "HATP-PXY-10",
+            f"saga {saga.id} is {saga.status.value}: it has ended",
+            path="saga_id",
+            code="SAGA_ENDED",
+            fix=fix,
+        )
+    return saga
 
 
 async def saga_status(journal: Journal, saga: Saga) -> dict[str, Any]:

@@ -34,15 +34,15 @@ from hatp_mcp.core.gated_tools.checks import (
     expected_call,
     tool_definition_digest,
 )
-from hatp_mcp.core.gateway.agents import card_of_key, sign_request
+from hatp_mcp.core.gateway.agents import card_of_key
 from hatp_mcp.core.journal.proxy_tools import ToolRule
 from hatp_mcp.core.model.agent import AgentCard
-from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.proxy_policy import Budget, Gate
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.gated_tools import ApprovalGate, GatedTool, create_approval_gate
+from hatp_mcp.mcp.gateway_ask import AskEnded, Asker, ask_and_wait
 from hatp_mcp.mcp.server_links import Link
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway.delivery.settings import load_settings
@@ -55,7 +55,6 @@ GATE_NOTE = (
     "Each call needs a human approval of exactly its arguments: the proxy asks for it, says where it waits, and "
     "runs the call only once it is approved (HATP-PXY-21)."
 )
-_ENDED = ("rejected", "expired", "exhausted", "withdrawn")
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -83,60 +82,28 @@ class GateAsker:
         self, call: dict[str, Any], requires: dict[str, Any], digest: str, progress: Progress
     ) -> dict[str, Any]:
         """The signed Approval of exactly `call`. Raises HatpError HATP-PXY-21 (with the reason: the gateway
-        refused to route it, the people rejected it, the ask ended, no decision within the wait)."""
-        now = self.clock.now()
-        deadline = now + self.wait
-        request = sign_request(
-            self.key, self.card.id, self.card.acts_for, "tool-call", digest, now, nonce=secrets.token_urlsafe(18)
-        )
-        status = await self._call(
-            "request_approval", {**call, "requires": requires, "request": request.wire(), "call_digest": digest}
-        )
-        ask_id = str(status.get("askId"))
-        link = self.link(ask_id)
-        decide_by = status.get("decideBy")
-        if isinstance(decide_by, str):
-            deadline = min(deadline, parse_ts(decide_by))
-        waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
-        await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
-        while True:
-            state = status.get("state")
-            if state == "approved" and isinstance(status.get("approval"), dict):
-                approval: dict[str, Any] = status["approval"]
-                return approval
-            if state == "rejected":
-                raise _ended("APPROVAL_REJECTED", f"rejected by {_rejecters(status)} (ask {ask_id}: {link})")
-            if state in _ENDED or state not in ("pending", "approved"):
-                raise _ended(f"APPROVAL_{str(state).upper()}", f"the ask ended {state} (ask {ask_id}: {link})")
-            if self.clock.now() >= deadline:
-                raise _ended(
-                    "APPROVAL_TIMEOUT",
-                    f"no decision within {(deadline - now).total_seconds():g}s (ask {ask_id}, still open: {link})",
-                )
-            await self.clock.sleep_until(min(deadline, self.clock.now() + self.poll))
-            status = await self._call("approval_status", {"ask_id": ask_id})
-            await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
+        refused to route it or did not answer, the people rejected it, the ask ended, no decision within the
+        wait)."""
+        asker = Asker(self.gateway, self.key, self.card, self.clock, self.wait, self.poll)
+        first = True
 
-    async def _call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        client = await self.gateway.client()
-        try:
-            raw = await client.call_tool(tool, args)
-        except Exception as exc:
-            self.gateway.lost(client)
-            raise _ended("GATEWAY_UNREACHABLE", f"the gateway did not answer {tool} ({type(exc).__name__})") from exc
-        text = " ".join(getattr(c, "text", "") for c in raw.content)
-        if raw.is_error:
-            raise _ended("GATEWAY_REFUSED", f"the gateway refused {tool}: {text}")
-        data = raw.structured_content if raw.structured_content is not None else json.loads(text)
-        if not isinstance(data, dict):
-            raise _ended("GATEWAY_REFUSED", f"the gateway's {tool} answered no object")
-        return data
+        async def said(ask_id: str, status: Mapping[str, Any]) -> None:
+            nonlocal first
+            link = self.link(ask_id)
+            if first:
+                first = False
+                waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
+                await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
+            else:
+                await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
 
-
-def _rejecters(status: Mapping[str, Any]) -> str:
-    approval = status.get("approval") or {}
-    who = [d.get("approver") for d in approval.get("decisions") or [] if d.get("decision") == "reject"]
-    return ", ".join(str(w) for w in who) or "the people asked"
+        got = await ask_and_wait(asker, {**call, "requires": requires}, digest, said)
+        if not isinstance(got, AskEnded):
+            return got
+        if got.ask_id is None:
+            raise _ended(got.code, got.reason)
+        still = ", still open" if got.code == "APPROVAL_TIMEOUT" else ""
+        raise _ended(got.code, f"{got.reason} (ask {got.ask_id}{still}: {self.link(got.ask_id)})")
 
 
 def _ended(code: str, reason: str) -> HatpError:
