@@ -22,6 +22,9 @@ saga stays open for the model to complete or roll back (`hatp proxy sagas --data
 at a time runs on a --data folder (a lock, HATP-PXY-13). Over HTTP it
 needs `--callers FILE` and refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers
 share its one current saga, so give each agent a proxy of its own.
+`--shadow` (or `"shadow": true` in the file) records what hide, deny, gate and budgets would refuse in
+DATA/shadow.db and forwards the call (HATP-PXY-40). A changed policy file is checked whole on the next request
+and taken, or refused with the old one kept (HATP-PXY-43, 44; DATA/policy-status.json).
 Never writes to stdout (the stdio wire).
 """
 
@@ -46,6 +49,7 @@ from hatp_mcp.mcp.http_callers import CallerTokens, add_callers_argument, caller
 from hatp_mcp.mcp.journal_proxy import LOCK, RECOVERY_POLICY, JournalingProxy, proxy_names_free, upstream_tools
 from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
+from hatp_mcp.mcp.proxy_reload import PolicyWatch
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
     first_error,
@@ -57,6 +61,7 @@ from hatp_mcp.mcp.proxy_upstream import (
 from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.data_lock import DataLocked, data_lock
+from hatp_mcp.store.shadow_log import ShadowLog
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -112,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
         default=START_TIMEOUT,
         metavar="SECONDS",
         help=f"the bound on the upstream's start: its initialize and its tools/list (default {START_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--shadow",
+        action="store_true",
+        help="record what hide, deny, gate and budgets would refuse (hatp proxy shadow) and forward the call",
     )
     add_callers_argument(p)
     add_gate_arguments(p)
@@ -196,13 +206,19 @@ async def _serve(
         journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
         try:  # a gated tool, and budgets, need the organisation (HATP-PXY-20..24)
             gate = await stack.enter_async_context(open_gate(args, data, policy))
-            proxy = JournalingProxy(upstream, tools, journal, policy, gate)
+            shadow = ShadowLog(data / "shadow.db")  # what shadow mode lets through (HATP-PXY-40)
+            stack.callback(shadow.close)
+            proxy = JournalingProxy(upstream, tools, journal, policy, gate, shadow=shadow, shadow_mode=args.shadow)
         except (HatpError, OSError, ValueError) as exc:
             log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
             return 2
         await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
         for saga_id, status in (await proxy.reopen()).items():
             log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")
+        if args.policy is not None:  # a changed file is checked whole and taken, or refused (HATP-PXY-42, 43)
+            proxy.reload = PolicyWatch(args.policy_path, proxy, data, journal.clock, log)
+        if proxy.shadowing:
+            log("journal-proxy: shadow mode: hide, deny, gate and budgets recorded (hatp proxy shadow), not enforced")
         low = proxy.server()
         if callers is not None:  # over HTTP, every tool call carries a caller's token (HATP-JRN-17)
             low.middleware.append(caller_middleware(callers))
@@ -230,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"journal-proxy: cannot start: {exc.one_line()}")
         return 2
     Path(args.data).mkdir(parents=True, exist_ok=True)
+    args.policy_path = Path(args.policy).resolve() if args.policy is not None else None
     return anyio.run(functools.partial(_run, args, Path(args.data), store, policy, target, callers))
 
 

@@ -38,6 +38,7 @@ from hatp_mcp.core.gateway.agents import card_of_key
 from hatp_mcp.core.journal.proxy_tools import ToolRule
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.proxy_policy import Budget, Gate
+from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import tool_refusal
@@ -145,25 +146,37 @@ class ProxyGate:
         """Gate `tool`, listed as `definition`, which takes effect now: an approval issued before it is refused
         (HATP-GATE-9), so one issued for an earlier definition of the upstream's tool never counts. Raises HatpError
         HATP-PXY-20 for an address or amount the gated-tool rules refuse."""
-        requirement: dict[str, Any] = {"action": gate.action}
-        if gate.amount is not None:
-            requirement["amount"] = {"expression": gate.amount, "currency": gate.currency}
-        try:
-            parsed = GateRequirement.from_config({"address": gate.address, "requirement": requirement})
-        except (ValueError, HatpError) as exc:
-            reason = exc.reason if isinstance(exc, HatpError) else str(exc)
-            raise HatpError(
-                "HATP-PXY-20",
-                f"the gate of {tool!r} is not a requirement the gated-tool rules accept: {reason}",
-                path=f"tools.{tool}.gate",
-                code="BAD_POLICY",
-                fix="name a human:// address (human://ORG/NAME or human://ORG/role/ROLE) and an amount expression "
-                "with its currency",
-            ) from None
+        parsed = _requirement(tool, gate)
         self.gates[tool] = gate
         self.approvals.tools[tool] = GatedTool(parsed)
         digest = tool_definition_digest(definition)
         self.approvals.cache.note_definition(self.approvals.server_id, tool, digest, self.clock.now())
+
+    def check(self, gates: Sequence[tuple[str, Gate, Mapping[str, Any]]], budgets: Sequence[Budget]) -> None:
+        """Whether `replace` would take these gated tools and budgets. Raises HatpError HATP-PXY-20 (a gate the
+        gated-tool rules refuse), HATP-PXY-23 (budgets, but no agent to count them for)."""
+        for tool, gate, _definition in gates:
+            _requirement(tool, gate)
+        if budgets and not self.agent:
+            raise HatpError(
+                "HATP-PXY-23",
+                "the file names budgets, which are counted per agent, but the proxy acts for no agent",
+                path="budgets",
+                code="GATE_UNCONFIGURED",
+                fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
+            )
+
+    def replace(self, gates: Sequence[tuple[str, Gate, Mapping[str, Any]]], budgets: Sequence[Budget]) -> None:
+        """Put exactly these gated tools and budgets in force (a reload, HATP-PXY-42); a tool whose definition is
+        unchanged keeps the time it took effect. Raises HatpError as `check` (call it first: this may stop
+        half-way)."""
+        kept = {tool for tool, _gate, _definition in gates}
+        for tool in [t for t in self.gates if t not in kept]:
+            del self.gates[tool]
+            self.approvals.tools.pop(tool, None)
+        for tool, gate, definition in gates:
+            self.add(tool, gate, definition)
+        self.budgets = list(budgets)
 
     async def call(
         self,
@@ -176,32 +189,14 @@ class ProxyGate:
     ) -> types.CallToolResult:
         """Handle one call of a gated tool: the amount, its maximum and the budgets first, then the approval
         (the one in `_meta`, else one the proxy asks for), then the upstream, once."""
-        gate = self.gates[tool]
+        checked = self._before_asking(tool, definition, args)
+        if isinstance(checked, HatpError):
+            return tool_refusal(checked)
+        want, digest = checked
         requirement = self.approvals.tools[tool].requirement
-        try:
-            want = expected_call(
-                self.approvals.server_id, tool, args, requirement, tool_definition_digest(definition)
-            )  # HATP-GATE-20, 23: an amount that cannot be read or paid; nobody is asked
-        except HatpError as exc:
-            return tool_refusal(exc)
-        digest = call_digest(want)
         amount = want.max_amount
-        if amount is not None and gate.max is not None and amount.decimal > Decimal(gate.max):
-            return tool_refusal(
-                HatpError(
-                    "HATP-PXY-22",
-                    f"{tool!r} asks for {amount.display()}, above the {gate.max} {amount.currency} its gate allows: "
-                    "nobody was asked, nothing was sent upstream",
-                    path=f"arguments ({gate.amount})",
-                    code="OVER_MAXIMUM",
-                    fix=f"call it for at most {gate.max} {amount.currency}",
-                )
-            )
         key = f"{digest}:{secrets.token_hex(8)}"
         if amount is not None:
-            over = self._over_budget(amount.currency, amount.decimal)
-            if over is not None:
-                return tool_refusal(over)
             self.ledger.reserve(key, self.agent, amount.currency, amount.decimal, self.clock.now())
         ran = False
         asked: str | None = None
@@ -231,6 +226,50 @@ class ProxyGate:
             result = result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
         return result
 
+    def would_refuse(self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]) -> HatpError:
+        """Shadow mode (HATP-PXY-40): the refusal enforcing the gate would give this call before anyone is asked
+        (the amount, the maximum, a budget), else the one saying it needs an approval. Nothing is reserved or
+        asked."""
+        checked = self._before_asking(tool, definition, args)
+        if isinstance(checked, HatpError):
+            return checked
+        gate = self.gates[tool]
+        return HatpError(
+            "HATP-PXY-21",
+            f"{tool!r} needs an approval from {gate.address} for {gate.action}: the call would have waited for it",
+            path="_meta",
+            code="APPROVAL_NEEDED",
+            fix="approve it in the inbox once the gate is enforced",
+        )
+
+    def _before_asking(
+        self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]
+    ) -> tuple[ToolCall, str] | HatpError:
+        """The expected call and its digest, or the refusal due before anyone is asked: an amount that cannot be
+        read or paid (HATP-GATE-20, 23), above the gate's maximum (HATP-PXY-22), or over a budget
+        (HATP-PXY-23)."""
+        gate = self.gates[tool]
+        requirement = self.approvals.tools[tool].requirement
+        try:
+            want = expected_call(self.approvals.server_id, tool, args, requirement, tool_definition_digest(definition))
+        except HatpError as exc:
+            return exc
+        amount = want.max_amount
+        if amount is not None and gate.max is not None and amount.decimal > Decimal(gate.max):
+            return HatpError(
+                "HATP-PXY-22",
+                f"{tool!r} asks for {amount.display()}, above the {gate.max} {amount.currency} its gate allows: "
+                "nobody was asked, nothing was sent upstream",
+                path=f"arguments ({gate.amount})",
+                code="OVER_MAXIMUM",
+                fix=f"call it for at most {gate.max} {amount.currency}",
+            )
+        if amount is not None:
+            over = self._over_budget(amount.currency, amount.decimal)
+            if over is not None:
+                return over
+        return want, call_digest(want)
+
     def _over_budget(self, currency: str, amount: Decimal) -> HatpError | None:
         """HATP-PXY-23: the first budget in `currency` this amount would overrun, as the refusal."""
         now = self.clock.now()
@@ -249,6 +288,25 @@ class ProxyGate:
                     fix="wait until earlier spends leave the window, or ask the operator to raise the budget",
                 )
         return None
+
+
+def _requirement(tool: str, gate: Gate) -> GateRequirement:
+    """The gated-tool requirement of a gate entry. Raises HatpError HATP-PXY-20."""
+    requirement: dict[str, Any] = {"action": gate.action}
+    if gate.amount is not None:
+        requirement["amount"] = {"expression": gate.amount, "currency": gate.currency}
+    try:
+        return GateRequirement.from_config({"address": gate.address, "requirement": requirement})
+    except (ValueError, HatpError) as exc:
+        reason = exc.reason if isinstance(exc, HatpError) else str(exc)
+        raise HatpError(
+            "HATP-PXY-20",
+            f"the gate of {tool!r} is not a requirement the gated-tool rules accept: {reason}",
+            path=f"tools.{tool}.gate",
+            code="BAD_POLICY",
+            fix="name a human:// address (human://ORG/NAME or human://ORG/role/ROLE) and an amount expression "
+            "with its currency",
+        ) from None
 
 
 def gated(gate: ProxyGate | None, rule: ToolRule) -> ProxyGate:

@@ -190,12 +190,15 @@ class ToolPolicy(WireModel):
 
 
 class ProxyPolicy(WireModel):
-    """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool."""
+    """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool.
+    `shadow: true` records what the hide, deny and gate policies and the budgets would refuse instead of
+    enforcing it (HATP-PXY-40)."""
 
     upstream: StdioUpstream | HttpUpstream
     default: Literal["pass", "irreversible", "hide", "deny"] = "deny"
     tools: dict[ToolName, ToolPolicy] = Field(default_factory=dict)
     budgets: list[Budget] = Field(default_factory=list, max_length=20)
+    shadow: bool = False
 
 
 def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
