@@ -52,6 +52,7 @@ from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
 from hatp_mcp.mcp.proxy_reload import PolicyWatch
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
+    Target,
     first_error,
     read_policy,
     upstream_client,
@@ -88,7 +89,7 @@ def _legacy_upstream(target: str | StdioServerParameters) -> StdioUpstream | Htt
     return StdioUpstream(command=target.command, args=list(target.args), env=dict(target.env or {}), cwd=cwd)
 
 
-def _policy(args: argparse.Namespace) -> tuple[ProxyPolicy, str | StdioServerParameters]:
+def _policy(args: argparse.Namespace) -> tuple[ProxyPolicy, Target]:
     """The policy and how to reach the upstream. Raises HatpError (HATP-PXY-1/2/3, HATP-JRN-14), ValueError."""
     if args.policy is not None:
         if args.upstream is not None or args.undo_map is not None:
@@ -137,7 +138,7 @@ async def _run(
     data: Path,
     store_url: StoreUrl,
     policy: ProxyPolicy,
-    target: str | StdioServerParameters,
+    target: Target,
     callers: CallerTokens | None,
 ) -> int:
     """Serve until the client goes; the upstream's start bounded by --start-timeout (HATP-PXY-4)."""
@@ -169,7 +170,7 @@ async def _serve(
     data: Path,
     store_url: StoreUrl,
     policy: ProxyPolicy,
-    target: str | StdioServerParameters,
+    target: Target,
     callers: CallerTokens | None,
     listed: anyio.Event,
 ) -> int:
@@ -180,7 +181,8 @@ async def _serve(
         except DataLocked as exc:
             log(f"journal-proxy: cannot start: HATP-PXY-13: {exc}: another proxy serves this --data")
             return 2
-        errlog = None if isinstance(target, str) else stack.enter_context((data / "upstream.stderr").open("a"))
+        stdio = isinstance(target, StdioServerParameters)
+        errlog = stack.enter_context((data / "upstream.stderr").open("a")) if stdio else None
         try:
             upstream = await stack.enter_async_context(upstream_client(target, errlog))
             tools = (await upstream.list_tools()).tools

@@ -40,6 +40,7 @@ __all__ = [
     "Budget",
     "EnvFromEnv",
     "EnvFromFile",
+    "EnvValue",
     "Expression",
     "Gate",
     "HttpUpstream",
@@ -132,10 +133,16 @@ class StdioUpstream(WireModel):
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
 
 
+HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")]
+
+
 class HttpUpstream(WireModel):
-    """A server the proxy reaches over streamable HTTP."""
+    """A server the proxy reaches over streamable HTTP, sent `headers` on every request (an `Authorization`
+    token, say): each value literal, `{"env": NAME}` or `{"file": PATH}` as a stdio server's environment is, and
+    never logged (HATP-PXY-46)."""
 
     url: str = Field(pattern=r"^https?://[^\s]+$", max_length=4096)
+    headers: dict[HeaderName, EnvValue] = Field(default_factory=dict, max_length=64)
 
 
 class UndoCall(WireModel):
