@@ -41,7 +41,7 @@ from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
-from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, gated, progress_reporter
+from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, budgets_unconfigured, gated, progress_reporter
 from hatp_mcp.runtime.journal.driver import Journal, Saga
 from hatp_mcp.runtime.journal.undoable import (
     DidNotHappen,
@@ -205,13 +205,7 @@ class JournalingProxy:
         elif self.gate is not None:
             self.gate.check(gates, policy.budgets)
         elif policy.budgets:
-            raise HatpError(
-                "HATP-PXY-23",
-                "the file names budgets, which count gated calls, but the proxy has no organisation",
-                path="budgets",
-                code="GATE_UNCONFIGURED",
-                fix="start the proxy with --org DIR, or remove budgets",
-            )
+            raise budgets_unconfigured(org=False)
         # every check passed: the policy takes effect whole
         if self.gate is not None:
             self.gate.replace(gates, policy.budgets)

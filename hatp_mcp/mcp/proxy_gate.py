@@ -50,7 +50,17 @@ from hatp_mcp.runtime.gateway.delivery.settings import load_settings
 from hatp_mcp.runtime.org import load_agents, load_directory
 from hatp_mcp.store.spend_ledger import SpendLedger
 
-__all__ = ["GATE_NOTE", "GateAsker", "GateSetup", "Progress", "ProxyGate", "build_gate", "gated", "progress_reporter"]
+__all__ = [
+    "GATE_NOTE",
+    "GateAsker",
+    "GateSetup",
+    "Progress",
+    "ProxyGate",
+    "budgets_unconfigured",
+    "build_gate",
+    "gated",
+    "progress_reporter",
+]
 
 GATE_NOTE = (
     "Each call needs a human approval of exactly its arguments: the proxy asks for it, says where it waits, and "
@@ -158,13 +168,7 @@ class ProxyGate:
         for tool, gate, _definition in gates:
             _requirement(tool, gate)
         if budgets and not self.agent:
-            raise HatpError(
-                "HATP-PXY-23",
-                "the file names budgets, which are counted per agent, but the proxy acts for no agent",
-                path="budgets",
-                code="GATE_UNCONFIGURED",
-                fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
-            )
+            raise budgets_unconfigured(org=True)
 
     def replace(self, gates: Sequence[tuple[str, Gate, Mapping[str, Any]]], budgets: Sequence[Budget]) -> None:
         """Put exactly these gated tools and budgets in force (a reload, HATP-PXY-42); a tool whose definition is
@@ -309,6 +313,26 @@ def _requirement(tool: str, gate: Gate) -> GateRequirement:
         ) from None
 
 
+def budgets_unconfigured(*, org: bool) -> HatpError:
+    """HATP-PXY-23's refusal of budgets the proxy cannot count: it has no organisation (`org` False) or acts
+    for no agent."""
+    if not org:
+        return HatpError(
+            "HATP-PXY-23",
+            "the file names budgets, which count gated calls, but the proxy has no organisation",
+            path="budgets",
+            code="GATE_UNCONFIGURED",
+            fix="start the proxy with --org DIR, or remove budgets",
+        )
+    return HatpError(
+        "HATP-PXY-23",
+        "the file names budgets, which are counted per agent, but the proxy acts for no agent",
+        path="budgets",
+        code="GATE_UNCONFIGURED",
+        fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
+    )
+
+
 def gated(gate: ProxyGate | None, rule: ToolRule) -> ProxyGate:
     """The gate a `gate` tool needs. Raises HatpError HATP-PXY-20 when the proxy was started without one (no
     organisation to check approvals against): a gated tool is never served ungated."""
@@ -373,13 +397,7 @@ def build_gate(
     if gateway is not None and setup.agent_key is None:
         raise ValueError("--gateway needs --agent-key: the proxy asks the gateway as that agent")
     if budgets and setup.agent_key is None:
-        raise HatpError(
-            "HATP-PXY-23",
-            "the file names budgets, which are counted per agent, but the proxy acts for no agent",
-            path="budgets",
-            code="GATE_UNCONFIGURED",
-            fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
-        )
+        raise budgets_unconfigured(org=True)
     if setup.agent_key is None:
         return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, None, clock, agent=None)
     key = SigningKey.from_jwk(json.loads(setup.agent_key.read_text()))

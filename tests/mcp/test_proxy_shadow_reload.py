@@ -26,6 +26,7 @@ from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.journal_store import MemoryJournalStore
 from hatp_mcp.store.shadow_log import ShadowLog
 from tests.acme_org import ORG_DIR
+from tests.mcp.test_journal_proxy import upstream as journal_proxy_upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -34,18 +35,8 @@ SECRET = "s3cr3t-value-never-logged"
 
 
 def upstream() -> tuple[MCPServer, set[str]]:
-    made: set[str] = set()
-    server = MCPServer("upstream", log_level="WARNING")
-
-    @server.tool()
-    def make(name: str) -> dict[str, Any]:
-        made.add(name)
-        return {"id": name}
-
-    @server.tool()
-    def unmake(id: str) -> dict[str, Any]:
-        made.discard(id)
-        return {"id": id}
+    """test_journal_proxy's upstream (make, unmake, find) with a tool to hide and one to gate."""
+    server, made = journal_proxy_upstream()
 
     @server.tool()
     def forget(name: str) -> dict[str, Any]:
