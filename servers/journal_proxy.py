@@ -63,6 +63,7 @@ from hatp_mcp.mcp.serve import add_server_arguments, log, quiet, serve
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.data_lock import DataLocked, data_lock
 from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -210,7 +211,11 @@ async def _serve(
             gate = await stack.enter_async_context(open_gate(args, data, policy))
             shadow = ShadowLog(data / "shadow.db")  # what shadow mode lets through (HATP-PXY-40)
             stack.callback(shadow.close)
-            proxy = JournalingProxy(upstream, tools, journal, policy, gate, shadow=shadow, shadow_mode=args.shadow)
+            step_rules = StepRules(data / "step-rules.db")  # each step's undo, whatever the file says later (PXY-44)
+            stack.callback(step_rules.close)
+            proxy = JournalingProxy(
+                upstream, tools, journal, policy, gate, shadow=shadow, shadow_mode=args.shadow, step_rules=step_rules
+            )
         except (HatpError, OSError, ValueError) as exc:
             log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
             return 2

@@ -204,6 +204,7 @@ async def _ended(
     from hatp_mcp.mcp.proxy_upstream import upstream_client
     from hatp_mcp.runtime.journal.driver import Journal
     from hatp_mcp.store.files import load_or_create_key
+    from hatp_mcp.store.step_rules import StepRules
 
     key = load_or_create_key(data, ["journal"])
     async with open_journal_store(url) as store:
@@ -213,10 +214,14 @@ async def _ended(
             await saga.complete()
             return await saga_status(journal, saga)
         tools = await _listed(target, args.start_timeout)  # the start bounded (HATP-PXY-4)
-        async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
-            JournalingProxy(upstream, tools, journal, policy)  # its undos and lookups, by the file
-            await saga.rollback(args.reason)
-            return await saga_status(journal, saga)
+        rules = StepRules(data / "step-rules.db")  # each step undone as it was journaled (HATP-PXY-44)
+        try:
+            async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
+                JournalingProxy(upstream, tools, journal, policy, step_rules=rules)  # its undos and lookups
+                await saga.rollback(args.reason)
+                return await saga_status(journal, saga)
+        finally:
+            rules.close()
 
 
 def starter_action(read_only: bool | None, destructive: bool | None) -> str:

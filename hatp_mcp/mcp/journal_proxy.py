@@ -53,6 +53,7 @@ from hatp_mcp.runtime.journal.undoable import (
     undoable,
 )
 from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
 
 __all__ = [
     "LOCK",
@@ -144,7 +145,8 @@ class JournalingProxy:
     """The proxy's tool handlers over one upstream client. Build, then `server()` for the low-level server.
 
     `shadow`: the log shadow mode writes to (HATP-PXY-40); `shadow_mode`: the command line's `--shadow` (the file's
-    `"shadow": true` turns it on too). Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's
+    `"shadow": true` turns it on too); `step_rules`: where the rule of each journaled step is kept across restarts
+    (HATP-PXY-44). Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's
     tools (nothing is registered), ValueError when the upstream already has a tool named as one of the saga tools."""
 
     def __init__(
@@ -157,12 +159,14 @@ class JournalingProxy:
         *,
         shadow: ShadowLog | None = None,
         shadow_mode: bool = False,
+        step_rules: StepRules | None = None,
     ):
         self.upstream = upstream
         self.journal = journal
         self.gate = gate
         self.shadow_log = shadow
         self.shadow_mode = shadow_mode
+        self.step_rules = step_rules
         self.current: Saga | None = None
         self.policy = policy
         self.rules: dict[str, ToolRule] = {}
@@ -233,7 +237,10 @@ class JournalingProxy:
 
     def _rule_for(self, tool: str, key: str) -> ToolRule:
         """The rule a step was journaled with (this run), else the one in force (a step from before a restart)."""
-        kept = self.journaled_with.get(key.removesuffix(":undo"))  # (an undo's key is its step's, and ":undo")
+        step = key.removesuffix(":undo")  # (an undo's key is its step's, and ":undo")
+        kept = self.journaled_with.get(step)
+        if kept is None and self.step_rules is not None:
+            kept = _rule_from(tool, self.step_rules.get(step))
         if kept is not None:  # HATP-PXY-44: a reload since never changes the undo a step was journaled with
             return kept
         return self.rules.get(tool) or ToolRule(tool, "deny")
@@ -432,6 +439,8 @@ class JournalingProxy:
                 await saga.complete()
             raise
         self.journaled_with[step.key] = rule  # its undo and lookup, whatever a reload puts in force
+        if self.step_rules is not None:  # and after a restart with another file
+            self.step_rules.record(step.key, _rule_wire(rule))
         try:
             result = await self.upstream.call_tool(tool, args, meta=cast(RequestParamsMeta, {KEY_META: step.key}))
         except Exception as exc:  # no answer: the step stays pending, in doubt (HATP-JRN-6)
@@ -516,6 +525,26 @@ class JournalingProxy:
 
     async def _status(self, saga: Saga) -> dict[str, Any]:
         return await saga_status(self.journal, saga)
+
+
+def _rule_wire(rule: ToolRule) -> dict[str, Any]:
+    return {
+        "action": rule.action,
+        "undo": rule.undo.wire() if rule.undo is not None else None,
+        "lookup": rule.lookup.wire() if rule.lookup is not None else None,
+    }
+
+
+def _rule_from(tool: str, kept: dict[str, Any] | None) -> ToolRule | None:
+    """The rule kept for a step, or None (none kept, or one this version cannot read: the file's then applies)."""
+    if kept is None:
+        return None
+    try:
+        undo = UndoCall.model_validate(kept["undo"]) if kept.get("undo") is not None else None
+        lookup = LookupCall.model_validate(kept["lookup"]) if kept.get("lookup") is not None else None
+        return ToolRule(tool, str(kept["action"]), undo, lookup)
+    except (KeyError, ValueError):
+        return None
 
 
 def _unknown(tool: str) -> HatpError:

@@ -18,13 +18,14 @@ from hatp_mcp.cli import main
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.proxy_policy import load_policy
 from hatp_mcp.core.signing.keys import SigningKey
-from hatp_mcp.mcp.journal_proxy import JournalingProxy
+from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy
 from hatp_mcp.mcp.proxy_gate import GateSetup, build_gate
 from hatp_mcp.mcp.proxy_reload import STATUS_FILE, PolicyWatch
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.journal_store import MemoryJournalStore
 from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
 from tests.acme_org import ORG_DIR
 from tests.mcp.test_journal_proxy import upstream as journal_proxy_upstream
 
@@ -256,3 +257,33 @@ async def test_HATP_PXY_44_a_step_is_undone_by_the_undo_it_was_journaled_with_af
             assert proxy.rules["make"].undo is not None and proxy.rules["make"].undo.tool == "forget"
             status = (await proxy.handle(None, call("saga_rollback"))).structured_content or {}
     assert status["status"] == "ROLLED_BACK" and made == set()
+
+
+async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
+    rules = StepRules(tmp_path / "step-rules.db")
+    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            first = JournalingProxy(
+                client,
+                tools,
+                Journal(store, key, policy=RECOVERY_POLICY),
+                load_policy(small_policy()),
+                step_rules=rules,
+            )
+            await first.handle(None, call("saga_begin", name="kept"))
+            await first.handle(None, call("make", name="a"))
+            rules.close()
+            again = StepRules(tmp_path / "step-rules.db")  # the proxy restarted with the other file
+            journal = Journal(store, key, policy=RECOVERY_POLICY)
+            second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=again)
+            await journal.recover()
+            await second.reopen()
+            status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
+            again.close()
+    assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
