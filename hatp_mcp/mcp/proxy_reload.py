@@ -50,11 +50,13 @@ class PolicyWatch:
         self.clock = clock
         self.log = log
         self._lock = anyio.Lock()
-        self._in_force = _digest(path.read_bytes())
+        # (not yet known: the file may have changed since the proxy read it; the first request checks it, and
+        # a file whose policy is the one in force is taken without a word)
+        self._in_force = ""
         self._refused: str | None = None
         self._status: dict[str, Any] = {
             "policyFile": str(path),
-            "inForce": {"sha256": self._in_force, "since": format_ts(clock.now())},
+            "inForce": {"sha256": _digest(path.read_bytes()), "since": format_ts(clock.now())},
         }
         self._write()
 
@@ -82,6 +84,11 @@ class PolicyWatch:
                 return
             try:
                 policy = self._read(raw)
+                if policy == self.proxy.policy:  # the same policy (another spelling, or the one read at start)
+                    self._in_force, self._refused = seen, None
+                    self._status = {"policyFile": str(self.path), "inForce": {"sha256": seen, "since": self._now()}}
+                    self._write()
+                    return
                 tools = (await self.proxy.upstream.list_tools()).tools
                 self.proxy.apply(policy, tools)  # whole or not at all
             except HatpError as exc:

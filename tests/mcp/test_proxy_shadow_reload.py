@@ -287,3 +287,19 @@ async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as
             status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
             again.close()
     assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
+
+
+async def test_HATP_PXY_42_a_file_changed_before_the_watch_began_is_taken_on_the_first_request(tmp_path: Path) -> None:
+    server, _made = upstream()
+    path = tmp_path / "policy.json"
+    write(path, small_policy(unmake={"policy": "pass"}))  # changed after the proxy read the file
+    lines: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            await watch()
+            taken = proxy.rules["unmake"].action
+            path.write_text(json.dumps(small_policy(unmake={"policy": "pass"}), indent=2))  # same policy, respelled
+            await watch()
+    assert taken == "pass" and len(lines) == 1  # the respelling is no change
