@@ -26,6 +26,9 @@ saga stays open for the model to complete or roll back (`hatp proxy sagas --data
 at a time runs on a --data folder (a lock, HATP-PXY-13). Over HTTP it
 needs `--callers FILE` and refuses every tool call without a caller's bearer token (HATP-JRN-17); its callers
 share its one current saga, so give each agent a proxy of its own.
+`--shadow` (or `"shadow": true` in the file) records what hide, deny, gate and budgets would refuse in
+DATA/shadow.db and forwards the call (HATP-PXY-40). A changed policy file is checked whole on the next request
+and taken, or refused with the old one kept (HATP-PXY-43, 44; DATA/policy-status.json).
 Never writes to stdout (the stdio wire).
 """
 
@@ -53,8 +56,10 @@ from hatp_mcp.mcp.launch import ROOT, stdio_params
 from hatp_mcp.mcp.participant_server import serve_hatp
 from hatp_mcp.mcp.proxy_gate_cli import add_gate_arguments, open_gate
 from hatp_mcp.mcp.proxy_participant import client_caller, open_participant
+from hatp_mcp.mcp.proxy_reload import PolicyWatch
 from hatp_mcp.mcp.proxy_upstream import (
     START_TIMEOUT,
+    Target,
     first_error,
     read_policy,
     upstream_client,
@@ -65,6 +70,8 @@ from hatp_mcp.mcp.serve import add_server_arguments, add_trust_argument, log, qu
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.store.data_lock import DataLocked, data_lock
+from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 from servers._keys import load_or_create_key
 
@@ -91,7 +98,7 @@ def _legacy_upstream(target: str | StdioServerParameters) -> StdioUpstream | Htt
     return StdioUpstream(command=target.command, args=list(target.args), env=dict(target.env or {}), cwd=cwd)
 
 
-def _policy(args: argparse.Namespace) -> tuple[ProxyPolicy, str | StdioServerParameters]:
+def _policy(args: argparse.Namespace) -> tuple[ProxyPolicy, Target]:
     """The policy and how to reach the upstream. Raises HatpError (HATP-PXY-1/2/3, HATP-JRN-14), ValueError."""
     if args.policy is not None:
         if args.upstream is not None or args.undo_map is not None:
@@ -121,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"the bound on the upstream's start: its initialize and its tools/list (default {START_TIMEOUT:g})",
     )
+    p.add_argument(
+        "--shadow",
+        action="store_true",
+        help="record what hide, deny, gate and budgets would refuse (hatp proxy shadow) and forward the call",
+    )
     add_callers_argument(p)
     add_gate_arguments(p)
     add_trust_argument(p)
@@ -136,7 +148,7 @@ async def _run(
     data: Path,
     store_url: StoreUrl,
     policy: ProxyPolicy,
-    target: str | StdioServerParameters,
+    target: Target,
     callers: CallerTokens | None,
 ) -> int:
     """Serve until the client goes; the upstream's start bounded by --start-timeout (HATP-PXY-4)."""
@@ -168,7 +180,7 @@ async def _serve(
     data: Path,
     store_url: StoreUrl,
     policy: ProxyPolicy,
-    target: str | StdioServerParameters,
+    target: Target,
     callers: CallerTokens | None,
     listed: anyio.Event,
 ) -> int:
@@ -179,7 +191,8 @@ async def _serve(
         except DataLocked as exc:
             log(f"journal-proxy: cannot start: HATP-PXY-13: {exc}: another proxy serves this --data")
             return 2
-        errlog = None if isinstance(target, str) else stack.enter_context((data / "upstream.stderr").open("a"))
+        stdio = isinstance(target, StdioServerParameters)
+        errlog = stack.enter_context((data / "upstream.stderr").open("a")) if stdio else None
         try:
             upstream = await stack.enter_async_context(upstream_client(target, errlog))
             tools = (await upstream.list_tools()).tools
@@ -205,7 +218,13 @@ async def _serve(
         journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
         try:  # a gated tool, and budgets, need the organisation (HATP-PXY-20..24)
             gate = await stack.enter_async_context(open_gate(args, data, policy))
-            proxy = JournalingProxy(upstream, tools, journal, policy, gate)
+            shadow = ShadowLog(data / "shadow.db")  # what shadow mode lets through (HATP-PXY-40)
+            stack.callback(shadow.close)
+            step_rules = StepRules(data / "step-rules.db")  # each step's undo, whatever the file says later (PXY-44)
+            stack.callback(step_rules.close)
+            proxy = JournalingProxy(
+                upstream, tools, journal, policy, gate, shadow=shadow, shadow_mode=args.shadow, step_rules=step_rules
+            )
         except (HatpError, OSError, ValueError) as exc:
             log(f"journal-proxy: cannot start: {exc.one_line() if isinstance(exc, HatpError) else exc}")
             return 2
@@ -228,6 +247,10 @@ async def _serve(
         await journal.recover()  # nothing is undone on its own (HATP-PXY-9)
         for saga_id, status in (await proxy.reopen()).items():
             log(f"journal-proxy: saga {saga_id} is {status.value} after the restart: nothing was undone")
+        if args.policy is not None:  # a changed file is checked whole and taken, or refused (HATP-PXY-42, 43)
+            proxy.reload = PolicyWatch(args.policy_path, proxy, data, journal.clock, log)
+        if proxy.shadowing:
+            log("journal-proxy: shadow mode: hide, deny, gate and budgets recorded (hatp proxy shadow), not enforced")
         low = proxy.server()
         if participant is not None:  # hatp/txn/* for the participant tools (HATP-PXY-32)
             serve_hatp(low, participant.runtime, participant.settings, trust=participant.trust)
@@ -257,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"journal-proxy: cannot start: {exc.one_line()}")
         return 2
     Path(args.data).mkdir(parents=True, exist_ok=True)
+    args.policy_path = Path(args.policy).resolve() if args.policy is not None else None
     return anyio.run(functools.partial(_run, args, Path(args.data), store, policy, target, callers))
 
 

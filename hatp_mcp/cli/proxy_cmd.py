@@ -4,6 +4,10 @@
   each with its steps, for the model or the operator to complete or roll back;
 - `hatp proxy dead-letters --data DIR`: every dead letter, with the reason its step was left for a person
   (HATP-PXY-10);
+- `hatp proxy shadow --data DIR`: what the proxy in shadow mode let through that its policy would have refused,
+  each with the rule (HATP-PXY-40);
+- `hatp proxy status --data DIR`: the policy in force and the last changed policy file refused, with the rule and
+  the fix (HATP-PXY-43);
 - `hatp proxy end SAGA --data DIR --policy FILE --complete|--rollback`: the operator ends an open saga while no
   proxy runs on DIR (HATP-PXY-13): completed as it stands, or rolled back through the policy's upstream;
 - `hatp proxy check FILE`: a policy file checked against its live upstream, as the proxy checks it at start, without
@@ -34,7 +38,10 @@ from hatp_mcp.core.journal.machine import SagaMachine
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 
-HELP = "the proxy's open sagas and dead letters, a policy checked, starter policies (sagas, dead-letters, check, init)"
+HELP = (
+    "the proxy's open sagas and dead letters, what shadow mode let through, its policy's status, a policy checked, "
+    "starter policies (sagas, dead-letters, shadow, status, end, check, init)"
+)
 START_BOUND = 30.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -48,6 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         q = sub.add_parser(name, help=help_text, description=help_text)
         q.add_argument("--data", required=True, help="the proxy's --data folder")
         q.add_argument("--store", help="the proxy's --store, when it is not sqlite:DATA/journal.db")
+    for name, help_text in (
+        ("shadow", "what shadow mode let through that the policy would have refused, with the rule"),
+        ("status", "the policy in force and the last changed file refused, with the reason"),
+    ):
+        q = sub.add_parser(name, help=help_text, description=help_text)
+        q.add_argument("--data", required=True, help="the proxy's --data folder")
     end = sub.add_parser("end", help="complete or roll back an open saga while no proxy runs on --data")
     end.add_argument("saga_id", help="the open saga (hatp proxy sagas lists them)")
     end.add_argument("--data", required=True, help="the proxy's --data folder")
@@ -107,6 +120,30 @@ async def _dead_letters(url: StoreUrl) -> list[dict[str, Any]]:
         return [{"id": row.id, **row.entry} for row in await store.dead_letters()]
 
 
+def _shadow(data: Path) -> list[dict[str, Any]]:
+    """The shadow log's entries, oldest first (HATP-PXY-40). Raises ValueError where no proxy keeps one."""
+    from hatp_mcp.store.shadow_log import ShadowLog
+
+    path = data / "shadow.db"
+    if not path.is_file():
+        raise ValueError(f"{path}: no shadow log here; give the proxy's --data folder")
+    log = ShadowLog(path)
+    try:
+        return log.entries()
+    finally:
+        log.close()
+
+
+def _status(data: Path) -> dict[str, Any]:
+    """DATA/policy-status.json: the policy in force, and the last changed file refused (HATP-PXY-43). Raises
+    ValueError where no proxy wrote it."""
+    path = data / "policy-status.json"
+    if not path.is_file():
+        raise ValueError(f"{path}: no policy status here; give the --data folder of a proxy started with --policy")
+    status: dict[str, Any] = json.loads(path.read_text())
+    return status
+
+
 def _check(path: Path, bound: float) -> dict[str, str]:
     """Each upstream tool's action under the file at `path`, checked as the proxy does at start. Raises HatpError
     (HATP-PXY-1 to 6)."""
@@ -163,32 +200,28 @@ def _end(args: argparse.Namespace) -> dict[str, Any]:
 async def _ended(
     args: argparse.Namespace, data: Path, url: StoreUrl, policy: Any, target: Any, errlog: Any
 ) -> dict[str, Any]:
-    from hatp_mcp.core.journal.events import SagaStatus
-    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, saga_status
+    from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy, require_open, saga_status
     from hatp_mcp.mcp.proxy_upstream import upstream_client
     from hatp_mcp.runtime.journal.driver import Journal
     from hatp_mcp.store.files import load_or_create_key
+    from hatp_mcp.store.step_rules import StepRules
 
     key = load_or_create_key(data, ["journal"])
     async with open_journal_store(url) as store:
         journal = Journal(store, key, author="journal-proxy://" + data.name, policy=RECOVERY_POLICY)
-        saga = await journal.get(args.saga_id)
-        if saga.status is not SagaStatus.IN_PROGRESS:
-            raise HatpError(
-                "HATP-PXY-10",
-                f"saga {saga.id} is {saga.status.value}: it has ended",
-                path="saga_id",
-                code="SAGA_ENDED",
-                fix="hatp proxy sagas --data DIR lists the open ones",
-            )
+        saga = require_open(await journal.get(args.saga_id), "hatp proxy sagas --data DIR lists the open ones")
         if args.complete:
             await saga.complete()
             return await saga_status(journal, saga)
         tools = await _listed(target, args.start_timeout)  # the start bounded (HATP-PXY-4)
-        async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
-            JournalingProxy(upstream, tools, journal, policy)  # its undos and lookups, by the file
-            await saga.rollback(args.reason)
-            return await saga_status(journal, saga)
+        rules = StepRules(data / "step-rules.db")  # each step undone as it was journaled (HATP-PXY-44)
+        try:
+            async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
+                JournalingProxy(upstream, tools, journal, policy, step_rules=rules)  # its undos and lookups
+                await saga.rollback(args.reason)
+                return await saga_status(journal, saga)
+        finally:
+            rules.close()
 
 
 def starter_action(read_only: bool | None, destructive: bool | None) -> str:
@@ -299,6 +332,19 @@ def run(args: argparse.Namespace) -> int:
             return fail(str(exc))
         print_json(ended)
         return EXIT_PROBLEMS if ended["status"] == "ROLLBACK_FAILED" else EXIT_OK
+    if args.proxy_command == "shadow":
+        try:
+            print_json(_shadow(Path(args.data)))
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
+        return EXIT_OK
+    if args.proxy_command == "status":
+        try:
+            status = _status(Path(args.data))
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
+        print_json(status)
+        return EXIT_PROBLEMS if "refused" in status else EXIT_OK
     if args.proxy_command == "init":
         try:
             return _init(args)

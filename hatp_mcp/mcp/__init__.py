@@ -31,8 +31,10 @@ The servers and their clients:
 - proxy_gate_cli.py: the proxy's gate options (--org, --gateway, --agent-key, ...) and the gate they open;
 - proxy_participant.py: the proxy's participant tools: each tier's callbacks as upstream calls;
 - proxy_upstream.py: the proxy's policy file read, and its upstream started with exactly the env the file names;
+- proxy_reload.py: the proxy's policy file taken again while it serves when it changes, or refused whole;
 - http_callers.py: who sent a request over HTTP, for the journal and the coordinator: a bearer token per caller;
-- journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call.
+- journal_undo_approvals.py: approval-gated undos: the journal asks the Human Gateway to approve exactly that call;
+- gateway_ask.py: the one ask-and-poll of the Human Gateway for one call's approval (the gate's and the undo's).
 
 Processes and connections:
 

@@ -17,6 +17,8 @@ Every saga tool's refusal is an `isError` result (HATP-PXY-10). Refusals leave t
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import mcp.types as types
@@ -33,11 +35,13 @@ from hatp_mcp.core.journal.proxy_tools import (
     call_document,
     resolve_tools,
 )
-from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, compiled
+from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.proxy_policy import Gate, LookupCall, ProxyPolicy, UndoCall, compiled
+from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
-from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, gated, progress_reporter
+from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, budgets_unconfigured, gated, progress_reporter
 from hatp_mcp.runtime.journal.driver import Journal, Saga
 from hatp_mcp.runtime.journal.undoable import (
     DidNotHappen,
@@ -48,6 +52,8 @@ from hatp_mcp.runtime.journal.undoable import (
     UndoRefused,
     undoable,
 )
+from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
 
 __all__ = [
     "LOCK",
@@ -56,6 +62,7 @@ __all__ = [
     "SAGA_TOOLS",
     "JournalingProxy",
     "proxy_names_free",
+    "require_open",
     "result_document",
     "saga_status",
     "upstream_tools",
@@ -137,8 +144,10 @@ def _json_result(value: dict[str, Any]) -> types.CallToolResult:
 class JournalingProxy:
     """The proxy's tool handlers over one upstream client. Build, then `server()` for the low-level server.
 
-    Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's tools (nothing is registered),
-    ValueError when the upstream already has a tool named as one of the saga tools."""
+    `shadow`: the log shadow mode writes to (HATP-PXY-40); `shadow_mode`: the command line's `--shadow` (the file's
+    `"shadow": true` turns it on too); `step_rules`: where the rule of each journaled step is kept across restarts
+    (HATP-PXY-44). Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's
+    tools (nothing is registered), ValueError when the upstream already has a tool named as one of the saga tools."""
 
     def __init__(
         self,
@@ -147,39 +156,114 @@ class JournalingProxy:
         journal: Journal,
         policy: ProxyPolicy,
         gate: ProxyGate | None = None,
+        *,
+        shadow: ShadowLog | None = None,
+        shadow_mode: bool = False,
+        step_rules: StepRules | None = None,
     ):
-        proxy_names_free(tools)
-        self.rules: dict[str, ToolRule] = resolve_tools(policy, upstream_tools(tools))
         self.upstream = upstream
         self.journal = journal
         self.gate = gate
+        self.shadow_log = shadow
+        self.shadow_mode = shadow_mode
+        self.step_rules = step_rules
         self.current: Saga | None = None
+        self.policy = policy
+        self.rules: dict[str, ToolRule] = {}
         self.listed: list[types.Tool] = []
+        # the undo (and lookup) each step was journaled with, by its key: a reload never changes them (HATP-PXY-44)
+        self.journaled_with: dict[str, ToolRule] = {}
+        self._registered: dict[str, bool] = {}  # each journaled tool's irreversibility, as the journal knows it
+        self.reload: Callable[[], Awaitable[None]] | None = None  # hatp_mcp/mcp/proxy_reload.py, when watched
+        self.apply(policy, tools)
+
+    @property
+    def shadowing(self) -> bool:
+        """Whether refusals are recorded instead of enforced (HATP-PXY-40)."""
+        return self.shadow_mode or self.policy.shadow
+
+    def apply(self, policy: ProxyPolicy, tools: list[types.Tool]) -> None:
+        """Put `policy` in force over the upstream's `tools`, whole or not at all: every check is made before
+        anything changes. Raises HatpError (HATP-PXY-4/5/6, HATP-PXY-20 for a gate the proxy cannot enforce,
+        HATP-PXY-23 for budgets it cannot count), ValueError (a saga tool's name taken by the upstream)."""
+        proxy_names_free(tools)
+        rules = resolve_tools(policy, upstream_tools(tools))
+        shadowing = self.shadow_mode or policy.shadow
+        listed: list[types.Tool] = []
+        gates: list[tuple[str, Gate, dict[str, Any]]] = []
         for t in tools:
-            rule = self.rules[t.name]
-            if rule.action in ("hide", "participant"):  # a participant tool is reached by hatp/txn/* only
+            rule = rules[t.name]
+            if rule.action == "participant":  # a participant tool is reached by hatp/txn/* only (HATP-PXY-32)
+                continue
+            if rule.action == "hide" and not shadowing:
                 continue
             if rule.action == "irreversible":
                 t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{IRREVERSIBLE_NOTE}"})
             if rule.action == "gate":  # HATP-PXY-20..24: hatp_mcp/mcp/proxy_gate.py
-                t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{GATE_NOTE}"})
                 if rule.gate is None:  # the file's reading refused a policy gate without one (HATP-PXY-20)
                     raise BrokenInvariant(f"{t.name}: policy gate without a gate passed the policy file's checks")
-                gated(self.gate, rule).add(
-                    t.name, rule.gate, t.model_dump(mode="json", by_alias=True, exclude_none=True)
-                )
-            self.listed.append(t)
+                if not shadowing:
+                    t = t.model_copy(update={"description": f"{t.description or t.name}\n\n{GATE_NOTE}"})
+                gates.append((t.name, rule.gate, t.model_dump(mode="json", by_alias=True, exclude_none=True)))
+            listed.append(t)
+        if gates:
+            gated(self.gate, rules[gates[0][0]]).check(gates, policy.budgets)
+        elif self.gate is not None:
+            self.gate.check(gates, policy.budgets)
+        elif policy.budgets:
+            raise budgets_unconfigured(org=False)
+        # every check passed: the policy takes effect whole
+        if self.gate is not None:
+            self.gate.replace(gates, policy.budgets)
+        for rule in rules.values():
             if rule.action in ("journal", "irreversible"):
-                journal.register(self._undoable(rule))
+                self._register(rule)
+        self.policy, self.rules, self.listed = policy, rules, listed
 
-    def _undoable(self, rule: ToolRule) -> Undoable:
+    def _register(self, rule: ToolRule) -> None:
+        """The journal knows the tool by the policy now in force; its undo and lookup are found per step
+        (journaled_with), so a step keeps the ones it was journaled with."""
+        irreversible = rule.action == "irreversible"
+        if self._registered.get(rule.tool) == irreversible:
+            return
+        self.journal.register(self._undoable(rule.tool, irreversible), replace=True)
+        self._registered[rule.tool] = irreversible
+
+    def _undoable(self, tool: str, irreversible: bool) -> Undoable:
         async def never(args: dict[str, Any], key: str) -> Any:
             raise UndoRefused("the proxy makes proxied calls itself")
 
-        lookup = self._lookup(rule.tool, rule.lookup) if rule.lookup is not None else None
-        if rule.undo is None:
-            return undoable(rule.tool, never, lookup=lookup, irreversible=True)
-        return undoable(rule.tool, never, self._undo(rule.tool, rule.undo), lookup)
+        if irreversible:
+            return undoable(tool, never, lookup=self._lookup_of(tool), irreversible=True)
+        return undoable(tool, never, self._undo_of(tool), self._lookup_of(tool))
+
+    def _rule_for(self, tool: str, key: str) -> ToolRule:
+        """The rule a step was journaled with (this run), else the one in force (a step from before a restart)."""
+        step = key.removesuffix(":undo")  # (an undo's key is its step's, and ":undo")
+        kept = self.journaled_with.get(step)
+        if kept is None and self.step_rules is not None:
+            kept = _rule_from(tool, self.step_rules.get(step))
+        if kept is not None:  # HATP-PXY-44: a reload since never changes the undo a step was journaled with
+            return kept
+        return self.rules.get(tool) or ToolRule(tool, "deny")
+
+    def _undo_of(self, tool: str) -> Undo:
+        async def undo(args: dict[str, Any], output: Any, key: str) -> Any:
+            call = self._rule_for(tool, key).undo
+            if call is None:
+                raise UndoRefused(f"the policy in force names no undo for {tool!r}: the step is left for a person")
+            return await self._undo(tool, call)(args, output, key)
+
+        return undo
+
+    def _lookup_of(self, tool: str) -> LookupFn:
+        async def lookup(args: dict[str, Any], key: str) -> Happened | DidNotHappen | None:
+            call = self._rule_for(tool, key).lookup
+            if call is None:
+                return None
+            return await self._lookup(tool, call)(args, key)
+
+        return lookup
 
     def _undo(self, tool: str, call: UndoCall) -> Undo:
         async def undo(args: dict[str, Any], output: Any, key: str) -> Any:
@@ -240,61 +324,97 @@ class JournalingProxy:
 
     def server(self, name: str = "hatp-journal-proxy") -> Server[Any]:
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            if self.reload is not None:  # a changed policy file takes effect before the answer (HATP-PXY-42)
+                await self.reload()
             return types.ListToolsResult(tools=[*self.listed, *SAGA_TOOLS])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            args = dict(params.arguments or {})
-            try:
-                if params.name in _SAGA_NAMES:  # a refusal is the tool's result, never a JSON-RPC error (HATP-PXY-10)
-                    return _json_result(await self._saga_tool(params.name, args))
-            except HatpError as exc:
-                return tool_refusal(exc)
-            rule = self.rules.get(params.name)
-            if rule is None or rule.action == "hide":  # a hidden tool is refused as one that does not exist
-                return tool_refusal(
-                    HatpError(
-                        "HATP-PXY-7",
-                        f"there is no tool named {params.name!r} here",
-                        path="name",
-                        code="UNKNOWN_TOOL",
-                        fix="call one of the tools tools/list gives",
-                    )
-                )
-            if rule.action == "participant":  # HATP-PXY-32: only a transaction's commit calls it
-                return tool_refusal(
-                    HatpError(
-                        "HATP-PXY-32",
-                        f"{params.name!r} is a transaction participant here: it runs only when a coordinator "
-                        "commits a plan naming it, never on a direct call; the call was not sent",
-                        path="name",
-                        code="PARTICIPANT_ONLY",
-                        fix="put it in a plan and begin the transaction through a HATP coordinator",
-                    )
-                )
-            if rule.action == "deny":
-                return tool_refusal(
-                    HatpError(
-                        "HATP-PXY-7",
-                        f"the proxy's policy denies {params.name!r}: the call was not sent",
-                        path="name",
-                        code="TOOL_DENIED",
-                        fix="do without it, or ask the operator to change the tool's policy in the proxy's policy file",
-                    )
-                )
-            if rule.action == "pass":
-                return await self.upstream.call_tool(params.name, args)
-            if rule.action == "gate" and self.gate is not None:
-                return await self._gated(ctx, params, args)
-            try:
-                result = await self._journaled(params.name, args)
-            except HatpError as exc:
-                return tool_refusal(exc)
-            if rule.action == "irreversible":  # every result says so (HATP-PXY-8)
-                note = types.TextContent(type="text", text=IRREVERSIBLE_NOTE)
-                result = result.model_copy(update={"content": [*result.content, note]})
-            return result
+            if self.reload is not None:  # HATP-PXY-42: the call is handled by the file as it is now
+                await self.reload()
+            return await self.handle(ctx, params)
 
         return Server(name, version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def handle(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        """One tool call, by the policy in force (HATP-PXY-7..10, 21..23; in shadow mode HATP-PXY-40, 41)."""
+        args = dict(params.arguments or {})
+        try:
+            if params.name in _SAGA_NAMES:  # a refusal is the tool's result, never a JSON-RPC error (HATP-PXY-10)
+                return _json_result(await self._saga_tool(params.name, args))
+        except HatpError as exc:
+            return tool_refusal(exc)
+        rule = self.rules.get(params.name)
+        if rule is None:  # HATP-PXY-41: a tool the upstream does not have is refused in shadow mode too
+            return tool_refusal(_unknown(params.name))
+        if rule.action == "participant":  # HATP-PXY-32: only a transaction's commit calls it
+            return tool_refusal(
+                HatpError(
+                    "HATP-PXY-32",
+                    f"{params.name!r} is a transaction participant here: it runs only when a coordinator "
+                    "commits a plan naming it, never on a direct call; the call was not sent",
+                    path="name",
+                    code="PARTICIPANT_ONLY",
+                    fix="put it in a plan and begin the transaction through a HATP coordinator",
+                )
+            )
+        if rule.action in ("hide", "deny", "gate"):
+            if not self.shadowing:
+                if rule.action == "gate":
+                    return await self._gated(ctx, params, args)
+                return tool_refusal(_unknown(params.name) if rule.action == "hide" else _denied(params.name))
+            try:  # shadow mode: recorded (durable) before it is forwarded; an unwritable log refuses the call
+                self._shadowed(rule, args)
+            except HatpError as exc:
+                return tool_refusal(exc)
+            return await self.upstream.call_tool(params.name, args)
+        if rule.action == "pass":
+            return await self.upstream.call_tool(params.name, args)
+        try:
+            result = await self._journaled(rule, args)
+        except HatpError as exc:
+            return tool_refusal(exc)
+        if rule.action == "irreversible":  # every result says so (HATP-PXY-8)
+            note = types.TextContent(type="text", text=IRREVERSIBLE_NOTE)
+            result = result.model_copy(update={"content": [*result.content, note]})
+        return result
+
+    def _shadowed(self, rule: ToolRule, args: dict[str, Any]) -> None:
+        """Record the refusal the policy would have given this call (HATP-PXY-40): its rule, code, reason and path,
+        and the digest of the arguments, never the arguments (HATP-PXY-41). Raises HatpError HATP-PXY-40 when the
+        log cannot be written: the call is then refused."""
+        log = self.shadow_log
+        if rule.action == "hide":
+            refusal = _unknown(rule.tool)
+        elif rule.action == "deny":
+            refusal = _denied(rule.tool)
+        else:
+            if self.gate is None:
+                raise BrokenInvariant(f"{rule.tool} is gated and the proxy has no gate")
+            tool = next(t for t in self.listed if t.name == rule.tool)
+            refusal = self.gate.would_refuse(
+                rule.tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True), args
+            )
+        try:
+            arguments: str | None = digest(args)
+        except CanonicalError:
+            arguments = None
+        entry: dict[str, Any] = {
+            "at": format_ts(self.journal.clock.now()),
+            "tool": rule.tool,
+            "policy": rule.action,
+            "rule": refusal.rule,
+            "code": refusal.code,
+            "reason": refusal.reason,
+            "argumentsDigest": arguments,
+        }
+        if refusal.path:
+            entry["path"] = refusal.path
+        if log is None:  # (a proxy run only to end a saga keeps none)
+            raise _unwritable("no shadow log is kept")
+        try:
+            log.record(entry)
+        except (OSError, sqlite3.Error) as exc:
+            raise _unwritable(type(exc).__name__) from None
 
     def _in_saga(self) -> bool:
         return self.current is not None and self.current.status is SagaStatus.IN_PROGRESS
@@ -317,9 +437,10 @@ class JournalingProxy:
             progress_reporter(ctx, meta),
         )
 
-    async def _journaled(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _journaled(self, rule: ToolRule, args: dict[str, Any]) -> types.CallToolResult:
         """One journaled call: a step of the current saga, or (outside any) of a saga of its own, completed once
         its answer is written (HATP-PXY-9): no rollback of the model's reaches it."""
+        tool = rule.tool
         outside = not self._in_saga()
         saga = await self.journal.begin(OUTSIDE_SAGA) if outside else self.current
         if saga is None:
@@ -330,6 +451,9 @@ class JournalingProxy:
             if outside:  # (refused before anything went out: its saga of its own holds nothing)
                 await saga.complete()
             raise
+        self.journaled_with[step.key] = rule  # its undo and lookup, whatever a reload puts in force
+        if self.step_rules is not None:  # and after a restart with another file
+            self.step_rules.record(step.key, _rule_wire(rule))
         try:
             result = await self.upstream.call_tool(tool, args, meta=cast(RequestParamsMeta, {KEY_META: step.key}))
         except Exception as exc:  # no answer: the step stays pending, in doubt (HATP-JRN-6)
@@ -358,15 +482,7 @@ class JournalingProxy:
                 fix="call saga_begin first (calls made outside a saga stand and are never rolled back), or name an "
                 "open saga by saga_id (saga_status lists them)",
             )
-        if saga.status is not SagaStatus.IN_PROGRESS:
-            raise HatpError(
-                "HATP-PXY-10",
-                f"saga {saga.id} is {saga.status.value}: it has ended",
-                path="saga_id",
-                code="SAGA_ENDED",
-                fix="saga_status shows how it ended; saga_begin starts another",
-            )
-        return saga
+        return require_open(saga)
 
     async def _get(self, saga_id: str) -> Saga:
         try:
@@ -422,6 +538,70 @@ class JournalingProxy:
 
     async def _status(self, saga: Saga) -> dict[str, Any]:
         return await saga_status(self.journal, saga)
+
+
+def _rule_wire(rule: ToolRule) -> dict[str, Any]:
+    return {
+        "action": rule.action,
+        "undo": rule.undo.wire() if rule.undo is not None else None,
+        "lookup": rule.lookup.wire() if rule.lookup is not None else None,
+    }
+
+
+def _rule_from(tool: str, kept: dict[str, Any] | None) -> ToolRule | None:
+    """The rule kept for a step, or None (none kept, or one this version cannot read: the file's then applies)."""
+    if kept is None:
+        return None
+    try:
+        undo = UndoCall.model_validate(kept["undo"]) if kept.get("undo") is not None else None
+        lookup = LookupCall.model_validate(kept["lookup"]) if kept.get("lookup") is not None else None
+        return ToolRule(tool, str(kept["action"]), undo, lookup)
+    except (KeyError, ValueError):
+        return None
+
+
+def _unknown(tool: str) -> HatpError:
+    return HatpError(
+        "HATP-PXY-7",
+        f"there is no tool named {tool!r} here",
+        path="name",
+        code="UNKNOWN_TOOL",
+        fix="call one of the tools tools/list gives",
+    )
+
+
+def _unwritable(why: str) -> HatpError:
+    return HatpError(
+        "HATP-PXY-40",
+        f"the shadow log cannot be written ({why}): the call was not sent",
+        path="shadow",
+        code="SHADOW_LOG_UNWRITABLE",
+        fix="give the proxy a writable --data folder",
+    )
+
+
+def _denied(tool: str) -> HatpError:
+    return HatpError(
+        "HATP-PXY-7",
+        f"the proxy's policy denies {tool!r}: the call was not sent",
+        path="name",
+        code="TOOL_DENIED",
+        fix="do without it, or ask the operator to change the tool's policy in the proxy's policy file",
+    )
+
+
+def require_open(saga: Saga, fix: str = "saga_status shows how it ended; saga_begin starts another") -> Saga:
+    """The saga, when it is still in progress. Raises HatpError HATP-PXY-10 (`SAGA_ENDED`) naming `fix`: what the
+    one who asked (the model, or the operator) can do instead."""
+    if saga.status is not SagaStatus.IN_PROGRESS:
+        raise HatpError(
+            "HATP-PXY-10",
+            f"saga {saga.id} is {saga.status.value}: it has ended",
+            path="saga_id",
+            code="SAGA_ENDED",
+            fix=fix,
+        )
+    return saga
 
 
 async def saga_status(journal: Journal, saga: Saga) -> dict[str, Any]:

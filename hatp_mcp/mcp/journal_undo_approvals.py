@@ -3,10 +3,10 @@ and answers APPROVAL_REQUIRED, the journal asks the Human Gateway to approve exa
 
 `UndoApprovals.approve(refusal, tool, arguments)` first checks that the refusal describes the call the journal is
 about to make (the same tool, the digest of exactly the registered arguments), then sends the gateway's
-`request_approval` the server id, tool, arguments and requirement the tool server named, with an AgentRequest
-over the call digest signed by the journal's agent key (its Directory-signed agent card names whom it acts for:
-spec/gateway.md HATP-GW-47), and polls `approval_status` on the journal's Clock until the ask is decided, it
-ends, or the wait's absolute deadline passes. It returns the signed Approval for the caller to send in the
+`request_approval` the server id, tool, arguments and requirement the tool server named, and waits for the people
+through the ask-and-poll the proxy's gate uses too (hatp_mcp/mcp/gateway_ask.py: an AgentRequest signed by the
+journal's agent key, `approval_status` polled on the journal's Clock until the ask is decided, it ends, or the
+wait's absolute deadline passes). It returns the signed Approval for the caller to send in the
 call's `_meta`; everything else raises `UndoRefused` with the reason, so the step ends ROLLBACK_FAILED with that
 reason in its `undo.gave-up` entry and its dead letter, never retried and never run without an approval. This
 module decides nothing about the approval itself: the tool server's gate checks it.
@@ -14,18 +14,15 @@ module decides nothing about the approval itself: the tool server's gate checks 
 
 from __future__ import annotations
 
-import json
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from hatp_mcp.core.gateway.agents import sign_request
 from hatp_mcp.core.model.agent import AgentCard
-from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.mcp.gateway_ask import AskEnded, Asker, ask_and_wait
 from hatp_mcp.mcp.server_links import Link
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.journal.undoable import UndoRefused
@@ -34,7 +31,6 @@ __all__ = ["APPROVAL_INVALID_CODE", "APPROVAL_REQUIRED_CODE", "UndoApprovals", "
 
 APPROVAL_REQUIRED_CODE = -32050  # hatp_mcp/mcp/errors.py: the gated tool names what to have approved
 APPROVAL_INVALID_CODE = -32065  # an approval was given and the gate refused it
-_ENDED = ("rejected", "expired", "exhausted", "withdrawn")
 
 
 def not_this_call(need: Mapping[str, Any], tool: str, arguments: Mapping[str, Any]) -> str | None:
@@ -54,17 +50,6 @@ def not_this_call(need: Mapping[str, Any], tool: str, arguments: Mapping[str, An
     if not isinstance(tc.get("server"), str) or not isinstance(need.get("address"), str):
         return "the tool server's APPROVAL_REQUIRED names no server id or address"
     return None
-
-
-def _result(raw: Any) -> dict[str, Any]:
-    """A gateway tool's answer; raises UndoRefused with the gateway's refusal text."""
-    text = " ".join(getattr(c, "text", "") for c in raw.content)
-    if raw.is_error:
-        raise UndoRefused(f"the gateway refused to route the undo's approval: {text}")
-    data = raw.structured_content if raw.structured_content is not None else json.loads(text)
-    if not isinstance(data, dict):
-        raise UndoRefused(f"the gateway answered no object: {text[:200]}")
-    return data
 
 
 @dataclass
@@ -87,55 +72,24 @@ class UndoApprovals:
         if wrong is not None:
             raise UndoRefused(f"HATP-JRN-15: {wrong}; nothing was asked")
         tc = need["toolCall"]
-        now = self.clock.now()
-        deadline = now + self.wait
-        request = sign_request(
-            self.key,
-            self.card.id,
-            self.card.acts_for,
-            "tool-call",
-            str(need["callDigest"]),
-            now,
-            nonce=secrets.token_urlsafe(18),
-        )
-        asked = _result(
-            await self._call(
-                "request_approval",
-                {
-                    "server_id": tc["server"],
-                    "tool": tool,
-                    "arguments": dict(arguments),
-                    "requires": {"address": need["address"], "requirement": need.get("requirement") or {}},
-                    "request": request.wire(),
-                    "call_digest": need["callDigest"],
-                    "tool_digest": tc.get("toolDigest"),
-                },
+        call = {
+            "server_id": tc["server"],
+            "tool": tool,
+            "arguments": dict(arguments),
+            "requires": {"address": need["address"], "requirement": need.get("requirement") or {}},
+            "tool_digest": tc.get("toolDigest"),
+        }
+        asker = Asker(self.gateway, self.key, self.card, self.clock, self.wait, self.poll)
+        got = await ask_and_wait(asker, call, str(need["callDigest"]))
+        if not isinstance(got, AskEnded):
+            return got
+        if got.code == "GATEWAY_UNREACHABLE":  # this attempt fails; a retry asks again
+            raise RuntimeError(got.reason)
+        if got.ask_id is None:
+            raise UndoRefused(f"HATP-JRN-15: the gateway did not route the undo's approval: {got.reason}")
+        if got.code == "APPROVAL_TIMEOUT":
+            raise UndoRefused(
+                f"HATP-JRN-15: no decision on the undo's approval (ask {got.ask_id}) within {got.waited:g}s"
             )
-        )
-        ask_id = str(asked.get("askId"))
-        decide_by = asked.get("decideBy")
-        if isinstance(decide_by, str):
-            deadline = min(deadline, parse_ts(decide_by))
-        status = asked
-        while True:
-            state = status.get("state")
-            if state == "approved" and isinstance(status.get("approval"), dict):
-                approval: dict[str, Any] = status["approval"]
-                return approval
-            if state in _ENDED or (state != "pending" and state != "approved"):
-                raise UndoRefused(f"HATP-JRN-15: the approval of the undo (ask {ask_id}) ended {state}")
-            if self.clock.now() >= deadline:
-                raise UndoRefused(
-                    f"HATP-JRN-15: no decision on the undo's approval (ask {ask_id}) within "
-                    f"{(deadline - now).total_seconds():g}s"
-                )
-            await self.clock.sleep_until(min(deadline, self.clock.now() + self.poll))
-            status = _result(await self._call("approval_status", {"ask_id": ask_id}))
-
-    async def _call(self, tool: str, args: dict[str, Any]) -> Any:
-        client = await self.gateway.client()
-        try:
-            return await client.call_tool(tool, args)
-        except Exception as exc:  # the gateway is unreachable: this attempt fails, a retry asks again
-            self.gateway.lost(client)
-            raise RuntimeError(f"the gateway did not answer {tool}: {exc!r}") from exc
+        by = f" ({got.reason})" if got.rejecters else ""
+        raise UndoRefused(f"HATP-JRN-15: the approval of the undo (ask {got.ask_id}) ended {got.state}{by}")

@@ -34,28 +34,38 @@ from hatp_mcp.core.gated_tools.checks import (
     expected_call,
     tool_definition_digest,
 )
-from hatp_mcp.core.gateway.agents import card_of_key, sign_request
+from hatp_mcp.core.gateway.agents import card_of_key
 from hatp_mcp.core.journal.proxy_tools import ToolRule
 from hatp_mcp.core.model.agent import AgentCard
-from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.proxy_policy import Budget, Gate
+from hatp_mcp.core.model.toolcall import ToolCall
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.gated_tools import ApprovalGate, GatedTool, create_approval_gate
+from hatp_mcp.mcp.gateway_ask import AskEnded, Asker, ask_and_wait
 from hatp_mcp.mcp.server_links import Link
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.gateway.delivery.settings import load_settings
 from hatp_mcp.runtime.org import load_agents, load_directory
 from hatp_mcp.store.spend_ledger import SpendLedger
 
-__all__ = ["GATE_NOTE", "GateAsker", "GateSetup", "Progress", "ProxyGate", "build_gate", "gated", "progress_reporter"]
+__all__ = [
+    "GATE_NOTE",
+    "GateAsker",
+    "GateSetup",
+    "Progress",
+    "ProxyGate",
+    "budgets_unconfigured",
+    "build_gate",
+    "gated",
+    "progress_reporter",
+]
 
 GATE_NOTE = (
     "Each call needs a human approval of exactly its arguments: the proxy asks for it, says where it waits, and "
     "runs the call only once it is approved (HATP-PXY-21)."
 )
-_ENDED = ("rejected", "expired", "exhausted", "withdrawn")
 
 Progress = Callable[[str], Awaitable[None]]
 
@@ -83,65 +93,28 @@ class GateAsker:
         self, call: dict[str, Any], requires: dict[str, Any], digest: str, progress: Progress
     ) -> dict[str, Any]:
         """The signed Approval of exactly `call`. Raises HatpError HATP-PXY-21 (with the reason: the gateway
-        refused to route it, the people rejected it, the ask ended, no decision within the wait)."""
-        now = self.clock.now()
-        deadline = now + self.wait
-        request = sign_request(
-            self.key, self.card.id, self.card.acts_for, "tool-call", digest, now, nonce=secrets.token_urlsafe(18)
-        )
-        status = await self._call(
-            "request_approval", {**call, "requires": requires, "request": request.wire(), "call_digest": digest}
-        )
-        ask_id = str(status.get("askId"))
-        link = self.link(ask_id)
-        decide_by = status.get("decideBy")
-        if isinstance(decide_by, str):
-            deadline = min(deadline, parse_ts(decide_by))
-        waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
-        await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
-        while True:
-            state = status.get("state")
-            if state == "approved" and isinstance(status.get("approval"), dict):
-                approval: dict[str, Any] = status["approval"]
-                return approval
-            if state == "rejected":
-                raise _ended("APPROVAL_REJECTED", f"rejected by {_rejecters(status)} (ask {ask_id}: {link})")
-            if state in _ENDED or state not in ("pending", "approved"):
-                raise _ended(f"APPROVAL_{str(state).upper()}", f"the ask ended {state} (ask {ask_id}: {link})")
-            if self.clock.now() >= deadline:
-                raise _ended(
-                    "APPROVAL_TIMEOUT",
-                    f"no decision within {(deadline - now).total_seconds():g}s (ask {ask_id}, still open: {link})",
-                )
-            await self.clock.sleep_until(min(deadline, self.clock.now() + self.poll))
-            status = await self._call("approval_status", {"ask_id": ask_id})
-            await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
+        refused to route it or did not answer, the people rejected it, the ask ended, no decision within the
+        wait)."""
+        asker = Asker(self.gateway, self.key, self.card, self.clock, self.wait, self.poll)
+        first = True
 
-    async def _call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        client = await self.gateway.client()
-        try:
-            raw = await client.call_tool(tool, args)
-        except Exception as exc:
-            self.gateway.lost(client)
-            raise _ended("GATEWAY_UNREACHABLE", f"the gateway did not answer {tool} ({type(exc).__name__})") from exc
-        text = " ".join(getattr(c, "text", "") for c in raw.content)
-        if raw.is_error:
-            raise _ended("GATEWAY_REFUSED", f"the gateway refused {tool}: {text}")
-        data = raw.structured_content if raw.structured_content is not None else json.loads(text)
-        if not isinstance(data, dict):
-            raise _ended("GATEWAY_REFUSED", f"the gateway's {tool} answered no object")
-        return data
+        async def said(ask_id: str, status: Mapping[str, Any]) -> None:
+            nonlocal first
+            link = self.link(ask_id)
+            if first:
+                first = False
+                waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
+                await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
+            else:
+                await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
 
-
-def _rejecters(status: Mapping[str, Any]) -> str:
-    """Who rejected: as the gateway names them (HATP-GW-93: display name, address beside it), else the addresses
-    its signed Approval lists."""
-    named = status.get("rejectedBy")
-    if isinstance(named, list) and named and all(isinstance(n, str) for n in named):
-        return ", ".join(named)
-    approval = status.get("approval") or {}
-    who = [d.get("approver") for d in approval.get("decisions") or [] if d.get("decision") == "reject"]
-    return ", ".join(str(w) for w in who) or "the people asked"
+        got = await ask_and_wait(asker, {**call, "requires": requires}, digest, said)
+        if not isinstance(got, AskEnded):
+            return got
+        if got.ask_id is None:
+            raise _ended(got.code, got.reason)
+        still = ", still open" if got.code == "APPROVAL_TIMEOUT" else ""
+        raise _ended(got.code, f"{got.reason} (ask {got.ask_id}{still}: {self.link(got.ask_id)})")
 
 
 def _ended(code: str, reason: str) -> HatpError:
@@ -183,25 +156,31 @@ class ProxyGate:
         """Gate `tool`, listed as `definition`, which takes effect now: an approval issued before it is refused
         (HATP-GATE-9), so one issued for an earlier definition of the upstream's tool never counts. Raises HatpError
         HATP-PXY-20 for an address or amount the gated-tool rules refuse."""
-        requirement: dict[str, Any] = {"action": gate.action}
-        if gate.amount is not None:
-            requirement["amount"] = {"expression": gate.amount, "currency": gate.currency}
-        try:
-            parsed = GateRequirement.from_config({"address": gate.address, "requirement": requirement})
-        except (ValueError, HatpError) as exc:
-            reason = exc.reason if isinstance(exc, HatpError) else str(exc)
-            raise HatpError(
-                "HATP-PXY-20",
-                f"the gate of {tool!r} is not a requirement the gated-tool rules accept: {reason}",
-                path=f"tools.{tool}.gate",
-                code="BAD_POLICY",
-                fix="name a human:// address (human://ORG/NAME or human://ORG/role/ROLE) and an amount expression "
-                "with its currency",
-            ) from None
+        parsed = _requirement(tool, gate)
         self.gates[tool] = gate
         self.approvals.tools[tool] = GatedTool(parsed)
         digest = tool_definition_digest(definition)
         self.approvals.cache.note_definition(self.approvals.server_id, tool, digest, self.clock.now())
+
+    def check(self, gates: Sequence[tuple[str, Gate, Mapping[str, Any]]], budgets: Sequence[Budget]) -> None:
+        """Whether `replace` would take these gated tools and budgets. Raises HatpError HATP-PXY-20 (a gate the
+        gated-tool rules refuse), HATP-PXY-23 (budgets, but no agent to count them for)."""
+        for tool, gate, _definition in gates:
+            _requirement(tool, gate)
+        if budgets and not self.agent:
+            raise budgets_unconfigured(org=True)
+
+    def replace(self, gates: Sequence[tuple[str, Gate, Mapping[str, Any]]], budgets: Sequence[Budget]) -> None:
+        """Put exactly these gated tools and budgets in force (a reload, HATP-PXY-42); a tool whose definition is
+        unchanged keeps the time it took effect. Raises HatpError as `check` (call it first: this may stop
+        half-way)."""
+        kept = {tool for tool, _gate, _definition in gates}
+        for tool in [t for t in self.gates if t not in kept]:
+            del self.gates[tool]
+            self.approvals.tools.pop(tool, None)
+        for tool, gate, definition in gates:
+            self.add(tool, gate, definition)
+        self.budgets = list(budgets)
 
     async def call(
         self,
@@ -214,32 +193,14 @@ class ProxyGate:
     ) -> types.CallToolResult:
         """Handle one call of a gated tool: the amount, its maximum and the budgets first, then the approval
         (the one in `_meta`, else one the proxy asks for), then the upstream, once."""
-        gate = self.gates[tool]
+        checked = self._before_asking(tool, definition, args)
+        if isinstance(checked, HatpError):
+            return tool_refusal(checked)
+        want, digest = checked
         requirement = self.approvals.tools[tool].requirement
-        try:
-            want = expected_call(
-                self.approvals.server_id, tool, args, requirement, tool_definition_digest(definition)
-            )  # HATP-GATE-20, 23: an amount that cannot be read or paid; nobody is asked
-        except HatpError as exc:
-            return tool_refusal(exc)
-        digest = call_digest(want)
         amount = want.max_amount
-        if amount is not None and gate.max is not None and amount.decimal > Decimal(gate.max):
-            return tool_refusal(
-                HatpError(
-                    "HATP-PXY-22",
-                    f"{tool!r} asks for {amount.display()}, above the {gate.max} {amount.currency} its gate allows: "
-                    "nobody was asked, nothing was sent upstream",
-                    path=f"arguments ({gate.amount})",
-                    code="OVER_MAXIMUM",
-                    fix=f"call it for at most {gate.max} {amount.currency}",
-                )
-            )
         key = f"{digest}:{secrets.token_hex(8)}"
         if amount is not None:
-            over = self._over_budget(amount.currency, amount.decimal)
-            if over is not None:
-                return tool_refusal(over)
             self.ledger.reserve(key, self.agent, amount.currency, amount.decimal, self.clock.now())
         ran = False
         asked: str | None = None
@@ -269,6 +230,50 @@ class ProxyGate:
             result = result.model_copy(update={"content": [*result.content, types.TextContent(type="text", text=note)]})
         return result
 
+    def would_refuse(self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]) -> HatpError:
+        """Shadow mode (HATP-PXY-40): the refusal enforcing the gate would give this call before anyone is asked
+        (the amount, the maximum, a budget), else the one saying it needs an approval. Nothing is reserved or
+        asked."""
+        checked = self._before_asking(tool, definition, args)
+        if isinstance(checked, HatpError):
+            return checked
+        gate = self.gates[tool]
+        return HatpError(
+            "HATP-PXY-21",
+            f"{tool!r} needs an approval from {gate.address} for {gate.action}: the call would have waited for it",
+            path="_meta",
+            code="APPROVAL_NEEDED",
+            fix="approve it in the inbox once the gate is enforced",
+        )
+
+    def _before_asking(
+        self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]
+    ) -> tuple[ToolCall, str] | HatpError:
+        """The expected call and its digest, or the refusal due before anyone is asked: an amount that cannot be
+        read or paid (HATP-GATE-20, 23), above the gate's maximum (HATP-PXY-22), or over a budget
+        (HATP-PXY-23)."""
+        gate = self.gates[tool]
+        requirement = self.approvals.tools[tool].requirement
+        try:
+            want = expected_call(self.approvals.server_id, tool, args, requirement, tool_definition_digest(definition))
+        except HatpError as exc:
+            return exc
+        amount = want.max_amount
+        if amount is not None and gate.max is not None and amount.decimal > Decimal(gate.max):
+            return HatpError(
+                "HATP-PXY-22",
+                f"{tool!r} asks for {amount.display()}, above the {gate.max} {amount.currency} its gate allows: "
+                "nobody was asked, nothing was sent upstream",
+                path=f"arguments ({gate.amount})",
+                code="OVER_MAXIMUM",
+                fix=f"call it for at most {gate.max} {amount.currency}",
+            )
+        if amount is not None:
+            over = self._over_budget(amount.currency, amount.decimal)
+            if over is not None:
+                return over
+        return want, call_digest(want)
+
     def _over_budget(self, currency: str, amount: Decimal) -> HatpError | None:
         """HATP-PXY-23: the first budget in `currency` this amount would overrun, as the refusal."""
         now = self.clock.now()
@@ -287,6 +292,45 @@ class ProxyGate:
                     fix="wait until earlier spends leave the window, or ask the operator to raise the budget",
                 )
         return None
+
+
+def _requirement(tool: str, gate: Gate) -> GateRequirement:
+    """The gated-tool requirement of a gate entry. Raises HatpError HATP-PXY-20."""
+    requirement: dict[str, Any] = {"action": gate.action}
+    if gate.amount is not None:
+        requirement["amount"] = {"expression": gate.amount, "currency": gate.currency}
+    try:
+        return GateRequirement.from_config({"address": gate.address, "requirement": requirement})
+    except (ValueError, HatpError) as exc:
+        reason = exc.reason if isinstance(exc, HatpError) else str(exc)
+        raise HatpError(
+            "HATP-PXY-20",
+            f"the gate of {tool!r} is not a requirement the gated-tool rules accept: {reason}",
+            path=f"tools.{tool}.gate",
+            code="BAD_POLICY",
+            fix="name a human:// address (human://ORG/NAME or human://ORG/role/ROLE) and an amount expression "
+            "with its currency",
+        ) from None
+
+
+def budgets_unconfigured(*, org: bool) -> HatpError:
+    """HATP-PXY-23's refusal of budgets the proxy cannot count: it has no organisation (`org` False) or acts
+    for no agent."""
+    if not org:
+        return HatpError(
+            "HATP-PXY-23",
+            "the file names budgets, which count gated calls, but the proxy has no organisation",
+            path="budgets",
+            code="GATE_UNCONFIGURED",
+            fix="start the proxy with --org DIR, or remove budgets",
+        )
+    return HatpError(
+        "HATP-PXY-23",
+        "the file names budgets, which are counted per agent, but the proxy acts for no agent",
+        path="budgets",
+        code="GATE_UNCONFIGURED",
+        fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
+    )
 
 
 def gated(gate: ProxyGate | None, rule: ToolRule) -> ProxyGate:
@@ -353,13 +397,7 @@ def build_gate(
     if gateway is not None and setup.agent_key is None:
         raise ValueError("--gateway needs --agent-key: the proxy asks the gateway as that agent")
     if budgets and setup.agent_key is None:
-        raise HatpError(
-            "HATP-PXY-23",
-            "the file names budgets, which are counted per agent, but the proxy acts for no agent",
-            path="budgets",
-            code="GATE_UNCONFIGURED",
-            fix="give --agent-key FILE (the key of the agent the proxy acts as), or remove budgets",
-        )
+        raise budgets_unconfigured(org=True)
     if setup.agent_key is None:
         return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, None, clock, agent=None)
     key = SigningKey.from_jwk(json.loads(setup.agent_key.read_text()))

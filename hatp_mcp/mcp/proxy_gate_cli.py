@@ -14,8 +14,7 @@ from pathlib import Path
 
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.proxy_policy import ProxyPolicy
-from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.proxy_gate import GateSetup, ProxyGate, build_gate
+from hatp_mcp.mcp.proxy_gate import GateSetup, ProxyGate, budgets_unconfigured, build_gate
 from hatp_mcp.mcp.server_links import Target, open_links
 from hatp_mcp.runtime.clock import Clock, FakeClock, SystemClock
 
@@ -44,13 +43,7 @@ async def open_gate(args: argparse.Namespace, data: Path, policy: ProxyPolicy) -
         if args.gateway or args.agent_key:
             raise ValueError("--gateway and --agent-key need --org (the cards approvals are checked against)")
         if policy.budgets:
-            raise HatpError(
-                "HATP-PXY-23",
-                "the file names budgets, which count gated calls, but the proxy has no organisation",
-                path="budgets",
-                code="GATE_UNCONFIGURED",
-                fix="start the proxy with --org DIR, or remove budgets",
-            )
+            raise budgets_unconfigured(org=False)
         yield None
         return
     clock, setup = _setup(args, data)

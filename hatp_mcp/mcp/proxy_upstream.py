@@ -12,18 +12,23 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from hatp_mcp.core.model.proxy_policy import (
     EnvFromEnv,
     EnvFromFile,
+    EnvValue,
     HttpUpstream,
     ProxyPolicy,
     StdioUpstream,
@@ -33,6 +38,8 @@ from hatp_mcp.errors import HatpError
 
 __all__ = [
     "START_TIMEOUT",
+    "HttpTarget",
+    "Target",
     "first_error",
     "list_upstream",
     "read_policy",
@@ -47,11 +54,35 @@ RULE = "HATP-PXY-2"
 START_TIMEOUT = 30.0
 
 
-def upstream_client(target: str | StdioServerParameters, errlog: TextIO | None = None) -> Client:
+@dataclass(frozen=True)
+class HttpTarget:
+    """An HTTP upstream with the headers it is sent on every request; their values are secrets (HATP-PXY-46), so
+    they are left out of the repr."""
+
+    url: str
+    headers: Mapping[str, str] = field(repr=False)
+
+
+Target = str | HttpTarget | StdioServerParameters
+
+
+def upstream_client(target: Target, errlog: TextIO | None = None) -> Client:
     """A client of the upstream, not yet entered; a stdio server's stderr goes to `errlog`."""
     if isinstance(target, str):
         return Client(target)
+    if isinstance(target, HttpTarget):  # HATP-PXY-46: the file's headers on every request
+        return Client(_with_headers(target))
     return Client(stdio_client(target, errlog=errlog) if errlog is not None else stdio_client(target))
+
+
+@asynccontextmanager
+async def _with_headers(target: HttpTarget) -> AsyncIterator[Any]:
+    """The streamable HTTP transport over an HTTP client that sends the target's headers on every request."""
+    async with (
+        create_mcp_http_client(headers=dict(target.headers)) as http,
+        streamable_http_client(target.url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def first_error(exc: BaseException) -> str:
@@ -73,9 +104,7 @@ def upstream_unavailable(cause: str, where: str = "DATA/upstream.stderr") -> Hat
     )
 
 
-async def list_upstream(
-    target: str | StdioServerParameters, bound: float = START_TIMEOUT, errlog: TextIO | None = None
-) -> list[types.Tool]:
+async def list_upstream(target: Target, bound: float = START_TIMEOUT, errlog: TextIO | None = None) -> list[types.Tool]:
     """Start the upstream, list its tools and stop it, all within `bound` seconds. Raises HatpError HATP-PXY-4
     (`UPSTREAM_UNAVAILABLE`)."""
     try:
@@ -102,16 +131,17 @@ def read_policy(path: Path) -> ProxyPolicy:
     return load_policy(doc, f"policy file {path.name}")
 
 
-def upstream_target(
-    policy: ProxyPolicy, base: Path, environ: Mapping[str, str] | None = None
-) -> str | StdioServerParameters:
-    """The URL, or how to start the stdio server: its `cwd` and relative paths taken from `base` (the policy
-    file's folder), its `env` exactly the file's, resolved. Raises HatpError HATP-PXY-2 (`ENV_NOT_SET`,
-    `SECRET_FILE_OPEN`, `SECRET_FILE_UNREADABLE`)."""
+def upstream_target(policy: ProxyPolicy, base: Path, environ: Mapping[str, str] | None = None) -> Target:
+    """The URL (with its headers, resolved), or how to start the stdio server: its `cwd` and relative paths taken
+    from `base` (the policy file's folder), its `env` exactly the file's, resolved. Raises HatpError HATP-PXY-2
+    (`ENV_NOT_SET`, `SECRET_FILE_OPEN`, `SECRET_FILE_UNREADABLE`) for a variable or a header (HATP-PXY-46)."""
     up = policy.upstream
+    source = os.environ if environ is None else environ
     if isinstance(up, HttpUpstream):
-        return up.url
-    return stdio_parameters(up, base, environ)
+        if not up.headers:  # HATP-PXY-46: headers only when the file names some
+            return up.url
+        return HttpTarget(up.url, _resolved(up.headers, "upstream.headers", "header", base, source))
+    return stdio_parameters(up, base, source)
 
 
 def stdio_parameters(
@@ -122,26 +152,35 @@ def stdio_parameters(
     exactly the file's, resolved; `where` is the entry's JSON path in its file. Raises HatpError HATP-PXY-2
     (`ENV_NOT_SET`, `SECRET_FILE_OPEN`, `SECRET_FILE_UNREADABLE`)."""
     source = os.environ if environ is None else environ
-    env: dict[str, str] = {}
-    for name, value in up.env.items():
-        at = f"{where}.env.{name}"
+    env = _resolved(up.env, f"{where}.env", "variable", base, source)
+    cwd = base / up.cwd if up.cwd is not None else base
+    return StdioServerParameters(command=up.command, args=list(up.args), env=env, cwd=str(cwd))
+
+
+def _resolved(
+    values: Mapping[str, EnvValue], at: str, what: str, base: Path, source: Mapping[str, str]
+) -> dict[str, str]:
+    """Each value literal, from the proxy's environment or from an owner-only file. Raises HatpError HATP-PXY-2
+    naming the variable or header, the path and the file, never a value."""
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        where = f"{at}.{name}"
         if isinstance(value, EnvFromEnv):
             got = source.get(value.env)
             if got is None:
                 raise HatpError(
                     RULE,
-                    f"the upstream's {name} is to come from the proxy's variable {value.env}, which is not set",
-                    path=at,
+                    f"the upstream's {what} {name} is to come from the proxy's variable {value.env}, which is not set",
+                    path=where,
                     code="ENV_NOT_SET",
                     fix=f"set {value.env} in the proxy's environment, or give {name} another value",
                 )
-            env[name] = got
+            out[name] = got
         elif isinstance(value, EnvFromFile):
-            env[name] = _secret(base / value.file, at)
+            out[name] = _secret(base / value.file, where)
         else:
-            env[name] = value
-    cwd = base / up.cwd if up.cwd is not None else base
-    return StdioServerParameters(command=up.command, args=list(up.args), env=env, cwd=str(cwd))
+            out[name] = value
+    return out
 
 
 def _secret(path: Path, at: str) -> str:

@@ -11,7 +11,7 @@ from mcp import StdioServerParameters
 
 from hatp_mcp.core.model.proxy_policy import load_policy
 from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
+from hatp_mcp.mcp.proxy_upstream import HttpTarget, read_policy, upstream_target
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -75,3 +75,43 @@ def test_a_policy_file_that_is_not_json_is_refused_naming_it_HATP_PXY_1(tmp_path
     assert (err.value.rule, err.value.code) == ("HATP-PXY-1", "BAD_POLICY") and "policy.json" in err.value.reason
     path.write_text(json.dumps({"upstream": {"url": "http://127.0.0.1:9/mcp"}}))
     assert upstream_target(read_policy(path), tmp_path) == "http://127.0.0.1:9/mcp"
+
+
+def http(headers: dict[str, object], tmp_path: Path, environ: dict[str, str] | None = None) -> object:
+    policy = load_policy({"upstream": {"url": "https://mcp.example.com/mcp", "headers": headers}})
+    return upstream_target(policy, tmp_path, environ or {})
+
+
+def test_HATP_PXY_46_an_http_upstream_is_sent_the_headers_the_file_names_each_value_resolved(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("Bearer from-a-file\n")
+    key.chmod(0o600)
+    headers = {"Authorization": {"file": "key"}, "X-Api-Key": {"env": "API_KEY"}, "X-Team": "travel"}
+    target = http(headers, tmp_path, {"API_KEY": "from-the-env", "OTHER": "never-sent"})
+    assert isinstance(target, HttpTarget) and target.url == "https://mcp.example.com/mcp"
+    assert dict(target.headers) == {
+        "Authorization": "Bearer from-a-file",
+        "X-Api-Key": "from-the-env",
+        "X-Team": "travel",
+    }
+    assert "from-a-file" not in repr(target) and "from-the-env" not in repr(target)  # never in a log line
+    assert http({}, tmp_path) == "https://mcp.example.com/mcp"
+
+
+def test_HATP_PXY_46_a_header_from_an_unset_variable_or_a_loose_file_is_refused_naming_no_value(tmp_path: Path) -> None:
+    with pytest.raises(HatpError) as unset:
+        http({"Authorization": {"env": "TOKEN"}}, tmp_path)
+    assert (unset.value.rule, unset.value.code, unset.value.path) == (
+        "HATP-PXY-2",
+        "ENV_NOT_SET",
+        "upstream.headers.Authorization",
+    )
+    loose = tmp_path / "loose"
+    loose.write_text("Bearer s3cr3t")
+    loose.chmod(0o644)
+    with pytest.raises(HatpError) as open_file:
+        http({"Authorization": {"file": "loose"}}, tmp_path)
+    assert open_file.value.code == "SECRET_FILE_OPEN" and "s3cr3t" not in open_file.value.one_line()
+    with pytest.raises(HatpError) as bad_name:
+        load_policy({"upstream": {"url": "https://mcp.example.com/mcp", "headers": {"Bad Name": "x"}}})
+    assert (bad_name.value.rule, bad_name.value.code) == ("HATP-PXY-1", "BAD_POLICY")

@@ -1,12 +1,13 @@
 """The proxy's decision for each upstream tool, checked against the tools the upstream lists (spec/proxy.md), and
 the undo and lookup arguments its expressions build. Pure: the binding lists the tools and makes the calls.
 
-`resolve_tools(policy, upstream)` is run once at start, before anything is served: every tool, undo tool and
-lookup tool the file names exists upstream (HATP-PXY-4); each built argument fits the undo (lookup) tool's
-`inputSchema` as far as an expression's shape can be known without running it: required properties present,
-none the schema forbids, arrays where arrays go, objects with their required members (HATP-PXY-5); a read-only
-tool is never journaled (HATP-PXY-6). `build_arguments` evaluates the expressions at rollback; one that finds
-nothing refuses the undo rather than send it with an argument missing (HATP-PXY-7).
+`resolve_tools(policy, upstream)` is run at start, before anything is served (and on a reload, HATP-PXY-42):
+every tool, undo tool and lookup tool the file names exists upstream (HATP-PXY-4); each built argument fits the
+undo (lookup) tool's `inputSchema` as far as an expression's shape can be known without running it: required
+properties present, none the schema forbids, arrays where arrays go, objects with their required members
+(HATP-PXY-5), the schema's local `$ref`s followed (HATP-PXY-45); a read-only tool is never journaled
+(HATP-PXY-6). `build_arguments` evaluates the expressions at rollback; one that finds nothing refuses the undo
+rather than send it with an argument missing (HATP-PXY-7).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from jmespath.exceptions import JMESPathError
 
@@ -147,9 +149,10 @@ def _participant_calls(op: ParticipantOperation, tools: Mapping[str, UpstreamToo
 
 
 def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str) -> None:
-    """Raises HatpError HATP-PXY-5 when the built object cannot fit the tool's inputSchema."""
+    """Raises HatpError HATP-PXY-5 when the built object cannot fit the tool's inputSchema, HATP-PXY-45 when
+    that schema has a `$ref` the check cannot follow."""
     shape: dict[str, Any] = {k: expression_shape(v) for k, v in arguments.items()}
-    problem = _misfit(("object", shape), tool.input_schema, "")
+    problem = _misfit(("object", shape), tool.input_schema, "", _Refs(tool.input_schema, tool.name, path))
     if problem is not None:
         where, why = problem
         raise HatpError(
@@ -194,17 +197,72 @@ def _shape(node: Mapping[str, Any]) -> Any:
     return None
 
 
-def _misfit(shape: Any, schema: Mapping[str, Any], where: str) -> tuple[str, str] | None:
-    """Why a value of `shape` cannot be valid against `schema`, or None (it may be)."""
+@dataclass(frozen=True, slots=True)
+class _Refs:
+    """What a `$ref` is resolved in: the whole inputSchema of `tool`, whose built arguments are at `path`."""
+
+    root: Mapping[str, Any]
+    tool: str
+    path: str
+
+
+MAX_REFS = 64  # references followed in a row before one schema: a longer chain is taken as a loop
+
+
+def _unfollowed(refs: _Refs, where: str, why: str) -> HatpError:
+    return HatpError(
+        "HATP-PXY-45",
+        f"the inputSchema of {refs.tool!r} has a $ref the proxy does not follow: {why}",
+        path=refs.path + where,
+        code="SCHEMA_REF_UNFOLLOWED",
+        fix="call an undo tool whose inputSchema refers only within itself (#/$defs/..., #/definitions/...) and "
+        f"not in a loop, or ask {refs.tool}'s server to inline it",
+    )
+
+
+def _deref(schema: Mapping[str, Any], refs: _Refs, where: str) -> Mapping[str, Any]:
+    """`schema` with its `$ref` followed (HATP-PXY-45): a local JSON pointer into the same inputSchema
+    (`#/$defs/Name`, `#/definitions/Name`, `#`), chains included, the members beside a `$ref` kept. A recursive
+    schema is fine: the walk goes only as deep as the built shape, which is finite. Raises HatpError HATP-PXY-45
+    for a remote reference, one that points at nothing, or references that lead only to each other."""
+    seen: list[str] = []
+    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+        ref: str = schema["$ref"]
+        if not ref.startswith("#"):
+            raise _unfollowed(refs, where, f"{ref!r} is not a reference within the schema (#/...): it is never fetched")
+        if ref in seen or len(seen) >= MAX_REFS:
+            raise _unfollowed(refs, where, f"the references {' -> '.join([*seen, ref])} lead only to each other")
+        seen.append(ref)
+        target: Any = refs.root
+        for token in [t for t in ref[1:].split("/") if t != ""]:
+            key = unquote(token).replace("~1", "/").replace("~0", "~")
+            if isinstance(target, Mapping) and key in target:
+                target = target[key]
+            elif isinstance(target, list) and key.isdigit() and int(key) < len(target):
+                target = target[int(key)]
+            else:
+                target = None
+                break
+        if not isinstance(target, Mapping):
+            raise _unfollowed(refs, where, f"{ref!r} points at nothing in the schema")
+        siblings = {k: v for k, v in schema.items() if k != "$ref"}
+        schema = {**target, **siblings} if siblings else target
+    return schema
+
+
+def _misfit(shape: Any, schema: Mapping[str, Any], where: str, refs: _Refs) -> tuple[str, str] | None:
+    """Why a value of `shape` cannot be valid against `schema` (a part of the inputSchema its references point
+    into), or None (it may be). Raises HatpError HATP-PXY-45 for a reference it cannot follow."""
     if shape is None or not isinstance(schema, Mapping):
         return None
+    schema = _deref(schema, refs, where)
     kind = shape[0] if isinstance(shape, tuple) else shape
     allowed = schema.get("type")
     types = {allowed} if isinstance(allowed, str) else set(allowed) if isinstance(allowed, list) else None
     if types is not None and kind not in types and not (kind == "integer" and "number" in types):
         return where, f"{where.lstrip('.') or 'the arguments'} is built as {kind}, the schema asks for {allowed}"
     if kind == "array" and isinstance(shape, tuple):
-        return _misfit(shape[1], schema.get("items") or {}, f"{where}[*]")
+        return _misfit(shape[1], schema.get("items") or {}, f"{where}[*]", refs)
     if kind == "object" and isinstance(shape, tuple):
         members: Mapping[str, Any] = shape[1]
         missing = [r for r in schema.get("required") or [] if r not in members]
@@ -216,7 +274,7 @@ def _misfit(shape: Any, schema: Mapping[str, Any], where: str) -> tuple[str, str
             if extra:
                 return f"{where}.{extra[0]}", f"{extra[0]!r} is not a property the schema allows"
         for key, sub in members.items():
-            problem = _misfit(sub, props.get(key) or {}, f"{where}.{key}")
+            problem = _misfit(sub, props.get(key) or {}, f"{where}.{key}", refs)
             if problem is not None:
                 return problem
     return None

@@ -24,6 +24,7 @@ and a test fails when the committed schemas drift from the models.
 - gateway_messages.py: the request / result messages of the Human Gateway and the Directory as MCP servers;
 - question.py: a question an agent asks people over MCP (`hatp/ask/{choose,form,text}`);
 - proxy_policy.py: the proxy's policy file: its upstream, that server's environment, a policy per tool;
+- journal_wire.py: what the journal and the proxy answer: saga statuses, dead letters, shadow and policy status;
 - toolcall.py: the subject of a tool-call approval: server, tool, arguments by digest, most paid and to whom.
 """
 
@@ -37,6 +38,16 @@ from hatp_mcp.core.model.estimate import BoundsRequest, Estimate, EstimateReques
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof, Receipt, RoutingRecord, Vote
 from hatp_mcp.core.model.gateway import Answer, Ask
 from hatp_mcp.core.model.gateway_messages import ResolveRequest, ResolveResult, VotedRequest, VoteResult
+from hatp_mcp.core.model.journal_wire import (
+    DeadLetter,
+    JournalSagaStatus,
+    PolicyStatus,
+    ProxySagaStatus,
+    SagaBeginRequest,
+    SagaRequest,
+    SagaRollbackRequest,
+    ShadowEntry,
+)
 from hatp_mcp.core.model.messages import (
     AbortRequest,
     BranchResult,
@@ -137,4 +148,12 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     "question-request": QuestionRequest,
     "question-query": QuestionQuery,
     "proxy-policy": ProxyPolicy,
+    "saga-begin-request": SagaBeginRequest,
+    "saga-request": SagaRequest,
+    "saga-rollback-request": SagaRollbackRequest,
+    "proxy-saga-status": ProxySagaStatus,
+    "journal-saga-status": JournalSagaStatus,
+    "dead-letter": DeadLetter,
+    "shadow-entry": ShadowEntry,
+    "policy-status": PolicyStatus,
 }

@@ -49,6 +49,7 @@ __all__ = [
     "Budget",
     "EnvFromEnv",
     "EnvFromFile",
+    "EnvValue",
     "Expression",
     "Gate",
     "HttpUpstream",
@@ -144,10 +145,16 @@ class StdioUpstream(WireModel):
     cwd: str | None = Field(default=None, min_length=1, max_length=4096)
 
 
+HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")]
+
+
 class HttpUpstream(WireModel):
-    """A server the proxy reaches over streamable HTTP."""
+    """A server the proxy reaches over streamable HTTP, sent `headers` on every request (an `Authorization`
+    token, say): each value literal, `{"env": NAME}` or `{"file": PATH}` as a stdio server's environment is, and
+    never logged (HATP-PXY-46)."""
 
     url: str = Field(pattern=r"^https?://[^\s]+$", max_length=4096)
+    headers: dict[HeaderName, EnvValue] = Field(default_factory=dict, max_length=64)
 
 
 class UndoCall(WireModel):
@@ -239,13 +246,16 @@ class ToolPolicy(WireModel):
 
 class ProxyPolicy(WireModel):
     """The proxy's file: its upstream, the policy of each tool it names, and `default` for every other tool;
-    `participant`: who the proxy is for the tools it makes a transaction's participant (HATP-PXY-30)."""
+    `participant`: who the proxy is for the tools it makes a transaction's participant (HATP-PXY-30).
+    `shadow: true` records what the hide, deny and gate policies and the budgets would refuse instead of
+    enforcing it (HATP-PXY-40)."""
 
     upstream: StdioUpstream | HttpUpstream
     participant: ParticipantIdentity | None = None
     default: Literal["pass", "irreversible", "hide", "deny"] = "deny"
     tools: dict[ToolName, ToolPolicy] = Field(default_factory=dict)
     budgets: list[Budget] = Field(default_factory=list, max_length=20)
+    shadow: bool = False
 
 
 def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:

@@ -338,11 +338,12 @@ class Journal:
         return None
 
     # -- tools ----------------------------------------------------------------------------------------------
-    def register(self, tool: Undoable) -> Undoable:
-        """Know `tool` by name (recovery finds undos and lookups by the name the journal wrote). Raises ValueError
-        for another tool under a name already taken."""
+    def register(self, tool: Undoable, *, replace: bool = False) -> Undoable:
+        """Know `tool` by name (recovery finds undos and lookups by the name the journal wrote); `replace` puts it
+        in place of the one known by that name, for the steps started after (a step keeps the irreversibility and
+        pivot it was started with). Raises ValueError for another tool under a name already taken."""
         known = self._tools.get(tool.name)
-        if known is not None and known != tool:
+        if known is not None and known != tool and not replace:
             raise ValueError(f"another tool is already registered as {tool.name!r}")
         self._tools[tool.name] = tool
         return tool

@@ -211,3 +211,60 @@ def test_a_participant_tool_whose_calls_fit_gets_its_rule() -> None:
     spec = {"tier": "compensate", "undo": {"tool": "delete_entities", "arguments": _NAMES}}
     rule = resolve_tools(_participant(spec), UPSTREAM)["create_entities"]
     assert rule.action == "participant" and rule.participant is not None and rule.participant.tier == "compensate"
+
+
+def _with_ref_schema(schema: dict[str, Any]) -> HatpError | None:
+    """The refusal (or None) for add_observations undone by a tool whose inputSchema is `schema`."""
+    tools = [*UPSTREAM, UpstreamTool("delete_by_ref", schema)]
+    undo = {**ADD_UNDO, "tool": "delete_by_ref"}
+    try:
+        resolve_tools(policy({"add_observations": {"policy": "journal", "undo": undo}}), tools)
+    except HatpError as exc:
+        return exc
+    return None
+
+
+_DELETION = DELETIONS["properties"]["deletions"]["items"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("defs", ["$defs", "definitions"])
+def test_HATP_PXY_45_the_shape_check_follows_local_refs_to_defs_and_definitions(defs: str) -> None:
+    strict = {**_DELETION, "required": ["entityName", "observations", "reason"]}  # a member the undo never builds
+    schema = {
+        "type": "object",
+        "properties": {"deletions": {"$ref": f"#/{defs}/Deletions"}},
+        "required": ["deletions"],
+        defs: {"Deletions": {"type": "array", "items": {"$ref": f"#/{defs}/Deletion"}}, "Deletion": strict},
+    }
+    err = _with_ref_schema(schema)
+    assert err is not None and (err.rule, err.code) == ("HATP-PXY-5", "UNDO_ARGUMENTS_UNFIT")
+    assert "'reason'" in err.reason and err.path == "tools.add_observations.undo.arguments.deletions[*]"
+    fitting = {**schema, defs: {**schema[defs], "Deletion": _DELETION}}  # type: ignore[dict-item]
+    assert _with_ref_schema(fitting) is None
+
+
+def test_HATP_PXY_45_a_recursive_schema_is_followed_only_as_deep_as_the_built_shape() -> None:
+    node = {
+        "type": "object",
+        "properties": {"entityName": {"type": "string"}, "observations": _STR_LIST, "children": {"$ref": "#"}},
+    }
+    schema = {"type": "object", "properties": {"deletions": {"type": "array", "items": {"$ref": "#/$defs/N"}}}}
+    assert _with_ref_schema({**schema, "$defs": {"N": node}}) is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "defs", "why"),
+    [
+        ("https://example.com/deletions.json", {}, "never fetched"),
+        ("other.json#/$defs/D", {}, "never fetched"),
+        ("#/$defs/Missing", {}, "points at nothing"),
+        ("#/$defs/A", {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "lead only to each other"),
+    ],
+)
+def test_HATP_PXY_45_a_remote_missing_or_looping_ref_is_refused_at_start_naming_it(
+    ref: str, defs: dict[str, Any], why: str
+) -> None:
+    schema = {"type": "object", "properties": {"deletions": {"$ref": ref}}, "$defs": defs}
+    err = _with_ref_schema(schema)
+    assert err is not None and (err.rule, err.code) == ("HATP-PXY-45", "SCHEMA_REF_UNFOLLOWED")
+    assert why in err.reason and err.path == "tools.add_observations.undo.arguments.deletions"

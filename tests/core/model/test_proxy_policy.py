@@ -48,7 +48,8 @@ def test_a_policy_file_reads_with_its_env_kinds_and_round_trips_on_the_wire() ->
 @pytest.mark.parametrize(
     ("doc", "path"),
     [
-        ({**MEMORY, "shadow": True}, "shadow"),
+        ({**MEMORY, "shadow": "yes"}, "shadow"),
+        ({**MEMORY, "watch": True}, "watch"),
         ({"upstream": {"command": "node", "shell": "rm -rf /"}}, "upstream.shell"),
         ({"upstream": {"command": "node", "env": {"A": {"envx": "B"}}}}, "upstream.env.A.env"),
         ({"upstream": {"command": "node", "env": {"A": 1}}}, "upstream.env.A"),

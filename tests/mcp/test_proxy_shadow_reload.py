@@ -1,0 +1,305 @@
+"""The proxy's shadow mode and its policy file taken again while it serves, in memory (hatp_mcp/mcp/journal_proxy.py,
+hatp_mcp/mcp/proxy_reload.py, hatp_mcp/store/shadow_log.py; spec/proxy.md HATP-PXY-40..44). The same over real
+processes and an npm server: tests/e2e/test_proxy_shadow_reload.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from hatp_mcp.cli import main
+from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.proxy_policy import load_policy
+from hatp_mcp.core.signing.keys import SigningKey
+from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy
+from hatp_mcp.mcp.proxy_gate import GateSetup, build_gate
+from hatp_mcp.mcp.proxy_reload import STATUS_FILE, PolicyWatch
+from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.journal.driver import Journal
+from hatp_mcp.store.journal_store import MemoryJournalStore
+from hatp_mcp.store.shadow_log import ShadowLog
+from hatp_mcp.store.step_rules import StepRules
+from tests.acme_org import ORG_DIR
+from tests.mcp.test_journal_proxy import upstream as journal_proxy_upstream
+
+pytestmark = pytest.mark.anyio
+
+AGENT_KEY = ORG_DIR / "test-only-keys" / "agents" / "travel-bot.private.jwk.json"
+SECRET = "s3cr3t-value-never-logged"
+
+
+def upstream() -> tuple[MCPServer, set[str]]:
+    """test_journal_proxy's upstream (make, unmake, find) with a tool to hide and one to gate."""
+    server, made = journal_proxy_upstream()
+
+    @server.tool()
+    def forget(name: str) -> dict[str, Any]:
+        made.discard(name)
+        return {"forgot": name}
+
+    @server.tool()
+    def pay(a: int) -> dict[str, Any]:
+        made.add(f"paid {a}")
+        return {"paid": a}
+
+    return server, made
+
+
+def policy_doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "upstream": {"url": "http://127.0.0.1:9/mcp"},
+        "default": "deny",
+        "tools": {
+            "make": {"policy": "journal", "undo": {"tool": "unmake", "arguments": {"id": "result.id"}}},
+            "unmake": {"policy": "deny"},
+            "forget": {"policy": "hide"},
+            "pay": {
+                "policy": "gate",
+                "gate": {
+                    "address": "human://acme.com/bob",
+                    "action": "travel.spend",
+                    "amount": "args.a",
+                    "currency": "USD",
+                    "max": "10",
+                },
+            },
+        },
+        "budgets": [{"currency": "USD", "limit": "30", "windowSeconds": 3600}],
+    }
+    doc.update(over)
+    return doc
+
+
+def journal() -> Journal:
+    return Journal(
+        MemoryJournalStore(), SigningKey.generate(["journal"]), clock=FakeClock(parse_ts("2026-12-05T04:00:00Z"))
+    )
+
+
+def call(tool: str, /, **arguments: Any) -> types.CallToolRequestParams:
+    return types.CallToolRequestParams(name=tool, arguments=arguments)
+
+
+def refusal(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.is_error and result.structured_content is not None, result
+    found: dict[str, Any] = result.structured_content["refusal"]
+    return found
+
+
+async def test_HATP_PXY_40_in_shadow_mode_denied_hidden_and_gated_calls_are_forwarded_and_recorded_with_the_rule(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
+    gate = build_gate(GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, [], clock, None)
+    log = ShadowLog(":memory:")
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(
+                client,
+                (await client.list_tools()).tools,
+                journal(),
+                load_policy(policy_doc(shadow=True)),
+                gate,
+                shadow=log,
+            )
+            assert "forget" in {t.name for t in proxy.listed}  # hide is not enforced: the tool is listed
+            made.update({"a", "b"})
+            assert not (await proxy.handle(None, call("unmake", id="a"))).is_error
+            assert not (await proxy.handle(None, call("forget", name="b"))).is_error
+            assert not (await proxy.handle(None, call("pay", a=50))).is_error
+            assert not (await proxy.handle(None, call("pay", a=5))).is_error
+    gate.ledger.close()
+    assert made == {"paid 50", "paid 5"}  # every call reached the upstream
+    got = [(e["tool"], e["policy"], e["rule"], e["code"]) for e in log.entries()]
+    assert got == [
+        ("unmake", "deny", "HATP-PXY-7", "TOOL_DENIED"),
+        ("forget", "hide", "HATP-PXY-7", "UNKNOWN_TOOL"),
+        ("pay", "gate", "HATP-PXY-22", "OVER_MAXIMUM"),
+        ("pay", "gate", "HATP-PXY-21", "APPROVAL_NEEDED"),
+    ]
+
+
+async def test_HATP_PXY_40_a_shadow_log_that_cannot_be_written_refuses_the_call_and_sends_nothing() -> None:
+    server, made = upstream()
+    log = ShadowLog(":memory:")
+    doc = policy_doc(shadow=True, budgets=[])
+    del doc["tools"]["pay"]
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(doc), shadow=log)
+            log.close()
+            made.add("a")
+            out = refusal(await proxy.handle(None, call("unmake", id="a")))
+    assert (out["rule"], out["code"], made) == ("HATP-PXY-40", "SHADOW_LOG_UNWRITABLE", {"a"})
+
+
+async def test_HATP_PXY_41_shadow_mode_still_journals_refuses_unknown_tools_and_logs_no_argument_value() -> None:
+    server, made = upstream()
+    log = ShadowLog(":memory:")
+    doc = policy_doc(budgets=[])
+    del doc["tools"]["pay"]
+    j = journal()
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(
+                client, (await client.list_tools()).tools, j, load_policy(doc), shadow=log, shadow_mode=True
+            )
+            unknown = refusal(await proxy.handle(None, call("nothing-here", x=1)))
+            await proxy.handle(None, call("saga_begin", name="shadowed"))
+            assert not (await proxy.handle(None, call("make", name=SECRET))).is_error
+            assert not (await proxy.handle(None, call("unmake", id=SECRET))).is_error  # denied: shadowed
+            status = (await proxy.handle(None, call("saga_status"))).structured_content or {}
+    assert (unknown["rule"], unknown["code"]) == ("HATP-PXY-7", "UNKNOWN_TOOL")
+    assert [s["tool"] for s in status["steps"]] == ["make"]  # still journaled
+    entries = log.entries()
+    assert [e["tool"] for e in entries] == ["unmake"] and len(entries[0]["argumentsDigest"]) > 20
+    assert SECRET not in json.dumps(entries)
+    assert made == set()  # the denied unmake reached the upstream, with its value
+
+
+async def test_HATP_PXY_40_hatp_proxy_shadow_lists_the_log_for_the_operator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = ShadowLog(tmp_path / "shadow.db")
+    log.record({"tool": "unmake", "rule": "HATP-PXY-7", "code": "TOOL_DENIED"})
+    log.close()
+    assert main(["proxy", "shadow", "--data", str(tmp_path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["id"], e["rule"], e["code"]) for e in listed] == [(1, "HATP-PXY-7", "TOOL_DENIED")]
+
+
+def write(path: Path, doc: dict[str, Any]) -> None:
+    path.write_text(json.dumps(doc))
+
+
+def small_policy(**tools: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "make": {"policy": "journal", "undo": {"tool": "unmake", "arguments": {"id": "result.id"}}},
+        "unmake": {"policy": "deny"},
+    }
+    base.update(tools)
+    return {"upstream": {"url": "http://127.0.0.1:9/mcp"}, "default": "deny", "tools": base}
+
+
+async def test_HATP_PXY_42_a_changed_policy_file_takes_effect_on_the_next_call(tmp_path: Path) -> None:
+    server, made = upstream()
+    path = tmp_path / "policy.json"
+    write(path, small_policy())
+    lines: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
+            proxy.reload = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            async with Client(proxy.server()) as model:
+                made.add("a")
+                before = await model.call_tool("unmake", {"id": "a"})
+                write(path, small_policy(unmake={"policy": "pass"}))
+                after = await model.call_tool("unmake", {"id": "a"})
+    assert before.is_error and not after.is_error and made == set()
+    status = json.loads((tmp_path / STATUS_FILE).read_text())
+    assert "refused" not in status and lines and "in force" in lines[-1]
+
+
+async def test_HATP_PXY_43_a_bad_change_is_refused_whole_with_the_reason_and_the_old_policy_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, made = upstream()
+    path = tmp_path / "policy.json"
+    write(path, small_policy())
+    lines: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            # a good change to one tool beside an unknown tool: nothing of it is taken
+            write(path, small_policy(unmake={"policy": "pass"}, nosuch={"policy": "pass"}))
+            await watch()
+            assert proxy.rules["unmake"].action == "deny"
+            assert main(["proxy", "status", "--data", str(tmp_path)]) == 1
+            unknown = json.loads(capsys.readouterr().out)["refused"]
+            other = small_policy(unmake={"policy": "pass"})
+            other["upstream"] = {"url": "http://127.0.0.1:10/mcp"}
+            write(path, other)
+            await watch()
+            changed = json.loads((tmp_path / STATUS_FILE).read_text())["refused"]
+            made.add("a")
+            still = await proxy.handle(None, call("unmake", id="a"))
+    assert (unknown["rule"], unknown["code"], unknown["path"]) == ("HATP-PXY-4", "UNKNOWN_TOOL", "tools.nosuch")
+    assert (changed["rule"], changed["code"], changed["path"]) == ("HATP-PXY-43", "UPSTREAM_CHANGED", "upstream")
+    assert refusal(still)["code"] == "TOOL_DENIED" and made == {"a"}
+    assert len(lines) == 2 and all("refused" in line for line in lines)
+
+
+async def test_HATP_PXY_44_a_step_is_undone_by_the_undo_it_was_journaled_with_after_a_reload(tmp_path: Path) -> None:
+    server, made = upstream()
+    path = tmp_path / "policy.json"
+    write(path, small_policy())
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            proxy = JournalingProxy(client, tools, journal(), load_policy(small_policy()))
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lambda _: None)
+            await proxy.handle(None, call("saga_begin", name="kept"))
+            await proxy.handle(None, call("make", name="a"))
+            # the new policy undoes make by an undo that would leave "a" in place
+            write(
+                path, small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
+            )
+            await watch()
+            assert proxy.rules["make"].undo is not None and proxy.rules["make"].undo.tool == "forget"
+            status = (await proxy.handle(None, call("saga_rollback"))).structured_content or {}
+    assert status["status"] == "ROLLED_BACK" and made == set()
+
+
+async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
+    rules = StepRules(tmp_path / "step-rules.db")
+    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            first = JournalingProxy(
+                client,
+                tools,
+                Journal(store, key, policy=RECOVERY_POLICY),
+                load_policy(small_policy()),
+                step_rules=rules,
+            )
+            await first.handle(None, call("saga_begin", name="kept"))
+            await first.handle(None, call("make", name="a"))
+            rules.close()
+            again = StepRules(tmp_path / "step-rules.db")  # the proxy restarted with the other file
+            journal = Journal(store, key, policy=RECOVERY_POLICY)
+            second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=again)
+            await journal.recover()
+            await second.reopen()
+            status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
+            again.close()
+    assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
+
+
+async def test_HATP_PXY_42_a_file_changed_before_the_watch_began_is_taken_on_the_first_request(tmp_path: Path) -> None:
+    server, _made = upstream()
+    path = tmp_path / "policy.json"
+    write(path, small_policy(unmake={"policy": "pass"}))  # changed after the proxy read the file
+    lines: list[str] = []
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            await watch()
+            taken = proxy.rules["unmake"].action
+            path.write_text(json.dumps(small_policy(unmake={"policy": "pass"}), indent=2))  # same policy, respelled
+            await watch()
+    assert taken == "pass" and len(lines) == 1  # the respelling is no change
