@@ -108,7 +108,12 @@ def proxy_names_free(tools: list[types.Tool]) -> None:
 def upstream_tools(tools: list[types.Tool]) -> list[UpstreamTool]:
     """What the policy checks need of the upstream's tools/list."""
     return [
-        UpstreamTool(t.name, t.input_schema, bool(t.annotations is not None and t.annotations.read_only_hint))
+        UpstreamTool(
+            t.name,
+            t.input_schema,
+            bool(t.annotations is not None and t.annotations.read_only_hint),
+            bool(t.annotations is not None and t.annotations.idempotent_hint),
+        )
         for t in tools
     ]
 

@@ -28,6 +28,7 @@ import mcp.types as types
 from jmespath.exceptions import JMESPathError
 from jsonschema import validators  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from mcp import MCPError
 from mcp.types import RequestParamsMeta
 
 from hatp_mcp.core.journal.proxy_tools import ToolRule, UpstreamTool, build_arguments, call_document
@@ -42,13 +43,14 @@ from hatp_mcp.core.model.proxy_policy import (
 from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.core.signing.canonical import canonical, digest_bytes
 from hatp_mcp.errors import BrokenInvariant, HatpError
+from hatp_mcp.mcp.errors import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.journal_proxy import result_document
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators, open_trust
 from hatp_mcp.runtime.participant.driver import ParticipantRuntime
-from hatp_mcp.runtime.participant.operation import DryRun, Operation, Performed
+from hatp_mcp.runtime.participant.operation import DryRun, EffectInDoubt, Operation, Performed
 from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings
@@ -126,6 +128,7 @@ class UpstreamOperation(Operation):
     spec: ParticipantOperation
     call: CallUpstream
     kept: KeptResults
+    idempotent: bool = False  # the upstream marks the call a commit sends idempotentHint (HATP-PXY-65)
 
     @property
     def tier(self) -> str:
@@ -162,19 +165,37 @@ class UpstreamOperation(Operation):
             )
         except HatpError as exc:
             return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", exc.one_line())
-        result = await self.call(pre.tool, built, None)
-        if result.is_error:
-            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"{pre.tool} failed: {_text(result) or 'isError'}")
+        failure: str | None = None
         try:
-            seen = compiled(pre.version).search(call_document(branch.args, result_document(result)))
+            answer = await self._send(pre.tool, built, None, "HATP-PXY-34")
+        except HatpError as exc:  # refused or unanswered: a no vote stating the upstream's reason (HATP-PXY-60)
+            answer, failure = None, exc.reason
+        if failure is not None:
+            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"{pre.tool} failed: {failure}")
+        try:
+            seen = compiled(pre.version).search(call_document(branch.args, answer))
         except JMESPathError as exc:
             return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"the version of {pre.tool}'s answer: {exc}")
         return DryRun(versions={pre.tool: digest_bytes(canonical(seen, allow_floats=True))})
 
-    async def _upstream(self, name: str, arguments: dict[str, Any], key: str, rule: str) -> Any:
-        """The call's result document. Raises HatpError `rule` (`UPSTREAM_REFUSED`) for an isError result."""
-        result = await self.call(name, arguments, key)
-        if result.is_error:
+    async def _send(self, name: str, arguments: dict[str, Any], key: str | None, rule: str) -> Any:
+        """The call's result document (HATP-PXY-60). Raises HatpError `rule` (`UPSTREAM_REFUSED`) when the upstream
+        refused it (an isError result or a JSON-RPC error: it answered, and did nothing), EffectInDoubt `rule`
+        (`UPSTREAM_NO_ANSWER`) when no answer came (a timeout, a lost connection: it may have done it)."""
+        try:
+            result = await self.call(name, arguments, key)
+        except MCPError as exc:
+            if exc.code not in (REQUEST_TIMEOUT, CONNECTION_CLOSED):  # HATP-PXY-62: answered, so refused
+                raise HatpError(
+                    rule,
+                    f"the upstream refused {name}: JSON-RPC error {exc.code}: {exc.message[:500]}",
+                    code="UPSTREAM_REFUSED",
+                    fix="see the upstream's answer; nothing was done upstream by this call",
+                ) from None
+            raise self._no_answer(name, rule, exc.message) from None
+        except Exception as exc:  # a lost connection (the SDK raises groups); cancellation is not an Exception
+            raise self._no_answer(name, rule, type(exc).__name__) from None
+        if result.is_error:  # HATP-PXY-60: an isError answer is a refusal, never a result to keep
             raise HatpError(
                 rule,
                 f"the upstream refused {name}: {_text(result)[:500] or 'isError'}",
@@ -182,6 +203,15 @@ class UpstreamOperation(Operation):
                 fix="see the upstream's answer; nothing was done upstream by this call",
             )
         return result_document(result)
+
+    @staticmethod
+    def _no_answer(name: str, rule: str, why: str) -> EffectInDoubt:
+        return EffectInDoubt(
+            rule,
+            f"no answer from the upstream for {name} ({why[:200]}): it may or may not have been done",
+            code="UPSTREAM_NO_ANSWER",
+            fix="the coordinator asks again with the same key; look at the upstream by hand if it stays in doubt",
+        )
 
     def _built(self, call: UndoCall, args: Mapping[str, Any], result: Any, member: str) -> dict[str, Any]:
         """Raises HatpError HATP-PXY-7 (`ARGUMENT_NOT_FOUND`): never sent with an argument missing."""
@@ -197,7 +227,7 @@ class UpstreamOperation(Operation):
         found, _ = self.kept.get(key, "hold")
         if found:  # the hold was placed before (a lapsed lease placed again): the upstream holds it already
             return
-        done = await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-37")
+        done = await self._send(self.tool.name, dict(branch.args), key, "HATP-PXY-37")
         self.kept.keep(key, "hold", done)
 
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
@@ -206,7 +236,7 @@ class UpstreamOperation(Operation):
         if not found or self.spec.release is None:
             return
         built = self._built(self.spec.release, branch.args, held, "release")
-        await self._upstream(self.spec.release.tool, built, key, "HATP-PXY-37")
+        await self._send(self.spec.release.tool, built, key, "HATP-PXY-37")
 
     async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         if self.spec.tier == "hold":
@@ -218,9 +248,9 @@ class UpstreamOperation(Operation):
                     "HATP-PXY-37", "no hold was kept for this branch", code="HOLD_LOST", fix="prepare the branch again"
                 )
             built = self._built(self.spec.confirm, branch.args, held, "confirm")
-            self.kept.keep(key, "commit", await self._upstream(self.spec.confirm.tool, built, key, "HATP-PXY-37"))
+            self.kept.keep(key, "commit", await self._send(self.spec.confirm.tool, built, key, "HATP-PXY-37"))
             return None
-        self.kept.keep(key, "commit", await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-35"))
+        self.kept.keep(key, "commit", await self._send(self.tool.name, dict(branch.args), key, "HATP-PXY-35"))
         return None
 
     async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
@@ -235,29 +265,37 @@ class UpstreamOperation(Operation):
                 code="NOTHING_TO_UNDO",
                 fix="look at the upstream by hand; the proxy keeps each commit's result under DATA/participant",
             )
-        await self._upstream(call.tool, self._built(call, branch.args, done, "undo"), key, "HATP-PXY-36")
+        await self._send(call.tool, self._built(call, branch.args, done, "undo"), key, "HATP-PXY-36")
 
     async def lookup(self, key: str, branch: Branch) -> Performed | None:
         """HATP-PXY-39: a kept result says it happened; else the file's lookup, if any; else None (sent again, with
-        the same idempotency key in `_meta`)."""
+        the same idempotency key in `_meta`) only for a call the upstream marks idempotent (HATP-PXY-65). Raises
+        HatpError HATP-PXY-39 / EffectInDoubt HATP-PXY-65 (`IN_DOUBT`) when it cannot tell."""
         if self.kept.get(key, "commit")[0]:
             return Performed()
         look = self.spec.lookup
         if look is None:
-            return None
+            if self.idempotent:
+                return None
+            raise EffectInDoubt(
+                "HATP-PXY-65",
+                f"the commit of {self.tool.name} was under way when the proxy stopped, the upstream does not mark it "
+                "idempotentHint and the file names no lookup: it is not sent again",
+                code="IN_DOUBT",
+                fix=f"look at the upstream by hand; give tools.{self.tool.name}.participant a lookup",
+            )
         built = build_arguments(
             look.arguments,
             {"args": dict(branch.args)},
             what=f"the lookup of {self.tool.name}",
             path=f"tools.{self.tool.name}.participant.lookup.arguments",
         )
-        result = await self.call(look.tool, built, key)
         happened = None
-        if not result.is_error:
-            try:
-                happened = compiled(look.happened).search(call_document(branch.args, result_document(result)))
-            except JMESPathError:  # the answer is not of the shape the expression reads: it cannot tell
-                happened = None
+        try:
+            answer = await self._send(look.tool, built, key, "HATP-PXY-39")
+            happened = compiled(look.happened).search(call_document(branch.args, answer))
+        except (HatpError, JMESPathError):  # refused, unanswered, or not of the shape the expression reads
+            happened = None
         if happened is None:
             raise HatpError(
                 "HATP-PXY-39",
@@ -281,7 +319,10 @@ def participant_operations(
             continue
         if rule.participant is None:
             raise BrokenInvariant(f"{name}: policy participant without a participant passed the checks")
-        out[rule.participant.operation or name] = UpstreamOperation(tools[name], rule.participant, call, kept)
+        spec = rule.participant
+        sent = tools[spec.confirm.tool if spec.tier == "hold" and spec.confirm is not None else name]
+        op = UpstreamOperation(tools[name], spec, call, kept, sent.idempotent_hint)
+        out[spec.operation or name] = op
     return out
 
 

@@ -183,7 +183,11 @@ POLICY = {
     "tools": {
         "make": {
             "policy": "participant",
-            "participant": {"tier": "compensate", "undo": {"tool": "unmake", "arguments": {"id": "result.id"}}},
+            "participant": {
+                "tier": "compensate",
+                "undo": {"tool": "unmake", "arguments": {"id": "result.id"}},
+                "lookup": {"tool": "unmake", "arguments": {"id": "args.name"}, "happened": "result.id"},
+            },
         },
         "unmake": {"policy": "pass"},
     },
