@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from hatp_mcp.core.model.proxy_policy import (
 )
 from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.core.signing.canonical import canonical, digest_bytes
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
@@ -63,6 +66,7 @@ __all__ = [
     "UpstreamOperation",
     "client_caller",
     "open_participant",
+    "participant_key",
     "participant_operations",
     "participant_settings",
 ]
@@ -345,6 +349,81 @@ def participant_settings(
     )
 
 
+def _key_file(path: Path) -> SigningKey:
+    """The private JWK in an owner-only file (HATP-PXY-63), checked on the file opened, so the file read is the file
+    checked. Raises HatpError HATP-PXY-63 (`KEY_FILE_UNREADABLE`, `KEY_FILE_OPEN`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise HatpError(
+            "HATP-PXY-63",
+            f"cannot open the participant key {path} ({exc.strerror})",
+            path="--key",
+            code="KEY_FILE_UNREADABLE",
+            fix="name the participant's private JWK file (`hatp keys new --out FILE --role participant` writes one)",
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o177:
+            raise HatpError(
+                "HATP-PXY-63",
+                f"the participant key {path} has mode {stat.S_IMODE(st.st_mode):04o}: others than its owner may use it",
+                path="--key",
+                code="KEY_FILE_OPEN",
+                fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
+            )
+        raw = f.read()
+    try:
+        return SigningKey.from_jwk(json.loads(raw))
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
+        raise HatpError(
+            "HATP-PXY-63",
+            f"the participant key {path} is not a private Ed25519 JWK",
+            path="--key",
+            code="KEY_FILE_UNREADABLE",
+            fix="name the participant's private JWK file",
+        ) from None
+
+
+def participant_key(data: Path, key_file: Path | None = None) -> SigningKey:
+    """The participant's signing key (HATP-PXY-38, 63): `key_file` (`--key FILE`, an owner-only private JWK, its
+    public half written to `DATA/participant/public.jwk.json` for the coordinator to pin), else
+    `DATA/participant/key.jwk.json` (made on first start). Raises HatpError HATP-PXY-38 (`WRONG_KEY_ROLE`),
+    HATP-PXY-63; ValueError (HATP-MCP-34), OSError."""
+    home = data / PARTICIPANT_DIR
+    if key_file is None:
+        key = load_or_create_key(home, ["participant"])
+        where = home / "key.jwk.json"
+    else:
+        key = _key_file(key_file)
+        where = key_file
+    if "participant" not in key.roles:  # never the journal's key, nor one made for another role
+        raise HatpError(
+            "HATP-PXY-38",
+            f"{where} has roles {sorted(key.roles)}, not participant: votes and receipts are signed "
+            "with the participant's own key",
+            path="--key" if key_file is not None else "participant",
+            code="WRONG_KEY_ROLE",
+            fix="name a key of role participant with --key (`hatp keys new --out FILE --role participant`)"
+            if key_file is not None
+            else f"move {where} and public.jwk.json away: the proxy makes a participant key there",
+        )
+    if key_file is not None:
+        home.mkdir(parents=True, exist_ok=True)
+        public = home / "public.jwk.json"
+        if not create_file(public, json.dumps(key.public_jwk()), 0o644):
+            kept = read_json_file(public)
+            if not isinstance(kept, dict) or kept.get("kid") != key.kid:
+                raise HatpError(
+                    "HATP-PXY-63",
+                    f"{public} is the public half of another key than {key_file} ({key.kid})",
+                    path="--key",
+                    code="KEY_MISMATCH",
+                    fix=f"move {public} away (and re-pin the new key at the coordinators), or name the key it halves",
+                )
+    return key
+
+
 @dataclass(frozen=True)
 class ProxyParticipant:
     """What `serve_hatp` needs of the proxy as a participant: its runtime, advertisement and trust list."""
@@ -363,26 +442,19 @@ def open_participant(
     call: CallUpstream,
     clock: Clock,
     trusted_coordinators: str | None = None,
+    key_file: Path | None = None,
 ) -> Iterator[ProxyParticipant | None]:
     """The proxy's participant side, or None when no tool has policy `participant` (HATP-PXY-38): its own key
     (role participant) and branch state under `DATA/participant`, apart from the journal's; its trust list from
     `trusted_coordinators` (`--trusted-coordinators [ID=]FILE`), else `DATA/trusted-coordinators.json`, else none
-    (every state-changing request refused, HATP-TRUST-6). Raises OSError, ValueError, HatpError (HATP-STORE-1/3)."""
+    (every state-changing request refused, HATP-TRUST-6); its key `key_file` when given (HATP-PXY-63). Raises
+    OSError, ValueError, HatpError (HATP-PXY-38, 63, HATP-STORE-1/3)."""
     identity = policy.participant
     if identity is None or not any(r.action == "participant" for r in rules.values()):
         yield None
         return
     home = data / PARTICIPANT_DIR
-    key = load_or_create_key(home, ["participant"])
-    if "participant" not in key.roles:  # never the journal's key, nor one made for another role
-        raise HatpError(
-            "HATP-PXY-38",
-            f"{home / 'key.jwk.json'} has roles {sorted(key.roles)}, not participant: votes and receipts are signed "
-            "with the participant's own key",
-            path="participant",
-            code="WRONG_KEY_ROLE",
-            fix=f"move {home / 'key.jwk.json'} and public.jwk.json away: the proxy makes a participant key there",
-        )
+    key = participant_key(data, key_file)
     operations = participant_operations(rules, {t.name: t for t in tools}, call, KeptResults(home / "results"))
     store = SqliteParticipantStore(home / "state.db")
     bindings = SqliteTxnBindings(store.database)

@@ -245,3 +245,40 @@ def test_HATP_PXY_38_the_participant_signs_with_its_own_key_and_a_key_of_another
     with pytest.raises(HatpError) as err, open_participant(other, policy, rules, tools, up, FakeClock(NOW)):
         pass
     assert (err.value.rule, err.value.code) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
+
+
+def test_HATP_PXY_63_a_key_file_signs_when_only_its_owner_may_read_it_and_is_a_participants(tmp_path: Path) -> None:
+    policy = load_policy(POLICY)
+    tools = [MAKE, UpstreamTool("unmake", {"type": "object", "properties": {"id": {"type": "string"}}})]
+    rules = resolve_tools(policy, tools)
+    own = SigningKey.generate(["participant"])
+    path = tmp_path / "participant.jwk.json"
+    path.write_text(json.dumps(own.private_jwk()))
+
+    def refusal(data: Path, key_file: Path) -> tuple[str, str]:
+        with (
+            pytest.raises(HatpError) as err,
+            open_participant(data, policy, rules, tools, Upstream(), FakeClock(NOW), None, key_file),
+        ):
+            pass
+        return err.value.rule, err.value.code
+
+    path.chmod(0o644)  # others may read it: refused before it is used
+    assert refusal(tmp_path / "a", path) == ("HATP-PXY-63", "KEY_FILE_OPEN")
+    assert refusal(tmp_path / "a", tmp_path / "absent.json") == ("HATP-PXY-63", "KEY_FILE_UNREADABLE")
+    path.chmod(0o600)
+    with open_participant(tmp_path / "b", policy, rules, tools, Upstream(), FakeClock(NOW), None, path) as opened:
+        assert opened is not None
+        advertised = opened.settings.to_json()["hatp"]
+    assert [k["kid"] for k in advertised["keys"]] == [own.kid]
+    public = json.loads((tmp_path / "b" / "participant" / "public.jwk.json").read_text())
+    assert public["kid"] == own.kid and "d" not in public
+    assert not (tmp_path / "b" / "participant" / "key.jwk.json").exists()  # the default key is not made
+    other = tmp_path / "other.jwk.json"  # a second key against the public half the coordinators pinned
+    other.write_text(json.dumps(SigningKey.generate(["participant"]).private_jwk()))
+    other.chmod(0o600)
+    assert refusal(tmp_path / "b", other) == ("HATP-PXY-63", "KEY_MISMATCH")
+    journal = tmp_path / "journal.jwk.json"
+    journal.write_text(json.dumps(SigningKey.generate(["journal"]).private_jwk()))
+    journal.chmod(0o600)
+    assert refusal(tmp_path / "c", journal) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
