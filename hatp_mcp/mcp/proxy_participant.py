@@ -51,7 +51,7 @@ from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.journal_proxy import result_document
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators, open_trust
+from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, TrustedCoordinators, load_trust_list, open_trust
 from hatp_mcp.runtime.participant.driver import ParticipantRuntime
 from hatp_mcp.runtime.participant.operation import DryRun, EffectInDoubt, Operation, Performed
 from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
@@ -64,6 +64,7 @@ __all__ = [
     "KeptResults",
     "ProxyParticipant",
     "UpstreamOperation",
+    "check_participant",
     "client_caller",
     "open_participant",
     "participant_key",
@@ -385,15 +386,18 @@ def _key_file(path: Path) -> SigningKey:
         ) from None
 
 
-def participant_key(data: Path, key_file: Path | None = None) -> SigningKey:
+def participant_key(data: Path, key_file: Path | None = None, *, write: bool = True) -> SigningKey | None:
     """The participant's signing key (HATP-PXY-38, 63): `key_file` (`--key FILE`, an owner-only private JWK, its
     public half written to `DATA/participant/public.jwk.json` for the coordinator to pin), else
-    `DATA/participant/key.jwk.json` (made on first start). Raises HatpError HATP-PXY-38 (`WRONG_KEY_ROLE`),
-    HATP-PXY-63; ValueError (HATP-MCP-34), OSError."""
+    `DATA/participant/key.jwk.json` (made on first start). With `write` False nothing is made or written (a check):
+    None when the default key is not made yet. Raises HatpError HATP-PXY-38 (`WRONG_KEY_ROLE`), HATP-PXY-63;
+    ValueError (HATP-MCP-34), OSError."""
     home = data / PARTICIPANT_DIR
     if key_file is None:
-        key = load_or_create_key(home, ["participant"])
         where = home / "key.jwk.json"
+        if not write and not where.exists():
+            return None
+        key = load_or_create_key(home, ["participant"]) if write else SigningKey.from_jwk(read_json_file(where))
     else:
         key = _key_file(key_file)
         where = key_file
@@ -408,7 +412,7 @@ def participant_key(data: Path, key_file: Path | None = None) -> SigningKey:
             if key_file is not None
             else f"move {where} and public.jwk.json away: the proxy makes a participant key there",
         )
-    if key_file is not None:
+    if key_file is not None and write:
         home.mkdir(parents=True, exist_ok=True)
         public = home / "public.jwk.json"
         if not create_file(public, json.dumps(key.public_jwk()), 0o644):
@@ -422,6 +426,68 @@ def participant_key(data: Path, key_file: Path | None = None) -> SigningKey:
                     fix=f"move {public} away (and re-pin the new key at the coordinators), or name the key it halves",
                 )
     return key
+
+
+def check_participant(
+    data: Path | None,
+    policy: ProxyPolicy,
+    rules: Mapping[str, ToolRule],
+    key_file: Path | None = None,
+    trusted_coordinators: str | None = None,
+) -> dict[str, Any] | None:
+    """The participant side of a policy checked without serving or writing anything (`hatp proxy check`,
+    HATP-PXY-64): the key the proxy would sign with is of role participant (HATP-PXY-38, 63) and the trust list it
+    would act on is there and parses (HATP-TRUST-10). None when no tool has policy `participant`. Raises HatpError
+    HATP-PXY-64 (`DATA_NEEDED`, `NO_TRUST_LIST`, `BAD_TRUST_LIST`, `BAD_KEY`), HATP-PXY-38, HATP-PXY-63."""
+    identity = policy.participant
+    if identity is None or not any(r.action == "participant" for r in rules.values()):
+        return None
+    if data is None and (key_file is None or trusted_coordinators is None):
+        raise HatpError(
+            "HATP-PXY-64",
+            "the file has participant tools: their key and trust list live under the proxy's --data",
+            path="participant",
+            code="DATA_NEEDED",
+            fix="give --data DIR (the proxy's), or both --key FILE and --trusted-coordinators [ID=]FILE",
+        )
+    home = data if data is not None else Path(".")
+    try:
+        key = participant_key(home, key_file, write=False)
+    except ValueError as exc:
+        raise HatpError(
+            "HATP-PXY-64", str(exc)[:500], path="participant", code="BAD_KEY", fix="see HATP-PXY-38"
+        ) from None
+    if trusted_coordinators is not None:
+        party, sep, file = (
+            trusted_coordinators.partition("=") if "=" in trusted_coordinators else ("", "", trusted_coordinators)
+        )
+        where, bound = Path(file), party if sep else None
+    elif data is not None and (data / TRUST_FILE).exists():
+        where, bound = data / TRUST_FILE, None
+    else:
+        raise HatpError(
+            "HATP-PXY-64",
+            f"no trust list: neither --trusted-coordinators nor {home / TRUST_FILE}; the participant would refuse "
+            "every coordinator's request (HATP-TRUST-6)",
+            path="participant",
+            code="NO_TRUST_LIST",
+            fix="give the coordinators' keys with --trusted-coordinators [ID=]FILE (`hatp trust add` writes one)",
+        )
+    try:
+        ring = load_trust_list(where, bound)
+    except (OSError, ValueError) as exc:
+        raise HatpError(
+            "HATP-PXY-64",
+            f"the trust list {where} cannot be used: {exc}"[:600],
+            path="participant",
+            code="BAD_TRUST_LIST",
+            fix="a JWKS of coordinator keys, each with role coordinator and its party (HATP-TRUST-10)",
+        ) from None
+    return {
+        "uri": identity.uri,
+        "key": key.kid if key is not None else f"made on first start at {home / PARTICIPANT_DIR / 'key.jwk.json'}",
+        "trustedCoordinators": sorted({e.party or "" for e in ring.entries()}),
+    }
 
 
 @dataclass(frozen=True)
@@ -455,6 +521,8 @@ def open_participant(
         return
     home = data / PARTICIPANT_DIR
     key = participant_key(data, key_file)
+    if key is None:
+        raise BrokenInvariant("participant_key made no key while allowed to write")
     operations = participant_operations(rules, {t.name: t for t in tools}, call, KeptResults(home / "results"))
     store = SqliteParticipantStore(home / "state.db")
     bindings = SqliteTxnBindings(store.database)

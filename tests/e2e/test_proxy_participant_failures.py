@@ -23,7 +23,7 @@ from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
 from hatp_mcp.mcp.launch import stdio_params
 from tests.coordinators import commit_request, trusting
 from tests.e2e.plans import live_plan, participant, prepare_for
-from tests.e2e.test_proxy_npm_servers import server
+from tests.e2e.test_proxy_npm_servers import hatp_run, server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
 
@@ -102,3 +102,30 @@ async def test_HATP_PXY_62_server_memory_refusing_the_undo_is_a_signed_refusal_a
     assert "add_observations" in undo["reason"] and "dana" in undo["reason"]
     assert status.state == "committed"
     assert memory_file.read_text() == ""
+
+
+async def test_HATP_PXY_64_proxy_check_checks_the_participant_side_and_init_offers_no_participant(
+    tmp_path: Path,
+) -> None:
+    memory_file = tmp_path / "memory.jsonl"
+    (tmp_path / "policy.json").write_text(json.dumps(policy(memory_file)))
+    data = tmp_path / "proxy"
+    check = ["proxy", "check", str(tmp_path / "policy.json"), "--data", str(data)]
+    claude = {"mcpServers": {"memory": {"command": "node", "args": [server("server-memory")]}}}
+    (tmp_path / "claude.json").write_text(json.dumps(claude))
+    init = ["proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(tmp_path / "wrapped")]
+    with anyio.fail_after(120):
+        untrusting = await hatp_run(*check)
+        trusting(data)
+        checked = await hatp_run(*check)
+        code, summary, _ = await hatp_run(*init)
+    status, out, lines = untrusting
+    assert status == 2 and out is None and len(lines) == 1, lines
+    assert lines[0].startswith("hatp: HATP-PXY-64 at participant: no trust list") and "Fix: " in lines[0]
+    status, out, _ = checked
+    assert status == 0 and out["tools"]["delete_observations"] == "participant"
+    assert out["participant"]["uri"] == MEMORY and out["participant"]["key"].startswith("made on first start")
+    assert not (data / "participant").exists() and not memory_file.exists()  # nothing made, nothing served
+    assert code == 0 and "participant" not in summary["memory"].values()
+    readme = (tmp_path / "wrapped" / "memory" / "README.md").read_text()
+    assert '"policy": "participant"' in readme and "delete_observations" in readme  # marked idempotentHint
