@@ -37,6 +37,7 @@ from hatp_mcp.core.model.proxy_policy import LookupCall, ProxyPolicy, UndoCall, 
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
+from hatp_mcp.mcp.proxy_elicit import url_elicitation
 from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, gated, progress_reporter
 from hatp_mcp.runtime.journal.driver import Journal, Saga
 from hatp_mcp.runtime.journal.undoable import (
@@ -319,7 +320,7 @@ class JournalingProxy:
             args,
             meta,
             upstream,
-            progress_reporter(ctx, meta),
+            url_elicitation(ctx, progress_reporter(ctx, meta)),
         )
 
     async def _journaled(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
