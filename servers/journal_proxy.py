@@ -10,7 +10,8 @@ journal is opened or anything is served.
 
 Tools with policy `participant` make the proxy a HATP participant too (hatp/txn/* through the participant driver,
 hatp_mcp/mcp/proxy_participant.py, spec/proxy.md section 3): its key and branch state under DATA/participant, the
-coordinators it acts for from `--trusted-coordinators [ID=]FILE` (default DATA/trusted-coordinators.json).
+coordinators it acts for from `--trusted-coordinators [ID=]FILE` (default DATA/trusted-coordinators.json); its
+signing key `--key FILE` (owner-only, role participant) when the operator keeps it elsewhere.
 
 A tool with policy `gate` (and budgets) needs `--org DIR` (approvals are checked against its cards) and
 `--server-id ID`; with `--gateway TARGET --agent-key FILE` the proxy asks the Human Gateway itself, as that agent
@@ -137,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     add_gate_arguments(p)
     add_trust_argument(p)
     p.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the participant's private JWK (role participant, mode 0600) for the participant tools' votes and "
+        "receipts; default DATA/participant/key.jwk.json, made on first start",
+    )
+    p.add_argument(
         "--store",
         help="the journal's sagas: sqlite:PATH (default: sqlite:DATA/journal.db) or postgresql://USER@HOST:PORT/DB",
     )
@@ -239,6 +246,7 @@ async def _serve(
                     client_caller(upstream),
                     clock,
                     args.trusted_coordinators,
+                    Path(args.key) if args.key else None,
                 )
             )
         except (HatpError, OSError, ValueError) as exc:

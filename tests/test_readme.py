@@ -259,6 +259,8 @@ async def test_the_proxy_participant_example_passes_hatp_proxy_check_against_ser
 
     import anyio
 
+    from tests.coordinators import trust_dirs
+
     text = README.read_text()
     section = text[text.index("A `participant` tool joins HATP transactions") :]
     block = re.search(r"```json\n(.*?)```", section, re.S)
@@ -269,9 +271,10 @@ async def test_the_proxy_participant_example_passes_hatp_proxy_check_against_ser
     memory = tmp_path / "memory.jsonl"
     (tmp_path / "policy.json").write_text(block.group(1).replace("/home/you/memory.jsonl", str(memory)))
     assert json.loads((tmp_path / "policy.json").read_text())["tools"]["create_entities"]["policy"] == "participant"
+    data = tmp_path / "memory-proxy"  # the README's --data, trusting one coordinator
+    trust_dirs([data])
+    check = [sys.executable, "-m", "hatp_mcp.cli", "proxy", "check", str(tmp_path / "policy.json"), "--data", str(data)]
     with anyio.fail_after(60):
-        done = await anyio.run_process(
-            [sys.executable, "-m", "hatp_mcp.cli", "proxy", "check", str(tmp_path / "policy.json")], check=False
-        )
+        done = await anyio.run_process(check, check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert "create_entities" in done.stdout.decode() and "participant" in done.stdout.decode()

@@ -10,8 +10,9 @@
   the fix (HATP-PXY-43);
 - `hatp proxy end SAGA --data DIR --policy FILE --complete|--rollback`: the operator ends an open saga while no
   proxy runs on DIR (HATP-PXY-13): completed as it stands, or rolled back through the policy's upstream;
-- `hatp proxy check FILE`: a policy file checked against its live upstream, as the proxy checks it at start, without
-  serving anything (HATP-PXY-11);
+- `hatp proxy check FILE [--data DIR] [--key FILE] [--trusted-coordinators [ID=]FILE]`: a policy file checked
+  against its live upstream, as the proxy checks it at start, without serving anything (HATP-PXY-11), and its
+  participant side (the key's role, the trust list there and parseable, HATP-PXY-64) without writing anything;
 - `hatp proxy init --claude-config FILE --out DIR`: a starter policy per server of a Claude Desktop config, from
   each server's tool annotations, and a new config that runs each server through the proxy (HATP-PXY-12).
 
@@ -73,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     end.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
     check = sub.add_parser("check", help="check a policy file against its live upstream, serving nothing")
     check.add_argument("policy", help="the policy file (spec/proxy.md)")
+    check.add_argument("--data", help="the proxy's --data: where its participant key and trust list are")
+    check.add_argument("--key", metavar="FILE", help="the proxy's --key (the participant's key), if it has one")
+    check.add_argument("--trusted-coordinators", metavar="[ID=]FILE", help="the proxy's --trusted-coordinators")
     check.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
     init = sub.add_parser("init", help="starter policies and a proxied config from a Claude Desktop config")
     init.add_argument("--claude-config", required=True, help="claude_desktop_config.json ({mcpServers: ...})")
@@ -144,12 +148,13 @@ def _status(data: Path) -> dict[str, Any]:
     return status
 
 
-def _check(path: Path, bound: float) -> dict[str, str]:
-    """Each upstream tool's action under the file at `path`, checked as the proxy does at start. Raises HatpError
-    (HATP-PXY-1 to 6)."""
+def _check(path: Path, bound: float, args: argparse.Namespace) -> dict[str, Any]:
+    """Each upstream tool's action under the file at `path`, checked as the proxy does at start, and its
+    participant side (HATP-PXY-64) when it has one. Raises HatpError (HATP-PXY-1 to 6, 31, 38, 63 to 65)."""
     from hatp_mcp.core.journal.proxy_tools import resolve_tools
     from hatp_mcp.errors import HatpError
     from hatp_mcp.mcp.journal_proxy import proxy_names_free, upstream_tools
+    from hatp_mcp.mcp.proxy_participant import check_participant
     from hatp_mcp.mcp.proxy_upstream import read_policy, upstream_target
 
     policy = read_policy(path)
@@ -159,7 +164,13 @@ def _check(path: Path, bound: float) -> dict[str, str]:
     except ValueError as exc:
         fix = "proxy another server: the proxy adds the saga tools under these names"
         raise HatpError("HATP-PXY-4", str(exc), path="upstream", code="NAME_CLASH", fix=fix) from None
-    return {name: rule.action for name, rule in resolve_tools(policy, upstream_tools(tools)).items()}
+    rules = resolve_tools(policy, upstream_tools(tools))
+    out: dict[str, Any] = {"tools": {name: rule.action for name, rule in rules.items()}}
+    data = Path(args.data) if args.data else None
+    side = check_participant(data, policy, rules, Path(args.key) if args.key else None, args.trusted_coordinators)
+    if side is not None:
+        out["participant"] = side
+    return out
 
 
 async def _listed(target: Any, bound: float) -> list[Any]:
@@ -307,7 +318,46 @@ def _starter(folder: Path, command: str, argv: list[str], env: dict[str, str], t
         "tools": per_tool,
     }
     (folder / "policy.json").write_text(json.dumps(policy, indent=2) + "\n")
+    (folder / "README.md").write_text(starter_readme(folder.name, tools))
     return policy
+
+
+def starter_readme(name: str, tools: list[Any]) -> str:
+    """`DIR/NAME/README.md` beside a starter policy: how to edit it, and how to make a tool a transaction participant
+    (HATP-PXY-64). `init` offers no participant entry itself: which undo, lookup or hold tools fit is the user's
+    call, and an entry must name them."""
+    writes = [t for t in tools if not (t.annotations and t.annotations.read_only_hint)]
+    reads = [t.name for t in tools if t.annotations and t.annotations.read_only_hint]
+    example = writes[0].name if writes else "TOOL"
+    marked = sorted(t.name for t in writes if t.annotations and t.annotations.idempotent_hint)
+    return f"""# The starter policy of {name}
+
+`policy.json` was written by `hatp proxy init` from the server's tool annotations: read-only tools `pass`, a write
+the server marks not destructive `irreversible`, every other write `deny`. Edit it, then check it against the live
+server with `hatp proxy check policy.json` (spec/proxy.md).
+
+## A tool as a transaction participant
+
+`init` never makes a tool a participant: you choose the calls that undo it and tell whether it happened. To let a
+HATP coordinator commit `{example}` in a transaction, name the proxy's participant identity and give the tool
+policy `participant` (tiers: `compensate` with an `undo`, `final`, or `hold` with the server's own `confirm` and
+`release` tools):
+
+    "participant": {{"uri": "mcp://{name}.example/hatp"}},
+    "tools": {{
+      "{example}": {{"policy": "participant", "participant": {{
+        "tier": "compensate",
+        "undo": {{"tool": "UNDO_TOOL", "arguments": {{"ARG": "result.FIELD"}}}},
+        "lookup": {{"tool": "READ_TOOL", "arguments": {{"ARG": "args.FIELD"}}, "happened": "EXPRESSION"}}}}}}
+    }}
+
+Arguments are JMESPath expressions over `{{"args": <the call's arguments>, "result": <its result>}}`. A `lookup`
+(a read tool{": " + ", ".join(reads[:6]) if reads else ""}) says after a crash whether the call happened; it is
+required unless the server marks the tool `idempotentHint` (here: {", ".join(marked) or "none of its writes"}).
+Run the proxy with `--trusted-coordinators FILE` (the coordinators it acts for) and optionally `--key FILE` (its
+own signing key, mode 0600), and check all of it with `hatp proxy check policy.json --data DATA
+--trusted-coordinators FILE`.
+"""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -315,7 +365,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.proxy_command == "check":
         try:
-            print_json({"tools": _check(Path(args.policy).absolute(), args.start_timeout)})
+            print_json(_check(Path(args.policy).absolute(), args.start_timeout, args))
         except Refusal as exc:
             return fail(exc.one_line(), EXIT_BAD_INPUT)
         return EXIT_OK

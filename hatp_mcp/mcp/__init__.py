@@ -27,6 +27,7 @@ The servers and their clients:
 - gated_tools.py: approval gates on an existing MCPServer: a gated call runs only with an approval that fits it;
 - journal_server.py: `serve_journal`, the journal as an MCP server for agents, and its undos over MCP;
 - journal_proxy.py: the proxy: an upstream server's tools passed, journaled, irreversible, hidden or denied;
+- proxy_elicit.py: the gate's inbox link as a URL-mode elicitation, for a client that declared it;
 - proxy_gate.py: the proxy's gated tools and budgets: it asks the gateway as its agent, checks, then calls;
 - proxy_gate_cli.py: the proxy's gate options (--org, --gateway, --agent-key, ...) and the gate they open;
 - proxy_participant.py: the proxy's participant tools: each tier's callbacks as upstream calls;

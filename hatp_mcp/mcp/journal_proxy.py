@@ -41,6 +41,7 @@ from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.errors import tool_refusal
 from hatp_mcp.mcp.journal_server import KEY_META
+from hatp_mcp.mcp.proxy_elicit import url_elicitation
 from hatp_mcp.mcp.proxy_gate import GATE_NOTE, ProxyGate, budgets_unconfigured, gated, progress_reporter
 from hatp_mcp.runtime.journal.driver import Journal, Saga
 from hatp_mcp.runtime.journal.undoable import (
@@ -115,7 +116,12 @@ def proxy_names_free(tools: list[types.Tool]) -> None:
 def upstream_tools(tools: list[types.Tool]) -> list[UpstreamTool]:
     """What the policy checks need of the upstream's tools/list."""
     return [
-        UpstreamTool(t.name, t.input_schema, bool(t.annotations is not None and t.annotations.read_only_hint))
+        UpstreamTool(
+            t.name,
+            t.input_schema,
+            bool(t.annotations is not None and t.annotations.read_only_hint),
+            bool(t.annotations is not None and t.annotations.idempotent_hint),
+        )
         for t in tools
     ]
 
@@ -434,7 +440,7 @@ class JournalingProxy:
             args,
             meta,
             upstream,
-            progress_reporter(ctx, meta),
+            url_elicitation(ctx, progress_reporter(ctx, meta)),
         )
 
     async def _journaled(self, rule: ToolRule, args: dict[str, Any]) -> types.CallToolResult:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ import mcp.types as types
 from jmespath.exceptions import JMESPathError
 from jsonschema import validators  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from mcp import MCPError
 from mcp.types import RequestParamsMeta
 
 from hatp_mcp.core.journal.proxy_tools import ToolRule, UpstreamTool, build_arguments, call_document
@@ -41,14 +44,16 @@ from hatp_mcp.core.model.proxy_policy import (
 )
 from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.core.signing.canonical import canonical, digest_bytes
+from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import BrokenInvariant, HatpError
+from hatp_mcp.mcp.errors import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from hatp_mcp.mcp.extension import HatpSettings, OperationInfo
 from hatp_mcp.mcp.journal_proxy import result_document
 from hatp_mcp.mcp.journal_server import KEY_META
 from hatp_mcp.runtime.clock import Clock
-from hatp_mcp.runtime.coordinator_trust import TrustedCoordinators, open_trust
+from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, TrustedCoordinators, load_trust_list, open_trust
 from hatp_mcp.runtime.participant.driver import ParticipantRuntime
-from hatp_mcp.runtime.participant.operation import DryRun, Operation, Performed
+from hatp_mcp.runtime.participant.operation import DryRun, EffectInDoubt, Operation, Performed
 from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings
@@ -59,8 +64,10 @@ __all__ = [
     "KeptResults",
     "ProxyParticipant",
     "UpstreamOperation",
+    "check_participant",
     "client_caller",
     "open_participant",
+    "participant_key",
     "participant_operations",
     "participant_settings",
 ]
@@ -126,6 +133,7 @@ class UpstreamOperation(Operation):
     spec: ParticipantOperation
     call: CallUpstream
     kept: KeptResults
+    idempotent: bool = False  # the upstream marks the call a commit sends idempotentHint (HATP-PXY-65)
 
     @property
     def tier(self) -> str:
@@ -162,19 +170,37 @@ class UpstreamOperation(Operation):
             )
         except HatpError as exc:
             return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", exc.one_line())
-        result = await self.call(pre.tool, built, None)
-        if result.is_error:
-            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"{pre.tool} failed: {_text(result) or 'isError'}")
+        failure: str | None = None
         try:
-            seen = compiled(pre.version).search(call_document(branch.args, result_document(result)))
+            answer = await self._send(pre.tool, built, None, "HATP-PXY-34")
+        except HatpError as exc:  # refused or unanswered: a no vote stating the upstream's reason (HATP-PXY-60)
+            answer, failure = None, exc.reason
+        if failure is not None:
+            return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"{pre.tool} failed: {failure}")
+        try:
+            seen = compiled(pre.version).search(call_document(branch.args, answer))
         except JMESPathError as exc:
             return _refuse("HATP-PXY-34", "PRECONDITION_UNREADABLE", f"the version of {pre.tool}'s answer: {exc}")
         return DryRun(versions={pre.tool: digest_bytes(canonical(seen, allow_floats=True))})
 
-    async def _upstream(self, name: str, arguments: dict[str, Any], key: str, rule: str) -> Any:
-        """The call's result document. Raises HatpError `rule` (`UPSTREAM_REFUSED`) for an isError result."""
-        result = await self.call(name, arguments, key)
-        if result.is_error:
+    async def _send(self, name: str, arguments: dict[str, Any], key: str | None, rule: str) -> Any:
+        """The call's result document (HATP-PXY-60). Raises HatpError `rule` (`UPSTREAM_REFUSED`) when the upstream
+        refused it (an isError result or a JSON-RPC error: it answered, and did nothing), EffectInDoubt `rule`
+        (`UPSTREAM_NO_ANSWER`) when no answer came (a timeout, a lost connection: it may have done it)."""
+        try:
+            result = await self.call(name, arguments, key)
+        except MCPError as exc:
+            if exc.code not in (REQUEST_TIMEOUT, CONNECTION_CLOSED):  # HATP-PXY-62: answered, so refused
+                raise HatpError(
+                    rule,
+                    f"the upstream refused {name}: JSON-RPC error {exc.code}: {exc.message[:500]}",
+                    code="UPSTREAM_REFUSED",
+                    fix="see the upstream's answer; nothing was done upstream by this call",
+                ) from None
+            raise self._no_answer(name, rule, exc.message) from None
+        except Exception as exc:  # a lost connection (the SDK raises groups); cancellation is not an Exception
+            raise self._no_answer(name, rule, type(exc).__name__) from None
+        if result.is_error:  # HATP-PXY-60: an isError answer is a refusal, never a result to keep
             raise HatpError(
                 rule,
                 f"the upstream refused {name}: {_text(result)[:500] or 'isError'}",
@@ -182,6 +208,15 @@ class UpstreamOperation(Operation):
                 fix="see the upstream's answer; nothing was done upstream by this call",
             )
         return result_document(result)
+
+    @staticmethod
+    def _no_answer(name: str, rule: str, why: str) -> EffectInDoubt:
+        return EffectInDoubt(
+            rule,
+            f"no answer from the upstream for {name} ({why[:200]}): it may or may not have been done",
+            code="UPSTREAM_NO_ANSWER",
+            fix="the coordinator asks again with the same key; look at the upstream by hand if it stays in doubt",
+        )
 
     def _built(self, call: UndoCall, args: Mapping[str, Any], result: Any, member: str) -> dict[str, Any]:
         """Raises HatpError HATP-PXY-7 (`ARGUMENT_NOT_FOUND`): never sent with an argument missing."""
@@ -197,7 +232,7 @@ class UpstreamOperation(Operation):
         found, _ = self.kept.get(key, "hold")
         if found:  # the hold was placed before (a lapsed lease placed again): the upstream holds it already
             return
-        done = await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-37")
+        done = await self._send(self.tool.name, dict(branch.args), key, "HATP-PXY-37")
         self.kept.keep(key, "hold", done)
 
     async def release_hold(self, txn_id: str, branch: Branch) -> None:
@@ -206,7 +241,7 @@ class UpstreamOperation(Operation):
         if not found or self.spec.release is None:
             return
         built = self._built(self.spec.release, branch.args, held, "release")
-        await self._upstream(self.spec.release.tool, built, key, "HATP-PXY-37")
+        await self._send(self.spec.release.tool, built, key, "HATP-PXY-37")
 
     async def perform(self, txn_id: str, branch: Branch, now: datetime, *, key: str) -> str | None:
         if self.spec.tier == "hold":
@@ -218,9 +253,9 @@ class UpstreamOperation(Operation):
                     "HATP-PXY-37", "no hold was kept for this branch", code="HOLD_LOST", fix="prepare the branch again"
                 )
             built = self._built(self.spec.confirm, branch.args, held, "confirm")
-            self.kept.keep(key, "commit", await self._upstream(self.spec.confirm.tool, built, key, "HATP-PXY-37"))
+            self.kept.keep(key, "commit", await self._send(self.spec.confirm.tool, built, key, "HATP-PXY-37"))
             return None
-        self.kept.keep(key, "commit", await self._upstream(self.tool.name, dict(branch.args), key, "HATP-PXY-35"))
+        self.kept.keep(key, "commit", await self._send(self.tool.name, dict(branch.args), key, "HATP-PXY-35"))
         return None
 
     async def undo(self, txn_id: str, branch: Branch, undo_token: str | None, now: datetime, *, key: str) -> None:
@@ -235,29 +270,37 @@ class UpstreamOperation(Operation):
                 code="NOTHING_TO_UNDO",
                 fix="look at the upstream by hand; the proxy keeps each commit's result under DATA/participant",
             )
-        await self._upstream(call.tool, self._built(call, branch.args, done, "undo"), key, "HATP-PXY-36")
+        await self._send(call.tool, self._built(call, branch.args, done, "undo"), key, "HATP-PXY-36")
 
     async def lookup(self, key: str, branch: Branch) -> Performed | None:
         """HATP-PXY-39: a kept result says it happened; else the file's lookup, if any; else None (sent again, with
-        the same idempotency key in `_meta`)."""
+        the same idempotency key in `_meta`) only for a call the upstream marks idempotent (HATP-PXY-65). Raises
+        HatpError HATP-PXY-39 / EffectInDoubt HATP-PXY-65 (`IN_DOUBT`) when it cannot tell."""
         if self.kept.get(key, "commit")[0]:
             return Performed()
         look = self.spec.lookup
         if look is None:
-            return None
+            if self.idempotent:
+                return None
+            raise EffectInDoubt(
+                "HATP-PXY-65",
+                f"the commit of {self.tool.name} was under way when the proxy stopped, the upstream does not mark it "
+                "idempotentHint and the file names no lookup: it is not sent again",
+                code="IN_DOUBT",
+                fix=f"look at the upstream by hand; give tools.{self.tool.name}.participant a lookup",
+            )
         built = build_arguments(
             look.arguments,
             {"args": dict(branch.args)},
             what=f"the lookup of {self.tool.name}",
             path=f"tools.{self.tool.name}.participant.lookup.arguments",
         )
-        result = await self.call(look.tool, built, key)
         happened = None
-        if not result.is_error:
-            try:
-                happened = compiled(look.happened).search(call_document(branch.args, result_document(result)))
-            except JMESPathError:  # the answer is not of the shape the expression reads: it cannot tell
-                happened = None
+        try:
+            answer = await self._send(look.tool, built, key, "HATP-PXY-39")
+            happened = compiled(look.happened).search(call_document(branch.args, answer))
+        except (HatpError, JMESPathError):  # refused, unanswered, or not of the shape the expression reads
+            happened = None
         if happened is None:
             raise HatpError(
                 "HATP-PXY-39",
@@ -281,7 +324,10 @@ def participant_operations(
             continue
         if rule.participant is None:
             raise BrokenInvariant(f"{name}: policy participant without a participant passed the checks")
-        out[rule.participant.operation or name] = UpstreamOperation(tools[name], rule.participant, call, kept)
+        spec = rule.participant
+        sent = tools[spec.confirm.tool if spec.tier == "hold" and spec.confirm is not None else name]
+        op = UpstreamOperation(tools[name], spec, call, kept, sent.idempotent_hint)
+        out[spec.operation or name] = op
     return out
 
 
@@ -304,6 +350,146 @@ def participant_settings(
     )
 
 
+def _key_file(path: Path) -> SigningKey:
+    """The private JWK in an owner-only file (HATP-PXY-63), checked on the file opened, so the file read is the file
+    checked. Raises HatpError HATP-PXY-63 (`KEY_FILE_UNREADABLE`, `KEY_FILE_OPEN`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise HatpError(
+            "HATP-PXY-63",
+            f"cannot open the participant key {path} ({exc.strerror})",
+            path="--key",
+            code="KEY_FILE_UNREADABLE",
+            fix="name the participant's private JWK file (`hatp keys new --out FILE --role participant` writes one)",
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o177:
+            raise HatpError(
+                "HATP-PXY-63",
+                f"the participant key {path} has mode {stat.S_IMODE(st.st_mode):04o}: others than its owner may use it",
+                path="--key",
+                code="KEY_FILE_OPEN",
+                fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
+            )
+        raw = f.read()
+    try:
+        return SigningKey.from_jwk(json.loads(raw))
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError):
+        raise HatpError(
+            "HATP-PXY-63",
+            f"the participant key {path} is not a private Ed25519 JWK",
+            path="--key",
+            code="KEY_FILE_UNREADABLE",
+            fix="name the participant's private JWK file",
+        ) from None
+
+
+def participant_key(data: Path, key_file: Path | None = None, *, write: bool = True) -> SigningKey | None:
+    """The participant's signing key (HATP-PXY-38, 63): `key_file` (`--key FILE`, an owner-only private JWK, its
+    public half written to `DATA/participant/public.jwk.json` for the coordinator to pin), else
+    `DATA/participant/key.jwk.json` (made on first start). With `write` False nothing is made or written (a check):
+    None when the default key is not made yet. Raises HatpError HATP-PXY-38 (`WRONG_KEY_ROLE`), HATP-PXY-63;
+    ValueError (HATP-MCP-34), OSError."""
+    home = data / PARTICIPANT_DIR
+    if key_file is None:
+        where = home / "key.jwk.json"
+        if not write and not where.exists():
+            return None
+        key = load_or_create_key(home, ["participant"]) if write else SigningKey.from_jwk(read_json_file(where))
+    else:
+        key = _key_file(key_file)
+        where = key_file
+    if "participant" not in key.roles:  # never the journal's key, nor one made for another role
+        raise HatpError(
+            "HATP-PXY-38",
+            f"{where} has roles {sorted(key.roles)}, not participant: votes and receipts are signed "
+            "with the participant's own key",
+            path="--key" if key_file is not None else "participant",
+            code="WRONG_KEY_ROLE",
+            fix="name a key of role participant with --key (`hatp keys new --out FILE --role participant`)"
+            if key_file is not None
+            else f"move {where} and public.jwk.json away: the proxy makes a participant key there",
+        )
+    if key_file is not None and write:
+        home.mkdir(parents=True, exist_ok=True)
+        public = home / "public.jwk.json"
+        if not create_file(public, json.dumps(key.public_jwk()), 0o644):
+            kept = read_json_file(public)
+            if not isinstance(kept, dict) or kept.get("kid") != key.kid:
+                raise HatpError(
+                    "HATP-PXY-63",
+                    f"{public} is the public half of another key than {key_file} ({key.kid})",
+                    path="--key",
+                    code="KEY_MISMATCH",
+                    fix=f"move {public} away (and re-pin the new key at the coordinators), or name the key it halves",
+                )
+    return key
+
+
+def check_participant(
+    data: Path | None,
+    policy: ProxyPolicy,
+    rules: Mapping[str, ToolRule],
+    key_file: Path | None = None,
+    trusted_coordinators: str | None = None,
+) -> dict[str, Any] | None:
+    """The participant side of a policy checked without serving or writing anything (`hatp proxy check`,
+    HATP-PXY-64): the key the proxy would sign with is of role participant (HATP-PXY-38, 63) and the trust list it
+    would act on is there and parses (HATP-TRUST-10). None when no tool has policy `participant`. Raises HatpError
+    HATP-PXY-64 (`DATA_NEEDED`, `NO_TRUST_LIST`, `BAD_TRUST_LIST`, `BAD_KEY`), HATP-PXY-38, HATP-PXY-63."""
+    identity = policy.participant
+    if identity is None or not any(r.action == "participant" for r in rules.values()):
+        return None
+    if data is None and (key_file is None or trusted_coordinators is None):
+        raise HatpError(
+            "HATP-PXY-64",
+            "the file has participant tools: their key and trust list live under the proxy's --data",
+            path="participant",
+            code="DATA_NEEDED",
+            fix="give --data DIR (the proxy's), or both --key FILE and --trusted-coordinators [ID=]FILE",
+        )
+    home = data if data is not None else Path(".")
+    try:
+        key = participant_key(home, key_file, write=False)
+    except ValueError as exc:
+        raise HatpError(
+            "HATP-PXY-64", str(exc)[:500], path="participant", code="BAD_KEY", fix="see HATP-PXY-38"
+        ) from None
+    if trusted_coordinators is not None:
+        party, sep, file = (
+            trusted_coordinators.partition("=") if "=" in trusted_coordinators else ("", "", trusted_coordinators)
+        )
+        where, bound = Path(file), party if sep else None
+    elif data is not None and (data / TRUST_FILE).exists():
+        where, bound = data / TRUST_FILE, None
+    else:
+        raise HatpError(
+            "HATP-PXY-64",
+            f"no trust list: neither --trusted-coordinators nor {home / TRUST_FILE}; the participant would refuse "
+            "every coordinator's request (HATP-TRUST-6)",
+            path="participant",
+            code="NO_TRUST_LIST",
+            fix="give the coordinators' keys with --trusted-coordinators [ID=]FILE (`hatp trust add` writes one)",
+        )
+    try:
+        ring = load_trust_list(where, bound)
+    except (OSError, ValueError) as exc:
+        raise HatpError(
+            "HATP-PXY-64",
+            f"the trust list {where} cannot be used: {exc}"[:600],
+            path="participant",
+            code="BAD_TRUST_LIST",
+            fix="a JWKS of coordinator keys, each with role coordinator and its party (HATP-TRUST-10)",
+        ) from None
+    return {
+        "uri": identity.uri,
+        "key": key.kid if key is not None else f"made on first start at {home / PARTICIPANT_DIR / 'key.jwk.json'}",
+        "trustedCoordinators": sorted({e.party or "" for e in ring.entries()}),
+    }
+
+
 @dataclass(frozen=True)
 class ProxyParticipant:
     """What `serve_hatp` needs of the proxy as a participant: its runtime, advertisement and trust list."""
@@ -322,26 +508,21 @@ def open_participant(
     call: CallUpstream,
     clock: Clock,
     trusted_coordinators: str | None = None,
+    key_file: Path | None = None,
 ) -> Iterator[ProxyParticipant | None]:
     """The proxy's participant side, or None when no tool has policy `participant` (HATP-PXY-38): its own key
     (role participant) and branch state under `DATA/participant`, apart from the journal's; its trust list from
     `trusted_coordinators` (`--trusted-coordinators [ID=]FILE`), else `DATA/trusted-coordinators.json`, else none
-    (every state-changing request refused, HATP-TRUST-6). Raises OSError, ValueError, HatpError (HATP-STORE-1/3)."""
+    (every state-changing request refused, HATP-TRUST-6); its key `key_file` when given (HATP-PXY-63). Raises
+    OSError, ValueError, HatpError (HATP-PXY-38, 63, HATP-STORE-1/3)."""
     identity = policy.participant
     if identity is None or not any(r.action == "participant" for r in rules.values()):
         yield None
         return
     home = data / PARTICIPANT_DIR
-    key = load_or_create_key(home, ["participant"])
-    if "participant" not in key.roles:  # never the journal's key, nor one made for another role
-        raise HatpError(
-            "HATP-PXY-38",
-            f"{home / 'key.jwk.json'} has roles {sorted(key.roles)}, not participant: votes and receipts are signed "
-            "with the participant's own key",
-            path="participant",
-            code="WRONG_KEY_ROLE",
-            fix=f"move {home / 'key.jwk.json'} and public.jwk.json away: the proxy makes a participant key there",
-        )
+    key = participant_key(data, key_file)
+    if key is None:
+        raise BrokenInvariant("participant_key made no key while allowed to write")
     operations = participant_operations(rules, {t.name: t for t in tools}, call, KeptResults(home / "results"))
     store = SqliteParticipantStore(home / "state.db")
     bindings = SqliteTxnBindings(store.database)

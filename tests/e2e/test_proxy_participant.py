@@ -34,7 +34,8 @@ TRIP_PARTICIPANTS = ("airline", "hotel", "calendar", "payments")
 
 def participant_policy(memory_file: Path) -> dict[str, Any]:
     """server-memory's create_entities as a compensate-tier participant: undone by delete_entities, its
-    precondition the names it would create as open_nodes finds them."""
+    precondition the names it would create as open_nodes finds them, and open_nodes its lookup (server-memory does
+    not mark it idempotentHint: HATP-PXY-65)."""
     return {
         "upstream": {
             "command": "node",
@@ -54,6 +55,11 @@ def participant_policy(memory_file: Path) -> dict[str, Any]:
                         "tool": "open_nodes",
                         "arguments": {"names": "args.entities[*].name"},
                         "version": "result.entities[*].name",
+                    },
+                    "lookup": {
+                        "tool": "open_nodes",
+                        "arguments": {"names": "args.entities[*].name"},
+                        "happened": "length(result.entities) > `0`",
                     },
                 },
             },

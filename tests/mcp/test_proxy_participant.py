@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
+from hatp_mcp.cli.proxy_cmd import starter_readme
 from hatp_mcp.core.journal.proxy_tools import UpstreamTool, resolve_tools
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.model.proxy_policy import ParticipantOperation, load_policy
@@ -22,11 +23,12 @@ from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_proxy import JournalingProxy
-from hatp_mcp.mcp.proxy_participant import KeptResults, UpstreamOperation, open_participant
+from hatp_mcp.mcp.proxy_participant import KeptResults, UpstreamOperation, check_participant, open_participant
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.runtime.participant.operation import Performed
 from hatp_mcp.store.journal_store import MemoryJournalStore
+from tests.coordinators import COORDINATOR, trust_dirs
 
 pytestmark = pytest.mark.anyio
 
@@ -183,7 +185,11 @@ POLICY = {
     "tools": {
         "make": {
             "policy": "participant",
-            "participant": {"tier": "compensate", "undo": {"tool": "unmake", "arguments": {"id": "result.id"}}},
+            "participant": {
+                "tier": "compensate",
+                "undo": {"tool": "unmake", "arguments": {"id": "result.id"}},
+                "lookup": {"tool": "unmake", "arguments": {"id": "args.name"}, "happened": "result.id"},
+            },
         },
         "unmake": {"policy": "pass"},
     },
@@ -241,3 +247,68 @@ def test_HATP_PXY_38_the_participant_signs_with_its_own_key_and_a_key_of_another
     with pytest.raises(HatpError) as err, open_participant(other, policy, rules, tools, up, FakeClock(NOW)):
         pass
     assert (err.value.rule, err.value.code) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
+
+
+def test_HATP_PXY_63_a_key_file_signs_when_only_its_owner_may_read_it_and_is_a_participants(tmp_path: Path) -> None:
+    policy = load_policy(POLICY)
+    tools = [MAKE, UpstreamTool("unmake", {"type": "object", "properties": {"id": {"type": "string"}}})]
+    rules = resolve_tools(policy, tools)
+    own = SigningKey.generate(["participant"])
+    path = tmp_path / "participant.jwk.json"
+    path.write_text(json.dumps(own.private_jwk()))
+
+    def refusal(data: Path, key_file: Path) -> tuple[str, str]:
+        with (
+            pytest.raises(HatpError) as err,
+            open_participant(data, policy, rules, tools, Upstream(), FakeClock(NOW), None, key_file),
+        ):
+            pass
+        return err.value.rule, err.value.code
+
+    path.chmod(0o644)  # others may read it: refused before it is used
+    assert refusal(tmp_path / "a", path) == ("HATP-PXY-63", "KEY_FILE_OPEN")
+    assert refusal(tmp_path / "a", tmp_path / "absent.json") == ("HATP-PXY-63", "KEY_FILE_UNREADABLE")
+    path.chmod(0o600)
+    with open_participant(tmp_path / "b", policy, rules, tools, Upstream(), FakeClock(NOW), None, path) as opened:
+        assert opened is not None
+        advertised = opened.settings.to_json()["hatp"]
+    assert [k["kid"] for k in advertised["keys"]] == [own.kid]
+    public = json.loads((tmp_path / "b" / "participant" / "public.jwk.json").read_text())
+    assert public["kid"] == own.kid and "d" not in public
+    assert not (tmp_path / "b" / "participant" / "key.jwk.json").exists()  # the default key is not made
+    other = tmp_path / "other.jwk.json"  # a second key against the public half the coordinators pinned
+    other.write_text(json.dumps(SigningKey.generate(["participant"]).private_jwk()))
+    other.chmod(0o600)
+    assert refusal(tmp_path / "b", other) == ("HATP-PXY-63", "KEY_MISMATCH")
+    journal = tmp_path / "journal.jwk.json"
+    journal.write_text(json.dumps(SigningKey.generate(["journal"]).private_jwk()))
+    journal.chmod(0o600)
+    assert refusal(tmp_path / "c", journal) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
+
+
+def test_HATP_PXY_64_the_participant_side_is_checked_without_writing_anything(tmp_path: Path) -> None:
+    policy = load_policy(POLICY)
+    tools = [MAKE, UpstreamTool("unmake", {"type": "object", "properties": {"id": {"type": "string"}}})]
+    rules = resolve_tools(policy, tools)
+    data = tmp_path / "data"
+
+    def refusal(*args: Any) -> tuple[str, str]:
+        with pytest.raises(HatpError) as err:
+            check_participant(*args)
+        return err.value.rule, err.value.code
+
+    assert refusal(None, policy, rules) == ("HATP-PXY-64", "DATA_NEEDED")
+    assert refusal(data, policy, rules) == ("HATP-PXY-64", "NO_TRUST_LIST")  # every request would be refused
+    (tmp_path / "bad.json").write_text(json.dumps({"keys": [SigningKey.generate(["journal"]).public_jwk()]}))
+    assert refusal(data, policy, rules, None, str(tmp_path / "bad.json")) == ("HATP-PXY-64", "BAD_TRUST_LIST")
+    trust_dirs([data])
+    checked = check_participant(data, policy, rules)
+    assert checked is not None and checked["trustedCoordinators"] == [COORDINATOR]
+    assert checked["key"].startswith("made on first start") and not (data / "participant").exists()
+    (data / "participant").mkdir()
+    (data / "participant" / "key.jwk.json").write_text(json.dumps(SigningKey.generate(["journal"]).private_jwk()))
+    assert refusal(data, policy, rules) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
+    passing = load_policy({**POLICY, "tools": {"make": {"policy": "pass"}}})
+    assert check_participant(None, passing, resolve_tools(passing, tools)) is None  # no participant tools
+    readme = starter_readme("memory", [types.Tool(name="make", input_schema={"type": "object"})])
+    assert '"make": {"policy": "participant"' in readme and '"lookup"' in readme

@@ -50,6 +50,7 @@ class UpstreamTool:
     name: str
     input_schema: Mapping[str, Any]
     read_only_hint: bool = False
+    idempotent_hint: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,8 @@ def resolve_tools(policy: ProxyPolicy, upstream: Sequence[UpstreamTool]) -> dict
 
 def _participant_calls(op: ParticipantOperation, tools: Mapping[str, UpstreamTool], at: str, listed: str) -> None:
     """Raises HatpError HATP-PXY-31: a call of a participant entry names a tool the upstream lacks, or builds
-    arguments that cannot fit that tool's inputSchema."""
+    arguments that cannot fit that tool's inputSchema; HATP-PXY-65: it names no lookup for a commit the upstream
+    does not mark idempotent."""
     calls: list[tuple[str, UndoCall | LookupCall | Precondition | None]] = [
         ("undo", op.undo),
         ("lookup", op.lookup),
@@ -146,6 +148,18 @@ def _participant_calls(op: ParticipantOperation, tools: Mapping[str, UpstreamToo
             _fits(call.arguments, target, f"{path}.arguments")
         except HatpError as exc:  # the same check as an undo's, under the participant's rule
             raise HatpError("HATP-PXY-31", exc.reason, path=exc.path, code=exc.code, fix=exc.fix) from None
+    name = at.split(".", 1)[1]
+    sent = op.confirm.tool if op.tier == "hold" and op.confirm is not None else name
+    if op.lookup is None and not tools[sent].idempotent_hint:
+        raise HatpError(
+            "HATP-PXY-65",
+            f"participant {name!r} names no lookup and the upstream does not mark {sent!r} idempotentHint: a commit "
+            "cut off by a restart could be neither found nor sent again safely",
+            path=f"{at}.participant.lookup",
+            code="NO_LOOKUP",
+            fix="name a lookup (a read tool and a JMESPath `happened` over its answer) that says whether the call "
+            "with these args happened",
+        )
 
 
 def _fits(arguments: Mapping[str, str], tool: UpstreamTool, path: str) -> None:

@@ -56,7 +56,7 @@ from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.participant.fencing import FencingLocks
-from hatp_mcp.runtime.participant.operation import DryRun, Operation, Performed, StoreOperation
+from hatp_mcp.runtime.participant.operation import DryRun, EffectInDoubt, Operation, Performed, StoreOperation
 from hatp_mcp.store.participant_state import BranchRow, ParticipantStore, SqliteParticipantStore
 
 __all__ = ["DryRun", "Operation", "ParticipantRuntime", "Performed", "StoreOperation", "kept_evidence"]
@@ -185,6 +185,13 @@ class ParticipantRuntime:
     def _refusal(self, row: BranchRow, phase: str, exc: HatpError, head: RecordHead | None) -> dict[str, Any]:
         return self._receipt(row, phase, "refused", code=exc.code, reason=exc.reason[:2000], record_head=head)
 
+    def _failed(self, row: BranchRow, phase: str, exc: HatpError, head: RecordHead | None) -> BranchResult:
+        """A signed receipt stating that the operation's effect failed (refused) or got no answer (in-doubt),
+        never kept as the phase's answer: the branch stays where it was and the next request tries again."""
+        outcome = "in-doubt" if isinstance(exc, EffectInDoubt) else "refused"
+        reason = exc.reason[:2000]
+        return BranchResult(receipt=self._receipt(row, phase, outcome, code=exc.code, reason=reason, record_head=head))
+
     # -- phase 1 -------------------------------------------------------------------------------------------
     async def prepare(self, req: PrepareRequest) -> PrepareResult:
         async with self._lock(req.txn_id, req.branch_id):
@@ -209,7 +216,10 @@ class ParticipantRuntime:
         row.plan_digest = req.plan_digest
         row.branch = branch.wire()
         op = self._ops[branch.operation]
-        dry = await op.dry_run(branch, now)
+        try:
+            dry = await op.dry_run(branch, now)
+        except HatpError as exc:  # the dry run itself failed: a signed no, never a bare error
+            return self._no(row, phase, exc.code, exc.reason, head)
         if dry.pending_until is not None:  # HATP-PART-9: nothing held, nothing kept
             return PrepareResult(
                 vote=self._vote(row, "pending", decide_by=format_ts(dry.pending_until), head=head),
@@ -231,7 +241,10 @@ class ParticipantRuntime:
             with self._atomic():
                 in_store.hold_now(req.txn_id, branch, lease)
                 return self._yes(row, phase, dry, now, lease, head)
-        await op.place_hold(req.txn_id, branch, lease)
+        try:
+            await op.place_hold(req.txn_id, branch, lease)
+        except HatpError as exc:  # the hold was refused or got no answer: a signed no, and nothing is held here
+            return self._no(row, phase, exc.code, exc.reason, head)
         return self._yes(row, phase, dry, now, lease, head)
 
     def _yes(
@@ -316,7 +329,10 @@ class ParticipantRuntime:
             if BranchState(row.state) is BranchState.COMMITTING and row.branch is not None:
                 # HATP-PART-11: the effect may have happened before the process stopped; ask the operation
                 branch = Branch.model_validate(row.branch)
-                found = await self._ops[branch.operation].lookup(idempotency_key(row.txn_id, row.branch_id), branch)
+                try:
+                    found = await self._ops[branch.operation].lookup(idempotency_key(row.txn_id, row.branch_id), branch)
+                except HatpError as exc:  # it cannot tell: in doubt, and the effect is not sent again blindly
+                    return self._failed(row, "commit", EffectInDoubt(exc.rule, exc.reason, code=exc.code), head)
                 if found is not None:
                     return self._committed(row, found.undo_token, now, head)
                 return await self._perform(row, branch, now, head)
@@ -359,8 +375,10 @@ class ParticipantRuntime:
         key = idempotency_key(row.txn_id, row.branch_id)
         try:
             undo = await self._ops[branch.operation].perform(row.txn_id, branch, now, key=key)
-        except HatpError as exc:  # the operation refused: nothing happened, and that is the first answer
-            return self._commit_refused(row, exc, head)
+        except HatpError as exc:
+            if isinstance(exc, EffectInDoubt):  # HATP-PXY-61: no answer, it may have happened: still committing
+                return self._failed(row, "commit", exc, head)
+            return self._commit_refused(row, exc, head)  # the operation refused: nothing happened, the first answer
         return self._committed(row, undo, now, head)
 
     def _commit_refused(self, row: BranchRow, exc: HatpError, head: RecordHead | None) -> BranchResult:
@@ -402,7 +420,10 @@ class ParticipantRuntime:
             if state is BranchState.PREPARED and row.branch is not None:
                 branch = Branch.model_validate(row.branch)
                 if branch.tier == "hold":
-                    await self._ops[branch.operation].release_hold(req.txn_id, branch)
+                    try:
+                        await self._ops[branch.operation].release_hold(req.txn_id, branch)
+                    except HatpError as exc:  # still held (or unknown): said so, and the next abort tries again
+                        return self._failed(row, "abort", exc, req.record_head)
             row.machine = nxt
             row.lease = None
             result = BranchResult(receipt=self._receipt(row, "abort", "ok", record_head=req.record_head))
@@ -429,7 +450,10 @@ class ParticipantRuntime:
             key = idempotency_key(row.txn_id, row.branch_id)
             try:
                 await self._ops[branch.operation].undo(req.txn_id, branch, req.undo_token, now, key=key)
-            except HatpError as exc:  # the operation refused: nothing was undone
+            except HatpError as exc:
+                if isinstance(exc, EffectInDoubt):  # HATP-PXY-62: no answer: still compensating, never compensated
+                    return self._failed(row, "compensate", exc, req.record_head)
+                # the operation refused: nothing was undone
                 row.machine = row.machine.fire(BranchEvent.COMPENSATE_REFUSED)
                 result = BranchResult(receipt=self._refusal(row, "compensate", exc, req.record_head))
                 self.store.put(row)

@@ -3,8 +3,9 @@
 `Operation` is the contract a tool author fills in per operation (hold / compensate / final callbacks, with the
 idempotency-key rules of HATP-PART-10); `StoreOperation` is one whose effects are writes in the participant
 store's own database, kept in one transaction with the answer (HATP-PART-13). `DryRun` and `Performed` are what
-the callbacks return. hatp_mcp.runtime.participant.driver drives them; this module only defines them, and must not
-know about transports, signing or the branch's state.
+the callbacks return; `EffectInDoubt` is what a callback raises when it cannot tell whether its effect happened.
+hatp_mcp.runtime.participant.driver drives them; this module only defines them, and must not know about
+transports, signing or the branch's state.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from datetime import datetime
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.core.participant.branch import Lease
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.participant_state import StateDb
 
-__all__ = ["DryRun", "Operation", "Performed", "StoreOperation"]
+__all__ = ["DryRun", "EffectInDoubt", "Operation", "Performed", "StoreOperation"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,14 @@ class DryRun:
     refuse_code: str | None = None
     pending_until: datetime | None = None  # cannot answer yet: vote pending, promising to decide by then
     refuse_reason: str | None = None
+
+
+class EffectInDoubt(HatpError):
+    """Raised by a callback that got no answer for its effect (a timeout, a lost connection): it may have happened.
+
+    A plain HatpError says the effect was refused and nothing happened; this one says nobody can tell yet. The
+    driver answers it with a signed in-doubt receipt and leaves the branch where it was (committing or
+    compensating), so a later request reconciles it (HATP-PART-11, 12) instead of reading it as a refusal."""
 
 
 @dataclass(frozen=True)

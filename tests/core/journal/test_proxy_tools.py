@@ -208,7 +208,8 @@ def test_HATP_PXY_31_a_participant_call_the_upstream_lacks_or_whose_arguments_ca
 
 
 def test_a_participant_tool_whose_calls_fit_gets_its_rule() -> None:
-    spec = {"tier": "compensate", "undo": {"tool": "delete_entities", "arguments": _NAMES}}
+    look = {"tool": "read_graph", "arguments": {}, "happened": "result.entities[?name == 'a'] != `[]`"}
+    spec = {"tier": "compensate", "undo": {"tool": "delete_entities", "arguments": _NAMES}, "lookup": look}
     rule = resolve_tools(_participant(spec), UPSTREAM)["create_entities"]
     assert rule.action == "participant" and rule.participant is not None and rule.participant.tier == "compensate"
 
