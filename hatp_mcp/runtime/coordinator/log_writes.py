@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.txn.events import Arm, Command, Record, SendCommit, SendPrepare, SendRenew
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
@@ -36,12 +37,14 @@ class TxnWrites:
 
     async def write(self, entries: list[LogEntry], commands: list[Command]) -> None:
         """HATP-TXN-4: durable before the batch's sends unless every send may go first (a plan or a decision
-        entry never may)."""
+        entry never may, nor the outcome the agent is told, HATP-TXN-25)."""
         self.deferred += entries
         if not self.deferred:
             return
-        if any(e.kind != "event" for e in self.deferred) or not all(
-            isinstance(c, _MAY_SEND_BEFORE_DURABLE) for c in commands
+        if (
+            any(e.kind != "event" for e in self.deferred)
+            or not all(isinstance(c, _MAY_SEND_BEFORE_DURABLE) for c in commands)
+            or any(isinstance(c, Record) and c.event == DECIDED_EVENT for c in commands)
         ):
             await self.flush()
 

@@ -531,3 +531,37 @@ async def test_answers_that_arrive_together_are_made_durable_in_one_append(
     # begin, the approver, the prepares with the decision, the calendar, the payment, both holds with the close
     assert len(log.batches) <= 6 and "record.closed:None" in log.batches[-1]
     assert {"commit:seat", "commit:room"} <= set(log.batches[-1])  # HATP-TXN-5: the holds commit together
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_25_the_outcome_is_recorded_as_decided_once_the_final_committed_before_the_holds_are_sent(
+    clock: FakeClock,
+) -> None:
+    log = _BatchLog()
+    world = build_world(clock, log=log)
+    coord = world.coordinator()
+    told: list[Outcome] = []
+    result = await drive(clock, lambda: coord.run(trip_plan(clock.now()), on_decided=told.append))
+    assert result.outcome is Outcome.COMMITTED and told == [Outcome.COMMITTED]
+    names = events(result.record)
+    assert names.count("outcome.decided") == 1
+    # after the payment's (the final branch's) commit receipt, before the holds' receipts
+    pay = next(
+        i for i, e in enumerate(result.record["events"]) if e["event"] == "commit" and e["body"]["branchId"] == "pay"
+    )
+    assert pay < names.index("outcome.decided") < len(names) - 3
+    assert bodies(result.record, "outcome.decided") == [{"outcome": "COMMITTED", "confirming": ["seat", "room"]}]
+    # durable in its own write, with the payment's receipt, before either hold's commit was sent
+    told_in = next(i for i, b in enumerate(log.batches) if "outcome.decided:None" in b)
+    assert "commit:pay" in log.batches[told_in] and "record.closed:None" in log.batches[-1]
+    order = [(type(c).__name__, getattr(c, "branch_id", getattr(c, "event", None))) for _t, c in coord.trace]
+    assert order.index(("Record", "outcome.decided")) < order.index(("SendCommit", "seat"))
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_25_an_aborted_trip_is_never_recorded_as_decided_before_its_close(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("reject")})
+    told: list[Outcome] = []
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now()), on_decided=told.append))
+    assert result.outcome is Outcome.ABORTED and told == [Outcome.ABORTED]
+    assert "outcome.decided" not in events(result.record)
