@@ -56,17 +56,18 @@ from hatp_mcp.runtime.interfaces import Participant
 __all__ = ["main"]
 
 R = TypeVar("R")
-CRITICAL_FSYNCS = 6
+CRITICAL_FSYNCS = 5
 """Durable writes the agent waits for, one after another, until it is told the outcome (the coordinator's forced
-log writes, HATP-TXN-4: begin, the decision, the write that tells the outcome, HATP-TXN-25; the participants'
-votes, the calendar's and the payment's commits), against the 4 the direct calls pay inside their own time."""
+log writes, HATP-TXN-27: begin and the decision; the write that tells the outcome is unforced, HATP-TXN-28; the
+participants' votes, the calendar's and the payment's commits), against the 4 the direct calls pay inside their
+own time."""
 SLOW_FSYNC = 1e-3  # seconds: above it the disk is called slow in the output (the goal is the same for both)
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
     "HATP: begin (a forced coordinator write: the plan and txn.begin), 4 prepares in parallel (each participant: dry"
     " run, the hold placed, signed vote and receipt, its answer durable), the approval (in process), a forced write"
     " with the votes and the decision, then the commits in order: calendar, payment (each: preconditions checked,"
-    " the effect written, signed receipt, answer durable), a forced write with their receipts and outcome.decided:"
+    " the effect written, signed receipt, answer durable), an unforced write with their receipts and outcome.decided:"
     " the agent is told COMMITTED here (HATP-TXN-25); then, off its path, both holds together and the close;"
     " 8 MCP round trips, every signature verified; each prepare and commit is one durable transaction in its server"
     " (hold or effect with the answer, HATP-PART-13)",

@@ -26,7 +26,7 @@ import anyio.lowlevel
 
 from hatp_mcp.store.errors import LogInterrupted
 from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import json_text, open_db
+from hatp_mcp.store.sqlite import json_text, open_db, require_forced
 
 __all__ = [
     "SQLITE_SCHEMA",
@@ -251,6 +251,7 @@ class SqliteJournalStore:
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
+        require_forced(self._db, "HATP-JRN-25", "journal")  # both of a call's writes are fsynced
         migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None

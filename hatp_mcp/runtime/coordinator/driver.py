@@ -274,7 +274,9 @@ class CoordinatorRuntime:
             pending: list[Event] = [Start()]
             while not machine.done:
                 if not pending and log.deferred and not log.calls and not children.waiting:
-                    await log.flush()  # no participant call in flight: nothing is worth waiting for (HATP-TXN-4)
+                    # no participant call in flight: nothing is worth waiting for (HATP-TXN-4), and nothing waits
+                    # on these records, so they are written unforced (HATP-TXN-27)
+                    await log.flush(forced=False)
                 batch = [pending.pop() if pending else await children.next()]
                 # Every answer that is already waiting is handled now, so one durable append covers the records
                 # of all of them: four prepare answers cost one write, not four.

@@ -61,9 +61,9 @@ class _SignallingLog:
         self._waiters.setdefault(txn_id, []).append(event)
         return event
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         with anyio.CancelScope(shield=True):
-            await self.inner.append(txn_id, entries)
+            await self.inner.append(txn_id, entries, forced)
         for event in self._waiters.pop(txn_id, []):
             event.set()
 

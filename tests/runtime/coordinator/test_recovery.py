@@ -49,8 +49,8 @@ class StoppingLog:
         self.inner = inner
         self.steps = steps
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        await self.inner.append(txn_id, entries)
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        await self.inner.append(txn_id, entries, forced)
         self.steps.step("durable write")
 
     async def load(self, txn_id: str) -> LoggedTxn | None:

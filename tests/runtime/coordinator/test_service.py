@@ -121,9 +121,9 @@ class GatedLog:
         self.inner = MemoryTxnLog()
         self.gate = anyio.Event()
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         await self.gate.wait()
-        await self.inner.append(txn_id, entries)
+        await self.inner.append(txn_id, entries, forced)
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
         return await self.inner.load(txn_id)
