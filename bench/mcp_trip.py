@@ -266,6 +266,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
                 timeline.end("HATP")
                 to_close.append(closed_at - t0)
             c1 = cpu_direct.measure()
+            direct_at = time.perf_counter()  # after the close: the direct side never holds the holds' commits
             await clients["airline"].call_tool("seat_book", {"resource": f"LH123/bench/x{i}", "holder": "bench"})
             await clients["hotel"].call_tool("room_book", {"resource": f"Adlon/x{i}", "holder": "bench"})
             await clients["calendar"].call_tool("event_book", {"resource": f"dana/x{i}", "holder": "bench"})
@@ -280,7 +281,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
             if i >= 3:
                 timeline.end("replay")
                 hatp.append(t1 - t0)
-                direct.append(t2 - t1)
+                direct.append(t2 - direct_at)
                 replay.append(t3 - t2)
                 cpu_hatp.add(c0, c1)  # each side's own window: the HATP window never holds the direct calls
                 cpu_direct.add(c1, c2)
