@@ -1,8 +1,9 @@
 """The trip over stdio across processes: HATP cost against the same tool calls made directly, in the same run.
 
-Prints p50 latency of one transaction (prepare four branches, finance approval, commit four) divided by the p50 of
-the four tools called directly without HATP (goal `trip_latency` in bench/_report.py), and transactions/s with 16
-transactions in flight.
+Prints p50 latency of one transaction from begin to the outcome the agent is told (prepare four branches, finance
+approval, commit the calendar and the payment; the holds' commits and the close follow the answer, HATP-TXN-25)
+divided by the p50 of the four tools called directly without HATP (goal `trip_latency` in bench/_report.py), and
+transactions/s with 16 transactions in flight.
 Each round runs a trip, then the four direct calls, then the replay, so all sides see the same machine.
 What each side does is printed with the numbers (SIDES). Beside the latencies it prints the CPU each process spent
 per trip (Linux /proc): on a small machine the five processes share the cores, so CPU per trip bounds latency;
@@ -55,18 +56,21 @@ from hatp_mcp.runtime.interfaces import Participant
 __all__ = ["main"]
 
 R = TypeVar("R")
-CRITICAL_FSYNCS = 7
-"""Durable writes a committed trip waits for one after another (#38's count: the coordinator's forced log writes,
-HATP-TXN-4, and the participants' votes and commits), against the 4 the direct calls pay inside their own time."""
+CRITICAL_FSYNCS = 5
+"""Durable writes the agent waits for, one after another, until it is told the outcome (the coordinator's forced
+log writes, HATP-TXN-27: begin and the decision; the write that tells the outcome is unforced, HATP-TXN-28; the
+participants' votes, the calendar's and the payment's commits), against the 4 the direct calls pay inside their
+own time."""
 SLOW_FSYNC = 1e-3  # seconds: above it the disk is called slow in the output (the goal is the same for both)
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
     "HATP: begin (a forced coordinator write: the plan and txn.begin), 4 prepares in parallel (each participant: dry"
     " run, the hold placed, signed vote and receipt, its answer durable), the approval (in process), a forced write"
-    " with the votes and the decision, then the commits in order: calendar, payment, both holds together (each:"
-    " preconditions checked, the effect written, signed receipt, answer durable); their records wait for the forced"
-    " write that closes the record (HATP-TXN-4); 8 MCP round trips, every signature verified; each prepare and"
-    " commit is one durable transaction in its server (hold or effect with the answer, HATP-PART-13)",
+    " with the votes and the decision, then the commits in order: calendar, payment (each: preconditions checked,"
+    " the effect written, signed receipt, answer durable), an unforced write with their receipts and outcome.decided:"
+    " the agent is told COMMITTED here (HATP-TXN-25); then, off its path, both holds together and the close;"
+    " 8 MCP round trips, every signature verified; each prepare and commit is one durable transaction in its server"
+    " (hold or effect with the answer, HATP-PART-13)",
     "direct: the same four tools booked one after another (seat_book, room_book, event_book, card_book), each one"
     " durable write (WAL, synchronous=FULL) of the same inventory row the HATP commit takes; 4 MCP round trips",
 )
@@ -245,6 +249,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
         timeline = _Timeline()
         clients, runtime, _ring, sign = await open_suite(stack, data, clock, lambda p: _TimedParticipant(p, timeline))
         hatp: list[float] = []
+        to_close: list[float] = []
         direct: list[float] = []
         replay: list[float] = []
         cpu_hatp, cpu_direct, cpu_replay = _Cpu(wakeups), _Cpu(wakeups), _Cpu(wakeups)
@@ -253,11 +258,15 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
             c0 = cpu_hatp.measure()
             t0 = time.perf_counter()
             timeline.start()
-            result = await runtime.run(plan)
-            t1 = time.perf_counter()
+            told: list[float] = []  # when the agent could be told the outcome (HATP-TXN-25)
+            result = await runtime.run(plan, on_decided=lambda _o: told.append(time.perf_counter()))  # noqa: B023
+            closed_at = time.perf_counter()  # the holds confirmed and the record closed, after the answer
+            t1 = told[0] if told else closed_at
             if i >= 3:
                 timeline.end("HATP")
+                to_close.append(closed_at - t0)
             c1 = cpu_direct.measure()
+            direct_at = time.perf_counter()  # after the close: the direct side never holds the holds' commits
             await clients["airline"].call_tool("seat_book", {"resource": f"LH123/bench/x{i}", "holder": "bench"})
             await clients["hotel"].call_tool("room_book", {"resource": f"Adlon/x{i}", "holder": "bench"})
             await clients["calendar"].call_tool("event_book", {"resource": f"dana/x{i}", "holder": "bench"})
@@ -272,7 +281,7 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
             if i >= 3:
                 timeline.end("replay")
                 hatp.append(t1 - t0)
-                direct.append(t2 - t1)
+                direct.append(t2 - direct_at)
                 replay.append(t3 - t2)
                 cpu_hatp.add(c0, c1)  # each side's own window: the HATP window never holds the direct calls
                 cpu_direct.add(c1, c2)
@@ -283,6 +292,10 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
         for side in SIDES:
             print(f"  {side}")
         print(f"trip p50 with HATP      {p50_hatp * 1000:8.2f} ms  ({rounds} rounds, stdio, 4 server processes)")
+        print(
+            f"  to the closed record  {statistics.median(to_close) * 1000:8.2f} ms  (the holds confirmed after the "
+            "answer, off the agent's path)"
+        )
         print(f"same tools direct p50   {p50_direct * 1000:8.2f} ms")
         per_round = report.Spread.of(h / d for h, d in zip(hatp, direct, strict=True))
         print(f"ratio                   {ratio:8.2f}x  of the p50s; per round {per_round.show(unit='x')}")

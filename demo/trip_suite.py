@@ -65,7 +65,7 @@ class Seven:
     async def follow(self, txn_id: str, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """Long-poll the coordinator until `done(status)` or the transaction ends."""
         status = await self.status(txn_id)
-        while not done(status) and "outcome" not in status:
+        while not done(status) and not status.get("closed"):  # an outcome may come before the close (HATP-MCP-65)
             status = await self.status(txn_id, wait=60, after=status["eventCount"])
         return status
 

@@ -294,11 +294,14 @@ def serve_coordinator(
     ) -> dict[str, Any]:
         """The state of a transaction: state, votes so far, decision, outcome. While people must approve,
         waitingOn names who must act (display name and roles), by when (decideBy) and the link to their inbox
-        page: tell your user. Once it is closed: what became of each branch, every refusal with its reason (a
-        person's reject carries their own words), and the digest of the signed Transaction Record.
-        wait_seconds waits for the transaction to end first or, with after_events, only until its record holds
-        more events than that; call again to keep waiting. While it waits it sends progress notifications every
-        10 s to a client that asked for progress."""
+        page: tell your user. The outcome comes as soon as it can no longer change: COMMITTED with closed false
+        means the trip is committed and will not be undone, and the holds in confirming are still being booked
+        (should one of them fail, the outcome becomes NEEDS_RECOVERY for that hold only). Once it is closed: what
+        became of each branch, every refusal with its reason (a person's reject carries their own words), and the
+        digest of the signed Transaction Record.
+        wait_seconds waits for the outcome first (when the outcome is already known, for the record to close) or,
+        with after_events, only until its record holds more events than that; call again to keep waiting. While
+        it waits it sends progress notifications every 10 s to a client that asked for progress."""
         body = {"txnId": txn_id, "waitSeconds": wait_seconds}
         query = parse(TxnQuery, body | ({"afterEvents": after_events} if after_events is not None else {}), "status")
         answer = (await with_progress(ctx, wait_seconds, lambda: status(query))).wire()

@@ -25,7 +25,7 @@ import anyio.to_thread
 
 from hatp_mcp.store.group_commit import GroupCommit
 from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import json_text, open_db
+from hatp_mcp.store.sqlite import json_text, open_db, require_forced
 
 __all__ = [
     "SQLITE_SCHEMA",
@@ -219,6 +219,7 @@ class SqliteJournalStore:
 
     def __init__(self, path: str | Path, *, on_durable: Callable[[int], None] | None = None) -> None:
         self._db = open_db(path)
+        require_forced(self._db, "HATP-JRN-25", "journal")  # both of a call's writes are fsynced
         migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
         self._group = journal_group(lambda batch: self._run(self._write, batch), on_durable)

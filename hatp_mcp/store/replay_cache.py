@@ -17,7 +17,7 @@ from typing import Protocol
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.store.schema import Schema, migrate_sqlite
-from hatp_mcp.store.sqlite import open_db
+from hatp_mcp.store.sqlite import open_db, require_forced
 
 __all__ = ["SQLITE_SCHEMA", "WAL_PAGES", "ReplayCache", "SqliteReplayCache"]
 
@@ -106,6 +106,7 @@ class SqliteReplayCache:
     def __init__(self, path: str | Path) -> None:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection = open_db(path)
+        require_forced(self._db, "HATP-GATE-27", "gate's nonce store")  # a spend is fsynced before the tool runs
         with self._lock:
             migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
             _presize_wal(self._db, path)

@@ -15,9 +15,10 @@ from typing import Any
 
 import orjson
 
+from hatp_mcp.errors import HatpError
 from hatp_mcp.store.schema import Schema, migrate_sqlite
 
-__all__ = ["immediate", "json_text", "open_db", "open_versioned"]
+__all__ = ["immediate", "json_text", "open_db", "open_versioned", "require_forced"]
 
 
 def json_text(obj: Any) -> str:
@@ -46,6 +47,21 @@ def open_db(path: str | Path, *, check_same_thread: bool = False) -> sqlite3.Con
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
+
+
+def require_forced(conn: sqlite3.Connection, rule: str, store: str) -> None:
+    """Refuse a connection whose commits are not fsynced (synchronous below FULL) for a store whose every write
+    must be forced (`rule` says why). Raises HatpError `rule` (STORE_NOT_DURABLE)."""
+    level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+    if level < 2:
+        raise HatpError(
+            rule,
+            f"the {store} is open with synchronous={level}: its writes would return before they are on disk, and "
+            "each of them must be forced",
+            path="PRAGMA synchronous",
+            code="STORE_NOT_DURABLE",
+            fix="open the store with synchronous=FULL, its default",
+        )
 
 
 @contextmanager

@@ -3,7 +3,9 @@
 `TxnLog` is the small interface a PostgreSQL store can also serve. `SqliteTxnLog` (the embedded default, opened
 with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL) group-commits: appends from concurrent transactions
 that arrive while a write is in flight are written together in the next transaction, one fsync for all of them.
-An append returns only once it is durable. This module stores what the coordinator decided; it decides nothing.
+A forced append returns only once it is durable; an unforced one (`forced=False`, spec/store.md HATP-STORE-8)
+once it is written to the operating system, fsynced by the next forced write. This module stores what the
+coordinator decided, forced or not; it decides nothing.
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ class LoggedTxn:
 
 
 class TxnLog(Protocol):
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        """Durably write `entries` (in order) before returning."""
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        """Write `entries` (in order) before returning: durably (fsynced) when `forced`; otherwise at least to the
+        operating system, so they survive the coordinator's process (HATP-STORE-8). A store may force every
+        write."""
         ...
 
     async def load(self, txn_id: str) -> LoggedTxn | None: ...
@@ -124,7 +128,7 @@ class MemoryTxnLog:
     def __init__(self) -> None:
         self._txns: dict[str, LoggedTxn] = {}
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         for e in entries:
             _apply(self._txns, txn_id, e)
         await anyio.lowlevel.checkpoint()
@@ -152,6 +156,7 @@ class Pending:
     txn_id: str
     entries: Sequence[LogEntry]
     epoch: int | None = None  # the lease epoch the appender held (HATP-STORE-5); None: a log without leases
+    forced: bool = True  # fsynced before the append returns (HATP-STORE-8)
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
 
@@ -179,6 +184,7 @@ class SqliteTxnLog:
         migrate_sqlite(self._db, SQLITE_SCHEMA, str(path))
         self._mutex = threading.Lock()
         self._group: GroupCommit[Pending] = GroupCommit(lambda batch: self._in_thread(self._write, batch))
+        self._sync = "FULL"  # the connection's synchronous level now (open_db sets FULL)
         self._on_durable = on_durable
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
         self._threads = 0
@@ -202,12 +208,21 @@ class SqliteTxnLog:
         finally:
             self._threads -= 1
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         """Raises whatever SQLite raised; nothing of the failed batch is kept."""
-        await self._group.submit(Pending(txn_id, entries))
+        await self._group.submit(Pending(txn_id, entries, forced=forced))
 
     def _write(self, batch: Sequence[Pending]) -> None:
+        # HATP-STORE-8: a batch is fsynced (FULL) when any append in it is forced; else only written to the OS
+        # (NORMAL: WAL frames without fsync). WAL frames are in order, so a forced commit makes every frame before
+        # it durable too: an unforced write is never durable after a forced write that followed it.
+        sync = "NORMAL"
+        if any(p.forced for p in batch):  # HATP-STORE-8
+            sync = "FULL"
         with self._mutex:
+            if sync != self._sync:
+                self._db.execute(f"PRAGMA synchronous={sync}")
+                self._sync = sync
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:

@@ -9,10 +9,15 @@ import os
 import signal
 from pathlib import Path
 
+import anyio
 import pytest
 
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.txn_api import TxnStatus
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
+from hatp_mcp.core.txn.status import summarize
+from hatp_mcp.store.txn_log import SqliteTxnLog
 from tests.crash.child_process import Child, finish
 
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -47,10 +52,17 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
     assert "DONE COMMITTED" in lines
     steps = int(lines[-1].split()[1])
     said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
-    # begin; the prepares with the decision; the calendar, the payment and both holds answered; the close
-    assert said[:4] == ["durable write 1", "durable write 2", "event answered its commit", "pay answered its commit"]
-    assert set(said[4:6]) == {"seat answered its commit", "room answered its commit"} and said[6:] == [
-        "durable write 3"
+    # begin; the prepares with the decision; the calendar and the payment answered; the write that tells the
+    # outcome (HATP-TXN-25); both holds answered; the close
+    assert said[:5] == [
+        "durable write 1",
+        "durable write 2",
+        "event answered its commit",
+        "pay answered its commit",
+        "durable write 3",
+    ], said
+    assert set(said[5:7]) == {"seat answered its commit", "room answered its commit"} and said[7:] == [
+        "durable write 4"
     ], said
     seen = set()
     for pause_at in range(1, steps):
@@ -89,3 +101,44 @@ def test_HATP_TXN_22_a_coordinator_killed_while_the_human_decides_is_restarted_a
     assert verify_record(record, ring) == []
     recovered = [e["body"] for e in record["events"] if e["event"] == "coordinator.recovered"]
     assert recovered == [{"decision": "resumed", "phase": "approving"}]
+
+
+def answered(workdir: Path) -> TxnStatus:
+    """What the killed coordinator's log answers an agent now (hatp/txn/status reads only the log)."""
+
+    async def read() -> TxnStatus:
+        log = SqliteTxnLog(workdir / "txn.db")
+        try:
+            logged = await log.load(TXN)
+        finally:
+            log.close()
+        assert logged is not None
+        return summarize(Plan.model_validate(logged.plan), logged.events, logged.decision)
+
+    return anyio.run(read)
+
+
+@pytest.mark.e2e
+def test_a_sigkill_after_the_outcome_was_answered_never_contradicts_it_HATP_TXN_26(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    lines = finish(Child(CHILD, baseline, "run"))
+    said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
+    told_at = said.index("pay answered its commit") + 2  # the write after the payment's answer tells the outcome
+    for pause_at in range(told_at, len(said)):  # killed after the answer, before (or while) the holds commit
+        workdir = tmp_path / f"kill-{pause_at}"
+        workdir.mkdir()
+        child = Child(CHILD, workdir, "run", pause_at)
+        child.read_until("PAUSED")
+        os.kill(child.proc.pid, signal.SIGKILL)
+        assert child.proc.wait(timeout=30) == -signal.SIGKILL
+        status = answered(workdir)
+        assert (status.outcome, status.closed) == ("COMMITTED", False) and status.confirming, status
+        replacement = finish(Child(CHILD, workdir, "recover"))
+        outcome = next(line.split()[1] for line in replacement if line.startswith("DONE"))
+        assert outcome == status.outcome  # the answer stands: recovery completes COMMITTED
+        check_all_or_nothing(workdir, outcome)
+        record = json.loads((workdir / "record.json").read_text())
+        ring = Keyring.from_jwks(json.loads((workdir / "keyring.json").read_text()))
+        assert verify_record(record, ring) == []
+        assert [e["event"] for e in record["events"]].count("outcome.decided") == 1  # told once

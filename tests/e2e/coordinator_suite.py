@@ -90,13 +90,13 @@ class Agent:
 
     async def follow(self, txn_id: str, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         status = await self.status(txn_id)
-        while not done(status) and "outcome" not in status:
+        while not done(status) and not status.get("closed"):  # an outcome may come before the close (HATP-MCP-65)
             status = await self.status(txn_id, wait=30, after=status["eventCount"])
         return status
 
     async def outcome(self, txn_id: str) -> dict[str, Any]:
         status = await self.status(txn_id)
-        while "outcome" not in status:
+        while not status.get("closed"):  # the outcome, then the closed record (HATP-MCP-66)
             status = await self.status(txn_id, wait=60)
         return status
 

@@ -67,7 +67,7 @@ async def test_HATP_STORE_2_trips_over_two_coordinators_finish_across_a_restart_
                 await anyio.to_thread.run_sync(postgres.restart, "fast")  # while trips are begun and driven
             for plan in plans:
                 # followed at whoever owns it now: one that lost its driver in the restart is taken over
-                while "outcome" not in (status := await Agent(clients[owner(plan.txn_id)]).status(plan.txn_id, 30)):
+                while not (status := await Agent(clients[owner(plan.txn_id)]).status(plan.txn_id, 30)).get("closed"):
                     pass
                 done[plan.txn_id] = status
         with psycopg.connect(log_url) as conn:

@@ -157,9 +157,13 @@ async def begin_trip(layout: OrgLayout, name: str, day: int) -> str:
 
 
 async def status(layout: OrgLayout, txn_id: str, wait: int = 0) -> dict[str, Any]:
-    """transaction status through a NEW bridge (waiting up to `wait` seconds for it to finish)."""
+    """transaction status through a NEW bridge; with `wait`, up to `wait` seconds for the outcome and then as long
+    again for the closed record (HATP-MCP-66: a committed trip is answered before its holds commit)."""
     async with bridge(layout) as agent:
-        return await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": wait}, wait + 30)
+        got = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": wait}, wait + 30)
+        if wait and got.get("outcome") and not got.get("closed"):
+            got = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": wait}, wait + 30)
+        return got
 
 
 async def approve(service: Service, txn_id: str) -> None:

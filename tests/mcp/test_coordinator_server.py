@@ -70,8 +70,11 @@ async def test_HATP_MCP_20_begin_over_mcp_answers_a_status_and_the_transaction_c
     with anyio.fail_after(10):
         async with coordinator(world) as client:
             begun = await call_raw(client, "hatp/txn/begin", trip_plan(clock.now(), "txn-m1").wire(), 5)
+            told = await call_raw(client, "hatp/txn/status", {"txnId": "txn-m1", "waitSeconds": 5}, 10)
+            # told the outcome (HATP-MCP-65); a second wait is for the closed record (HATP-MCP-66)
             done = await call_raw(client, "hatp/txn/status", {"txnId": "txn-m1", "waitSeconds": 5}, 10)
     assert begun["type"] == "hatp.txn-status" and "outcome" not in begun and "record" not in begun
+    assert told["outcome"] == "COMMITTED"
     assert (done["state"], done["outcome"]) == ("committed", "COMMITTED")
     assert verify_record(done["record"], world.keyring) == []
 

@@ -161,7 +161,7 @@ class _Agent:
 
     async def run(self, plan: Plan) -> dict[str, Any]:
         status = await self._call("hatp/txn/begin", plan.wire(), 30)
-        while "outcome" not in status:
+        while not status.get("closed"):  # the outcome, then the closed record (HATP-MCP-66)
             status = await self._call("hatp/txn/status", {"txnId": plan.txn_id, "waitSeconds": 20}, 40)
         return status
 

@@ -78,8 +78,8 @@ class DyingLog:
         self.die_after: dict[str, int] = {}  # txnId -> appends to survive
         self.appends: Counter[str] = Counter()
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        await self.inner.append(txn_id, entries)
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        await self.inner.append(txn_id, entries, forced)
         self.appends[txn_id] += 1
         left = self.die_after.get(txn_id)
         if left is not None and self.appends[txn_id] >= left:

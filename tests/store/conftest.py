@@ -53,3 +53,33 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     yield made
     for store in reversed(made.opened):
         store.close()
+
+
+class SyncLevels:
+    """The SQL a SQLite store's connections run, traced from the moment the store opens them (its module's `open_db`
+    replaced by one that traces), and the `synchronous` level each COMMIT ran under: FULL fsyncs the commit, NORMAL
+    only writes it (HATP-STORE-8). `open_db` sets FULL, so a connection starts there."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any) -> None:
+        self.said: list[str] = []
+        opened = module.open_db
+
+        def open_traced(path: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn: sqlite3.Connection = opened(path, **kwargs)
+            conn.set_trace_callback(self.said.append)
+            return conn
+
+        monkeypatch.setattr(module, "open_db", open_traced)
+
+    def commits(self) -> list[str]:
+        level, out = "FULL", []
+        for statement in self.said:
+            words = statement.strip().upper().replace(" ", "")
+            if words.startswith("PRAGMASYNCHRONOUS="):
+                level = words.split("=", 1)[1]
+            elif words == "COMMIT":
+                out.append(level)
+        return out
+
+    def clear(self) -> None:
+        self.said.clear()

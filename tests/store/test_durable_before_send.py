@@ -129,7 +129,7 @@ class AcknowledgesBeforeWriting:
         self.inner = inner
         self.behind: tuple[str, Sequence[LogEntry]] | None = None
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         if self.behind is not None:
             await self.inner.append(*self.behind)
         self.behind = (txn_id, entries)

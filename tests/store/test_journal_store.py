@@ -175,3 +175,38 @@ async def test_a_journal_writer_cancelled_natively_mid_write_leaves_no_append_ha
         await asyncio.sleep(0)
     assert later.done() and isinstance(later.exception(), RuntimeError)
     assert "an earlier append (seq 4) failed" in str(later.exception())
+
+
+async def test_HATP_JRN_25_a_steps_started_and_completed_entries_are_each_committed_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.store import journal_store
+    from tests.store.conftest import SyncLevels
+
+    levels = SyncLevels(monkeypatch, journal_store)
+    store = SqliteJournalStore(tmp_path / "forced.db")
+    try:
+        levels.clear()
+        await store.append("saga-f", "trip", [ev(0, "saga.begin")])
+        await store.append("saga-f", "trip", [ev(1, "step.started")])  # before the call goes out
+        await store.append("saga-f", "trip", [ev(2, "step.completed")])  # before its result is answered
+        assert levels.commits() == ["FULL", "FULL", "FULL"]
+    finally:
+        store.close()
+
+
+async def test_HATP_JRN_25_a_journal_store_whose_commits_would_not_be_fsynced_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.store import journal_store
+    from hatp_mcp.store.sqlite import open_db
+
+    def unforced(path: object, **kwargs: object) -> sqlite3.Connection:
+        conn = open_db(str(path))
+        conn.execute("PRAGMA synchronous=NORMAL")  # the planted violation: steps written, not fsynced
+        return conn
+
+    monkeypatch.setattr(journal_store, "open_db", unforced)
+    with pytest.raises(HatpError) as info:
+        SqliteJournalStore(tmp_path / "unforced.db")
+    assert (info.value.rule, info.value.code) == ("HATP-JRN-25", "STORE_NOT_DURABLE")

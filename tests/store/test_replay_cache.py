@@ -3,9 +3,12 @@ epoch moves only when the definition changes (HATP-GATE-9)."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from hatp_mcp.store.replay_cache import WAL_PAGES, ReplayCache, SqliteReplayCache
 from hatp_mcp.store.sqlite import open_db
@@ -153,3 +156,41 @@ def test_the_log_is_grown_once_at_open_so_no_spend_grows_it_and_every_spend_stay
     assert ("wal_presize",) not in look.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     look.close()
     again.close()
+
+
+def test_HATP_GATE_27_the_nonce_spend_is_committed_fsynced_before_the_tool_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.store import replay_cache
+    from tests.store.conftest import SyncLevels
+
+    levels = SyncLevels(monkeypatch, replay_cache)
+    cache = SqliteReplayCache(tmp_path / "forced.db")
+    try:
+        levels.clear()
+        assert spend(cache, "nonce-forced-0123456789")
+        assert not spend(cache, "nonce-forced-0123456789")  # a replay: refused, and nothing written unforced
+        assert levels.commits() and set(levels.commits()) == {"FULL"}
+    finally:
+        cache.close()
+
+
+def test_HATP_GATE_27_a_nonce_store_whose_commits_would_not_be_fsynced_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.errors import HatpError
+    from hatp_mcp.store import replay_cache
+
+    def unforced(path: object, **kwargs: object) -> sqlite3.Connection:
+        conn = open_db(str(path))
+        conn.execute("PRAGMA synchronous=NORMAL")  # the planted violation: spends written, not fsynced
+        return conn
+
+    monkeypatch.setattr(replay_cache, "open_db", unforced)
+    with pytest.raises(HatpError) as info:
+        SqliteReplayCache(tmp_path / "unforced.db")
+    assert (info.value.rule, info.value.code, info.value.path) == (
+        "HATP-GATE-27",
+        "STORE_NOT_DURABLE",
+        "PRAGMA synchronous",
+    )

@@ -148,3 +148,34 @@ async def test_a_leader_cancelled_natively_mid_write_leaves_no_waiter_hanging_HA
     assert follower.done(), "an append queued behind a cancelled leader waits forever"
     assert isinstance(follower.exception(), LogInterrupted)
     assert written == [] and group.queue == [] and not group.writing
+
+
+@pytest.mark.anyio
+async def test_HATP_STORE_8_a_forced_append_commits_fsynced_and_an_unforced_one_only_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hatp_mcp.store import txn_log
+    from tests.store.conftest import SyncLevels
+
+    levels = SyncLevels(monkeypatch, txn_log)
+    log = SqliteTxnLog(tmp_path / "levels.db")
+    try:
+        levels.clear()  # the schema's own commits
+        await log.append("t", [LogEntry("plan", {"txnId": "t"}), ev(0, "txn.begin")])
+        await log.append("t", [ev(1, "outcome.decided")], forced=False)
+        await log.append("t", [ev(2, "vote")], forced=False)
+        await log.append("t", [LogEntry("decision", {"decision": "commit"}), ev(3, "decision")], forced=True)
+        assert levels.commits() == ["FULL", "NORMAL", "NORMAL", "FULL"]
+        levels.clear()
+
+        async def both() -> None:  # one group commit with a forced and an unforced append: fsynced
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: log.append("u", [LogEntry("plan", {"txnId": "u"})], forced=False))
+                tg.start_soon(lambda: log.append("v", [LogEntry("plan", {"txnId": "v"})], forced=True))
+
+        await both()
+        assert "FULL" in levels.commits()  # a batch holding a forced append is never written unforced
+        loaded = await log.load("t")
+        assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1, 2, 3]
+    finally:
+        log.close()

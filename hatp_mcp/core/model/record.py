@@ -10,9 +10,12 @@ from hatp_mcp.core.model.base import Ident, JsonObject, SignedModel, Timestamp
 from hatp_mcp.core.model.evidence import DIGEST_PATTERN
 from hatp_mcp.core.model.plan import Plan
 
-__all__ = ["CLOSE_EVENT", "RecordEvent", "TransactionRecord"]
+__all__ = ["CLOSE_EVENT", "DECIDED_EVENT", "RecordEvent", "TransactionRecord"]
 
 CLOSE_EVENT = "record.closed"
+# The outcome can no longer change, before the record closes (spec/coordinator.md HATP-TXN-25): body
+# `{"outcome": "COMMITTED", "confirming": [branchId, ...]}`, the holds still being committed.
+DECIDED_EVENT = "outcome.decided"
 
 
 class RecordEvent(SignedModel):

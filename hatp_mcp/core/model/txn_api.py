@@ -103,7 +103,10 @@ class WaitingOn(WireModel):
 
 
 class TxnStatus(WireModel):
-    """A coordinator's answer about one transaction. `record` is present once the record is closed; so are
+    """A coordinator's answer about one transaction. `outcome` is present once it can no longer change
+    (HATP-MCP-65): `closed` says whether the record is closed too; while it is not, `confirming` names the holds
+    still being committed (an answered COMMITTED promises what HATP-TXN-26 says, no more). `record` is present
+    once the record is closed; so are
     `results` (per branch), `firstRefusal` and `refusals` (the first no, and every no in record order, HATP-MCP-55),
     `decisionReason` and `recordDigest` (sha256 of the record's canonical form), the short account an agent reads
     without the whole record. `waitingOn`, before the decision: the approvals still open, who must act on each, by
@@ -115,6 +118,8 @@ class TxnStatus(WireModel):
     state: TxnStateName
     decision: Literal["commit", "abort"] | None = None
     outcome: Literal["COMMITTED", "ABORTED", "NEEDS_RECOVERY"] | None = None
+    closed: bool = False
+    confirming: list[Ident] = Field(default_factory=list, max_length=1000)
     votes: list[VoteSummary] = Field(default_factory=list)
     event_count: int = Field(ge=0)
     results: list[BranchOutcome] = Field(default_factory=list)

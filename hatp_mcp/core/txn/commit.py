@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.txn.abort import finish
 from hatp_mcp.core.txn.data import Txn, arm
 from hatp_mcp.core.txn.deadlines import renew
@@ -25,7 +26,16 @@ from hatp_mcp.core.txn.events import (
     TxnState,
 )
 
-__all__ = ["decide_commit", "escalate", "in_doubt", "irreversible_done", "next_commit", "offer_recovery", "resolved"]
+__all__ = [
+    "decide_commit",
+    "escalate",
+    "in_doubt",
+    "irreversible_done",
+    "next_commit",
+    "offer_recovery",
+    "outcome_decided",
+    "resolved",
+]
 
 T = TxnState
 
@@ -80,6 +90,7 @@ def next_commit(t: Txn, now: datetime) -> list[Command]:
     if not [b for b in remaining if b not in h.lapsed]:
         return out + next_commit(t, now)
     live = [b for b in remaining if b not in h.lapsed]
+    out += outcome_decided(t, live)
     if irreversible_done(t) and all(t.branches[b].tier == "hold" for b in live):
         # After the final branch only holds are left; nothing depends on their order, so they commit together.
         p.holds_out = set(live)
@@ -87,6 +98,19 @@ def next_commit(t: Txn, now: datetime) -> list[Command]:
     step = live[0]
     p.step = step
     return [*out, SendCommit(branch_id=step, preconditions=t.phase1.preconditions.get(step, {}))]
+
+
+def outcome_decided(t: Txn, confirming: list[str]) -> list[Command]:
+    """HATP-TXN-25: once the commit decision is durable and the irreversible step has committed, with no hold
+    lapsed or refused, the outcome can no longer change: say so in the record (once), naming the holds still being
+    committed, so the agent is told COMMITTED before they answer (HATP-MCP-65). The driver writes this event
+    before the holds' commits are sent."""
+    p, h = t.phase2, t.holds
+    if p.answered or p.decision != "commit" or not irreversible_done(t) or h.lapsed or p.holds_refused:  # HATP-TXN-25
+        return []
+    p.answered = True
+    body = {"outcome": Outcome.COMMITTED.value, "confirming": list(confirming)}
+    return [Record(event=DECIDED_EVENT, body=body)]
 
 
 def in_doubt(t: Txn, bid: str, now: datetime) -> list[Command]:

@@ -136,6 +136,7 @@ class Progress:
     abort_queue: list[tuple[str, str]] = field(default_factory=list)  # (phase, branchId), in reverse commit order
     undone: set[str] = field(default_factory=set)  # released or compensated
     undo_failed: list[str] = field(default_factory=list)
+    answered: bool = False  # the outcome.decided event is recorded (HATP-TXN-25): the agent may be told
 
     def copy(self) -> Progress:
         return Progress(
@@ -149,6 +150,7 @@ class Progress:
             self.abort_queue.copy(),
             self.undone.copy(),
             self.undo_failed.copy(),
+            self.answered,
         )
 
 

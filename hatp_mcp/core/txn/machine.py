@@ -24,6 +24,7 @@ from typing import Any
 
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.data import Config, Txn
@@ -240,6 +241,8 @@ class Coordinator:
         evidence = ev.get("evidence") or {}
         body = ev.get("body") or {}
         b = body.get("branchId")
+        if ev.get("event") == DECIDED_EVENT:  # HATP-TXN-26: told once; a replacement does not say it again
+            d.phase2.answered = True
         if ev.get("event") == "approval.terms" and isinstance(body.get("terms"), dict):
             d.approvals.terms[str(body.get("requirementId"))] = ApprovalTerms.model_validate(body["terms"])
         if evidence.get("type") == "hatp.vote" and b in d.branches:

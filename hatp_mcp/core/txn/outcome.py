@@ -26,6 +26,7 @@ from hatp_mcp.core.gateway.terms import check_sent_terms
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.evidence_checks import check_approver_answer, check_branch_receipt, check_branch_vote
@@ -191,6 +192,7 @@ def justify(
         _commit_justified(c, commit)
     if abort is not None:
         _abort_grounds(c, abort, after=commit.i if commit is not None and commit.i < abort.i else -1)
+    _answered(c, commit, str(outcome), where)
     if outcome == "COMMITTED" and commit is not None:
         _all_committed(c, commit, where)
     elif outcome == "ABORTED" and abort is not None:
@@ -329,6 +331,29 @@ def _terms_problem(c: _Check, rid: str, before: int, approval: Any) -> str | Non
     if holds_first and (accepted is None or not accepted.holds) and any(b.tier == "hold" for b in c.plan.branches):
         return "holds-first: the approval does not carry the holds' end times the person approved under"
     return None
+
+
+def _answered(c: _Check, commit: _Ev | None, outcome: str, where: int) -> None:
+    """HATP-TXN-29: an `outcome.decided` (the agent told COMMITTED before the close, HATP-TXN-25) is recorded once,
+    after the commit decision and an irreversible branch's signed ok commit receipt, and the record never closes
+    ABORTED after it (HATP-TXN-26)."""
+    told = c.said(DECIDED_EVENT)
+    for again in told[1:]:
+        c.fail(again.i, "HATP-TXN-29", f"the outcome is told again (first at event {told[0].i})")
+    if not told:
+        return
+    e = told[0]
+    if e.body.get("outcome") != "COMMITTED":
+        c.fail(e.i, "HATP-TXN-29", f"the agent is told {e.body.get('outcome')!r} before the close: only COMMITTED is")
+    if commit is None or commit.i > e.i:
+        c.fail(e.i, "HATP-TXN-29", "the agent is told COMMITTED before commit was decided")
+    irreversible = [b for b in c.plan.branches if b.tier in ("final", "hold")]
+    if not any(
+        c.receipt_ok(b, r, "commit") for b in irreversible for r in c.signed("hatp.receipt", b.branch_id, hi=e.i)
+    ):
+        c.fail(e.i, "HATP-TXN-29", "the agent is told COMMITTED before an irreversible branch's commit receipt")
+    if outcome == "ABORTED":  # HATP-TXN-29: never contradicted
+        c.fail(where, "HATP-TXN-29", f"the record closes ABORTED after telling the agent COMMITTED at event {e.i}")
 
 
 def _all_committed(c: _Check, d: _Ev, where: int) -> None:

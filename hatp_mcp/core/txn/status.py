@@ -3,7 +3,9 @@
 The state is derived from the record events and the latest decision, never from a connection or a running task,
 so a restarted coordinator answers the same as the one that began the transaction: closed records give their
 outcome, a commit decision is `committing` (or `in-doubt` while a commit has no answer), an abort decision is
-`aborting`, and an undecided transaction is `quoting`, `preparing` or `approving`. A closed transaction's status
+`aborting`, and an undecided transaction is `quoting`, `preparing` or `approving`. The outcome is said as soon as
+the record says it can no longer change (`outcome.decided`, before the holds' commits answer) with the holds
+still being confirmed, and `closed` once the record is. A closed transaction's status
 also says, from its record alone, what became of each branch, the first refusal and every refusal, the decision's
 reason, and the digest of the whole record (so an agent needs the record itself only to verify it). An undecided
 one says which approvals it waits for, by when (the gateway's signed pending vote) and, from the gateway's words,
@@ -17,11 +19,11 @@ from typing import Any
 
 from hatp_mcp.core.model.gateway_messages import AskWaiting
 from hatp_mcp.core.model.plan import Plan
-from hatp_mcp.core.model.record import CLOSE_EVENT
+from hatp_mcp.core.model.record import CLOSE_EVENT, DECIDED_EVENT
 from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary, WaitingOn
 from hatp_mcp.core.signing.canonical import digest
 
-__all__ = ["derive_state", "first_refusal", "refusals", "results", "summarize", "waiting_on"]
+__all__ = ["decided", "derive_state", "first_refusal", "refusals", "results", "summarize", "waiting_on"]
 
 _ENDS = {"COMMITTED": "committed", "ABORTED": "aborted", "NEEDS_RECOVERY": "needs-recovery"}
 
@@ -167,6 +169,26 @@ def _decision_reason(events: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def decided(events: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]] | None:
+    """HATP-MCP-65: the outcome the record says can no longer change, and the branches still being confirmed:
+    from `record.closed` (nothing left to confirm) or, before it, from `outcome.decided` (HATP-TXN-25) less the
+    branches whose commit has answered ok since. None while the outcome is open."""
+    if events and events[-1].get("event") == CLOSE_EVENT:
+        return str((events[-1].get("body") or {}).get("outcome")), []
+    told: tuple[str, list[str]] | None = None
+    done: set[str] = set()
+    for ev in events:
+        name = ev.get("event")
+        if name == DECIDED_EVENT and told is None:  # HATP-MCP-65: told before the close
+            body = ev.get("body") or {}
+            told = str(body.get("outcome")), [str(b) for b in body.get("confirming") or []]
+        elif name == "commit" and (ev.get("evidence") or {}).get("outcome") == "ok":
+            done.add(str((ev.get("body") or {}).get("branchId")))
+    if told is None:
+        return None
+    return told[0], [b for b in told[1] if b not in done]
+
+
 def derive_state(
     plan: Plan, events: Sequence[Mapping[str, Any]], decision: str | None, votes: Mapping[str, VoteSummary]
 ) -> str:
@@ -203,13 +225,16 @@ def summarize(
     votes = _votes(events)
     state = derive_state(plan, events, decision, votes)
     closed = bool(events) and events[-1].get("event") == CLOSE_EVENT
-    outcome = str((events[-1].get("body") or {}).get("outcome")) if closed else None
+    told = decided(events)
+    outcome, confirming = told if told is not None else (None, [])
     return TxnStatus(
         txn_id=plan.txn_id,
         plan_digest=plan_digest if plan_digest is not None else plan.digest(),
         state=state,  # type: ignore[arg-type]
         decision=decision if decision in ("commit", "abort") else None,  # type: ignore[arg-type]
         outcome=outcome if outcome in _ENDS else None,  # type: ignore[arg-type]
+        closed=closed,
+        confirming=confirming,
         votes=list(votes.values()),
         event_count=len(events),
         results=results(plan, events) if closed else [],

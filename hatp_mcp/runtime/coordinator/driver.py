@@ -29,6 +29,7 @@ from hatp_mcp.core.model.messages import (
     RenewRequest,
 )
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.core.txn.events import (
@@ -70,13 +71,24 @@ from hatp_mcp.runtime.coordinator.plan_locks import PlanLocks
 from hatp_mcp.runtime.interfaces import Approver, Participant
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
-__all__ = ["WATCH_SECONDS", "BoundsAsker", "CoordinatorRuntime", "TxnResult", "UnjustifiedOutcome", "default_validator"]
+__all__ = [
+    "WATCH_SECONDS",
+    "BoundsAsker",
+    "CoordinatorRuntime",
+    "OnDecided",
+    "TxnResult",
+    "UnjustifiedOutcome",
+    "default_validator",
+]
 
 # How long each long poll on a pending approval asks the gateway to hold (HATP-MCP-40); under its 25 s cap.
 WATCH_SECONDS = 20.0
 
 R = TypeVar("R")
 EscalateHook = Callable[[str, str, str], Coroutine[Any, Any, None]]  # (txnId, to, reason)
+# Called once per run when the outcome can no longer change and the record says so durably: `outcome.decided`
+# (HATP-TXN-25) or the closed record, whichever comes first.
+OnDecided = Callable[[Outcome], None]
 BoundsAsker = Callable[[str, Plan, str], Awaitable[OperationBounds]]  # (participant, plan, branchId): HATP-MCP-19
 # A BoundsAsker may also have `known(participant, plan, branchId) -> OperationBounds | None`: the answer it already
 # holds (the same one a call would return), with no call and no task; None (or a failure) and the branch is asked.
@@ -171,8 +183,9 @@ class CoordinatorRuntime:
         self._watching: set[tuple[str, str]] = set()  # (txnId, requirementId) with a long poll out
         self._locks = PlanLocks()  # the fencing tokens of branches that name `locks` (HATP-LOCK-7..9)
 
-    async def run(self, plan: Plan) -> TxnResult:
-        """Begin and drive one transaction to its end. Raises HatpError when begin refuses the plan."""
+    async def run(self, plan: Plan, on_decided: OnDecided | None = None) -> TxnResult:
+        """Begin and drive one transaction to its end; `on_decided` is told the outcome as soon as it is decided
+        (HATP-TXN-25), which may be before the end. Raises HatpError when begin refuses the plan."""
         machine = Coordinator.begin(plan, self._clock.now(), self.keyring, self._validator, self.config)
         estimates = await self._estimates(plan)  # only for a valid plan: an invalid one calls nobody
         if estimates is not None:  # the mode again, with the gateway's worst case (HATP-MODE-5/6)
@@ -183,7 +196,7 @@ class CoordinatorRuntime:
             if again is not None:  # auto: the clock chose again with the participants' durations (HATP-MODE-9)
                 machine.use_mode(*again)
         chain = RecordChain(plan, self._key, self.config.coordinator, plan_digest=machine.plan_digest)
-        return await self._drive(machine, chain, [LogEntry("plan", plan.wire())])
+        return await self._drive(machine, chain, [LogEntry("plan", plan.wire())], on_decided)
 
     async def _estimates(self, plan: Plan) -> dict[str, int | None] | None:
         """HATP-MODE-5: the gateway's signed worst case for each approval requirement, before begin chooses the
@@ -250,7 +263,9 @@ class CoordinatorRuntime:
         return [await self.recover(t) for t in await self._log.unfinished()]
 
     # -- the loop -----------------------------------------------------------------------------------------
-    async def _drive(self, machine: Coordinator, chain: RecordChain, first: list[LogEntry]) -> TxnResult:
+    async def _drive(
+        self, machine: Coordinator, chain: RecordChain, first: list[LogEntry], on_decided: OnDecided | None = None
+    ) -> TxnResult:
         children: Children[Event] = Children()
         outcome = Outcome.ABORTED
         alarms = alarms_for(self._clock, children)
@@ -259,7 +274,9 @@ class CoordinatorRuntime:
             pending: list[Event] = [Start()]
             while not machine.done:
                 if not pending and log.deferred and not log.calls and not children.waiting:
-                    await log.flush()  # no participant call in flight: nothing is worth waiting for (HATP-TXN-4)
+                    # no participant call in flight: nothing is worth waiting for (HATP-TXN-4), and nothing waits
+                    # on these records, so they are written unforced (HATP-TXN-27)
+                    await log.flush(forced=False)
                 batch = [pending.pop() if pending else await children.next()]
                 # Every answer that is already waiting is handled now, so one durable append covers the records
                 # of all of them: four prepare answers cost one write, not four.
@@ -269,7 +286,12 @@ class CoordinatorRuntime:
                     if machine.done:  # what comes after the end is dropped, as a finished machine accepts nothing
                         break
                     commands += self._handle(machine, event)
-                outcome = await self._execute(machine, chain, commands, children, alarms, log) or outcome
+                decided = await self._execute(machine, chain, commands, children, alarms, log)
+                if decided is not None and on_decided is not None:
+                    on_decided(decided)
+                    on_decided = None  # told once
+                if machine.done and decided is not None:
+                    outcome = decided
         except asyncio.CancelledError:
             if log.deferred:  # stopped on purpose (e.g. the agent's abort): what already happened stays on record
                 with anyio.CancelScope(shield=True):
@@ -306,6 +328,8 @@ class CoordinatorRuntime:
                 self.trace.append((txn_id, cmd))
             if isinstance(cmd, Record):
                 entries.append(LogEntry("event", chain.append(cmd.event, at, cmd.body, cmd.evidence, cmd.author)))
+                if cmd.event == DECIDED_EVENT:  # HATP-TXN-25: decided before the end
+                    outcome = Outcome(str(cmd.body["outcome"]))
             elif isinstance(cmd, Decide):
                 entries.append(LogEntry("decision", {"decision": cmd.decision, "reason": cmd.reason, "at": at}))
                 body = {"decision": cmd.decision, "reason": cmd.reason}

@@ -1,9 +1,12 @@
-"""One transaction's writes to the coordinator's durable log, forced or deferred as HATP-TXN-4 says.
+"""One transaction's writes to the coordinator's durable log, forced, unforced or deferred as HATP-TXN-4 and
+HATP-TXN-27 say.
 
 A batch's record events and decisions are durable before its sends (a forced write), unless every send is a call
 that is idempotent on (txnId, branchId): then they wait, in order, for the next forced write, or for the moment no
-participant call is in flight. Presumed-abort two-phase commit forces the same way (the decision, not the votes or
-acknowledgements); begin is forced too, so a replacement knows which holds to release.
+participant call is in flight (then written unforced: nothing waits on them). Presumed-abort two-phase commit
+forces the same way (the decision, not the votes or acknowledgements); begin is forced too, so a replacement knows
+which holds to release. The write that tells the agent the outcome (`outcome.decided`) is written before the
+holds' commits but not forced: the decision it rests on is durable already (HATP-TXN-28).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any
 
+from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.txn.events import Arm, Command, Record, SendCommit, SendPrepare, SendRenew
 from hatp_mcp.store.txn_log import LogEntry, TxnLog
 
@@ -36,18 +40,21 @@ class TxnWrites:
 
     async def write(self, entries: list[LogEntry], commands: list[Command]) -> None:
         """HATP-TXN-4: durable before the batch's sends unless every send may go first (a plan or a decision
-        entry never may)."""
+        entry never may, nor the outcome the agent is told, HATP-TXN-25)."""
         self.deferred += entries
         if not self.deferred:
             return
-        if any(e.kind != "event" for e in self.deferred) or not all(
+        if any(e.kind != "event" for e in self.deferred) or not all(  # HATP-TXN-27: forced
             isinstance(c, _MAY_SEND_BEFORE_DURABLE) for c in commands
         ):
             await self.flush()
+        elif any(isinstance(c, Record) and c.event == DECIDED_EVENT for c in commands):  # HATP-TXN-28
+            await self.flush(forced=False)
 
-    async def flush(self) -> None:
+    async def flush(self, forced: bool = True) -> None:
+        """Write every deferred entry now: fsynced when `forced`, else only written (HATP-STORE-8)."""
         entries, self.deferred = self.deferred, []
-        await self._log.append(self._txn_id, entries)
+        await self._log.append(self._txn_id, entries, forced)
 
     def counted(self, call: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None]:
         """`call`, counted in `calls` from now (not from when its task first runs) until it returns."""

@@ -29,7 +29,7 @@ from hatp_mcp.core.signing.keys import Keyring, SigningKey
 from hatp_mcp.core.txn.evidence_checks import check_plan_requester
 from hatp_mcp.core.txn.machine import Config, Validator
 from hatp_mcp.core.txn.record import RecordChain
-from hatp_mcp.core.txn.status import summarize
+from hatp_mcp.core.txn.status import decided, summarize
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.coordinator.driver import (
@@ -61,9 +61,9 @@ class _SignallingLog:
         self._waiters.setdefault(txn_id, []).append(event)
         return event
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         with anyio.CancelScope(shield=True):
-            await self.inner.append(txn_id, entries)
+            await self.inner.append(txn_id, entries, forced)
         for event in self._waiters.pop(txn_id, []):
             event.set()
 
@@ -328,21 +328,27 @@ class TxnService:
         )
 
     async def status(self, txn_id: str, wait_seconds: float = 0, after_events: int | None = None) -> TxnStatus:
-        """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction to end first or,
-        with `after_events`, for its record to hold more events than that. Raises HatpError HATP-MCP-22."""
+        """HATP-MCP-22: from the durable log. `wait_seconds` waits (bounded) for the transaction's outcome first
+        (HATP-MCP-66: once it is decided, for its record to close) or, with `after_events`, for its record to hold
+        more events than that. Raises HatpError HATP-MCP-22."""
         with anyio.move_on_after(min(wait_seconds, MAX_WAIT_SECONDS)):  # a transport bound, not a deadline
+            until_closed: bool | None = None  # set at the first look: was the outcome already decided?
             while wait_seconds > 0:
                 run = self._running.get(txn_id)
                 if run is None:
                     break
-                appended = self._log.next_append(txn_id)
-                if after_events is not None:
-                    logged = await self._log.load(txn_id)
-                    if logged is not None and len(logged.events) > after_events:
-                        break
-                    await _either(appended, run.done)
-                else:
-                    await run.done.wait()
+                appended = self._log.next_append(txn_id)  # before the read: no append slips between them
+                logged = await self._log.load(txn_id)
+                if logged is not None:
+                    if after_events is not None:
+                        if len(logged.events) > after_events:
+                            break
+                    else:
+                        told = decided(logged.events) is not None
+                        until_closed = told if until_closed is None else until_closed
+                        if logged.closed or (told and not until_closed):  # HATP-MCP-66
+                            break
+                await _either(appended, run.done)
         logged = await self._log.load(txn_id)
         if logged is None:
             raise _unknown(txn_id)

@@ -101,11 +101,12 @@ class PostgresTxnLog:
         """No write or read is in flight (tests on a fake clock wait for this before moving the clock)."""
         return not self._group.writing and not self._group.queue and self._reads == 0
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         """Raises what psycopg raised (OperationalError when the connection was lost during the commit or on every
         try, IntegrityError for an event seq written twice); nothing of a failed batch is kept. Raises HatpError
         HATP-STORE-5 (STALE_COORDINATOR), writing nothing of this append, when this coordinator does not own
-        `txn_id` at the current epoch (a plan: another coordinator began it)."""
+        `txn_id` at the current epoch (a plan: another coordinator began it). Every write is forced, `forced`
+        or not: the shared log commits with synchronous_commit on (HATP-STORE-8 lets a store force more)."""
         starts = any(e.kind == "plan" for e in entries)
         await self._group.submit(Pending(txn_id, entries, 0 if starts else self._held.get(txn_id)))
         if starts:

@@ -279,3 +279,24 @@ def test_HATP_REC_11_an_approval_that_does_not_meet_its_requirement_proves_no_co
     problems = verify_record(bad, ring)
     assert rules(problems) == {(11, "HATP-REC-11")}
     assert needle in problems[0].reason
+
+
+async def test_HATP_TXN_29_the_told_outcome_must_follow_the_irreversible_commit_and_is_never_contradicted(
+    clock: FakeClock,
+) -> None:
+    record, world = await produced(clock)
+    coordinator = world.keys["coordinator"]
+    events = record["events"]
+    told = index(record, "outcome.decided")
+    pay = next(i for i, e in enumerate(events) if e["event"] == "commit" and about(e) == "pay")
+    assert pay < told and verify_record(record, world.keyring) == []
+    early = [e for i, e in enumerate(events) if i != told]
+    early.insert(pay, events[told])  # told before the payment (the final branch) committed
+    problems = verify_record(rechain(record, early, coordinator), world.keyring)
+    assert (pay, "HATP-TXN-29") in outcome_rules(problems)
+    twice = [*events[: told + 1], events[told], *events[told + 1 :]]
+    problems = verify_record(rechain(record, twice, coordinator), world.keyring)
+    assert (told + 1, "HATP-TXN-29") in outcome_rules(problems)
+    plan = Plan.model_validate(record["plan"])
+    aborted = justify(plan, plan.digest(), events[:-1], "ABORTED", world.keyring)
+    assert any(p.rule == "HATP-TXN-29" and "after telling the agent COMMITTED" in p.reason for p in aborted.problems)

@@ -148,7 +148,7 @@ async function main() {
   seen.approvedBy = human;
   seen.askState = decided.state;
 
-  for (let i = 0; i < 20 && !status.outcome; i++) {
+  for (let i = 0; i < 20 && !status.closed; i++) {
     status = await tool(coordinator, "transaction_status", { txn_id: plan.txnId, wait_seconds: 20 });
   }
   seen.outcome = status.outcome ?? null;

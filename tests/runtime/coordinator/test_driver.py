@@ -509,12 +509,14 @@ class _BatchLog(MemoryTxnLog):
     def __init__(self) -> None:
         super().__init__()
         self.batches: list[list[str]] = []
+        self.forced: list[bool] = []  # per append: fsynced, or only written (HATP-STORE-8)
 
-    async def append(self, txn_id: str, entries: Any) -> None:
+    async def append(self, txn_id: str, entries: Any, forced: bool = True) -> None:
+        self.forced.append(forced)
         self.batches.append(
             [f"{e.payload.get('event', e.kind)}:{e.payload.get('body', {}).get('branchId')}" for e in entries]
         )
-        await super().append(txn_id, entries)
+        await super().append(txn_id, entries, forced)
 
 
 @pytest.mark.anyio
@@ -531,3 +533,69 @@ async def test_answers_that_arrive_together_are_made_durable_in_one_append(
     # begin, the approver, the prepares with the decision, the calendar, the payment, both holds with the close
     assert len(log.batches) <= 6 and "record.closed:None" in log.batches[-1]
     assert {"commit:seat", "commit:room"} <= set(log.batches[-1])  # HATP-TXN-5: the holds commit together
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_25_the_outcome_is_recorded_as_decided_once_the_final_committed_before_the_holds_are_sent(
+    clock: FakeClock,
+) -> None:
+    log = _BatchLog()
+    world = build_world(clock, log=log)
+    coord = world.coordinator()
+    told: list[Outcome] = []
+    result = await drive(clock, lambda: coord.run(trip_plan(clock.now()), on_decided=told.append))
+    assert result.outcome is Outcome.COMMITTED and told == [Outcome.COMMITTED]
+    names = events(result.record)
+    assert names.count("outcome.decided") == 1
+    # after the payment's (the final branch's) commit receipt, before the holds' receipts
+    pay = next(
+        i for i, e in enumerate(result.record["events"]) if e["event"] == "commit" and e["body"]["branchId"] == "pay"
+    )
+    assert pay < names.index("outcome.decided") < len(names) - 3
+    assert bodies(result.record, "outcome.decided") == [{"outcome": "COMMITTED", "confirming": ["seat", "room"]}]
+    # durable in its own write, with the payment's receipt, before either hold's commit was sent
+    told_in = next(i for i, b in enumerate(log.batches) if "outcome.decided:None" in b)
+    assert "commit:pay" in log.batches[told_in] and "record.closed:None" in log.batches[-1]
+    order = [(type(c).__name__, getattr(c, "branch_id", getattr(c, "event", None))) for _t, c in coord.trace]
+    assert order.index(("Record", "outcome.decided")) < order.index(("SendCommit", "seat"))
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_25_an_aborted_trip_is_never_recorded_as_decided_before_its_close(clock: FakeClock) -> None:
+    world = build_world(clock, scripts={"finance": HumanScript("reject")})
+    told: list[Outcome] = []
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now()), on_decided=told.append))
+    assert result.outcome is Outcome.ABORTED and told == [Outcome.ABORTED]
+    assert "outcome.decided" not in events(result.record)
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_27_begin_the_decision_and_the_close_are_forced_and_nothing_else_on_the_trip(
+    clock: FakeClock,
+) -> None:
+    log = _BatchLog()
+    world = build_world(clock, log=log)
+    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.COMMITTED
+    forced = [b for b, f in zip(log.batches, log.forced, strict=True) if f]
+    assert "plan:None" in forced[0] and "txn.begin:None" in forced[0]  # begin, before the prepares and the ask
+    assert any("decision:None" in b for b in forced)  # the commit decision, before any commit
+    assert "record.closed:None" in forced[-1]  # the close the agent is handed
+    decided = next(i for i, b in enumerate(log.batches) if "decision:None" in b)
+    after = [b for b, f in zip(log.batches[decided + 1 :], log.forced[decided + 1 :], strict=True) if f]
+    assert after == [log.batches[-1]]  # between the decision and the close nothing is forced
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_28_the_write_that_tells_the_outcome_is_written_before_the_holds_but_not_forced(
+    clock: FakeClock,
+) -> None:
+    log = _BatchLog()
+    world = build_world(clock, log=log)
+    coord = world.coordinator()
+    result = await drive(clock, lambda: coord.run(trip_plan(clock.now())))
+    assert result.outcome is Outcome.COMMITTED
+    told = next(i for i, b in enumerate(log.batches) if "outcome.decided:None" in b)
+    assert log.forced[told] is False and "commit:pay" in log.batches[told]
+    order = [(type(c).__name__, getattr(c, "branch_id", getattr(c, "event", None))) for _t, c in coord.trace]
+    assert order.index(("Record", "outcome.decided")) < order.index(("SendCommit", "seat"))

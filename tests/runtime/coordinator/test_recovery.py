@@ -16,9 +16,13 @@ import pytest
 
 from demo.trip_world import World, build_world, trip_plan
 from hatp_mcp.core.model.messages import CommitRequest
+from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.txn_api import TxnStatus
 from hatp_mcp.core.txn.events import Outcome
 from hatp_mcp.core.txn.record import verify_record
+from hatp_mcp.core.txn.status import summarize
 from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.coordinator.driver import TxnResult
 from hatp_mcp.store.txn_log import LogEntry, LoggedTxn, SqliteTxnLog
 from tests.txn_helpers import bodies, drive, events
 
@@ -45,8 +49,8 @@ class StoppingLog:
         self.inner = inner
         self.steps = steps
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
-        await self.inner.append(txn_id, entries)
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        await self.inner.append(txn_id, entries, forced)
         self.steps.step("durable write")
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
@@ -97,36 +101,48 @@ async def run_full(tmp_path: Path, clock: FakeClock) -> list[str]:
     return steps.said
 
 
+async def stop_and_recover(tmp_path: Path, clock: FakeClock, stop_after: int) -> tuple[TxnStatus, TxnResult, World]:
+    """Run the trip, stop the coordinator after step `stop_after`, and finish it with a replacement on the same
+    log: (the status the log answered at the stop, what the replacement ended with, the world)."""
+    path = tmp_path / f"stop-{stop_after}.db"
+    inner = SqliteTxnLog(path)
+    steps = Steps(stop_after)
+    world = build_world(clock, log=StoppingLog(inner, steps))  # type: ignore[arg-type]
+    stop_on_commit_answers(world, steps)
+    txn = f"txn-stop-{stop_after}"
+    with pytest.raises((Stop, BaseExceptionGroup)):
+        await drive(
+            clock,
+            lambda: world.coordinator().run(trip_plan(clock.now(), txn)),
+            busy=lambda: not inner.idle,
+        )
+    logged = await inner.load(txn)
+    assert logged is not None
+    answered = summarize(Plan.model_validate(logged.plan), logged.events, logged.decision)
+    inner.close()
+    # HATP-TXN-12: a new coordinator on the same log, same keys, same participants
+    log = SqliteTxnLog(path)
+    world.log = log
+    replacement = world.coordinator()
+    results = await drive(clock, replacement.recover_all, busy=lambda: not log.idle)
+    log.close()
+    assert [r.txn_id for r in results] == [txn]
+    return answered, results[0], world
+
+
 @pytest.mark.anyio
 async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_durable_step_HATP_TXN_12(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     said = await run_full(tmp_path, clock)
-    # begin; the prepares with the decision; the calendar, the payment and both holds answered; the close
-    assert said[:4] == ["durable write", "durable write", "event answered", "pay answered"]
-    assert sorted(said[4:6]) == ["room answered", "seat answered"] and said[6:] == ["durable write"], said
+    # begin; the prepares with the decision; the calendar and the payment answered; the write that tells the
+    # outcome (HATP-TXN-25); both holds answered; the close
+    assert said[:5] == ["durable write", "durable write", "event answered", "pay answered", "durable write"], said
+    assert sorted(said[5:7]) == ["room answered", "seat answered"] and said[7:] == ["durable write"], said
     outcomes = []
     for stop_after in range(1, len(said)):
-        path = tmp_path / f"stop-{stop_after}.db"
-        inner = SqliteTxnLog(path)
-        steps = Steps(stop_after)
-        world = build_world(clock, log=StoppingLog(inner, steps))  # type: ignore[arg-type]
-        stop_on_commit_answers(world, steps)
-        txn = f"txn-stop-{stop_after}"
-        with pytest.raises((Stop, BaseExceptionGroup)):
-            await drive(
-                clock,
-                lambda: world.coordinator().run(trip_plan(clock.now(), txn)),  # noqa: B023
-                busy=lambda: not inner.idle,  # noqa: B023
-            )
-        inner.close()
-        # HATP-TXN-12: a new coordinator on the same log, same keys, same participants
-        log = SqliteTxnLog(path)
-        world.log = log
-        replacement = world.coordinator()
-        results = await drive(clock, replacement.recover_all, busy=lambda: not log.idle)  # noqa: B023
-        assert [r.txn_id for r in results] == [txn]
-        result = results[0]
+        _, result, world = await stop_and_recover(tmp_path, clock, stop_after)
+        txn = result.txn_id
         assert verify_record(result.record, world.keyring) == []
         assert "coordinator.recovered" in events(result.record)
         decided = bodies(result.record, "decision")
@@ -138,5 +154,25 @@ async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_dura
             assert result.outcome is Outcome.COMMITTED
         assert all_or_nothing(world, txn) == ("all" if result.outcome is Outcome.COMMITTED else "none")
         outcomes.append(result.outcome)
-        log.close()
     assert Outcome.COMMITTED in outcomes and Outcome.ABORTED in outcomes
+
+
+@pytest.mark.anyio
+async def test_an_outcome_answered_before_the_holds_commit_is_never_contradicted_by_a_stop_HATP_TXN_26(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    said = await run_full(tmp_path, clock)
+    told = said.index("pay answered") + 2  # the write after the payment's answer tells the outcome
+    answered_at = []
+    for stop_after in range(told - 1, len(said)):
+        answered, result, world = await stop_and_recover(tmp_path, clock, stop_after)
+        if answered.outcome is None:
+            continue
+        answered_at.append(stop_after)
+        assert not answered.closed and set(answered.confirming) <= {"seat", "room"}
+        # HATP-TXN-26: what the agent was told stands, whatever stopped after it
+        assert result.outcome.value == answered.outcome == "COMMITTED"
+        assert all_or_nothing(world, result.txn_id) == "all"
+        assert verify_record(result.record, world.keyring) == []
+        assert events(result.record).count("outcome.decided") == 1  # told once, not again by the replacement
+    assert answered_at and answered_at[0] == told, (answered_at, said)

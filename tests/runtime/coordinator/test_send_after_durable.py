@@ -40,12 +40,12 @@ class _HeldLog(MemoryTxnLog):
         self.fail = False
         self.durable: list[str] = []  # what each completed write carried, in order (`event` names)
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         self.writing.set()
         await self.release.wait()
         if self.fail:
             raise OSError("the disk is gone")
-        await super().append(txn_id, entries)
+        await super().append(txn_id, entries, forced)
         self.durable += [str(e.payload.get("event", e.kind)) for e in entries]
 
 

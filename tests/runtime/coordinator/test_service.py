@@ -122,9 +122,9 @@ class GatedLog:
         self.inner = MemoryTxnLog()
         self.gate = anyio.Event()
 
-    async def append(self, txn_id: str, entries: Sequence[LogEntry]) -> None:
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         await self.gate.wait()
-        await self.inner.append(txn_id, entries)
+        await self.inner.append(txn_id, entries, forced)
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
         return await self.inner.load(txn_id)
@@ -448,3 +448,63 @@ async def test_HATP_TXN_21_with_the_agent_cards_an_unproven_requester_is_refused
     assert (unsigned.value.rule, renamed.value.rule) == ("HATP-TXN-21", "HATP-TXN-21")
     assert await world.log.load("txn-unsigned") is None and await world.log.load("txn-as-bob") is None
     assert signed.txn_id == "txn-signed" and by_holder.txn_id == "txn-held"
+
+
+def holds_wait(world: World) -> anyio.Event:
+    """The holds' commits (seat, room) wait until the returned event is set; the other calls go through."""
+    release = anyio.Event()
+    for participant in world.participants.values():
+
+        async def commit(req: Any, inner: Any = participant.commit) -> Any:
+            if req.branch_id in ("seat", "room"):
+                await release.wait()
+            return await inner(req)
+
+        participant.commit = commit  # type: ignore[method-assign]
+    return release
+
+
+async def test_HATP_MCP_65_the_outcome_is_answered_once_decided_while_the_holds_are_still_being_confirmed(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    release = holds_wait(world)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-told"))
+            told = await svc.status("txn-told", wait_seconds=60)
+            effects_when_told = {k: list(v) for k, v in world.effects().items()}
+            again = await service(world).status("txn-told")  # from the log: a restarted service says the same
+            release.set()
+            done = await svc.wait("txn-told")
+    assert (told.outcome, told.closed, told.decision, told.state) == ("COMMITTED", False, "commit", "committing")
+    assert told.confirming == ["seat", "room"] and told.record is None and told.results == []
+    assert effects_when_told["pay"] == ["capture txn-told"] and "book txn-told" not in effects_when_told["seat"]
+    assert again == told
+    assert (done.outcome, done.closed, done.confirming) == ("COMMITTED", True, [])
+    assert done.record is not None and verify_record(done.record, world.keyring) == []
+
+
+async def test_HATP_MCP_66_a_wait_once_the_outcome_was_answered_waits_for_the_record_to_close(
+    clock: FakeClock,
+) -> None:
+    world = build_world(clock)
+    release = holds_wait(world)
+    svc = service(world)
+    with anyio.fail_after(10):
+        async with svc.running():
+            await svc.begin(trip_plan(clock.now(), "txn-close"))
+            told = await svc.status("txn-close", wait_seconds=60)
+            async with anyio.create_task_group() as tg:
+                closed: list[TxnStatus] = []
+
+                async def wait_for_close() -> None:
+                    closed.append(await svc.status("txn-close", wait_seconds=60))
+
+                tg.start_soon(wait_for_close)
+                await anyio.wait_all_tasks_blocked()
+                assert closed == []  # told already: this wait is for the close, not answered at once
+                release.set()
+    assert told.outcome == "COMMITTED" and not told.closed
+    assert closed[0].closed and closed[0].outcome == "COMMITTED" and closed[0].record is not None
