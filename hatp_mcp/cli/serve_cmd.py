@@ -3,9 +3,11 @@
 It runs the organisation's gateway (with its web inbox when suite.json turns it on), its Directory, its tool servers
 (suite.json `participants`) and its coordinator (and the journal when DIR/journal-allow.json exists), then each
 third-party server suite.json wraps behind the proxy (`hatp org wrap`, HATP-MCP-58), as children over streamable
-HTTP on 127.0.0.1, wired as `hatp mcp-config --org` wires them (the same keys, stores and trust lists), in that
-order: each child is ready before the next starts, so the gateway is up before a coordinator that could begin a
-trip against it (HATP-MCP-44), and the tool servers before the coordinator that reaches them at its start.
+HTTP on 127.0.0.1, wired as `hatp mcp-config --org` wires them (the same keys, stores and trust lists). The
+gateway, the Directory, the tool servers and the journal start side by side; the coordinator only once the gateway
+and every tool server are ready, so the gateway is up before a coordinator that could begin a trip against it
+(HATP-MCP-44) and the tool servers before the coordinator that reaches them at its start; a proxy once the gateway
+is ready. A cold start (the first bridge of a stopped service waits for it) thus takes its longest chain.
 Transactions, asks and sagas then live in the service, not in any client's process: a client that opens a session
 per call, or quits, ends nothing (HATP-MCP-41).
 
@@ -103,16 +105,21 @@ def proxy_args(parts: OrgParts, wrapped: Wrapped, gateway_url: str) -> list[str]
 def child_specs(
     parts: OrgParts, python: str, coordinator_extra: list[str] | None = None, callers: Path | None = None
 ) -> list[ChildSpec]:
-    """The service's children in start order: gateway, Directory, tool servers, coordinator (, journal), then the
-    wrapped third-party servers' proxies (HATP-MCP-58), each serving only the callers the coordinator serves."""
+    """The service's children: gateway, Directory, tool servers, coordinator (, journal), then the wrapped
+    third-party servers' proxies (HATP-MCP-58), each serving only the callers the coordinator serves. Each names
+    the children it needs ready before it starts (HATP-MCP-44): the coordinator the gateway and the tool servers,
+    a proxy the gateway; the others nothing."""
     suite, root = parts.suite, str(parts.layout.root)
     ports = service_ports(suite)
     proof = ["--callers", str(callers)] if callers is not None else []  # HATP-MCP-49, HATP-GW-89: the org's client
     gateway = [*gateway_args(parts), *proof]
     specs = [
-        ChildSpec("gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway), ports["gateway"]),
+        ChildSpec("gateway", lambda _p, port: _http(python, "servers.gateway", port, gateway), ports["gateway"], ()),
         ChildSpec(
-            "directory", lambda _p, port: _http(python, "servers.directory", port, ["--org", root]), ports["directory"]
+            "directory",
+            lambda _p, port: _http(python, "servers.directory", port, ["--org", root]),
+            ports["directory"],
+            (),
         ),
     ]
     names: dict[str, str] = {}
@@ -123,18 +130,18 @@ def child_specs(
     for p in suite.participants:
         name = p.module.rsplit(".", 1)[-1]
         names[p.uri] = name
-        specs.append(ChildSpec(name, tool_server(p.module, str(p.data))))
+        specs.append(ChildSpec(name, tool_server(p.module, str(p.data)), needs=()))
 
     def coordinator(ready: Mapping[str, int], port: int) -> list[str]:
         links = {uri: _url(ready[name]) for uri, name in names.items()}
         args = coordinator_org_args(parts, links, _url(ready["gateway"]))
         return _http(python, "servers.coordinator", port, [*args, *proof, *(coordinator_extra or [])])
 
-    specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"]))
+    specs.append(ChildSpec("coordinator", coordinator, ports["coordinator"], ("gateway", *names.values())))
     allow = journal_allow(parts)
     if allow is not None:
         journal = ["--data", str(parts.layout.data("journal")), "--allow", str(allow)]
-        specs.append(ChildSpec("journal", lambda _p, port: _http(python, "servers.journal", port, journal)))
+        specs.append(ChildSpec("journal", lambda _p, port: _http(python, "servers.journal", port, journal), needs=()))
 
     def proxy(wrapped: Wrapped) -> Callable[[Mapping[str, int], int], list[str]]:
         def command(ready: Mapping[str, int], port: int) -> list[str]:
@@ -147,7 +154,7 @@ def child_specs(
         return command
 
     for w in suite.wrapped:
-        specs.append(ChildSpec(w.name, proxy(w), w.port or 0))
+        specs.append(ChildSpec(w.name, proxy(w), w.port or 0, ("gateway",)))
     return specs
 
 

@@ -19,6 +19,8 @@ another process sharing the gateway's store.
   tools and reads are refused too, while the gateway bridge gets in (HATP-GW-89);
 - the MCP Inspector's CLI (npm, pinned by tests/e2e/inspector's lockfile), one process per call through the config
   `hatp mcp-config` prints: begin, Ben approves, a later call sees COMMITTED (HATP-MCP-41);
+- on a fresh organisation whose service is stopped, the Inspector's CLI lists the coordinator's tools within its
+  own connect timeout: its bridge starts the service, whose children start side by side (HATP-MCP-44);
 - the service SIGKILLed while the approval is pending and started again: the coordinator takes the trip up from
   its log, the human approves, a new bridge sees COMMITTED (HATP-TXN-22).
 """
@@ -397,6 +399,37 @@ async def test_HATP_MCP_41_the_inspector_cli_a_process_per_call_begins_a_trip_th
         done = await inspector(config, "tools/call", "--tool-name", "transaction_status", *arg)
     assert not done.get("isError"), done
     assert done["structuredContent"]["outcome"] == "COMMITTED", done
+
+
+async def test_HATP_MCP_44_the_inspector_cli_lists_the_coordinators_tools_from_a_stopped_service_within_its_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A newcomer's first call: no service runs; the Inspector's CLI, with its own connect timeout (30 s for a
+    config's server) and nothing passed to stretch it, starts `hatp connect coordinator`, which starts the service:
+    the tools are listed before the Inspector gives up. The service started outlives the call and is stopped after."""
+    layout = make_org(tmp_path)
+    lock = service_folder(layout.root) / "service.lock"
+    assert held_by(lock) is None
+    capsys.readouterr()
+    assert hatp(["mcp-config", "--org", str(layout.root)]) == 0
+    config = tmp_path / "inspector.json"
+    config.write_text(capsys.readouterr().out)
+    assert "connectionTimeout" not in config.read_text()  # the Inspector's default bound, as a newcomer has it
+    try:
+        with anyio.fail_after(120):
+            listed = await inspector(config, "tools/list")
+    finally:
+        holder = held_by(lock)
+        if holder is not None:
+            pidfd = os.pidfd_open(holder["pid"])
+            try:
+                os.kill(holder["pid"], signal.SIGTERM)
+                with anyio.fail_after(60):
+                    await anyio.wait_readable(pidfd)  # readable once the service has ended
+            finally:
+                os.close(pidfd)
+    assert holder is not None  # the bridge started the service
+    assert "begin_transaction" in {t["name"] for t in listed["tools"]}
 
 
 async def test_HATP_MCP_41_sigterm_stops_the_service_and_every_child_is_gone(service: Service) -> None:

@@ -1,11 +1,13 @@
-"""The service's children as processes: started in order, each ready before the next, restarted when they die,
-stopped cleanly (spec/mcp-binding.md HATP-MCP-41..44).
+"""The service's children as processes: each started once the children it needs are ready, the others at once,
+restarted when they die, stopped cleanly (spec/mcp-binding.md HATP-MCP-41..44).
 
 A child is a command (built when it starts, from the ports of the children ready before it and its own port) that
 serves on 127.0.0.1 and prints one readiness line `<prefix> port=<n> ...` on stderr. The supervisor:
-- starts the children in the given order, each only once the one before it is ready (the gateway before the
-  coordinator that asks it); a child with a fixed port whose port is taken, or that exits or says nothing before it
-  is ready, fails the start: what was started is stopped and StartFailed names the child and why (HATP-MCP-44);
+- starts each child once every child it needs (`ChildSpec.needs`, by default every child listed before it) is
+  ready, and children that need nothing still starting side by side (the gateway and the tool servers at once, the
+  coordinator that asks them after them): a cold start takes its longest chain, not the sum of every child's start;
+  a child with a fixed port whose port is taken, or that exits or says nothing before it is ready, fails the
+  start: what was started is stopped and StartFailed names the child and why (HATP-MCP-44);
 - keeps each child's port across restarts (a port picked at the first start is asked for again), so the children
   that reach it find it where it was;
 - restarts a child that dies after the wait its RestartPolicy says, on the clock it is given (a fake one in
@@ -59,7 +61,7 @@ class StartFailed(RuntimeError):
 
 
 class ChildState(enum.StrEnum):
-    WAITING = "waiting"  # not started yet (a child before it is still starting)
+    WAITING = "waiting"  # not started yet (a child it needs is still starting)
     STARTING = "starting"
     READY = "ready"
     BACKOFF = "backoff"  # died; waiting before it is started again
@@ -70,11 +72,14 @@ class ChildState(enum.StrEnum):
 @dataclass(frozen=True)
 class ChildSpec:
     """One child: `command(ports, port)` is its argv, given the ports of the children ready before it (by name)
-    and the port it is to bind (0: any free one); `port` is its fixed port, 0 for one picked at its first start."""
+    and the port it is to bind (0: any free one); `port` is its fixed port, 0 for one picked at its first start.
+    `needs` names the children (listed before it) that must be ready before it starts; None: every one listed
+    before it."""
 
     name: str
     command: Callable[[Mapping[str, int], int], list[str]]
     port: int = 0
+    needs: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -128,6 +133,13 @@ class Supervisor:
     ) -> None:
         if len({s.name for s in specs}) != len(specs):
             raise ValueError("each child has its own name")
+        self.needs: dict[str, tuple[str, ...]] = {}
+        for i, s in enumerate(specs):
+            before = [b.name for b in specs[:i]]
+            needs = tuple(before) if s.needs is None else s.needs
+            if not set(needs) <= set(before):  # a child listed before it: so no two children wait for each other
+                raise ValueError(f"{s.name} needs {sorted(set(needs) - set(before))}: not children listed before it")
+            self.needs[s.name] = needs
         self.children = {s.name: _Child(s, port=s.port) for s in specs}
         self.folder = folder
         self.clock = clock
@@ -172,20 +184,34 @@ class Supervisor:
         self._changed_now()
         try:
             async with anyio.create_task_group() as tg:
-                for child in self.children.values():
-                    await self._start(child, tg)
+                async with anyio.create_task_group() as starting:
+                    for child in self.children.values():
+                        starting.start_soon(self._start_when_needs_ready, child, tg)
                 self.state = "ready"
                 self._changed_now()
                 task_status.started()
                 await anyio.sleep_forever()
-        except BaseExceptionGroup as group:  # the task group wraps the first start's failure: say it plainly
-            failed, _rest = group.split(StartFailed)
+        except BaseExceptionGroup as group:  # the task groups wrap the first start's failure: say it plainly
+            found, _rest = group.split(StartFailed)
+            failed: BaseException | None = found
+            while isinstance(failed, BaseExceptionGroup):
+                failed = failed.exceptions[0]
             if failed is not None:
-                raise failed.exceptions[0] from None
+                raise failed from None
             raise
         finally:
             with anyio.CancelScope(shield=True):
                 await self._stop_all()
+
+    async def _start_when_needs_ready(self, child: _Child, tg: TaskGroup) -> None:
+        """Start `child` once every child it needs is ready; StartFailed when one of them is left down first (a
+        need that fails its own start fails the whole start before this)."""
+        needs = [self.children[n] for n in self.needs[child.spec.name]]
+        await self.wait_until(lambda _s: all(n.state in (ChildState.READY, ChildState.FAILED) for n in needs))
+        down = [n.spec.name for n in needs if n.state == ChildState.FAILED]
+        if down:
+            raise StartFailed(child.spec.name, f"it needs {', '.join(down)}, which died too often and is left down")
+        await self._start(child, tg)
 
     async def _start(self, child: _Child, tg: TaskGroup) -> None:
         """Start `child` and wait until it is ready; then watch it. Raises StartFailed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -120,6 +120,58 @@ async def test_HATP_MCP_41_leaving_stops_every_child_and_the_status_says_so(tmp_
     status = json.loads(sup.status_file.read_text())
     assert len(pids) == 2 and not any(alive(p) for p in pids)
     assert status["state"] == "stopped" and {c["state"] for c in status["children"].values()} == {"stopped"}
+
+
+# "wait": ready only once "open" (another child) opened the FIFO: a start one by one never gets past it
+FIFO_SCRIPT = """
+import os, sys
+mode, fifo = sys.argv[1], sys.argv[2]
+if mode == "wait":
+    open(fifo).read()
+else:
+    with open(fifo, "w") as f:
+        f.write("here")
+print("HATP_READY port=%d pid=%d" % (4712 if mode == "wait" else 4713, os.getpid()), file=sys.stderr, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.anyio
+async def test_HATP_MCP_44_children_that_need_nothing_start_side_by_side_and_the_one_needing_them_after_them(
+    tmp_path: Path,
+) -> None:
+    """The gateway is not ready until a tool server started beside it: one by one, the start would time out. The
+    coordinator, which needs both, is given both ports: it starts only once both are ready."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    given: list[dict[str, int]] = []
+
+    def coordinator(ports: Mapping[str, int], _port: int) -> list[str]:
+        given.append(dict(ports))
+        return [sys.executable, "-c", SCRIPT, "stay", str(tmp_path / "x")]
+
+    specs = [
+        ChildSpec("gateway", lambda _p, _port: [sys.executable, "-c", FIFO_SCRIPT, "wait", str(fifo)], needs=()),
+        ChildSpec("hotel", lambda _p, _port: [sys.executable, "-c", FIFO_SCRIPT, "open", str(fifo)], needs=()),
+        ChildSpec("coordinator", coordinator, needs=("gateway", "hotel")),
+    ]
+    sup = Supervisor(specs, tmp_path, FakeClock(), READY, ready_timeout=20)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(sup.run)
+            states = {n: c.state for n, c in sup.children.items()}
+            tg.cancel_scope.cancel()
+    assert set(states.values()) == {ChildState.READY}
+    assert given == [{"gateway": 4712, "hotel": 4713}]
+
+
+def test_HATP_MCP_44_a_child_may_need_only_children_listed_before_it() -> None:
+    specs = [
+        ChildSpec("coordinator", lambda _p, _port: [], needs=("gateway",)),
+        ChildSpec("gateway", lambda _p, _port: []),
+    ]
+    with pytest.raises(ValueError, match="coordinator needs"):
+        Supervisor(specs, Path("/nonexistent-supervisor-folder"), FakeClock(), READY)
 
 
 def test_HATP_MCP_43_the_restart_policy_doubles_its_wait_and_forgets_deaths_outside_its_window() -> None:
