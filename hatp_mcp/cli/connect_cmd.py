@@ -8,7 +8,7 @@ the next (HATP-MCP-41). `--token-file` names a 0600 file whose bearer token ever
 SERVER is gateway, coordinator, directory, journal or a third-party server the organisation wraps behind the proxy
 (`hatp org wrap`, HATP-MCP-58), which, like the coordinator, gets the organisation's client token. Exit 0 when the
 client closes stdin; 1 when the service cannot start or the server is not ready in time (said on stderr, which the
-client logs); 2 for a bad call.
+client logs); 2 for a bad call. The MCP SDK loads while the service starts (hatp_mcp.mcp.bridge.load_sdk).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hatp_mcp.cli.mcp_config_cmd import client_token_file, org_parts
 from hatp_mcp.cli.org_layout import load_suite
 from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
 from hatp_mcp.errors import BrokenInvariant, HatpError
-from hatp_mcp.mcp.bridge import TokenFileError, read_token, relay
+from hatp_mcp.mcp.bridge import TokenFileError, load_sdk, read_token, relay
 from hatp_mcp.runtime.service.supervisor import STATUS_FILE
 from hatp_mcp.store.data_lock import held_by
 
@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     python = str(Path(args.python).absolute())
 
     async def bridge() -> None:
-        url = await ensure_service(root, args.server, python, args.agent, args.timeout)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, load_sdk)  # while the service starts, if it must
+            url = await ensure_service(root, args.server, python, args.agent, args.timeout)
         await relay(url, token)
 
     try:

@@ -6,20 +6,30 @@ transports on both sides (the stdio server transport and the streamable HTTP cli
 no state of the protocol: the session, its transactions and their asks live in the server, so a bridge that exits
 (the client quit, or opens a new bridge per call) ends nothing there (HATP-MCP-41). When a bearer token is given
 every request carries it (`Authorization: Bearer ...`); it is never logged. This module speaks no HATP.
+
+The SDK is imported only when the relay is ready to start (`load_sdk`): a bridge that starts a stopped service
+starts it first and loads the SDK while the service starts, so a client's connect waits for the slower of the two,
+not for both one after the other.
 """
 
 from __future__ import annotations
 
+import importlib
 import stat
 import sys
 from pathlib import Path
 
 import anyio
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-__all__ = ["TokenFileError", "read_token", "relay"]
+__all__ = ["TokenFileError", "load_sdk", "read_token", "relay"]
+
+_SDK = ("mcp.client.streamable_http", "mcp.server.stdio", "mcp.shared._httpx_utils")
+
+
+def load_sdk() -> None:
+    """Import the parts of the MCP SDK the relay uses (blocking: call it in a worker thread to overlap it)."""
+    for name in _SDK:
+        importlib.import_module(name)
 
 
 class TokenFileError(ValueError):
@@ -51,6 +61,10 @@ def _say(message: str) -> None:
 
 async def relay(url: str, token: str | None = None) -> None:
     """Relay this process's stdio MCP to `url` until the client closes stdin (or the server goes away)."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.stdio import stdio_server
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
     async with create_mcp_http_client(headers=headers) as http:
         async with streamable_http_client(url, http_client=http) as (from_server, to_server):
