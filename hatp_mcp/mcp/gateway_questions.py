@@ -93,7 +93,7 @@ def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover, *, sign
             stored: StoredAsk = await gateway.current(ask_id)
         except KeyError:
             raise _no_such_ask(ask_id) from None
-        return ask_view(stored)
+        return ask_view(stored, words=Words.of(gateway))
 
     def method(name: str, model: type[WireModel], fn: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
         async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:

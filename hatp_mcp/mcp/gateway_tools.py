@@ -131,10 +131,13 @@ def ask_view(
 ) -> dict[str, Any]:
     """What a tool shows of an ask: state, who is asked, the signed outcome, and who rejected it by the display
     name on their card with the address beside it (`names`, HATP-GW-93); with `full`, the screen and seats. With
-    `words`, a `text` for a model (HATP-GW-96: the whole ask with `full`, its summary otherwise); the structured
-    fields stay as the wire has them."""
+    `words`, a `text` for a model (HATP-GW-96: the whole ask with `full`, its summary otherwise) and
+    `waitingForNames` (who it waits for by display name, roles and address); the other fields stay as the wire has
+    them."""
     names = words.names if words is not None and names is None else names
     out: dict[str, Any] = {"askId": s.ask_id, "state": s.state, "waitingFor": _waiting_for(s)}
+    if words is not None and out["waitingFor"]:  # the same people in words, beside the addresses (HATP-GW-96)
+        out["waitingForNames"] = [words.who(a) for a in out["waitingFor"]]
     rejecters = [d.approver for d in s.record.decisions if d.decision == "reject"] if s.record is not None else []
     if rejecters:
         out["rejectedBy"] = [person_words(a, names) for a in rejecters]
@@ -192,7 +195,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
             after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
             raise _no_such_ask(ask_id) from None
-        return ask_view(after)
+        return ask_view(after, words=Words.of(gateway))
 
     async def request_approval(
         server_id: ServerId,
@@ -226,7 +229,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
 
     async def approval_status(ask_id: AskId) -> dict[str, Any]:
         """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
-        return ask_view(await current(ask_id), names=gateway.names())
+        return ask_view(await current(ask_id), words=Words.of(gateway))
 
     for fn in (list_asks, show_ask, decide, request_approval, approval_status):
         if signing or fn.__name__ not in SIGNING_TOOLS:

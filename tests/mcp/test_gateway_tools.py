@@ -332,6 +332,7 @@ async def test_HATP_GW_96_show_ask_and_list_asks_tell_a_model_who_what_cannot_be
             clock.advance(300)  # the text counts from the gateway's clock, not the ask's opening
             shown = await tool(client, "show_ask", {"ask_id": "txn-acme-0001/finance"})
             listed = await tool(client, "list_asks", {})
+            status = await tool(client, "approval_status", {"ask_id": "txn-acme-0001/finance"})
     text = shown["text"]
     first, *_ = text.splitlines()
     assert first.startswith("Approve travel.spend requested by Dana Diaz, ") and "(human://acme.com/dana)" in first
@@ -344,3 +345,6 @@ async def test_HATP_GW_96_show_ask_and_list_asks_tell_a_model_who_what_cannot_be
     assert brief.splitlines()[0] == first and "cannot be undone" in brief and "(in 3 h 55 min)" in brief
     assert "waiting for: " in brief and "plan sha256:" not in brief  # the summary, not the details
     assert text.splitlines()[len(brief.splitlines()) - 1] == brief.splitlines()[-1]  # then the details
+    bob = "Bob Brown, finance-approver, security-leads (human://acme.com/bob)"
+    assert bob in status["waitingForNames"] and status["waitingFor"] == shown["waitingFor"]
+    assert status["text"] == brief
