@@ -173,7 +173,8 @@ async def _approver(suite: Seven, txn_id: str, interactive: bool, out: Callable[
     if interactive:
         shown = await suite.tool("gateway", "show_ask", {"ask_id": f"{txn_id}/finance"})
         inbox = f"{Path(sys.executable).parent / 'hatp'} inbox --data {suite.data / 'gateway'}"
-        out(f"\n  the finance approver {', '.join(shown['waitingFor'])} is asked. In another terminal, run:")
+        asked_words = "; ".join(shown.get("waitingForNames") or shown["waitingFor"])  # by name (HATP-GW-96)
+        out(f"\n  the finance approver {asked_words} is asked. In another terminal, run:")
         out(f"    {inbox} show {txn_id}/finance")
         who = shown["waitingFor"][0]
         out(f"    {inbox} approve {txn_id}/finance --as {who} --key {human_key_file(who)}")

@@ -25,7 +25,7 @@ from hatp_mcp.core.model.wire import parse
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool, to_mcp_error
-from hatp_mcp.mcp.gateway_tools import ask_view
+from hatp_mcp.mcp.gateway_tools import Words, ask_view
 from hatp_mcp.mcp.hatp_methods import AnyParams, lowlevel_of
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
@@ -86,14 +86,14 @@ def serve_gateway_questions(server: MCPServer, gateway: GatewayApprover, *, sign
     low = lowlevel_of(server)
 
     async def ask(question: QuestionRequest) -> dict[str, Any]:
-        return ask_view(await gateway.ask_question(question), full=True)
+        return ask_view(await gateway.ask_question(question), full=True, words=Words.of(gateway))
 
     async def status(ask_id: str) -> dict[str, Any]:
         try:
             stored: StoredAsk = await gateway.current(ask_id)
         except KeyError:
             raise _no_such_ask(ask_id) from None
-        return ask_view(stored)
+        return ask_view(stored, words=Words.of(gateway))
 
     def method(name: str, model: type[WireModel], fn: Callable[[Any], Awaitable[dict[str, Any]]]) -> None:
         async def handler(ctx: Any, params: AnyParams) -> dict[str, Any]:

@@ -14,13 +14,16 @@ hatp_mcp.mcp.errors as tool results with `isError` whose text says what was refu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from pydantic import Field
 
 from hatp_mcp.core.gated_tools.checks import GateRequirement
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.gateway.screen import person_words, render_ask_text
 from hatp_mcp.errors import HatpError
@@ -29,7 +32,7 @@ from hatp_mcp.mcp.errors import agent_tool
 from hatp_mcp.runtime.gateway.driver import GatewayApprover
 from hatp_mcp.store.gateway_store import StoredAsk
 
-__all__ = ["GATEWAY_TOOLS", "SIGNING_TOOLS", "add_gateway_tools", "ask_view"]
+__all__ = ["GATEWAY_TOOLS", "SIGNING_TOOLS", "Words", "add_gateway_tools", "ask_text", "ask_view"]
 
 GATEWAY_TOOLS = ("list_asks", "show_ask", "decide", "request_approval", "approval_status")
 # The tools no call of which counts without a signature the client makes (a person's proof, the agent's request):
@@ -89,10 +92,52 @@ def _waiting_for(s: StoredAsk) -> list[str]:
     return [x.human for x in s.record.seats if x.status == "asked"] if s.record else []
 
 
-def ask_view(s: StoredAsk, *, full: bool = False, names: Mapping[str, str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Words:
+    """How a tool's text names people and times for a model (HATP-GW-96): display names and roles by address from
+    the Directory-signed cards, and the gateway's clock for "in N min" (a model has no zone of its own: UTC)."""
+
+    names: Mapping[str, str] = field(default_factory=dict)
+    roles: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    now: datetime | None = None
+
+    @classmethod
+    def of(cls, gateway: GatewayApprover) -> Words:
+        return cls(gateway.names(), gateway.roles(), gateway.clock.now())
+
+    def who(self, address: str) -> str:
+        return person_words(address, self.names, self.roles)
+
+    def when(self, ts: str) -> str:
+        return when_words(ts, self.now)  # HATP-GW-96: UTC with "in N min" from the gateway's clock
+
+
+def ask_text(s: StoredAsk, words: Words, *, brief: bool = False) -> str:
+    """An ask in words for a model (HATP-GW-96): summary first (who asks for what, up to how much, the step that
+    cannot be undone, the deadline), who it waits for by display name, role and address; with `brief`, only that."""
+    if s.record is None:
+        return f"ask {s.ask_id} was refused: {(s.vote or {}).get('code')} {(s.vote or {}).get('reason')}"
+    ask = s.record.ask
+    summary = render_ask_text(ask, names=words.names, roles=words.roles, when=words.when, brief=True)
+    lines = summary if brief else render_ask_text(ask, names=words.names, roles=words.roles, when=words.when)
+    waiting = [words.who(a) for a in _waiting_for(s)]
+    if waiting:  # who must act, right after the summary
+        lines.insert(len(summary), f"  waiting for: {'; '.join(waiting)}")
+    return "\n".join(lines)
+
+
+def ask_view(
+    s: StoredAsk, *, full: bool = False, names: Mapping[str, str] | None = None, words: Words | None = None
+) -> dict[str, Any]:
     """What a tool shows of an ask: state, who is asked, the signed outcome, and who rejected it by the display
-    name on their card with the address beside it (`names`, HATP-GW-93); with `full`, the screen and seats."""
+    name on their card with the address beside it (`names`, HATP-GW-93); with `full`, the screen and seats. With
+    `words`, a `text` for a model (HATP-GW-96: the whole ask with `full`, its summary otherwise) and
+    `waitingForNames` (who it waits for by display name, roles and address); the other fields stay as the wire has
+    them."""
+    names = words.names if words is not None and names is None else names
     out: dict[str, Any] = {"askId": s.ask_id, "state": s.state, "waitingFor": _waiting_for(s)}
+    if words is not None and out["waitingFor"]:  # the same people in words, beside the addresses (HATP-GW-96)
+        out["waitingForNames"] = [words.who(a) for a in out["waitingFor"]]
     rejecters = [d.approver for d in s.record.decisions if d.decision == "reject"] if s.record is not None else []
     if rejecters:
         out["rejectedBy"] = [person_words(a, names) for a in rejecters]
@@ -108,11 +153,12 @@ def ask_view(s: StoredAsk, *, full: bool = False, names: Mapping[str, str] | Non
             out["terms"] = ask.terms.wire()
         if full:
             out["ask"] = ask.wire()
-            out["text"] = "\n".join(render_ask_text(ask))
             out["seats"] = [
                 {k: v for k, v in seat.wire().items() if k in ("human", "status", "rule", "detail", "delegateFor")}
                 for seat in s.record.seats
             ]
+    if words is not None:
+        out["text"] = ask_text(s, words, brief=not full)
     if s.vote is not None:
         out["vote"] = s.vote
     if s.evidence is not None:
@@ -133,11 +179,13 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
     async def list_asks(human: Human = None) -> dict[str, Any]:
         """Pending asks, oldest first; with `human`, only those waiting for that person."""
         rows = [s for s in gateway.store.asks("pending") if s.record is not None]
-        return {"asks": [ask_view(s) for s in rows if human is None or human in _waiting_for(s)]}
+        words = Words.of(gateway)
+        return {"asks": [ask_view(s, words=words) for s in rows if human is None or human in _waiting_for(s)]}
 
     async def show_ask(ask_id: AskId) -> dict[str, Any]:
-        """An ask's approval screen (agent-written text labelled so), who was asked, excluded and why."""
-        return ask_view(await current(ask_id), full=True)
+        """An ask's approval screen (agent-written text labelled so), who was asked, excluded and why; `text` says
+        it summary first, people by display name and role with their address, times in UTC with "in N min"."""
+        return ask_view(await current(ask_id), full=True, words=Words.of(gateway))
 
     async def decide(ask_id: AskId, proof: Proof) -> dict[str, Any]:
         """Approve, reject, decline or answer an ask with `proof`: the person's signed hatp.human-decision (askId,
@@ -147,7 +195,7 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
             after = await gateway.decide(ask_id, proof, via="mcp")
         except KeyError:
             raise _no_such_ask(ask_id) from None
-        return ask_view(after)
+        return ask_view(after, words=Words.of(gateway))
 
     async def request_approval(
         server_id: ServerId,
@@ -177,11 +225,11 @@ def add_gateway_tools(server: MCPServer, gateway: GatewayApprover, *, signing: b
             tool_digest=tool_digest,
             call_digest_seen=call_digest,
         )
-        return ask_view(stored, full=True)
+        return ask_view(stored, full=True, words=Words.of(gateway))
 
     async def approval_status(ask_id: AskId) -> dict[str, Any]:
         """Where an approval request stands; once decided, the signed Approval (subject tool-call)."""
-        return ask_view(await current(ask_id), names=gateway.names())
+        return ask_view(await current(ask_id), words=Words.of(gateway))
 
     for fn in (list_asks, show_ask, decide, request_approval, approval_status):
         if signing or fn.__name__ not in SIGNING_TOOLS:

@@ -35,6 +35,7 @@ from hatp_mcp.core.gated_tools.checks import (
     tool_definition_digest,
 )
 from hatp_mcp.core.gateway.agents import card_of_key
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.journal.proxy_tools import ToolRule
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.proxy_policy import Budget, Gate
@@ -103,8 +104,12 @@ class GateAsker:
             link = self.link(ask_id)
             if first:
                 first = False
-                waiting = ", ".join(status.get("waitingFor") or []) or requires["address"]
-                await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}: {link}")
+                # who and by when in words, as the gateway names them (HATP-GW-96); its addresses otherwise
+                named = status.get("waitingForNames") or status.get("waitingFor") or []
+                waiting = "; ".join(str(n) for n in named) or requires["address"]
+                decide_by = status.get("decideBy")
+                by = f", decide by {when_words(decide_by, self.clock.now())}" if isinstance(decide_by, str) else ""
+                await progress(f"waiting for a human approval (ask {ask_id}) from {waiting}{by}: {link}")
             else:
                 await progress(f"still waiting for ask {ask_id} ({status.get('state')}): {link}")
 

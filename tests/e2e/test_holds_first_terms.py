@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from demo.trip_suite import human_key_file
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.keys import SigningKey
@@ -72,9 +73,9 @@ async def test_HATP_MODE_7_a_holds_first_approval_screen_shows_the_hold_end_time
             done = await agent.outcome(txn)
     terms = shown["terms"]
     assert [h["branchId"] for h in terms["holds"]] == ["seat", "room"]
-    for h in terms["holds"]:
-        assert f"hold {h['branchId']} placed: lease ends {h['leaseExpiresAt']}" in shown["text"]
-    assert f"decide by {terms['decideBy']}" in shown["text"]
+    for h in terms["holds"]:  # in words, from the gateway's clock (HATP-GW-96)
+        assert f"hold {h['branchId']} placed: lease ends {when_words(h['leaseExpiresAt'])} (in " in shown["text"]
+    assert f"decide by {when_words(terms['decideBy'])} (in " in shown["text"]
     assert (done["outcome"], done["state"]) == ("COMMITTED", "committed")
     record = done["record"]
     begin = next(e for e in record["events"] if e["event"] == "txn.begin")

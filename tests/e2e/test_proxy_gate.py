@@ -151,6 +151,8 @@ async def test_HATP_PXY_21_a_gated_npm_tool_runs_once_approved_and_never_when_re
     assert "The sum of 5 and 7 is 12." in text(approved.result) and approved.ask_id in text(approved.result)
     link = f"{INBOX}/asks/{approved.ask_id}"
     assert approved.ask_id and link in approved.progress[0] and link in text(approved.result)
+    # who must act and by when, in words (HATP-GW-96)
+    assert re.search(r"from Bob Brown, [^(]*\(human://acme\.com/bob\), decide by .* UTC \(in \d+", approved.progress[0])
     assert approval["toolCall"]["maxAmount"] == {"value": "5", "currency": "USD"}
     # rejected: refused with the reason (who rejected), nothing upstream
     assert refusal(rejected.result)["code"] == "APPROVAL_REJECTED"

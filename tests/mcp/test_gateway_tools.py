@@ -320,3 +320,31 @@ async def test_HATP_MCP_57_a_gateway_for_a_client_that_cannot_sign_offers_no_too
     assert needs_signature <= listed[True]
     assert listed[False] == listed[True] - needs_signature
     assert {"list_asks", "show_ask", "approval_status", "question_status"} <= listed[False]
+
+
+async def test_HATP_GW_96_show_ask_and_list_asks_tell_a_model_who_what_cannot_be_undone_and_in_n_min(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(10):
+        async with Client(gateway_server(gw)) as client:
+            await ask_plan(client, clock)
+            clock.advance(300)  # the text counts from the gateway's clock, not the ask's opening
+            shown = await tool(client, "show_ask", {"ask_id": "txn-acme-0001/finance"})
+            listed = await tool(client, "list_asks", {})
+            status = await tool(client, "approval_status", {"ask_id": "txn-acme-0001/finance"})
+    text = shown["text"]
+    first, *_ = text.splitlines()
+    assert first.startswith("Approve travel.spend requested by Dana Diaz, ") and "(human://acme.com/dana)" in first
+    assert "  This payment cannot be undone once approved." in text
+    assert "  decide by 2026-11-29 14:00 UTC (in 3 h 55 min)" in text
+    assert "Bob Brown, finance-approver" in text and "(human://acme.com/bob)" in text  # who must act, with the address
+    assert shown["decideBy"] not in text and shown["decideBy"] == "2026-11-29T14:00:00Z"  # the field stays wire
+    assert h("bob") in shown["waitingFor"]  # addresses, for programs
+    brief = listed["asks"][0]["text"]
+    assert brief.splitlines()[0] == first and "cannot be undone" in brief and "(in 3 h 55 min)" in brief
+    assert "waiting for: " in brief and "plan sha256:" not in brief  # the summary, not the details
+    assert text.splitlines()[len(brief.splitlines()) - 1] == brief.splitlines()[-1]  # then the details
+    bob = "Bob Brown, finance-approver, security-leads (human://acme.com/bob)"
+    assert bob in status["waitingForNames"] and status["waitingFor"] == shown["waitingFor"]
+    assert status["text"] == brief

@@ -18,6 +18,8 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
+from hatp_mcp.core.gateway.notice import in_words, when_words
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Branch
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
@@ -134,3 +136,18 @@ async def test_HATP_MCP_55_an_abort_lists_every_refusal_not_only_the_first(tmp_p
     }
     assert len(done["refusals"]) == 3
     assert done["firstRefusal"] == done["refusals"][0]
+
+
+async def test_HATP_GW_96_while_approving_the_status_gives_the_deadline_in_utc_with_in_n_min(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    with anyio.fail_after(20):
+        async with agent_view(build_world(clock), gw, clock) as client:
+            await approving(client, clock, "txn-see-4")
+            clock.advance(60)  # counted from the coordinator's clock when it answers
+            status = await status_of(client, "txn-see-4")
+    [waiting] = status["waitingOn"]
+    left = parse_ts(waiting["decideBy"]) - clock.now()
+    assert waiting["decideByWords"] == f"{when_words(waiting['decideBy'])} ({in_words(left.total_seconds())})"
+    assert waiting["decideByWords"].endswith(" min)") and " UTC (in " in waiting["decideByWords"]

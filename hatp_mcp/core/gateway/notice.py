@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 from urllib.parse import quote
 
+from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.gateway import AskRecord
 
@@ -144,10 +145,9 @@ def _what(rec: AskRecord, names: Mapping[str, str]) -> tuple[str, list[str]]:
         for op in screen.operations:
             money = f", {op.amount}" + (f" (up to {op.up_to})" if op.up_to else "") if op.amount else ""
             lines.append(f"- {_TIER_WORDS.get(op.tier, 'a step')}{money}")
-        finals = [op for op in screen.operations if op.tier == "final"]
-        if finals:  # the irreversible step in words, as the inbox says it (HATP-GW-88)
-            noun = "payment" if any(op.amount for op in finals) else "step"
-            lines.append(f"This {noun} cannot be undone once approved.")
+        final = final_words(screen)
+        if final:  # the irreversible step in words, as the inbox says it (HATP-GW-88)
+            lines.append(final)
         if screen.quorum:
             lines.append(f"Approvals needed: {screen.quorum}.")
         lines.append(

@@ -94,10 +94,12 @@ class WaitingOn(WireModel):
     """An approval the transaction waits for (HATP-MCP-54): the requirement, the signed deadline of the gateway's
     pending vote, who must act now (display name and roles, never an address or contact) and the ask's page in
     the organisation's inbox, the link an agent gives its user. `people` and `link` are the gateway's words, absent
-    until the coordinator has heard them."""
+    until the coordinator has heard them; `decideByWords`, the deadline as the agent tells its user: UTC with "in N
+    min" from the coordinator's clock (HATP-GW-96: a model has no zone of its own)."""
 
     requirement_id: Ident
     decide_by: Timestamp | None = None
+    decide_by_words: str | None = Field(default=None, max_length=200)
     people: list[AskedPerson] = Field(default_factory=list, max_length=100)
     link: str | None = Field(default=None, max_length=2000)
 

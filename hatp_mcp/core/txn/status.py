@@ -15,8 +15,10 @@ who must act and where. Pure: no IO, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.gateway_messages import AskWaiting
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, DECIDED_EVENT
@@ -90,11 +92,14 @@ def first_refusal(events: Sequence[Mapping[str, Any]]) -> FirstRefusal | None:
 
 
 def waiting_on(
-    plan: Plan, events: Sequence[Mapping[str, Any]], asked: Mapping[str, AskWaiting] | None = None
+    plan: Plan,
+    events: Sequence[Mapping[str, Any]],
+    asked: Mapping[str, AskWaiting] | None = None,
+    now: datetime | None = None,
 ) -> list[WaitingOn]:
     """HATP-MCP-54: the approval requirements whose latest vote is the gateway's signed pending, in plan order,
-    with that vote's `decideBy` and, from `asked` (the gateway's latest words, by requirement id), who must act
-    and the inbox link."""
+    with that vote's `decideBy` (in words too, "in N min" from `now`, HATP-GW-96) and, from `asked` (the gateway's
+    latest words, by requirement id), who must act and the inbox link."""
     pending: dict[str, str | None] = {}
     for ev in events:
         evidence = ev.get("evidence")
@@ -111,10 +116,14 @@ def waiting_on(
         if req.id not in pending:
             continue
         words = (asked or {}).get(req.id)
+        by, said = pending[req.id], None
+        if by is not None:  # HATP-GW-96: the deadline as the agent tells its user, from the coordinator's clock
+            said = when_words(by, now)
         out.append(
             WaitingOn(
                 requirement_id=req.id,
-                decide_by=pending[req.id],
+                decide_by=by,
+                decide_by_words=said,
                 people=list(words.people) if words is not None else [],
                 link=words.link if words is not None else None,
             )
@@ -215,12 +224,14 @@ def summarize(
     record: Mapping[str, Any] | None = None,
     plan_digest: str | None = None,
     asked: Mapping[str, AskWaiting] | None = None,
+    now: datetime | None = None,
 ) -> TxnStatus:
     """The status of `plan`'s transaction given its logged record `events` and latest `decision`.
 
     `record` (the whole Transaction Record) is included only when the events end in record.closed; `plan_digest`,
     the plan's digest when the caller has it (else computed); `asked`, the gateway's latest words on who each open
-    approval waits for (shown only while no decision is made).
+    approval waits for (shown only while no decision is made); `now`, the coordinator's clock, for how far each
+    open approval's deadline is (HATP-GW-96).
     """
     votes = _votes(events)
     state = derive_state(plan, events, decision, votes)
@@ -240,7 +251,7 @@ def summarize(
         results=results(plan, events) if closed else [],
         first_refusal=first_refusal(events) if closed else None,
         refusals=refusals(events) if closed else [],
-        waiting_on=waiting_on(plan, events, asked) if decision is None and not closed else [],
+        waiting_on=waiting_on(plan, events, asked, now) if decision is None and not closed else [],
         decision_reason=_decision_reason(events) if closed else None,
         record_digest=digest(dict(record)) if closed and record is not None else None,
         record=dict(record) if closed and record is not None else None,

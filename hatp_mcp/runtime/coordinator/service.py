@@ -361,7 +361,7 @@ class TxnService:
         if logged.closed and with_record:
             record = RecordChain(plan, self._key, self.config.coordinator, logged.events, digest).record()
         asked = self._notes.waiting(plan.txn_id) if self._notes is not None else None
-        return summarize(plan, logged.events, logged.decision, record, digest, asked)
+        return summarize(plan, logged.events, logged.decision, record, digest, asked, self.clock.now())
 
     async def requester_of(self, txn_id: str) -> str:
         """The agent whose transaction this is: its plan's `requester.agent` (HATP-MCP-53). Raises HatpError

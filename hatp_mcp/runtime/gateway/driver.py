@@ -249,6 +249,10 @@ class GatewayApprover:
         names them as the pages do); never a contact detail."""
         return {card.id: card.display_name for card in self.directory.cards()}
 
+    def roles(self) -> dict[str, list[str]]:
+        """Roles by address, from the same cards (HATP-GW-96: a model is told who someone is to the organisation)."""
+        return {card.id: list(card.roles) for card in self.directory.cards()}
+
     # -- the Approver protocol -------------------------------------------------------------------------------
 
     async def ask(self, plan: Plan, requirement_id: str, terms: ApprovalTerms | None = None) -> ApproverAnswer:
