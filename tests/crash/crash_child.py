@@ -72,8 +72,8 @@ class PauseWhenAsked:
     def __init__(self, inner: SqliteTxnLog) -> None:
         self.inner = inner
 
-    async def append(self, txn_id: str, entries: Any) -> None:
-        await self.inner.append(txn_id, entries)
+    async def append(self, txn_id: str, entries: Any, forced: bool = True) -> None:
+        await self.inner.append(txn_id, entries, forced)
         logged = await self.inner.load(txn_id)
         if logged is not None and waiting_for_the_human(logged):
             print("STEP approving", flush=True)
