@@ -430,9 +430,12 @@ class JournalingProxy:
             if self.gate is None:
                 raise BrokenInvariant(f"{rule.tool} is gated and the proxy has no gate")
             tool = next(t for t in self.listed if t.name == rule.tool)
-            refusal = self.gate.would_refuse(
-                rule.tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True), args
-            )
+            try:  # (its spend is kept in the shadow ledger, HATP-PXY-73)
+                refusal = self.gate.would_refuse(
+                    rule.tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True), args
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise _unwritable(f"the shadow ledger: {type(exc).__name__}") from None
         try:
             arguments: str | None = digest(args)
         except CanonicalError:

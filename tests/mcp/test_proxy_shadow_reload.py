@@ -342,3 +342,30 @@ async def test_HATP_PXY_73_shadowed_spends_add_up_in_a_shadow_ledger_until_the_b
     assert gate.shadow_ledger.spent(gate.agent, "USD", since) == 30
     gate.ledger.close()
     gate.shadow_ledger.close()
+
+
+async def test_HATP_PXY_73_a_shadow_ledger_that_cannot_be_written_refuses_the_call_and_sends_nothing(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
+    budgets = load_policy(policy_doc()).budgets
+    gate = build_gate(
+        GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, budgets, clock, None
+    )
+    assert gate.shadow_ledger is not None
+    gate.shadow_ledger.close()  # every read and write of it now fails
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(
+                client,
+                (await client.list_tools()).tools,
+                journal(),
+                load_policy(policy_doc(shadow=True)),
+                gate,
+                shadow=ShadowLog(":memory:"),
+            )
+            refused = refusal(await proxy.handle(None, call("pay", a=5)))
+    gate.ledger.close()
+    assert (refused["rule"], refused["code"]) == ("HATP-PXY-40", "SHADOW_LOG_UNWRITABLE")
+    assert made == set()  # nothing reached the upstream
