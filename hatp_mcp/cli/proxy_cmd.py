@@ -13,8 +13,9 @@
 - `hatp proxy check FILE [--data DIR] [--key FILE] [--trusted-coordinators [ID=]FILE]`: a policy file checked
   against its live upstream, as the proxy checks it at start, without serving anything (HATP-PXY-11), and its
   participant side (the key's role, the trust list there and parseable, HATP-PXY-64) without writing anything;
-- `hatp proxy init --claude-config FILE --out DIR`: a starter policy per server of a Claude Desktop config, from
-  each server's tool annotations, and a new config that runs each server through the proxy (HATP-PXY-12).
+- `hatp proxy init --claude-config FILE --out DIR [--org DIR]`: a starter policy per server of a Claude Desktop
+  config, from each server's tool annotations (destructive tools gated, approved by the organisation's approver,
+  HATP-PXY-70), and a new config that runs each server through the proxy (HATP-PXY-12).
 
 `sagas` and `dead-letters` read the journal's store as it is (`--store`, default `sqlite:DIR/journal.db`), without
 changing it; a running proxy may hold it open. The sagas' records are checked by `hatp verify`, not here. `check`
@@ -81,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     init = sub.add_parser("init", help="starter policies and a proxied config from a Claude Desktop config")
     init.add_argument("--claude-config", required=True, help="claude_desktop_config.json ({mcpServers: ...})")
     init.add_argument("--out", required=True, help="the folder to write: NAME/policy.json per server, the config")
+    init.add_argument(
+        "--org", help="the organisation dir: its approver becomes each gated tool's approver, and the proxy's --org"
+    )
     init.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
     init.add_argument("--start-timeout", type=float, default=START_BOUND, metavar="SECONDS")
 
@@ -236,14 +240,37 @@ async def _ended(
 
 
 def starter_action(read_only: bool | None, destructive: bool | None) -> str:
-    """A tool's starter policy from its annotations (HATP-PXY-12): read-only is passed; a write the server says is
-    not destructive is `irreversible` (allowed, the model told it cannot be undone); any other write, destructive
-    by MCP's default, is denied until the user gives it an undo (`journal`) or allows it."""
+    """A tool's starter policy from its annotations (HATP-PXY-12, 70): read-only is passed; a write the server says
+    is not destructive is `irreversible` (allowed, the model told it cannot be undone); any other write, destructive
+    by MCP's default, is gated: it runs only once a person approves exactly that call. Nothing is journaled: no
+    undo is known."""
     if read_only:
         return "pass"
     if destructive is False:
         return "irreversible"
-    return "deny"
+    return "gate"
+
+
+def approver_of(org: Path | None) -> str:
+    """Who approves the starter policy's gated calls (HATP-PXY-70): the organisation's finance-approver role where
+    a card holds it, else another approver role, else its first person; with no organisation (or no card in it) the
+    placeholder every policy check refuses until it is set (HATP-PXY-71), never an address that passes. Raises
+    OSError, ValueError, HatpError for an organisation that cannot be read."""
+    from hatp_mcp.core.model.proxy_policy import APPROVER_PLACEHOLDER
+    from hatp_mcp.runtime.org import load_directory
+
+    if org is None:
+        return APPROVER_PLACEHOLDER
+    directory, _ignored = load_directory(org)
+    cards = directory.cards()
+    if not cards:
+        return APPROVER_PLACEHOLDER
+    domain = cards[0].id.removeprefix("human://").split("/", 1)[0]
+    roles = sorted({r for c in cards for r in c.roles if "approver" in r})
+    if roles:
+        role = "finance-approver" if "finance-approver" in roles else roles[0]
+        return f"human://{domain}/role/{role}"
+    return cards[0].id
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -257,6 +284,11 @@ def _init(args: argparse.Namespace) -> int:
         raise InputError(f"{args.claude_config}: no mcpServers object (Claude Desktop's config format)")
     out = Path(args.out).absolute()
     python = str(Path(args.python).absolute())
+    org = Path(args.org).absolute() if args.org else None
+    try:
+        approver = approver_of(org)
+    except (OSError, ValueError, HatpError) as exc:
+        raise InputError(f"--org {args.org}: not an organisation folder ({exc})") from None
     config: dict[str, Any] = {}
     summary: dict[str, Any] = {}
     problems = 0
@@ -279,12 +311,13 @@ def _init(args: argparse.Namespace) -> int:
             config[name] = entry
             problems += 1
             continue
-        policy = _starter(folder, entry["command"], argv, env, tools)
+        policy = _starter(folder, entry["command"], argv, env, tools, approver)
         config[name] = {
             "command": python,
             "args": [
                 *("-m", "servers.journal_proxy", "--transport", "stdio"),
                 *("--data", str(folder / "data"), "--policy", str(folder / "policy.json")),
+                *(("--org", str(org)) if org is not None else ()),
             ],
         }
         summary[name] = {t: p["policy"] for t, p in policy["tools"].items()}
@@ -294,9 +327,12 @@ def _init(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def _starter(folder: Path, command: str, argv: list[str], env: dict[str, str], tools: list[Any]) -> dict[str, Any]:
-    """Write `folder/policy.json` and, for each variable of the server's env, an owner-only file `env/NAME` the
-    policy names (a key cannot be told from a setting, so no value is copied into the policy)."""
+def _starter(
+    folder: Path, command: str, argv: list[str], env: dict[str, str], tools: list[Any], approver: str
+) -> dict[str, Any]:
+    """Write `folder/policy.json` (a gated tool approved by `approver`, for the action `NAME.TOOL`) and, for each
+    variable of the server's env, an owner-only file `env/NAME` the policy names (a key cannot be told from a
+    setting, so no value is copied into the policy)."""
     folder.mkdir(parents=True, exist_ok=True)
     named: dict[str, Any] = {}
     if env:
@@ -309,32 +345,50 @@ def _starter(folder: Path, command: str, argv: list[str], env: dict[str, str], t
     per_tool: dict[str, Any] = {}
     for t in tools:
         a = t.annotations
-        per_tool[t.name] = {
-            "policy": starter_action(a.read_only_hint if a else None, a.destructive_hint if a else None)
-        }
+        action = starter_action(a.read_only_hint if a else None, a.destructive_hint if a else None)
+        per_tool[t.name] = {"policy": action}
+        if action == "gate":  # HATP-PXY-70: who approves, and for what
+            per_tool[t.name]["gate"] = {"address": approver, "action": f"{folder.name}.{t.name}"}
     policy = {
         "upstream": {"command": command, "args": argv, "env": named, "cwd": str(Path.cwd())},
         "default": "deny",
         "tools": per_tool,
     }
     (folder / "policy.json").write_text(json.dumps(policy, indent=2) + "\n")
-    (folder / "README.md").write_text(starter_readme(folder.name, tools))
+    (folder / "README.md").write_text(starter_readme(folder.name, tools, approver))
     return policy
 
 
-def starter_readme(name: str, tools: list[Any]) -> str:
+def starter_readme(name: str, tools: list[Any], approver: str) -> str:
     """`DIR/NAME/README.md` beside a starter policy: how to edit it, and how to make a tool a transaction participant
     (HATP-PXY-64). `init` offers no participant entry itself: which undo, lookup or hold tools fit is the user's
     call, and an entry must name them."""
     writes = [t for t in tools if not (t.annotations and t.annotations.read_only_hint)]
     reads = [t.name for t in tools if t.annotations and t.annotations.read_only_hint]
     example = writes[0].name if writes else "TOOL"
+    from hatp_mcp.core.model.proxy_policy import APPROVER_PLACEHOLDER
+
     marked = sorted(t.name for t in writes if t.annotations and t.annotations.idempotent_hint)
+    gated = [t.name for t in writes if not (t.annotations and t.annotations.destructive_hint is False)]
+    if APPROVER_PLACEHOLDER in approver:
+        who = (
+            f"Each gate's `address` is `{approver}`, which names nobody: the proxy and `hatp proxy check` refuse the "
+            "file (HATP-PXY-71) until you set it to who approves, a person (`human://ORG/NAME`) or a role "
+            "(`human://ORG/role/ROLE`), and run the proxy with `--org DIR` (`hatp proxy init --org DIR` fills both)."
+        )
+    else:
+        who = f"Each gate's `address` is `{approver}`, taken from the organisation given with `--org`; change it there."
     return f"""# The starter policy of {name}
 
 `policy.json` was written by `hatp proxy init` from the server's tool annotations: read-only tools `pass`, a write
-the server marks not destructive `irreversible`, every other write `deny`. Edit it, then check it against the live
-server with `hatp proxy check policy.json` (spec/proxy.md).
+the server marks not destructive `irreversible`, every other write `gate`: it runs only once a person approves
+exactly that call ({", ".join(gated) or "none here"}). Nothing is journaled, since no undo is known. Edit it, then
+check it against the live server with `hatp proxy check policy.json` (spec/proxy.md).
+
+## Who approves
+
+{who} Each gate's `action` (`{name}.TOOL`) is what the approvers' cards' authority must cover. A tool you give an
+undo can be `journal` instead; one you trust, `pass` or `irreversible`.
 
 ## A tool as a transaction participant
 

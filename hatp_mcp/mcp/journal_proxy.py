@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import mcp.types as types
 from mcp import Client
 from mcp.server import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.types import RequestParamsMeta
 
 from hatp_mcp.core.journal.events import SagaStatus, StepState
@@ -329,17 +331,48 @@ class JournalingProxy:
         return out
 
     def server(self, name: str = "hatp-journal-proxy") -> Server[Any]:
-        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            if self.reload is not None:  # a changed policy file takes effect before the answer (HATP-PXY-42)
+        """The MCP server of the proxy. It declares `tools.listChanged` and tells its clients when a reload changed
+        the listing (HATP-PXY-72): on a handshake-era connection by `notifications/tools/list_changed` to the client
+        whose request took the reload, on a 2026-07-28 one through every `subscriptions/listen` stream."""
+        bus = InMemorySubscriptionBus()
+
+        async def reloaded(ctx: Any) -> None:
+            before = _listing(self.listed)
+            if self.reload is not None:  # HATP-PXY-42: the file as it is now, before the request is handled
                 await self.reload()
+            if _listing(self.listed) == before:  # HATP-PXY-72: the listing is as it was, nothing to tell
+                return
+            await bus.publish(ToolsListChanged())
+            try:  # (the SDK drops it on a 2026-07-28 connection: the bus reached those)
+                await ctx.session.send_tool_list_changed()
+            except Exception as exc:  # a client gone away: the request's own answer tells it the same
+                print(f"journal-proxy: could not send tools/list_changed ({type(exc).__name__})", file=sys.stderr)
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            await reloaded(ctx)  # a changed policy file takes effect before the answer (HATP-PXY-42)
             return types.ListToolsResult(tools=[*self.listed, *SAGA_TOOLS])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            if self.reload is not None:  # HATP-PXY-42: the call is handled by the file as it is now
-                await self.reload()
+            await reloaded(ctx)  # HATP-PXY-42: the call is handled by the file as it is now
             return await self.handle(ctx, params)
 
-        return Server(name, version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        server: Server[Any] = Server(
+            name,
+            version="0.1.0",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_subscriptions_listen=ListenHandler(bus),
+        )
+        capabilities = server.get_capabilities
+
+        def declared(*args: Any, **kwargs: Any) -> types.ServerCapabilities:
+            caps = capabilities(*args, **kwargs)
+            if caps.tools is None:  # pragma: no cover - the server lists tools
+                return caps
+            return caps.model_copy(update={"tools": caps.tools.model_copy(update={"list_changed": True})})
+
+        server.get_capabilities = declared  # type: ignore[method-assign]
+        return server
 
     async def handle(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         """One tool call, by the policy in force (HATP-PXY-7..10, 21..23; in shadow mode HATP-PXY-40, 41)."""
@@ -397,9 +430,12 @@ class JournalingProxy:
             if self.gate is None:
                 raise BrokenInvariant(f"{rule.tool} is gated and the proxy has no gate")
             tool = next(t for t in self.listed if t.name == rule.tool)
-            refusal = self.gate.would_refuse(
-                rule.tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True), args
-            )
+            try:  # (its spend is kept in the shadow ledger, HATP-PXY-73)
+                refusal = self.gate.would_refuse(
+                    rule.tool, tool.model_dump(mode="json", by_alias=True, exclude_none=True), args
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise _unwritable(f"the shadow ledger: {type(exc).__name__}") from None
         try:
             arguments: str | None = digest(args)
         except CanonicalError:
@@ -645,3 +681,8 @@ async def saga_status(journal: Journal, saga: Saga) -> dict[str, Any]:
     if others:
         out["openSagas"] = others
     return out
+
+
+def _listing(tools: list[types.Tool]) -> list[dict[str, Any]]:
+    """What `tools/list` shows of `tools`, to tell whether a reload changed it (HATP-PXY-72)."""
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]

@@ -135,7 +135,8 @@ def _ended(code: str, reason: str) -> HatpError:
 class ProxyGate:
     """The proxy's gated tools and budgets. `approvals` is an ApprovalGate whose server id is the proxy's;
     `asker` is None when the proxy does not ask itself (a client must then bring the approval in `_meta`);
-    `agent` is the agent the proxy acts as, whom budgets are counted for (None: no budgets)."""
+    `agent` is the agent the proxy acts as, whom budgets are counted for (None: no budgets); `shadow_ledger` is
+    where shadow mode counts the spends it let through (HATP-PXY-73), never the real `ledger`."""
 
     def __init__(
         self,
@@ -146,6 +147,7 @@ class ProxyGate:
         clock: Clock,
         *,
         agent: str | None,
+        shadow_ledger: SpendLedger | None = None,
     ) -> None:
         if budgets and agent is None:
             raise ValueError("budgets are counted per agent: give the agent the proxy acts as")
@@ -156,6 +158,7 @@ class ProxyGate:
         self.clock = clock
         self.agent = agent or ""
         self.gates: dict[str, Gate] = {}
+        self.shadow_ledger = shadow_ledger
 
     def add(self, tool: str, gate: Gate, definition: Mapping[str, Any]) -> None:
         """Gate `tool`, listed as `definition`, which takes effect now: an approval issued before it is refused
@@ -237,12 +240,19 @@ class ProxyGate:
 
     def would_refuse(self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]) -> HatpError:
         """Shadow mode (HATP-PXY-40): the refusal enforcing the gate would give this call before anyone is asked
-        (the amount, the maximum, a budget), else the one saying it needs an approval. Nothing is reserved or
-        asked."""
-        checked = self._before_asking(tool, definition, args)
+        (the amount, the maximum, a budget), else the one saying it needs an approval. Nobody is asked and nothing
+        is reserved in the spend ledger: a budget counts the real spends and the shadowed calls enforcement would
+        have taken to the approval (HATP-PXY-73), which this one then joins in the shadow ledger, so "would exceed
+        the budget" is recorded once they add up past the limit."""
+        checked = self._before_asking(tool, definition, args, shadow=True)
         if isinstance(checked, HatpError):
             return checked
         gate = self.gates[tool]
+        want, digest = checked
+        amount = want.max_amount
+        if amount is not None and self.shadow_ledger is not None:
+            key = f"{digest}:{secrets.token_hex(8)}"
+            self.shadow_ledger.reserve(key, self.agent, amount.currency, amount.decimal, self.clock.now())
         return HatpError(
             "HATP-PXY-21",
             f"{tool!r} needs an approval from {gate.address} for {gate.action}: the call would have waited for it",
@@ -252,7 +262,7 @@ class ProxyGate:
         )
 
     def _before_asking(
-        self, tool: str, definition: Mapping[str, Any], args: dict[str, Any]
+        self, tool: str, definition: Mapping[str, Any], args: dict[str, Any], *, shadow: bool = False
     ) -> tuple[ToolCall, str] | HatpError:
         """The expected call and its digest, or the refusal due before anyone is asked: an amount that cannot be
         read or paid (HATP-GATE-20, 23), above the gate's maximum (HATP-PXY-22), or over a budget
@@ -274,18 +284,22 @@ class ProxyGate:
                 fix=f"call it for at most {gate.max} {amount.currency}",
             )
         if amount is not None:
-            over = self._over_budget(amount.currency, amount.decimal)
+            over = self._over_budget(amount.currency, amount.decimal, shadow=shadow)
             if over is not None:
                 return over
         return want, call_digest(want)
 
-    def _over_budget(self, currency: str, amount: Decimal) -> HatpError | None:
-        """HATP-PXY-23: the first budget in `currency` this amount would overrun, as the refusal."""
+    def _over_budget(self, currency: str, amount: Decimal, *, shadow: bool = False) -> HatpError | None:
+        """HATP-PXY-23: the first budget in `currency` this amount would overrun, as the refusal; in shadow mode
+        the shadowed spends count beside the real ones (HATP-PXY-73)."""
         now = self.clock.now()
         for i, budget in enumerate(self.budgets):
             if budget.currency != currency:
                 continue
-            spent = self.ledger.spent(self.agent, currency, now - timedelta(seconds=budget.window_seconds))
+            since = now - timedelta(seconds=budget.window_seconds)
+            spent = self.ledger.spent(self.agent, currency, since)
+            if shadow and self.shadow_ledger is not None:  # HATP-PXY-73: what shadow mode let through counts
+                spent += self.shadow_ledger.spent(self.agent, currency, since)
             if spent + amount > Decimal(budget.limit):
                 return HatpError(
                     "HATP-PXY-23",
@@ -385,8 +399,9 @@ def build_gate(
     setup: GateSetup, data: Path, budgets: Sequence[Budget], clock: Clock, gateway: Link | None
 ) -> ProxyGate:
     """The proxy's gate over the organisation in `setup.org`: its published gateway keys, the people's and the
-    agents' Directory-signed cards; used approvals in DATA/gate-replay.db and spends in DATA/spend.db, both kept
-    across restarts. Raises ValueError (a key on no agent card, a gateway without a key), OSError, HatpError."""
+    agents' Directory-signed cards; used approvals in DATA/gate-replay.db and spends in DATA/spend.db (shadowed ones
+    in DATA/shadow-spend.db), all kept across restarts. Raises ValueError (a key on no agent card, a gateway
+    without a key), OSError, HatpError."""
     well_known = json.loads((setup.org / ".well-known" / "human-card.json").read_text())
     gateways = {"keys": [k for k in well_known.get("keys", []) if "gateway" in k.get("roles", [])]}
     directory, _ignored = load_directory(setup.org)
@@ -403,8 +418,11 @@ def build_gate(
         raise ValueError("--gateway needs --agent-key: the proxy asks the gateway as that agent")
     if budgets and setup.agent_key is None:
         raise budgets_unconfigured(org=True)
+    shadow = SpendLedger(data / "shadow-spend.db")  # shadow mode's, never the real ledger (HATP-PXY-73)
     if setup.agent_key is None:
-        return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, None, clock, agent=None)
+        return ProxyGate(
+            approvals, SpendLedger(data / "spend.db"), budgets, None, clock, agent=None, shadow_ledger=shadow
+        )
     key = SigningKey.from_jwk(json.loads(setup.agent_key.read_text()))
     card = card_of_key(agents, key)
     if card is None:
@@ -414,4 +432,6 @@ def build_gate(
         settings = load_settings(setup.org)
         inbox = settings.inbox_url if settings is not None else None
         asker = GateAsker(gateway, key, card, clock, wait=setup.wait, poll=setup.poll, inbox_url=inbox)
-    return ProxyGate(approvals, SpendLedger(data / "spend.db"), budgets, asker, clock, agent=card.id)
+    return ProxyGate(
+        approvals, SpendLedger(data / "spend.db"), budgets, asker, clock, agent=card.id, shadow_ledger=shadow
+    )

@@ -54,6 +54,8 @@ async def open_gate(args: argparse.Namespace, data: Path, policy: ProxyPolicy) -
             yield gate
         finally:
             gate.ledger.close()
+            if gate.shadow_ledger is not None:
+                gate.shadow_ledger.close()
 
 
 def _setup(args: argparse.Namespace, data: Path) -> tuple[Clock, GateSetup]:

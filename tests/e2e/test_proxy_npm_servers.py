@@ -22,6 +22,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 
 from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
 from hatp_mcp.mcp.launch import ROOT, stdio_params
+from tests.acme_org import ORG_DIR
 from tests.e2e.coordinator_suite import alive, child_pids
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -417,7 +418,7 @@ async def test_HATP_PXY_12_proxy_init_wraps_each_claude_desktop_server_with_a_st
     out = tmp_path / "wrapped"
     with anyio.fail_after(120):
         code, summary, lines = await hatp_run(
-            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out)
+            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out), "--org", str(ORG_DIR)
         )
         config = json.loads((out / "claude_desktop_config.json").read_text())
         entry = config["mcpServers"]["memory"]
@@ -431,14 +432,71 @@ async def test_HATP_PXY_12_proxy_init_wraps_each_claude_desktop_server_with_a_st
     assert code == 1 and len(lines) == 1 and lines[0].startswith("hatp: gone: HATP-PXY-4 at upstream: ")
     assert config["mcpServers"]["gone"] == claude["mcpServers"]["gone"] and config["globalShortcut"] == "Ctrl+Space"
     assert summary["memory"]["read_graph"] == "pass" and summary["memory"]["create_entities"] == "irreversible"
-    assert summary["memory"]["delete_entities"] == "deny" and summary["files"]["write_file"] == "deny"
+    assert summary["memory"]["delete_entities"] == "gate" and summary["files"]["write_file"] == "gate"
     assert "journal" not in {p for tools in summary.values() for p in tools.values()}  # nothing without an undo
     assert str(memory) not in (out / "memory" / "policy.json").read_text()  # the value sits in an owner-only file
     assert (out / "memory" / "env" / "MEMORY_FILE_PATH").stat().st_mode & 0o777 == 0o600
     assert "servers.journal_proxy" in entry["args"]
     assert not made.is_error and IRREVERSIBLE_NOTE in text(made) and "a" in json.dumps(graph.structured_content)
-    assert denied.is_error and denied.structured_content["refusal"]["code"] == "TOOL_DENIED"
+    assert denied.is_error and denied.structured_content["refusal"]["rule"] == "HATP-GATE-1"  # no approval brought
     assert '"name":"a"' in memory.read_text()  # the env the config gave reached server-memory
+
+
+async def test_HATP_PXY_70_proxy_init_gates_destructive_tools_approved_by_the_organisations_approver(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "files"
+    root.mkdir()
+    claude = {"mcpServers": {"files": {"command": "node", "args": [server("server-filesystem"), str(root)]}}}
+    (tmp_path / "claude.json").write_text(json.dumps(claude))
+    out = tmp_path / "wrapped"
+    with anyio.fail_after(120):
+        code, summary, _ = await hatp_run(
+            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out), "--org", str(ORG_DIR)
+        )
+        checked = await hatp_run("proxy", "check", str(out / "files" / "policy.json"))
+    policy = json.loads((out / "files" / "policy.json").read_text())
+    tools = policy["tools"]
+    assert code == 0 and tools["read_text_file"] == {"policy": "pass"}
+    assert tools["write_file"] == {
+        "policy": "gate",
+        "gate": {"address": "human://acme.com/role/finance-approver", "action": "files.write_file"},
+    }
+    assert set(summary["files"].values()) == {"pass", "irreversible", "gate"}  # nothing journaled without an undo
+    config = json.loads((out / "claude_desktop_config.json").read_text())
+    assert config["mcpServers"]["files"]["args"][-2:] == ["--org", str(ORG_DIR)]  # the gate's organisation
+    assert checked[0] == 0 and checked[1]["tools"]["write_file"] == "gate"
+    readme = (out / "files" / "README.md").read_text()
+    assert "`gate`" in readme and "human://acme.com/role/finance-approver" in readme and "write_file" in readme
+
+
+async def test_HATP_PXY_71_without_an_organisation_init_names_no_approver_and_check_refuses_it_until_set(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "files"
+    root.mkdir()
+    claude = {"mcpServers": {"files": {"command": "node", "args": [server("server-filesystem"), str(root)]}}}
+    (tmp_path / "claude.json").write_text(json.dumps(claude))
+    out = tmp_path / "wrapped"
+    policy_file = out / "files" / "policy.json"
+    with anyio.fail_after(120):
+        code, _, _ = await hatp_run(
+            "proxy", "init", "--claude-config", str(tmp_path / "claude.json"), "--out", str(out)
+        )
+        unset = await hatp_run("proxy", "check", str(policy_file))
+        policy = json.loads(policy_file.read_text())
+        for entry in policy["tools"].values():
+            if entry["policy"] == "gate":
+                entry["gate"]["address"] = "human://acme.com/bob"  # the one value the user edits
+        policy_file.write_text(json.dumps(policy))
+        edited = await hatp_run("proxy", "check", str(policy_file))
+    assert code == 0 and policy["tools"]["write_file"]["policy"] == "gate"
+    assert "SET-THE-APPROVER" in (out / "files" / "README.md").read_text()
+    status, out_json, lines = unset
+    assert status == 2 and out_json is None and len(lines) == 1, lines
+    assert lines[0].startswith("hatp: HATP-PXY-71 at tools.") and ".gate.address: " in lines[0]
+    assert "Fix: set it to who approves" in lines[0]
+    assert edited[0] == 0 and edited[1]["tools"]["write_file"] == "gate"
 
 
 async def test_HATP_PXY_13_the_operator_rolls_back_a_saga_left_open_once_no_proxy_runs_on_its_data(

@@ -11,8 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.types as types
 import pytest
+from mcp import Client
+from mcp.client.stdio import stdio_client
 
+from hatp_mcp.mcp.launch import stdio_params
 from tests.e2e.test_proxy_npm_servers import SECRET, call, memory_policy, proxy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.e2e]
@@ -104,3 +108,60 @@ async def test_server_memory_takes_a_good_policy_change_while_serving_and_refuse
         "tools.forget_everything",
     )
     assert (tmp_path / "proxy" / "upstream.stderr").is_file()
+
+
+async def test_HATP_PXY_72_a_reload_that_hides_a_tool_tells_a_handshake_client_which_then_lists_without_it(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "memory.jsonl"
+    path = tmp_path / "policy.json"
+    policy = memory_policy(memory)
+    policy["tools"]["search_nodes"] = {"policy": "pass"}
+    path.write_text(json.dumps(policy))
+    told = anyio.Event()
+
+    async def messages(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    params = stdio_params("servers.journal_proxy", tmp_path / "proxy", ["--policy", str(path)])
+    with anyio.fail_after(60):
+        async with Client(stdio_client(params), mode="legacy", message_handler=messages) as client:
+            declared = client.server_capabilities
+            first = {t.name for t in (await client.list_tools()).tools}
+            unchanged = await call(client, "read_graph", {})  # the file as it was: nothing to tell
+            quiet = told.is_set()
+            hidden = json.loads(json.dumps(policy))
+            hidden["tools"]["search_nodes"] = {"policy": "hide"}
+            path.write_text(json.dumps(hidden))
+            await call(client, "read_graph", {})  # the next request takes the file
+            with anyio.fail_after(10):  # (sent before that call's answer)
+                await told.wait()
+            after = {t.name for t in (await client.list_tools()).tools}
+    assert declared is not None and declared.tools is not None and declared.tools.list_changed is True
+    assert not unchanged.is_error and not quiet
+    assert "search_nodes" in first and "search_nodes" not in after and "read_graph" in after
+
+
+async def test_HATP_PXY_72_a_reload_that_hides_a_tool_reaches_a_2026_listen_stream(tmp_path: Path) -> None:
+    memory = tmp_path / "memory.jsonl"
+    path = tmp_path / "policy.json"
+    policy = memory_policy(memory)
+    policy["tools"]["search_nodes"] = {"policy": "pass"}
+    path.write_text(json.dumps(policy))
+    params = stdio_params("servers.journal_proxy", tmp_path / "proxy", ["--policy", str(path)])
+    events: list[Any] = []
+    with anyio.fail_after(60):
+        async with Client(stdio_client(params)) as client:
+            first = {t.name for t in (await client.list_tools()).tools}
+            async with client.listen(tools_list_changed=True) as subscription:
+                hidden = json.loads(json.dumps(policy))
+                hidden["tools"]["search_nodes"] = {"policy": "hide"}
+                path.write_text(json.dumps(hidden))
+                await call(client, "read_graph", {})  # the next request takes the file
+                async for event in subscription:
+                    events.append(event)
+                    break
+            after = {t.name for t in (await client.list_tools()).tools}
+    assert [type(e).__name__ for e in events] == ["ToolsListChanged"]
+    assert "search_nodes" in first and "search_nodes" not in after

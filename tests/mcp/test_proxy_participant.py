@@ -17,7 +17,7 @@ from mcp.server import MCPServer
 from hatp_mcp.cli.proxy_cmd import starter_readme
 from hatp_mcp.core.journal.proxy_tools import UpstreamTool, resolve_tools
 from hatp_mcp.core.model.plan import Branch
-from hatp_mcp.core.model.proxy_policy import ParticipantOperation, load_policy
+from hatp_mcp.core.model.proxy_policy import APPROVER_PLACEHOLDER, ParticipantOperation, load_policy
 from hatp_mcp.core.participant.branch import Lease
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import SigningKey
@@ -310,5 +310,5 @@ def test_HATP_PXY_64_the_participant_side_is_checked_without_writing_anything(tm
     assert refusal(data, policy, rules) == ("HATP-PXY-38", "WRONG_KEY_ROLE")
     passing = load_policy({**POLICY, "tools": {"make": {"policy": "pass"}}})
     assert check_participant(None, passing, resolve_tools(passing, tools)) is None  # no participant tools
-    readme = starter_readme("memory", [types.Tool(name="make", input_schema={"type": "object"})])
+    readme = starter_readme("memory", [types.Tool(name="make", input_schema={"type": "object"})], APPROVER_PLACEHOLDER)
     assert '"make": {"policy": "participant"' in readme and '"lookup"' in readme

@@ -303,3 +303,69 @@ async def test_HATP_PXY_42_a_file_changed_before_the_watch_began_is_taken_on_the
             path.write_text(json.dumps(small_policy(unmake={"policy": "pass"}), indent=2))  # same policy, respelled
             await watch()
     assert taken == "pass" and len(lines) == 1  # the respelling is no change
+
+
+async def test_HATP_PXY_73_shadowed_spends_add_up_in_a_shadow_ledger_until_the_budget_would_be_exceeded(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
+    budgets = load_policy(policy_doc()).budgets  # 30 USD an hour; each call at most 10
+    gate = build_gate(
+        GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, budgets, clock, None
+    )
+    log = ShadowLog(":memory:")
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(
+                client,
+                (await client.list_tools()).tools,
+                journal(),
+                load_policy(policy_doc(shadow=True)),
+                gate,
+                shadow=log,
+            )
+            for a in (10, 10, 10, 10, 5):
+                assert not (await proxy.handle(None, call("pay", a=a))).is_error
+    assert made == {"paid 10", "paid 5"}  # every shadowed call reached the upstream
+    got = [(e["rule"], e["code"]) for e in log.entries()]
+    assert got == [
+        ("HATP-PXY-21", "APPROVAL_NEEDED"),
+        ("HATP-PXY-21", "APPROVAL_NEEDED"),
+        ("HATP-PXY-21", "APPROVAL_NEEDED"),
+        ("HATP-PXY-23", "BUDGET_EXCEEDED"),  # the fourth 10 would take the shadowed spends past 30
+        ("HATP-PXY-23", "BUDGET_EXCEEDED"),
+    ]
+    since = parse_ts("2026-12-05T03:00:00Z")
+    assert gate.ledger.spent(gate.agent, "USD", since) == 0  # nothing reserved in the real ledger
+    assert gate.shadow_ledger is not None
+    assert gate.shadow_ledger.spent(gate.agent, "USD", since) == 30
+    gate.ledger.close()
+    gate.shadow_ledger.close()
+
+
+async def test_HATP_PXY_73_a_shadow_ledger_that_cannot_be_written_refuses_the_call_and_sends_nothing(
+    tmp_path: Path,
+) -> None:
+    server, made = upstream()
+    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
+    budgets = load_policy(policy_doc()).budgets
+    gate = build_gate(
+        GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, budgets, clock, None
+    )
+    assert gate.shadow_ledger is not None
+    gate.shadow_ledger.close()  # every read and write of it now fails
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            proxy = JournalingProxy(
+                client,
+                (await client.list_tools()).tools,
+                journal(),
+                load_policy(policy_doc(shadow=True)),
+                gate,
+                shadow=ShadowLog(":memory:"),
+            )
+            refused = refusal(await proxy.handle(None, call("pay", a=5)))
+    gate.ledger.close()
+    assert (refused["rule"], refused["code"]) == ("HATP-PXY-40", "SHADOW_LOG_UNWRITABLE")
+    assert made == set()  # nothing reached the upstream

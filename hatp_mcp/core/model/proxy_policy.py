@@ -29,6 +29,7 @@ HatpError naming the rule, the JSON path and the fix.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
@@ -43,6 +44,7 @@ from hatp_mcp.core.model.wire import error_path, explain
 from hatp_mcp.errors import HatpError
 
 __all__ = [
+    "APPROVER_PLACEHOLDER",
     "DEFAULT_POLICIES",
     "MAX_EXPRESSION",
     "POLICIES",
@@ -68,6 +70,10 @@ __all__ = [
 POLICIES = ("pass", "journal", "irreversible", "gate", "hide", "deny", "participant")
 DEFAULT_POLICIES = ("pass", "irreversible", "hide", "deny")  # journal needs an undo, which only a named tool has
 _EXPRESSION_ERROR = "hatp_proxy_expression"
+# What `hatp proxy init` writes as a gate's approver where it knows none (HATP-PXY-71): in the `.invalid` domain,
+# which names nobody (RFC 2606), so a file still holding it is refused instead of gating to no one.
+APPROVER_PLACEHOLDER = "human://approver.invalid/SET-THE-APPROVER"
+_UNSET_APPROVER = re.compile(r"^human://[^/?#]*\.invalid(?:[:/?#]|$)", re.IGNORECASE)
 MAX_EXPRESSION = 1000
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _TOOL_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$"
@@ -311,6 +317,15 @@ def load_policy(doc: object, source: str = "the policy file") -> ProxyPolicy:
                 path=f"{at}.gate",
                 code="BAD_POLICY",
                 fix='give both "amount" (a JMESPath expression over {"args": ...}) and "currency", or neither',
+            )
+        if gate is not None and _UNSET_APPROVER.match(gate.address):
+            raise HatpError(
+                "HATP-PXY-71",
+                f"{source}: the gate of {name!r} names no approver yet ({gate.address}): nobody could approve a call",
+                path=f"{at}.gate.address",
+                code="APPROVER_UNSET",
+                fix="set it to who approves the calls, a person (human://ORG/NAME) or a role (human://ORG/role/ROLE) "
+                "of the organisation the proxy is given with --org; or give the tool another policy",
             )
         if gate is not None and gate.max is not None and gate.amount is None:
             raise HatpError(
