@@ -198,13 +198,14 @@ async def test_HATP_MCP_40_the_approver_is_emailed_a_link_approves_in_the_inbox_
                     status = await call_raw(agent, "hatp/txn/status", {"txnId": txn_id, "waitSeconds": 60}, 70)
     assert to == ["ben@example.org"] and mail["Subject"].startswith("Approval needed: travel.spend")
     assert f"{inbox}/asks/{txn_id}%2Ffinance" in body and "up to" in body
-    [(finance, by)] = [(w, w.pop("decideBy")) for w in waiting]
+    [(finance, by, words)] = [(w, w.pop("decideBy"), w.pop("decideByWords")) for w in waiting]
     assert finance == {
         "requirementId": "finance",
         "people": [{"displayName": "Ben Ng", "roles": ["finance-approver"]}],
         "link": f"{inbox}/asks/{txn_id}%2Ffinance",  # the link the email gave Ben
     }
     assert by <= plan["approvals"][0]["decideBy"]  # the gateway's signed deadline (tightened to the holds, if so)
+    assert words.startswith(f"{by[:10]} {by[11:16]} UTC (in ")  # the same deadline in words (HATP-GW-96)
     assert (signed_in, who) == (200, {"human": "human://example.org/ben"})
     assert (decided, result) == (200, {"state": "approved"})
     assert status["outcome"] == "COMMITTED"
