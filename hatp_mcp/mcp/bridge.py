@@ -21,6 +21,8 @@ from pathlib import Path
 
 import anyio
 
+from hatp_mcp.store.private_files import read_private
+
 __all__ = ["TokenFileError", "load_sdk", "read_token", "relay"]
 
 _SDK = ("mcp.client.streamable_http", "mcp.server.stdio", "mcp.shared._httpx_utils")
@@ -41,15 +43,15 @@ def read_token(path: Path) -> str:
 
     Raises TokenFileError (the message names the file and the fix, never the token)."""
     try:
-        mode = path.stat().st_mode
-        text = path.read_text().strip()
+        mode, raw = read_private(path, lambda m: not m & (stat.S_IRWXG | stat.S_IRWXO))
     except OSError as exc:
         raise TokenFileError(f"{path}: cannot read the token file: {exc.strerror or exc}") from exc
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if raw is None:
         raise TokenFileError(
             f"{path}: a token file is the owner's alone (mode {stat.S_IMODE(mode):04o}); fix: chmod 600 {path} "
             "(HATP-MCP-46)"
         )
+    text = raw.decode().strip()
     if not text or any(c.isspace() for c in text):
         raise TokenFileError(f"{path}: the token file holds one token on one line (HATP-MCP-46)")
     return text

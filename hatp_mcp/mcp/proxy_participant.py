@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import stat
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -56,6 +55,7 @@ from hatp_mcp.runtime.participant.driver import ParticipantRuntime
 from hatp_mcp.runtime.participant.operation import DryRun, EffectInDoubt, Operation, Performed
 from hatp_mcp.store.files import create_file, load_or_create_key, read_json_file
 from hatp_mcp.store.participant_state import SqliteParticipantStore
+from hatp_mcp.store.private_files import read_private
 from hatp_mcp.store.txn_bindings import SqliteTxnBindings
 
 __all__ = [
@@ -354,7 +354,7 @@ def _key_file(path: Path) -> SigningKey:
     """The private JWK in an owner-only file (HATP-PXY-63), checked on the file opened, so the file read is the file
     checked. Raises HatpError HATP-PXY-63 (`KEY_FILE_UNREADABLE`, `KEY_FILE_OPEN`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        mode, raw = read_private(path)
     except OSError as exc:
         raise HatpError(
             "HATP-PXY-63",
@@ -363,17 +363,14 @@ def _key_file(path: Path) -> SigningKey:
             code="KEY_FILE_UNREADABLE",
             fix="name the participant's private JWK file (`hatp keys new --out FILE --role participant` writes one)",
         ) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o177:
-            raise HatpError(
-                "HATP-PXY-63",
-                f"the participant key {path} has mode {stat.S_IMODE(st.st_mode):04o}: others than its owner may use it",
-                path="--key",
-                code="KEY_FILE_OPEN",
-                fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
-            )
-        raw = f.read()
+    if raw is None:
+        raise HatpError(
+            "HATP-PXY-63",
+            f"the participant key {path} has mode {stat.S_IMODE(mode):04o}: others than its owner may use it",
+            path="--key",
+            code="KEY_FILE_OPEN",
+            fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
+        )
     try:
         return SigningKey.from_jwk(json.loads(raw))
     except (ValueError, UnicodeDecodeError, TypeError, KeyError):

@@ -35,6 +35,7 @@ from hatp_mcp.core.model.proxy_policy import (
     load_policy,
 )
 from hatp_mcp.errors import HatpError
+from hatp_mcp.store.private_files import read_private
 
 __all__ = [
     "START_TIMEOUT",
@@ -187,7 +188,7 @@ def _secret(path: Path, at: str) -> str:
     """The content of an owner-only file, without its trailing newline. Checked on the file opened, so the file
     read is the file checked."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        mode, raw = read_private(path)
     except OSError as exc:
         raise HatpError(
             RULE,
@@ -196,17 +197,14 @@ def _secret(path: Path, at: str) -> str:
             code="SECRET_FILE_UNREADABLE",
             fix="name a file the proxy can read",
         ) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o177:
-            raise HatpError(
-                RULE,
-                f"the secret file {path} has mode {stat.S_IMODE(st.st_mode):04o}: others than its owner may use it",
-                path=f"{at}.file",
-                code="SECRET_FILE_OPEN",
-                fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
-            )
-        raw = f.read()
+    if raw is None:
+        raise HatpError(
+            RULE,
+            f"the secret file {path} has mode {stat.S_IMODE(mode):04o}: others than its owner may use it",
+            path=f"{at}.file",
+            code="SECRET_FILE_OPEN",
+            fix=f"chmod 600 {path} (a regular file only its owner may read or write)",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -13,6 +13,7 @@ Opening a store:
 - data_lock.py: one process at a time on a folder (the service, a proxy): a kernel lock released when it ends;
 - owner.py: the owner id a process names itself by in a store shared with other processes;
 - files.py: small files that must never be seen half written: keys and trust-on-first-use pins;
+- private_files.py: reading a secret file (key, token, password) whose mode is checked on the opened file;
 - pin_file.py: a pin file: public keys an operator pinned, each bound to its party; keys are only ever added.
 
 The stores (most with a PostgreSQL namesake in postgresql/):

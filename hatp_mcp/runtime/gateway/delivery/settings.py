@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.errors import HatpError
+from hatp_mcp.store.private_files import read_private
 
 __all__ = ["DeliverySettings", "EmailSettings", "GatewaySettings", "WebhookSettings", "load_settings", "read_secret"]
 
@@ -53,10 +54,10 @@ def read_secret(ref: Any, path: str, env: Mapping[str, str] | None = None) -> st
         return value
     file = Path(str(ref["file"]))
     try:
-        mode = file.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        mode, raw = read_private(file, lambda m: not m & (stat.S_IRWXG | stat.S_IRWXO))
+        if raw is None:
             raise _bad(path, f"{file} is readable by others (mode {stat.S_IMODE(mode):o})", f"chmod 600 {file}")
-        value = file.read_text().strip()
+        value = raw.decode().strip()
     except OSError as exc:
         raise _bad(path, f"cannot read {file}: {exc.strerror}", "create it with mode 0600") from exc
     if not value:
