@@ -1,9 +1,9 @@
 """PostgreSQL itself restarted (`pg_ctl restart -m fast`: every connection of every process dropped) while two
 coordinator processes drive trips on one log with the suite's tool servers, all on that PostgreSQL: the processes
 reconnect and every trip finishes, all or nothing, its record closed in the log and verifying offline; nothing is
-lost (spec/store.md HATP-STORE-2, the reconnecting section, and HATP-STORE-6). A coordinator whose write failed
-during the restart stops driving that trip, and the trip is taken over once its lease lapsed (by either
-coordinator), so its leases here are short.
+lost (spec/store.md HATP-STORE-2, the reconnecting section, and HATP-STORE-6). A begin whose write met the
+restart is refused (HATP-MCP-67) and sent again. A coordinator whose write failed during the restart stops driving
+that trip, and the trip is taken over once its lease lapsed (by either coordinator), so its leases here are short.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.call import call_raw
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems
 from tests.e2e.pg_coordinators import effects, launch_coordinator, start_receivers, unattended_trip
@@ -55,7 +56,13 @@ async def test_HATP_STORE_2_trips_over_two_coordinators_finish_across_a_restart_
             async def begin(plan: Plan) -> None:
                 nonlocal begun
                 async with limiter:
-                    await call_raw(clients[begun_at[plan.txn_id]], "hatp/txn/begin", plan.wire(), 300)
+                    while True:  # a begin whose write met the restart is refused, and sent again (HATP-MCP-67)
+                        try:
+                            await call_raw(clients[begun_at[plan.txn_id]], "hatp/txn/begin", plan.wire(), 300)
+                            break
+                        except HatpError as exc:
+                            if exc.code != "STORE_UNAVAILABLE":
+                                raise
                 begun += 1
                 if begun == RESTART_AFTER:
                     enough.set()

@@ -79,6 +79,7 @@ class _Running:
     scope: anyio.CancelScope | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     refused: HatpError | None = None
+    stopped: Exception | None = None  # what stopped it otherwise (a store that failed): its log stays as it was
     result: TxnResult | None = None
 
 
@@ -217,6 +218,7 @@ class TxnService:
                 except UnjustifiedOutcome as exc:  # HATP-REC-17: its record stays open, `close.refused` says why
                     print(f"coordinator: {txn_id} left open: {exc}", file=sys.stderr, flush=True)
                 except Exception as exc:  # one broken transaction must not stop the others; its log stays open
+                    run.stopped = exc
                     print(f"coordinator: {txn_id} stopped: {exc!r}", file=sys.stderr, flush=True)
         finally:
             run.done.set()
@@ -313,9 +315,31 @@ class TxnService:
         durable = self._log.next_append(txn_id)
         run = await self._start(txn_id, lambda: self.runtime.run(plan))
         await _either(durable, run.done)
-        if run.refused is not None and not durable.is_set():
-            raise run.refused
+        if not durable.is_set():
+            if run.refused is not None:
+                raise run.refused
+            if run.stopped is not None:  # HATP-MCP-67: the write failed, it is not an unknown txnId
+                await self._begun_despite(txn_id, run.stopped)
         return await self.status(txn_id)
+
+    async def _begun_despite(self, txn_id: str, stopped: Exception) -> None:
+        """HATP-MCP-67: the begin's write failed (the store went away, or its commit's answer was lost). Return if
+        the log holds the transaction after all (its lease lapses and it is taken over, HATP-STORE-6); else raise
+        HatpError STORE_UNAVAILABLE: whether it was begun is unknown here, and the same begin again settles it."""
+        try:
+            if await self._log.load(txn_id) is not None:
+                return
+            known = "the log does not hold it: nothing was begun"
+        except Exception as exc:
+            known = f"the log could not be read either ({type(exc).__name__}): it may or may not hold it"
+        raise HatpError(
+            "HATP-MCP-67",
+            f"the log did not confirm the begin of {txn_id} ({type(stopped).__name__}); {known}",
+            path="$.txnId",
+            code="STORE_UNAVAILABLE",
+            fix="send the same begin again (same txnId and plan): it begins the transaction, or answers its status "
+            "if the log holds it",
+        )
 
     @staticmethod
     def _mismatch(txn_id: str, digest: str) -> HatpError:

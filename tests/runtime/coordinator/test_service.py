@@ -185,6 +185,66 @@ async def test_HATP_MCP_21_a_second_begin_of_the_same_plan_while_the_first_is_in
     assert world.seat.effects == ["hold txn-race-same"]  # one transaction, begun once
 
 
+class DroppingLog:
+    """A memory log whose next append fails as a store does when its server restarts: before the write
+    (`lands=False`: nothing written) or after it (`lands=True`: the commit reached the log, its answer was lost)."""
+
+    def __init__(self, lands: bool) -> None:
+        self.inner = MemoryTxnLog()
+        self.lands = lands
+        self.failures = 1
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        if self.failures and self.lands:
+            await self.inner.append(txn_id, entries, forced)
+        if self.failures:
+            self.failures -= 1
+            raise OSError("server closed the connection unexpectedly")
+        await self.inner.append(txn_id, entries, forced)
+
+    async def load(self, txn_id: str) -> LoggedTxn | None:
+        return await self.inner.load(txn_id)
+
+    async def unfinished(self) -> list[str]:
+        return await self.inner.unfinished()
+
+
+async def test_HATP_MCP_67_a_begin_whose_write_failed_says_so_and_the_same_begin_again_begins_it(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = DroppingLog(lands=False)
+    svc = service(world, log)
+    plan = trip_plan(clock.now(), "txn-dropped")
+    with anyio.fail_after(10):
+        async with svc.running():
+            with pytest.raises(HatpError) as info:
+                await svc.begin(plan)
+            before = await log.load("txn-dropped")
+            again = await svc.begin(plan)
+            await anyio.wait_all_tasks_blocked()
+    assert (info.value.rule, info.value.code, info.value.path) == ("HATP-MCP-67", "STORE_UNAVAILABLE", "$.txnId")
+    assert "nothing was begun" in info.value.reason and "same begin again" in (info.value.fix or "")
+    assert "closed the connection" not in str(info.value)  # the store's own words stay in the coordinator's log
+    assert before is None and again.plan_digest == plan.digest() and again.state in ("preparing", "approving")
+    assert world.seat.effects == ["hold txn-dropped"]  # begun once, by the second begin
+
+
+async def test_HATP_MCP_67_a_begin_whose_write_landed_but_whose_answer_was_lost_answers_the_logged_transaction(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = DroppingLog(lands=True)
+    svc = service(world, log)
+    plan = trip_plan(clock.now(), "txn-landed")
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(plan)
+            again = await svc.begin(plan)
+    assert begun.txn_id == again.txn_id == "txn-landed" and begun.plan_digest == plan.digest()
+    assert world.seat.effects == []  # the run stopped at its first write: recovery finishes it (HATP-MCP-24)
+
+
 async def test_HATP_MCP_22_status_of_an_unknown_transaction_is_refused(clock: FakeClock) -> None:
     svc = service(build_world(clock))
     async with svc.running():
