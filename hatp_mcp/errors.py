@@ -7,7 +7,7 @@ not import anything beyond the standard library.
 
 from __future__ import annotations
 
-__all__ = ["BrokenInvariant", "HatpError"]
+__all__ = ["BrokenInvariant", "HatpError", "TransportFailed"]
 
 
 class HatpError(Exception):
@@ -48,6 +48,14 @@ class HatpError(Exception):
         if self.data:
             out["data"] = self.data
         return out
+
+
+class TransportFailed(HatpError):
+    """The call got no answer: a timeout, a closed connection or an unreachable server (HATP-MCP-6).
+
+    It says nothing about what the server did. The caller treats it as "unknown", asks again (every hatp/* call
+    is idempotent on its txnId and branchId) or, for a commit, records the branch as in doubt.
+    """
 
 
 class BrokenInvariant(RuntimeError):

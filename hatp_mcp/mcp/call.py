@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from hatp_mcp.core.model.base import WireModel
 from hatp_mcp.core.model.txn_auth import auth_method
 from hatp_mcp.core.model.wire import WireError, parse
-from hatp_mcp.errors import HatpError
-from hatp_mcp.mcp.errors import TransportFailed, cause, from_mcp_error
+from hatp_mcp.errors import HatpError, TransportFailed
+from hatp_mcp.mcp.errors import cause, from_mcp_error
 
 __all__ = ["SDK_RESULT_KEYS", "HatpRequest", "Signer", "call", "call_raw"]
 

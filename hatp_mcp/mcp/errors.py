@@ -20,14 +20,13 @@ import anyio
 from mcp import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import HatpError, TransportFailed
 
 __all__ = [
     "CODES",
     "DEFAULT_CODE",
     "INVALID_PARAMS",
     "REQUEST_TIMEOUT",
-    "TransportFailed",
     "agent_tool",
     "agent_tool_sync",
     "cause",
@@ -98,14 +97,6 @@ def cause(exc: BaseException) -> str:
     if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)):
         return "the connection was closed"
     return (text or type(exc).__name__)[:300]
-
-
-class TransportFailed(HatpError):
-    """The call got no answer: a timeout, a closed connection or an unreachable server (HATP-MCP-6).
-
-    It says nothing about what the server did. The caller treats it as "unknown", asks again (every hatp/* call
-    is idempotent on its txnId and branchId) or, for a commit, records the branch as in doubt.
-    """
 
 
 def code_for(exc: HatpError) -> int:

@@ -19,8 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.errors import BrokenInvariant, HatpError
-from hatp_mcp.mcp.errors import TransportFailed
+from hatp_mcp.errors import BrokenInvariant, HatpError, TransportFailed
 from hatp_mcp.mcp.server_links import Link, advertised_keyring
 from hatp_mcp.store.files import create_file
 

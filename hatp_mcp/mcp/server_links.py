@@ -44,9 +44,9 @@ from hatp_mcp.core.model.messages import (
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.errors import BrokenInvariant
+from hatp_mcp.errors import BrokenInvariant, TransportFailed
 from hatp_mcp.mcp.call import Signer
-from hatp_mcp.mcp.errors import TransportFailed, cause
+from hatp_mcp.mcp.errors import cause
 from hatp_mcp.mcp.extension import read_advertisement
 from hatp_mcp.mcp.gateway_client import McpApprover
 from hatp_mcp.mcp.launch import stdio_params

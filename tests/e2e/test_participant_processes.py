@@ -14,7 +14,7 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.core.model.evidence import Preconditions
 from hatp_mcp.core.model.messages import AbortRequest, StatusRequest
-from hatp_mcp.mcp.errors import TransportFailed
+from hatp_mcp.errors import TransportFailed
 from hatp_mcp.mcp.extension import EXPERIMENTAL_KEY, read_advertisement
 from hatp_mcp.mcp.launch import HttpProcess, launch_http, stdio_params
 from tests.coordinators import commit_request, trusting

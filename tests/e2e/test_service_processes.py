@@ -229,6 +229,27 @@ async def test_HATP_MCP_43_a_tool_server_killed_mid_transaction_is_restarted_and
     assert not alive(hotel)
 
 
+async def test_HATP_TXN_38_the_gateway_killed_while_the_approval_is_pending_is_waited_for_and_the_trip_commits(
+    service: Service,
+) -> None:
+    """The gateway alone dies while Ben's ask is pending; the service starts it again. The coordinator's polls
+    meanwhile get no answer (connection refused: `approval.unanswered`, never a no), it re-attaches to the ask the
+    gateway kept, Ben approves, and the trip commits."""
+    gateway = service.pid("gateway")
+    with anyio.fail_after(120):
+        txn_id = await begin_trip(service.layout, "gateway-killed", 24)
+        await prepared_and_asked(service.layout, txn_id)
+        os.kill(gateway, signal.SIGKILL)
+        await approve(service, txn_id)  # the terminal inbox reads the gateway's store: the ask survived the kill
+        done = await status(service.layout, txn_id, wait=90)
+    after = service.status()["children"]["gateway"]
+    assert done["outcome"] == "COMMITTED", json.dumps(done)[:3000]
+    assert after["restarts"] >= 1 and after["pid"] != gateway and not alive(gateway)
+    assert done["closed"], json.dumps(done)[:3000]
+    events = [e["event"] for e in done["record"]["events"]]
+    assert "approval.unanswered" in events and "call.failed" not in events  # waited for, not failed
+
+
 async def prepared_and_asked(layout: OrgLayout, txn_id: str) -> None:
     """Until the log holds every branch's yes vote and the gateway's pending vote: the APPROVING point."""
     while True:

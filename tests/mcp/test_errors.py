@@ -5,12 +5,11 @@ from __future__ import annotations
 from mcp import MCPError
 
 from hatp_mcp.core.model.wire import WireError
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import HatpError, TransportFailed
 from hatp_mcp.mcp.errors import (
     CODES,
     DEFAULT_CODE,
     LISTED,
-    TransportFailed,
     from_mcp_error,
     refusal_text,
     to_mcp_error,

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import HatpError, TransportFailed
 from hatp_mcp.mcp import pins
 from hatp_mcp.mcp.pins import check_pinned, participant_keyring, read_keys, tofu_file
 from hatp_mcp.mcp.server_links import Target, open_links
@@ -156,7 +156,7 @@ async def test_HATP_MCP_27_a_pinned_participant_down_at_start_counts_with_its_pi
                 trust_dir=None,
                 on_unreachable=said.append,
             )
-            with pytest.raises(pins.TransportFailed):  # nothing pinned or kept: nothing to count with
+            with pytest.raises(TransportFailed):  # nothing pinned or kept: nothing to count with
                 await participant_keyring(HOTEL, links[HOTEL], "participant", pinned=None, trust_dir=tmp_path)
     assert got.get(pinned.kid) is not None and got.get(pinned.kid).party == HOTEL  # type: ignore[union-attr]
     assert len(said) == 1 and HOTEL in said[0] and "NOT compared" in said[0] and "HATP-MCP-27" in said[0]

@@ -115,6 +115,7 @@ class CallFailed:
     branch_id: str
     phase: str
     reason: str
+    unanswered: bool = False  # no answer came (transport, timeout): it says nothing of what the other side did
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from hatp_mcp.core.txn.abort import abort, next_abort, queue_abort
 from hatp_mcp.core.txn.commit import in_doubt, irreversible_done, next_commit, resolved
 from hatp_mcp.core.txn.data import Txn, arm, refused
-from hatp_mcp.core.txn.deadlines import note_lease
+from hatp_mcp.core.txn.deadlines import DECIDING, note_lease
 from hatp_mcp.core.txn.events import CallFailed, Command, ReceiptAnswer, Record, SendPrepare, Step, TxnState
 from hatp_mcp.core.txn.evidence_checks import check_branch_receipt
 from hatp_mcp.core.txn.resume import Approving, lapsed_hold, resume_approving
@@ -98,6 +98,12 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
 def on_failed(t: Txn, ev: CallFailed, now: datetime) -> list[Command]:
     p1, h, p = t.phase1, t.holds, t.phase2
     bid = ev.branch_id
+    pending = t.approvals.status.get(bid) == "pending"  # the gateway holds the ask: its pending vote is recorded
+    if ev.phase == "approval" and ev.unanswered and pending and t.state in DECIDING:  # HATP-TXN-38: no answer is
+        # not a no (nor a failed call: the record says `approval.unanswered`); polled again until the deadline
+        again = now + timedelta(seconds=t.config.poll_seconds)
+        body = {"requirementId": bid, "reason": ev.reason}
+        return [Record(event="approval.unanswered", body=body), *arm(t, f"poll:{bid}", again)]
     out: list[Command] = [Record(event="call.failed", body={"branchId": bid, "phase": ev.phase, "reason": ev.reason})]
     if ev.phase == "tighten":  # not accepted: our own deadline still holds; HATP-MODE-8 checks the approval
         return out

@@ -62,7 +62,7 @@ from hatp_mcp.core.txn.outcome import justify
 from hatp_mcp.core.txn.participant_fit import check_participant_bounds
 from hatp_mcp.core.txn.record import RecordChain
 from hatp_mcp.core.validate.validator import validate as validate_plan
-from hatp_mcp.errors import HatpError
+from hatp_mcp.errors import HatpError, TransportFailed
 from hatp_mcp.runtime.clock import Clock, SystemClock
 from hatp_mcp.runtime.coordinator.alarms import Alarms, alarms_for
 from hatp_mcp.runtime.coordinator.calls import Children
@@ -524,8 +524,10 @@ class CoordinatorRuntime:
             else:
                 answer = await self._approver.poll(plan.txn_id, rid)
             event = ApproverReply(requirement_id=rid, vote=answer.vote, approval=answer.approval, terms=terms)
-        except Exception as exc:  # an approver that fails never counts as a yes
-            event = CallFailed(branch_id=rid, phase="approval", reason=str(exc)[:500] or type(exc).__name__)
+        except Exception as exc:  # an approver that fails never counts as a yes; one that did not answer, no no
+            unanswered = isinstance(exc, TransportFailed)
+            reason = str(exc)[:500] or type(exc).__name__
+            event = CallFailed(branch_id=rid, phase="approval", reason=reason, unanswered=unanswered)
         post(event)
         if isinstance(event, ApproverReply) and event.vote.get("decision") == "pending":
             await self._watch(plan.txn_id, rid, event.vote, post)
