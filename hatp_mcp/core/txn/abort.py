@@ -1,6 +1,6 @@
 """Deciding abort and carrying it out: withdraw the asks, release the holds and undo what ran, in reverse commit
-order, one call at a time; and how a transaction finishes. Pure: takes the machine's data and `now`, returns
-commands; reads no clock, does no IO.
+order, one call at a time; the recovery offered for what cannot be settled, and how a transaction finishes. Pure:
+takes the machine's data and `now`, returns commands; reads no clock, does no IO.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hatp_mcp.core.txn.events import (
 )
 from hatp_mcp.core.txn.timing import abort_order
 
-__all__ = ["abort", "finish", "next_abort", "queue_abort"]
+__all__ = ["abort", "finish", "next_abort", "offer_recovery", "queue_abort"]
 
 T = TxnState
 _FINISHED = {
@@ -87,3 +87,15 @@ def next_abort(t: Txn, now: datetime) -> list[Command]:
     if "undo" in t.timers:
         return []
     return finish(t, Outcome.NEEDS_RECOVERY if p.undo_failed else Outcome.ABORTED)
+
+
+def offer_recovery(t: Txn, branches: list[str], now: datetime) -> list[Command]:
+    """Offered, never performed: a linked transaction, or the participant's own void."""
+    reauth = t.plan.recovery.off_session_reauth.wire() if t.plan.recovery is not None else {"consented": False}
+    body = {
+        "branches": branches,
+        "options": ["linked-transaction", "participant-void"],
+        "offSessionReauth": reauth,
+        "performed": False,
+    }
+    return [Record(event="recovery.offered", body=body)]
