@@ -186,7 +186,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scripted-approver", choices=["approve", "reject", "never"], help="tests: no gateway process")
     p.add_argument("--id", default="coordinator://localhost", help="this coordinator's id in records")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds to wait for one participant answer")
-    p.add_argument("--retry-seconds", type=int, default=30, help="retry an in-doubt commit this often")
+    p.add_argument("--retry-seconds", type=int, default=30, help="retry an in-doubt commit or undo this often")
+    p.add_argument(
+        "--undo-attempts",
+        type=int,
+        default=10,
+        help="send an undo that stays in doubt at most this often, then offer it for recovery (HATP-TXN-31, 33)",
+    )
     p.add_argument("--poll-seconds", type=int, default=30, help="poll a pending approval this often")
     p.add_argument(
         "--store",
@@ -284,7 +290,11 @@ async def _serve(
             bounds=bounds_over_links(participants),  # HATP-MODE-9: each participant's stated bounds, at begin
             clock=clock,
             config=Config(
-                coordinator=args.id, poll_seconds=args.poll_seconds, retry_seconds=args.retry_seconds, humans=humans
+                coordinator=args.id,
+                poll_seconds=args.poll_seconds,
+                retry_seconds=args.retry_seconds,
+                undo_attempts=args.undo_attempts,
+                humans=humans,
             ),
             agents=agents,
             agent_key=agent_key,
@@ -345,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet()
     data = Path(args.data).resolve() if args.data else Path.home() / ".hatp" / "coordinator"
     try:
+        Config(undo_attempts=args.undo_attempts)  # HATP-TXN-33: refused before anything is written or started
         setup = read_setup(args)
         store = StoreUrl.parse(args.store) if args.store else StoreUrl.sqlite(data / "coordinator.db")
         data.mkdir(parents=True, exist_ok=True)

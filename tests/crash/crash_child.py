@@ -1,11 +1,16 @@
 """The child process of the crash tests: runs (or recovers) the trip with durable participants and log.
 
-`python tests/crash/crash_child.py WORKDIR run|recover|ask|approved [PAUSE_AT]`. It counts steps: each durable log
-write, and each commit a participant has answered (durable at the participant, not yet recorded by the coordinator:
-HATP-TXN-4 lets a receipt's record wait for the next forced write). After each it prints `STEP n what`; at step
-PAUSE_AT it prints `PAUSED` and stops there, so the parent can SIGKILL it at exactly that step. Participants keep
-their state in SQLite and their effects in an append-only, fsynced file, so "no effect performed twice" can be
-checked across processes. It prints `DONE <outcome>` at the end, then `STEPS n`.
+`python tests/crash/crash_child.py WORKDIR run|recover|ask|approved|undo-doubt [PAUSE_AT]`. It counts steps:
+each durable log write, and each commit a participant has answered (durable at the participant, not yet recorded
+by the coordinator: HATP-TXN-4 lets a receipt's record wait for the next forced write). After each it prints
+`STEP n what`; at step PAUSE_AT it prints `PAUSED` and stops there, so the parent can SIGKILL it at exactly that
+step. Participants keep their state in SQLite and their effects in an append-only, fsynced file, so "no effect
+performed twice" can be checked across processes. It prints `DONE <outcome>` at the end, then `STEPS n`.
+
+`undo-doubt` runs the trip with the payment declined after the calendar event was created, so the event is
+compensated, and the calendar's undo gets no answer from its upstream (a signed in-doubt compensate receipt): once
+the log holds that receipt it prints `STEP undo in doubt` and `PAUSED` and stops there. `recover` after that kill
+finds the undo still in doubt in the log; its calendar answers.
 
 `ask` runs the trip with a human who has not decided: once the log holds every prepare and the gateway's pending
 vote (the APPROVING point) it prints `STEP approving` and `PAUSED` and stops there. `approved` is the restart
@@ -19,6 +24,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ from hatp_mcp.core.model.terms import ApprovalTerms
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
+from hatp_mcp.runtime.participant.operation import EffectInDoubt
 from hatp_mcp.store.participant_state import SqliteParticipantStore
 from hatp_mcp.store.txn_log import LoggedTxn, SqliteTxnLog
 
@@ -66,17 +73,26 @@ def waiting_for_the_human(logged: LoggedTxn) -> bool:
     return logged.decision is None and pending and prepared == {"seat", "room", "event", "pay"}
 
 
-class PauseWhenAsked:
-    """The log, stopping the process right after the append that makes the APPROVING point durable."""
+def undo_in_doubt(logged: LoggedTxn) -> bool:
+    """The abort is decided and the calendar's compensate receipt in the log says in doubt."""
+    return logged.decision == "abort" and any(
+        e.get("event") == "compensate" and (e.get("evidence") or {}).get("outcome") == "in-doubt" for e in logged.events
+    )
 
-    def __init__(self, inner: SqliteTxnLog) -> None:
+
+class PauseWhen:
+    """The log, stopping the process right after the append that makes `point` true of what the log holds."""
+
+    def __init__(self, inner: SqliteTxnLog, point: Callable[[LoggedTxn], bool], say: str) -> None:
         self.inner = inner
+        self.point = point
+        self.say = say
 
     async def append(self, txn_id: str, entries: Any, forced: bool = True) -> None:
         await self.inner.append(txn_id, entries, forced)
         logged = await self.inner.load(txn_id)
-        if logged is not None and waiting_for_the_human(logged):
-            print("STEP approving", flush=True)
+        if logged is not None and self.point(logged):
+            print(f"STEP {self.say}", flush=True)
             print("PAUSED", flush=True)
             threading.Event().wait()  # the parent kills us here
 
@@ -117,7 +133,9 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
     log: Any = SqliteTxnLog(workdir / "txn.db", on_durable=lambda n: step(f"durable write {n}"))
     human = {"ask": HumanScript("never"), "approved": HumanScript("approve")}.get(mode)
     if mode == "ask":
-        log = PauseWhenAsked(log)
+        log = PauseWhen(log, waiting_for_the_human, "approving")
+    if mode == "undo-doubt":
+        log = PauseWhen(log, undo_in_doubt, "undo in doubt")
     world = build_world(
         clock,
         log=log,
@@ -130,6 +148,13 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
     world.room.effects = DurableEffects(effects, "room")
     world.event.effects = DurableEffects(effects, "event")
     world.pay.effects = DurableEffects(effects, "pay")
+    if mode == "undo-doubt":
+        world.pay.decline = True
+
+        async def undo(*_args: Any, **_kwargs: Any) -> None:
+            raise EffectInDoubt("HATP-PXY-62", "the upstream did not answer the undo", code="UPSTREAM_NO_ANSWER")
+
+        world.event.undo = undo  # type: ignore[method-assign]
     for participant in world.participants.values():
 
         async def commit(req: CommitRequest, inner: Any = participant.commit) -> Any:
@@ -139,7 +164,7 @@ async def main(workdir: Path, mode: str, pause_at: int) -> int:
 
         participant.commit = commit  # type: ignore[method-assign]
     coordinator = world.coordinator()
-    if mode in ("run", "ask"):
+    if mode in ("run", "ask", "undo-doubt"):
         results = [await coordinator.run(trip_plan(clock.now(), TXN))]
     else:
         logged = await log.load(TXN)

@@ -103,6 +103,30 @@ def test_HATP_TXN_22_a_coordinator_killed_while_the_human_decides_is_restarted_a
     assert recovered == [{"decision": "resumed", "phase": "approving"}]
 
 
+@pytest.mark.e2e
+def test_HATP_TXN_30_a_coordinator_killed_while_an_undo_is_in_doubt_is_restarted_and_sends_it_again(
+    tmp_path: Path,
+) -> None:
+    child = Child(CHILD, tmp_path, "undo-doubt")
+    said = child.read_until("PAUSED")
+    os.kill(child.proc.pid, signal.SIGKILL)  # the abort is decided and the calendar's undo is in doubt
+    assert child.proc.wait(timeout=30) == -signal.SIGKILL
+    assert "STEP undo in doubt" in said
+    assert [e.split()[1] for e in effects(tmp_path) if e.startswith("event")] == ["create"]  # not undone yet
+    status = answered(tmp_path)
+    assert status.state == "aborting" and status.outcome is None  # nothing says it was undone
+    restarted = finish(Child(CHILD, tmp_path, "recover"))
+    assert "DONE ABORTED" in restarted  # the replacement sent the undo again and its calendar answered ok
+    check_all_or_nothing(tmp_path, "ABORTED")
+    assert [e.split()[1] for e in effects(tmp_path) if e.startswith("event")] == ["create", "delete"]
+    record = json.loads((tmp_path / "record.json").read_text())
+    ring = Keyring.from_jwks(json.loads((tmp_path / "keyring.json").read_text()))
+    assert verify_record(record, ring) == []
+    undos = [(i, e["evidence"]["outcome"]) for i, e in enumerate(record["events"]) if e["event"] == "compensate"]
+    recovered = next(i for i, e in enumerate(record["events"]) if e["event"] == "coordinator.recovered")
+    assert [o for _i, o in undos] == ["in-doubt", "ok"] and undos[0][0] < recovered < undos[1][0]
+
+
 def answered(workdir: Path) -> TxnStatus:
     """What the killed coordinator's log answers an agent now (hatp/txn/status reads only the log)."""
 

@@ -72,6 +72,15 @@ def test_a_wrong_setup_exits_2_with_one_line_and_no_traceback(
     assert err.startswith("coordinator: cannot start:") and "Traceback" not in err
 
 
+def test_HATP_TXN_33_an_undo_bound_below_one_send_exits_2_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--undo-attempts", "0", "--data", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coordinator: cannot start: HATP-TXN-33") and "--undo-attempts 1" in err
+    assert not (tmp_path / "data").exists()  # nothing written
+
+
 def test_a_participant_that_cannot_be_reached_at_start_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.record import DECIDED_EVENT
-from hatp_mcp.core.txn.abort import finish
+from hatp_mcp.core.txn.abort import finish, offer_recovery
 from hatp_mcp.core.txn.data import Txn, arm
 from hatp_mcp.core.txn.deadlines import renew
 from hatp_mcp.core.txn.events import (
@@ -32,7 +32,6 @@ __all__ = [
     "in_doubt",
     "irreversible_done",
     "next_commit",
-    "offer_recovery",
     "outcome_decided",
     "resolved",
 ]
@@ -165,15 +164,3 @@ def resolved(t: Txn, bid: str, answer: str, now: datetime) -> list[Command]:
         h.lapsed.update(lapsed)
         out += offer_recovery(t, lapsed, now)
     return out
-
-
-def offer_recovery(t: Txn, branches: list[str], now: datetime) -> list[Command]:
-    """Offered, never performed: a linked transaction, or the participant's own void."""
-    reauth = t.plan.recovery.off_session_reauth.wire() if t.plan.recovery is not None else {"consented": False}
-    body = {
-        "branches": branches,
-        "options": ["linked-transaction", "participant-void"],
-        "offSessionReauth": reauth,
-        "performed": False,
-    }
-    return [Record(event="recovery.offered", body=body)]

@@ -48,7 +48,20 @@ class Config:
     humans: HumanKeys | None = None
     poll_seconds: int = 30  # how often a pending approval is polled
     renew_before_seconds: int = 60  # renew a lease this long before it ends
-    retry_seconds: int = 30  # retry an in-doubt commit (or a failed undo) this often
+    retry_seconds: int = 30  # retry an in-doubt commit (or an undo in doubt) this often
+    # HATP-TXN-31: how many sends of one branch's undo may end in doubt before it is offered for recovery
+    undo_attempts: int = 10
+
+    def __post_init__(self) -> None:
+        """Raises HatpError HATP-TXN-33 for an undo bound below one send."""
+        if self.undo_attempts < 1:
+            raise HatpError(
+                "HATP-TXN-33",
+                f"an undo is sent at least once; undo attempts {self.undo_attempts} bounds nothing",
+                path="$.undoAttempts",
+                code="BAD_CONFIG",
+                fix="give the coordinator --undo-attempts 1 or more",
+            )
 
 
 # Each group's `copy` copies its containers: their items are immutable or never changed in place. It passes the fields
@@ -135,7 +148,9 @@ class Progress:
     escalated: bool = False
     abort_queue: list[tuple[str, str]] = field(default_factory=list)  # (phase, branchId), in reverse commit order
     undone: set[str] = field(default_factory=set)  # released or compensated
-    undo_failed: list[str] = field(default_factory=list)
+    undo_failed: list[str] = field(default_factory=list)  # refused: definitely not undone
+    undo_doubts: dict[str, int] = field(default_factory=dict)  # branchId -> undo sends that ended in doubt
+    undo_unresolved: list[str] = field(default_factory=list)  # still in doubt at the bound: offered for recovery
     answered: bool = False  # the outcome.decided event is recorded (HATP-TXN-25): the agent may be told
 
     def copy(self) -> Progress:
@@ -150,6 +165,8 @@ class Progress:
             self.abort_queue.copy(),
             self.undone.copy(),
             self.undo_failed.copy(),
+            self.undo_doubts.copy(),
+            self.undo_unresolved.copy(),
             self.answered,
         )
 

@@ -93,7 +93,7 @@ TRANSITIONS: dict[tuple[TxnState, Step], TxnState] = {
     (T.IN_DOUBT, S.DOUBT_RESOLVED): T.COMMITTING,
     (T.IN_DOUBT, S.DECIDED_ABORT): T.ABORTING,  # a late no before the irreversible step (HATP-TXN-11)
     (T.ABORTING, S.FINISHED_ABORTED): T.ABORTED,
-    (T.ABORTING, S.FINISHED_NEEDS_RECOVERY): T.NEEDS_RECOVERY,  # an undo failed
+    (T.ABORTING, S.FINISHED_NEEDS_RECOVERY): T.NEEDS_RECOVERY,  # an undo refused, or in doubt at its bound
 }
 
 
@@ -260,6 +260,10 @@ class Coordinator:
                 d.phase2.committed[b] = evidence.get("undoToken")
             if phase in ("abort", "compensate"):
                 d.phase2.undone.add(b)
+        if b in d.branches and _undo_in_doubt(ev):  # HATP-TXN-31: the bound counts the predecessor's sends too
+            d.phase2.undo_doubts[b] = d.phase2.undo_doubts.get(b, 0) + 1
+        if ev.get("event") == "undo.in-doubt" and b in d.branches and b not in d.phase2.undo_unresolved:
+            d.phase2.undo_unresolved.append(b)
 
     # -- the one entry point ------------------------------------------------------------------------------
     @property
@@ -295,6 +299,14 @@ class Coordinator:
         if isinstance(event, ApproverReply):
             return on_approver(d, event, now)
         return on_timer(d, event, now)
+
+
+def _undo_in_doubt(ev: Mapping[str, Any]) -> bool:
+    """A recorded undo send that ended in doubt: an in-doubt abort or compensate receipt, or such a call failed."""
+    evidence = ev.get("evidence") or {}
+    if evidence.get("type") == "hatp.receipt":
+        return evidence.get("phase") in ("abort", "compensate") and evidence.get("outcome") == "in-doubt"
+    return ev.get("event") == "call.failed" and (ev.get("body") or {}).get("phase") in ("abort", "compensate")
 
 
 def _violation(v: Any) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 A chain that verifies proves only that the coordinator wrote these events in this order. These rules prove the
 outcome: a commit decision is preceded by every branch's signed yes vote and ok prepare receipt and, for every
 approval requirement, a signed approval that meets it; a COMMITTED record then holds every branch's signed commit
-receipt; an ABORTED record names why it aborted and shows nothing was left in place; a decision that contradicts
-a recorded vote is refused. The evidence checks are the coordinator's own (core/txn/evidence_checks.py): a record proves
-no more than the coordinator was allowed to count, and grows stronger with those checks.
+receipt; an ABORTED record names why it aborted and shows nothing was left in place, nor any undo left in doubt
+(HATP-TXN-32); a decision that contradicts a recorded vote is refused. The evidence checks are the coordinator's
+own (core/txn/evidence_checks.py): a record proves no more than the coordinator was allowed to count, and grows
+stronger with those checks.
 
 Two callers run the same rules: `verify_record` (offline, `hatp verify`) and the coordinator runtime, which runs
 them before it appends `record.closed` and refuses to close a record they refuse (HATP-REC-17). Grounds that are
@@ -197,6 +198,7 @@ def justify(
         _all_committed(c, commit, where)
     elif outcome == "ABORTED" and abort is not None:
         _nothing_left(c, abort, where)
+        _no_undo_in_doubt(c, where)
     elif outcome == "NEEDS_RECOVERY":
         _left_to_recover(c, where)
     return Justification(str(outcome), tuple(c.problems), tuple(c.grounds))
@@ -494,6 +496,31 @@ def _nothing_left(c: _Check, d: _Ev, where: int) -> None:
         else:
             released += 1
     c.grounds.append(f"nothing left in place: {released} branch(es) released or undone, with signed receipts")
+
+
+_UNDO = ("abort", "compensate")
+
+
+def _no_undo_in_doubt(c: _Check, where: int) -> None:
+    """HATP-TXN-32: an ABORTED record holds no undo that stayed in doubt: after a branch's last in-doubt abort or
+    compensate receipt, or the coordinator's `undo.in-doubt`, comes that participant's signed ok of the undo. An
+    undo in doubt may not have happened, so ABORTED would say more than the record shows (HATP-TXN-31: it closes
+    NEEDS_RECOVERY)."""
+    for b in c.plan.branches:
+        bid = b.branch_id
+        undos = [e for e in c.signed("hatp.receipt", bid) if e.evidence.get("phase") in _UNDO]
+        doubts = [e for e in undos if e.evidence.get("outcome") == "in-doubt"]
+        doubts += [e for e in c.said("undo.in-doubt") if e.body.get("branchId") == bid]
+        if not doubts:
+            continue
+        last = max(doubts, key=lambda e: e.i)
+        if not any(c.receipt_ok(b, e, str(e.evidence.get("phase"))) for e in undos if e.i > last.i):
+            c.fail(
+                where,
+                "HATP-TXN-32",
+                f"the record closes ABORTED, but {bid}'s undo is in doubt since event {last.i} and no signed ok "
+                "of it follows: it may not have happened (close NEEDS_RECOVERY and offer it for recovery)",
+            )
 
 
 def _left_to_recover(c: _Check, where: int) -> None:

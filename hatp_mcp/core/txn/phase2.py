@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from hatp_mcp.core.txn.abort import abort, next_abort, queue_abort
+from hatp_mcp.core.txn.abort import abort, next_abort, queue_abort, undo_in_doubt
 from hatp_mcp.core.txn.commit import in_doubt, irreversible_done, next_commit, resolved
 from hatp_mcp.core.txn.data import Txn, arm, refused
 from hatp_mcp.core.txn.deadlines import DECIDING, note_lease
@@ -86,11 +86,14 @@ def on_receipt(t: Txn, ev: ReceiptAnswer, now: datetime) -> list[Command]:
             t.fire(Step.DOUBT_RESOLVED)
         return out + next_commit(t, now)
     # abort / compensate
-    if p.step == bid:
+    answered = p.step == bid
+    if answered:
         p.step = None
     if receipt.outcome == "ok":
         p.undone.add(bid)
-    else:
+    elif receipt.outcome == "in-doubt":  # HATP-TXN-30: neither undone nor failed: the idempotent undo again
+        return out + (undo_in_doubt(t, bid, now) if answered else next_abort(t, now))
+    else:  # refused: definitely not undone
         p.undo_failed.append(bid)
     return out + next_abort(t, now)
 
@@ -128,9 +131,9 @@ def on_failed(t: Txn, ev: CallFailed, now: datetime) -> list[Command]:
             p.step = None
         p.holds_out.discard(bid)
         return out + in_doubt(t, bid, now)
-    if p.step == bid:  # abort / compensate: try again later
+    if p.step == bid:  # abort / compensate: no answer, so in doubt as well (HATP-TXN-30), within the same bound
         p.step = None
-        p.abort_queue.insert(0, ("compensate" if bid in p.committed else "abort", bid))
+        return out + undo_in_doubt(t, bid, now)
     return out + arm(t, "undo", now + timedelta(seconds=t.config.retry_seconds))
 
 

@@ -131,7 +131,12 @@ def waiting_on(
     return out
 
 
-_PHASE2 = {"commit": "committed", "compensate": "undone", "commit.in-doubt": "in-doubt"}
+_PHASE2 = {
+    "commit": "committed",
+    "compensate": "undone",
+    "commit.in-doubt": "in-doubt",
+    "undo.in-doubt": "in-doubt",  # HATP-TXN-31: the coordinator stopped sending an undo it could not settle
+}
 
 
 def results(plan: Plan, events: Sequence[Mapping[str, Any]]) -> list[BranchOutcome]:
@@ -156,6 +161,8 @@ def results(plan: Plan, events: Sequence[Mapping[str, Any]]) -> list[BranchOutco
         elif name in _PHASE2 or name == "abort":
             if evidence.get("outcome") == "refused":
                 last[branch] = ("refused", code)
+            elif evidence.get("outcome") == "in-doubt":  # never "released" or "undone" for what may not have been
+                last[branch] = ("in-doubt", code)
             elif name == "abort":
                 last[branch] = ("released" if tiers.get(branch) == "hold" else "not-committed", code)
             else:

@@ -19,6 +19,7 @@ from hatp_mcp.core.txn.record import Problem, check_record, verify_record
 from hatp_mcp.runtime.clock import FakeClock
 from tests.factories import signed_trip_record, trip_approval
 from tests.records import about, index, keep, rechain
+from tests.runtime.coordinator.test_undo_in_doubt import declined_trip
 from tests.txn_helpers import drive
 
 pytestmark = pytest.mark.anyio
@@ -205,6 +206,36 @@ def test_HATP_REC_15_an_aborted_record_whose_final_step_committed_is_refused() -
     bad = rechain(record, [*events[:11], events[13], asked, abort, events[16]], keys["coordinator"])
     problems = verify_record(bad, ring)
     assert any(p.rule == "HATP-REC-15" and "pay (final) committed" in p.reason for p in problems)
+
+
+async def test_HATP_TXN_32_an_aborted_record_whose_undo_stayed_in_doubt_is_refused(clock: FakeClock) -> None:
+    # the coordinator stopped sending the calendar's undo at its bound and closed NEEDS_RECOVERY; re-closed ABORTED
+    result, world, _coord = await declined_trip(clock, 99)
+    record = result.record
+    assert result.outcome is Outcome.NEEDS_RECOVERY and verify_record(record, world.keyring) == []
+    events = [e for e in record["events"] if e["event"] != "recovery.offered"]
+    closed = {**events[-1], "body": {**events[-1]["body"], "outcome": "ABORTED"}}
+    bad = rechain(record, [*events[:-1], closed], world.keys["coordinator"])
+    problems = verify_record(bad, world.keyring)
+    assert (len(events) - 1, "HATP-TXN-32") in outcome_rules(problems)
+    assert "event's undo is in doubt since event" in next(p.reason for p in problems if p.rule == "HATP-TXN-32")
+
+
+async def test_HATP_TXN_32_an_undo_in_doubt_after_its_ok_is_refused_where_every_branch_looks_released(
+    clock: FakeClock,
+) -> None:
+    result, world, _coord = await declined_trip(clock, 1)  # in doubt, then ok: ABORTED, and it verifies
+    record = result.record
+    assert result.outcome is Outcome.ABORTED and verify_record(record, world.keyring) == []
+    doubt, ok = (i for i, e in enumerate(record["events"]) if e["event"] == "compensate")
+    events = list(record["events"])
+    # the last word on the undo is now "in doubt" (each at the other's time: times never go backwards, HATP-REC-9)
+    events[doubt], events[ok] = (
+        {**events[ok], "at": events[doubt]["at"]},
+        {**events[doubt], "at": events[ok]["at"]},
+    )
+    bad = rechain(record, events, world.keys["coordinator"])
+    assert outcome_rules(verify_record(bad, world.keyring)) == {(len(events) - 1, "HATP-TXN-32")}  # REC-15 passes
 
 
 def test_HATP_REC_16_needs_recovery_must_name_what_is_left() -> None:

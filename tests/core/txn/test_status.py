@@ -65,3 +65,19 @@ def test_an_open_record_never_carries_the_record_and_an_empty_log_is_new() -> No
     plan = trip_plan(NOW)
     assert summarize(plan, [ev("txn.begin")], None, {"events": []}).record is None
     assert summarize(plan, [], None).state == "new"
+
+
+def test_HATP_TXN_31_an_undo_in_doubt_is_never_said_released_or_undone() -> None:
+    plan = trip_plan(NOW)
+
+    def undo(event: str, branch: str, outcome: str) -> dict[str, Any]:
+        return ev(event, {"branchId": branch}, {"type": "hatp.receipt", "phase": event, "outcome": outcome})
+
+    events = [ev("txn.begin"), ev("decision", {"decision": "abort"})]
+    events += [undo("abort", "seat", "in-doubt"), undo("abort", "room", "in-doubt"), undo("abort", "room", "ok")]
+    events += [undo("compensate", "event", "in-doubt"), undo("compensate", "pay", "ok")]
+    events += [ev("undo.in-doubt", {"branchId": "seat", "phase": "abort", "attempts": 10})]
+    events += [ev("record.closed", {"outcome": "NEEDS_RECOVERY"})]
+    said = {r.branch_id: r.result for r in summarize(plan, events, "abort").results}
+    assert said["seat"] == "in-doubt" and said["event"] == "in-doubt"  # what may not have happened
+    assert said["room"] == "released" and said["pay"] == "undone"  # the signed ok after the doubt settles it
