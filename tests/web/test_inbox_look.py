@@ -23,6 +23,7 @@ from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web import pages
 from hatp_mcp.web.inbox import CSP
@@ -261,6 +262,23 @@ def test_HATP_GW_88_the_page_says_the_final_step_in_the_one_sentence_the_notices
     page = ask_page(rec, h("bob"), True, "t")
     assert "<strong>Wire &lt;b&gt;transfers&lt;/b&gt; &amp; card captures are final.</strong>" in page
     assert "This payment cannot be undone" not in page
+
+
+async def test_HATP_GW_97_a_second_passkey_decision_is_refused_naming_bob_by_his_card(
+    served_plain: Served, clock: FakeClock
+) -> None:
+    served = served_plain
+    await served.gateway.ask(plan(), "finance")
+    stored = served.gateway.store.get(ASK)
+    assert stored is not None and stored.record is not None
+    digest, when = subject_digest(stored.record.ask), format_ts(clock.now())
+    first = served.bob.decide(ASK, digest, "approve", when, origin=served.origin)
+    _after, count = await served.gateway.decide_passkey(ASK, first, served.inbox.rp, 0, via="inbox")
+    again = served.bob.decide(ASK, digest, "approve", when, origin=served.origin)
+    with pytest.raises(HatpError) as e:
+        await served.gateway.decide_passkey(ASK, again, served.inbox.rp, count, via="inbox")
+    assert e.value.rule == "HATP-GW-6"
+    assert e.value.reason.startswith("Bob Brown (human://acme.com/bob) already decided this ask")
 
 
 async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_transaction_status(
