@@ -167,15 +167,18 @@ def _check_signer(args: argparse.Namespace, rec: AskRecord, proof: HumanDecision
     verify_proof(proof.wire(), ask=rec.ask, humans=HumanKeys.from_cards(directory.cards()), now=now, nonce_used=False)
 
 
-def _preview(store: GatewayStore, rec: AskRecord, proof: HumanDecisionProof, now: datetime) -> None:
-    """Raise the core's refusal if `proof` could not count once the proofs already waiting are applied."""
-    rec = tick(rec, now)
+def _preview(
+    store: GatewayStore, rec: AskRecord, proof: HumanDecisionProof, now: datetime, names: dict[str, str]
+) -> None:
+    """Raise the core's refusal if `proof` could not count once the proofs already waiting are applied; it names
+    people by `names`, as the gateway would (HATP-GW-97)."""
+    rec = tick(rec, now, names)
     for left in store.proofs(rec.ask.ask_id, "submitted"):
         try:
-            rec = apply_decision(rec, HumanDecisionProof.model_validate(left.proof), now)
+            rec = apply_decision(rec, HumanDecisionProof.model_validate(left.proof), now, names=names)
         except (HatpError, ValueError):
             continue  # the gateway will refuse that one; it does not stand in this person's way
-    apply_decision(rec, proof, now)
+    apply_decision(rec, proof, now, names=names)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -263,7 +266,7 @@ def _run(args: argparse.Namespace, store: GatewayStore, now: datetime, words: _W
         return fail(f"cannot sign this decision: {exc}".splitlines()[0])
     try:
         _check_signer(args, stored.record, proof, now)
-        _preview(store, stored.record, proof, now)
+        _preview(store, stored.record, proof, now, words.names)
     except HatpError as exc:
         return fail(exc.one_line(), EXIT_PROBLEMS)
     store.submit_proof(ask.ask_id, proof.wire())

@@ -14,6 +14,7 @@ from datetime import datetime
 from html import escape
 
 from hatp_mcp.core.gateway.notice import in_words
+from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import REASON_MAX
 from hatp_mcp.core.model.gateway import AskRecord, Screen, ScreenOperation
@@ -220,18 +221,17 @@ def ask_page(
         summary = _summary(rec)
         if summary:
             parts.append(_agent(summary))
-        finals = _final_steps(screen)
-        if finals:
+        final = final_words(screen)
+        if final:  # HATP-GW-88: the one sentence the notices and a model's text say too, from the one function
             steps = "".join(
                 f"<li>{_e(op.operation)} at <code>{_e(op.participant)}</code>"
                 + (f", {_e(op.amount)}" if op.amount else "")
                 + "</li>"
-                for op in finals
+                for op in _final_steps(screen)
             )
-            noun = "payment" if any(op.amount for op in finals) else "step"
             parts.append(
-                f"<div id=irreversible role=note><p><strong>This {noun} cannot be undone.</strong>"
-                f" Once approved, it runs and stays done:</p><ul>{steps}</ul></div>"
+                f"<div id=irreversible role=note><p><strong>{_e(final)}</strong>"
+                f" It runs and stays done:</p><ul>{steps}</ul></div>"
             )
         parts.append(
             f"<p id=deadline>Decide by {_when(ask.decide_by, now, countdown=rec.state == 'pending')}</p></section>"

@@ -198,3 +198,21 @@ def test_HATP_GW_92_without_the_organisation_the_terminal_inbox_names_people_by_
     out = capsys.readouterr().out
     assert "decide by 2026-11-29 14:00 UTC (in 3 h 55 min)" in out and "human://acme.com/bob" in out
     assert inbox(data, "--tz", "Mars/Olympus", "list") == 2
+
+
+def test_HATP_GW_97_the_terminal_inbox_s_refusals_name_people_by_their_cards_and_times_in_words(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = ["--data", str(data), "--org", str(ORG_DIR)]
+    late = main(["inbox", *org, "--now", "2026-11-29T14:05:00Z", "approve", "txn-acme-0001/finance", *as_("bob")])
+    too_late = capsys.readouterr().err
+    assert main(["inbox", *org, "--now", "2026-11-29T10:05:00Z", "approve", "txn-acme-0001/finance", *as_("bob")]) == 0
+    capsys.readouterr()
+    again = main(["inbox", *org, "--now", "2026-11-29T10:06:00Z", "approve", "txn-acme-0001/finance", *as_("bob")])
+    twice = capsys.readouterr().err
+    assert (late, again) == (1, 1)
+    assert (
+        "HATP-GW-12 at $.decideBy: Bob Brown (human://acme.com/bob) decided at 2026-11-29 14:05 UTC, after the signed"
+        " deadline 2026-11-29 14:00 UTC (5 min ago)" in too_late
+    )
+    assert "HATP-GW-6 at $.decisions: Bob Brown (human://acme.com/bob) already decided this ask" in twice

@@ -17,15 +17,19 @@ import pytest
 from playwright.async_api import Page
 
 from demo.trip_world import build_world
+from hatp_mcp.core.gateway.machine import open_approval
 from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.core.gateway.proof import subject_digest
-from hatp_mcp.core.model.base import format_ts
+from hatp_mcp.core.gateway.screen import final_words
+from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.web import pages
 from hatp_mcp.web.inbox import CSP
 from hatp_mcp.web.pages import INBOX_JS, ask_page
 from hatp_mcp.web.record_shelf import RecordShelf
-from tests.acme_org import h, plan
+from tests.acme_org import GATEWAY_ID, directory, h, plan
 from tests.mcp.test_model_answers import agent_view, approving, status_of
 from tests.web.browserless import signed_in
 from tests.web.chromium import chromium_page
@@ -98,7 +102,7 @@ async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countd
     assert all(seen.values()), seen
     assert headline == "Dana Diaz asks you to approve travel.spend"
     assert "human://" not in headline  # a person by display name; the address is on hover and in the details
-    assert irreversible.startswith("This payment cannot be undone.")
+    assert irreversible.startswith("This payment cannot be undone once approved.")  # final_words, as a model reads
     assert countdown.startswith("(in ") and countdown.endswith("min)")
     assert labels == blocks  # one label per agent-written block
     assert digest_hidden  # the digest and ids are folded into a details section
@@ -239,6 +243,42 @@ async def test_HATP_GW_88_pass_it_on_names_the_person_the_ask_goes_to_next(serve
     alone = ask_page(rec, h("bob"), True, "t", names={h("carol"): "Carol Chen"})
     assert "<button type=button id=pass data-decision=decline>Pass it on to Carol Chen</button>" in page
     assert "Pass it on (no one else is left to ask)" in alone and "Carol" not in alone
+
+
+def test_HATP_GW_88_the_page_says_the_final_step_in_the_one_sentence_the_notices_and_a_model_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rec = open_approval(plan(), "finance", directory(), gateway=GATEWAY_ID, now=parse_ts("2026-11-29T10:00:00Z"))
+    screen = rec.ask.screen
+    assert screen is not None
+    step = screen.model_copy(update={"operations": [o.model_copy(update={"amount": None}) for o in screen.operations]})
+    for shown in (screen, step):
+        with_screen = rec.model_copy(update={"ask": rec.ask.model_copy(update={"screen": shown})})
+        page = ask_page(with_screen, h("bob"), True, "t")
+        assert f"<div id=irreversible role=note><p><strong>{final_words(shown)}</strong>" in page
+    assert final_words(step) == "This step cannot be undone once approved."
+    # one source: the page follows whatever the model-facing texts say, escaped as every value on the page is
+    monkeypatch.setattr(pages, "final_words", lambda _screen: "Wire <b>transfers</b> & card captures are final.")
+    page = ask_page(rec, h("bob"), True, "t")
+    assert "<strong>Wire &lt;b&gt;transfers&lt;/b&gt; &amp; card captures are final.</strong>" in page
+    assert "This payment cannot be undone" not in page
+
+
+async def test_HATP_GW_97_a_second_passkey_decision_is_refused_naming_bob_by_his_card(
+    served_plain: Served, clock: FakeClock
+) -> None:
+    served = served_plain
+    await served.gateway.ask(plan(), "finance")
+    stored = served.gateway.store.get(ASK)
+    assert stored is not None and stored.record is not None
+    digest, when = subject_digest(stored.record.ask), format_ts(clock.now())
+    first = served.bob.decide(ASK, digest, "approve", when, origin=served.origin)
+    _after, count = await served.gateway.decide_passkey(ASK, first, served.inbox.rp, 0, via="inbox")
+    again = served.bob.decide(ASK, digest, "approve", when, origin=served.origin)
+    with pytest.raises(HatpError) as e:
+        await served.gateway.decide_passkey(ASK, again, served.inbox.rp, count, via="inbox")
+    assert e.value.rule == "HATP-GW-6"
+    assert e.value.reason.startswith("Bob Brown (human://acme.com/bob) already decided this ask")
 
 
 async def test_HATP_GW_87_a_reason_bob_signs_in_the_inbox_reaches_the_agent_s_transaction_status(

@@ -96,7 +96,7 @@ def open_tool_call_ask(
         issued_at=format_ts(now),
     )
     checked = Checked(status="checked", action=requirement.action, amounts=amounts)
-    rec = open_routed(ask, seats, quorum, checked, now)
+    rec = open_routed(ask, seats, quorum, checked, now, directory.names())
     return rec.model_copy(update={"plan_totals": amounts, "up_to": amounts}), call
 
 

@@ -99,7 +99,7 @@ def open_question(
         issued_at=format_ts(now),
     )
     # One answer closes a question: quorum 1 of however many the address asked for.
-    return open_routed(ask, seats, (1, quorum[1]), Checked(status="absent"), now)
+    return open_routed(ask, seats, (1, quorum[1]), Checked(status="absent"), now, directory.names())
 
 
 def check_fits(ask: Ask, value: Any) -> None:
@@ -160,15 +160,17 @@ def answer(
     via: str = "inbox",
     proof: HumanDecisionProof | None = None,
     passkey: PasskeyAssertion | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> AskRecord:
     """Record an asked person's answer to a question ask (`proof` or `passkey`: their verified signed decision or
-    passkey assertion, kept for the Answer). Raises HatpError: HATP-ASK-6 (an approval ask), HATP-ASK-2/3/4 (the
-    answer does not fit), HATP-GW-12 (after the deadline), HATP-GW-5/6/14 (who)."""
+    passkey assertion, kept for the Answer; `names`: display names for the refusals' words, HATP-GW-97). Raises
+    HatpError: HATP-ASK-6 (an approval ask), HATP-ASK-2/3/4 (the answer does not fit), HATP-GW-12 (after the
+    deadline), HATP-GW-5/6/14 (who)."""
     if rec.ask.kind == "approve":
         raise HatpError("HATP-ASK-6", f"ask {rec.ask.ask_id} is an approval; approve or reject it", path="$.kind")
-    refuse_if_closed(rec, now, human)
+    refuse_if_closed(rec, now, human, names)
     state = transition(state_of(rec), Event.ANSWER)
-    i, seat = asked_seat(rec, human)
+    i, seat = asked_seat(rec, human, names)
     check_fits(rec.ask, value)
     seats = list(rec.seats)
     seats[i] = seat.model_copy(

@@ -154,6 +154,11 @@ class Directory:
     def cards(self) -> list[HumanCard]:
         return [self._cards[k] for k in sorted(self._cards)]
 
+    def names(self) -> dict[str, str]:
+        """Display names by address, from the trusted cards: how the gateway's texts name people (HATP-GW-93, 97);
+        never a contact detail."""
+        return {c.id: c.display_name for c in self.cards()}
+
     def members(self, address: Address) -> list[HumanCard]:
         """Every card the address names (before any eligibility check), in id order."""
         if address.org != self.organization or address.kind is Kind.AGENT:

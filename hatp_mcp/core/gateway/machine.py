@@ -4,6 +4,13 @@ deadlines, and the evidence it leaves (vote, approval, answer). Pure: takes `now
 An AskRecord is immutable; every operation returns a new one or raises HatpError and leaves the old one as it
 was. States and their transitions are the table TRANSITIONS. Signing is the caller's (runtime/gateway/driver.py); so is
 persistence, and so are contact details, which this module never sees.
+
+What it writes for people and models to read (a refusal, the reason a no vote carries, why a person is no longer
+asked) names people and times as the gateway's other texts do (HATP-GW-97): a person by the display name on their
+card with the address beside it (`names`, display names by address, as the callers have them from the signed
+cards; screen.person_words), a time as `YYYY-MM-DD HH:MM UTC` (notice.when_words), with "(N min ago)" from `now`
+in a refusal read at once, and without it in text kept in the record and signed into a vote, where it would go
+stale. The structured fields (code, rule, state, seats' times) stay as the wire has them.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.gateway.authority import check_requirement, plan_money
 from hatp_mcp.core.gateway.directory import Criteria, Directory
-from hatp_mcp.core.gateway.screen import render_screen
+from hatp_mcp.core.gateway.notice import when_words
+from hatp_mcp.core.gateway.screen import person_words, render_screen
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Seat
@@ -106,6 +114,13 @@ def transition(state: AskState, event: Event) -> AskState:
     return nxt
 
 
+def _person(address: str, names: Mapping[str, str] | None) -> str:
+    """A person (or the address asked) as the machine's words name them (HATP-GW-97): screen.person_words."""
+    if names:  # HATP-GW-97: the display name on their card with the address beside it, as the pages name people
+        return person_words(address, names)
+    return address
+
+
 def _seat(seats: list[Seat], human: str) -> tuple[int, Seat] | None:
     for i, s in enumerate(seats):
         if s.human == human:
@@ -130,6 +145,7 @@ def route_seats(
     if addr.passkey:
         criteria = replace(criteria, require_passkey=True)
     res = directory.resolve(addr, criteria, now)
+    names = directory.names()
     seats = [Seat(human=c.human, status="eligible", sla_seconds=c.card.sla.decide_seconds) for c in res.eligible]
     excluded = [Seat(human=e.human, status="excluded", rule=e.rule, detail=e.detail) for e in res.excluded]
     known = {s.human for s in seats} | {s.human for s in excluded}
@@ -141,13 +157,23 @@ def route_seats(
             card = directory.card(d)
             if card is None:
                 excluded.append(
-                    Seat(human=d, status="excluded", rule="HATP-GW-10", detail=f"delegate of {c.human}: no card")
+                    Seat(
+                        human=d,
+                        status="excluded",
+                        rule="HATP-GW-10",
+                        detail=f"delegate of {_person(c.human, names)}: no card",  # HATP-GW-97
+                    )
                 )
                 continue
             why = directory.check(card, criteria)
             if why is not None:
                 excluded.append(
-                    Seat(human=d, status="excluded", rule=why.rule, detail=f"delegate of {c.human}: {why.detail}")
+                    Seat(
+                        human=d,
+                        status="excluded",
+                        rule=why.rule,
+                        detail=f"delegate of {_person(c.human, names)}: {why.detail}",  # HATP-GW-97
+                    )
                 )
             else:
                 seats.append(
@@ -165,9 +191,17 @@ def _ask_seat(seat: Seat, now: datetime) -> Seat:
     return seat.model_copy(update={"status": "asked", "asked_at": format_ts(now), "due_at": due})
 
 
-def open_routed(ask: Ask, seats: list[Seat], quorum: tuple[int, int], checked: Checked, now: datetime) -> AskRecord:
+def open_routed(
+    ask: Ask,
+    seats: list[Seat],
+    quorum: tuple[int, int],
+    checked: Checked,
+    now: datetime,
+    names: Mapping[str, str] | None = None,
+) -> AskRecord:
     """Start an ask: the top N eligible seats (not delegates) are asked; when fewer than M are eligible the ask
-    is exhausted at once (HATP-GW-15) and votes no."""
+    is exhausted at once (HATP-GW-15) and votes no, its reason naming the address as people are named (`names`,
+    HATP-GW-97)."""
     need, of = quorum
     direct = [i for i, s in enumerate(seats) if s.status == "eligible" and s.delegate_for is None]
     seats = list(seats)
@@ -177,13 +211,13 @@ def open_routed(ask: Ask, seats: list[Seat], quorum: tuple[int, int], checked: C
         ask=ask, state=AskState.PENDING.value, quorum_required=need, quorum_of=of, checked=checked, seats=seats
     )
     if len(direct) < need:
-        eligible = len(direct)
+        eligible, asked = len(direct), _person(ask.address, names)
         return rec.model_copy(
             update={
                 "state": transition(AskState.PENDING, Event.EXHAUSTED).value,
                 "closed_at": format_ts(now),
                 "code": "NO_ELIGIBLE_APPROVER",
-                "reason": f"HATP-GW-15: {eligible} eligible of the {need} needed for {ask.address}",
+                "reason": f"HATP-GW-15: {eligible} eligible of the {need} needed for {asked}",
             }
         )
     return rec
@@ -256,30 +290,36 @@ def open_approval(
         gateway=gateway,
         issued_at=format_ts(now),
     )
-    rec = open_routed(ask, seats, quorum, checked, now)
+    rec = open_routed(ask, seats, quorum, checked, now, directory.names())
     return rec.model_copy(update={"plan_totals": totals, "up_to": up_to})
 
 
-def refuse_if_closed(rec: AskRecord, now: datetime, human: str) -> None:
+def refuse_if_closed(rec: AskRecord, now: datetime, human: str, names: Mapping[str, str] | None = None) -> None:
+    """Raises HatpError HATP-GW-12 for a decision at or after the signed deadline, naming the person and the times
+    in words (HATP-GW-97)."""
     late = now >= parse_ts(rec.ask.decide_by) and state_of(rec) is AskState.PENDING
     if late or state_of(rec) is AskState.EXPIRED:
+        who, at, deadline = _person(human, names), when_words(format_ts(now)), when_words(rec.ask.decide_by, now)
         raise HatpError(
             "HATP-GW-12",
-            f"{human} decided at {format_ts(now)}, after the signed deadline {rec.ask.decide_by}; the ask is withdrawn",
+            f"{who} decided at {at}, after the signed deadline {deadline}; the ask is withdrawn",
             path="$.decideBy",
             fix="the transaction votes no; the agent may propose a new plan",
             code="DEADLINE_PASSED",
         )
 
 
-def asked_seat(rec: AskRecord, human: str) -> tuple[int, Seat]:
+def asked_seat(rec: AskRecord, human: str, names: Mapping[str, str] | None = None) -> tuple[int, Seat]:
+    """The seat of `human`, who must be asked now. Raises HatpError HATP-GW-6 (decided before), the exclusion's
+    rule (excluded) or HATP-GW-14 (not asked), naming the person as HATP-GW-97 says."""
     found = _seat(rec.seats, human)
+    who = _person(human, names)
     if found is not None and found[1].status == "asked":
         return found
     if found is not None and found[1].status == "decided":
         raise HatpError(
             "HATP-GW-6",
-            f"{human} already decided this ask; quorum counts distinct people, once each",
+            f"{who} already decided this ask; quorum counts distinct people, once each",
             path="$.decisions",
             fix="ask another eligible person",
             code="ALREADY_DECIDED",
@@ -287,13 +327,13 @@ def asked_seat(rec: AskRecord, human: str) -> tuple[int, Seat]:
     if found is not None and found[1].status == "excluded" and found[1].rule is not None:
         raise HatpError(
             found[1].rule,
-            f"{human} may not decide this ask: {found[1].detail}",
+            f"{who} may not decide this ask: {found[1].detail}",
             path="$.routing.humans",
             code="NOT_ELIGIBLE",
         )
     raise HatpError(
         "HATP-GW-14",
-        f"{human} was not asked to decide this ask",
+        f"{who} was not asked to decide this ask",
         path="$.routing.humans",
         fix="only a person the gateway asked may decide",
         code="NOT_ASKED",
@@ -309,11 +349,12 @@ def decide(
     proof: HumanDecisionProof | None = None,
     passkey: PasskeyAssertion | None = None,
     reason: str | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> AskRecord:
     """Record an approve/reject by an asked person. Any reject decides reject; M distinct approvals approve.
     `proof` is the person's verified signed decision (core/gateway/proof.py), or `passkey` their verified passkey
     assertion (core/gateway/passkey.py), kept in the HumanDecision; `reason`, the words the proof signs
-    (HATP-GW-87), kept beside it.
+    (HATP-GW-87), kept beside it; `names`, display names by address for the refusals' words (HATP-GW-97).
 
     Raises HatpError: HATP-GW-12 (after the deadline), HATP-GW-6 (a second decision by the same person),
     HATP-GW-5/4/8/9/10 (the person was excluded, for that rule), HATP-GW-14 (not asked), HATP-GW-11 (closed),
@@ -328,9 +369,9 @@ def decide(
         )
     if decision not in ("approve", "reject"):
         raise HatpError("HATP-ASK-6", f"decision {decision!r} is neither approve nor reject", path="$.decision")
-    refuse_if_closed(rec, now, human)
+    refuse_if_closed(rec, now, human, names)
     transition(state_of(rec), Event.APPROVE)  # raises HATP-GW-11 when the ask is closed
-    i, seat = asked_seat(rec, human)
+    i, seat = asked_seat(rec, human, names)
     approvals = sum(1 for d in rec.decisions if d.decision == "approve") + (decision == "approve")
     if decision == "reject":
         event = Event.REJECT
@@ -367,7 +408,17 @@ def _replace(rec: AskRecord, seats: list[Seat], gone: str, now: datetime) -> tup
     return seats, True
 
 
-def _after_loss(rec: AskRecord, seats: list[Seat], event: Event, now: datetime, loser: str) -> AskRecord:
+# Why the last person asked is gone, in words for the reason a no vote carries (HATP-GW-97).
+_LOSS_WORDS = {
+    Event.DECLINE: "passed it on",
+    Event.SLA_MISSED: "did not decide in their time",
+    Event.UNREACHABLE: "could not be reached",
+}
+
+
+def _after_loss(
+    rec: AskRecord, seats: list[Seat], event: Event, now: datetime, loser: str, names: Mapping[str, str] | None
+) -> AskRecord:
     seats, found = _replace(rec, seats, loser, now)
     state = transition(state_of(rec), event)
     still_asked = sum(1 for s in seats if s.status == "asked")
@@ -377,15 +428,17 @@ def _after_loss(rec: AskRecord, seats: list[Seat], event: Event, now: datetime, 
         update["state"] = transition(state, Event.EXHAUSTED).value
         update["closed_at"] = format_ts(now)
         update["code"] = "NO_ELIGIBLE_APPROVER"
-        update["reason"] = f"HATP-GW-15: no eligible person left after {loser} ({event.value})"
+        gone = f"{_person(loser, names)} {_LOSS_WORDS.get(event, event.value)}"
+        update["reason"] = f"HATP-GW-15: no eligible person left after {gone}"
     return rec.model_copy(update=update)
 
 
-def decline(rec: AskRecord, human: str, now: datetime) -> AskRecord:
-    """An asked person passes: they are marked declined and the next eligible person is asked (HATP-ASK-5)."""
-    refuse_if_closed(rec, now, human)
+def decline(rec: AskRecord, human: str, now: datetime, names: Mapping[str, str] | None = None) -> AskRecord:
+    """An asked person passes: they are marked declined and the next eligible person is asked (HATP-ASK-5).
+    `names`: display names by address, for what is written about people (HATP-GW-97)."""
+    refuse_if_closed(rec, now, human, names)
     transition(state_of(rec), Event.DECLINE)
-    i, seat = asked_seat(rec, human)
+    i, seat = asked_seat(rec, human, names)
     seats = list(rec.seats)
     seats[i] = seat.model_copy(
         update={
@@ -396,13 +449,15 @@ def decline(rec: AskRecord, human: str, now: datetime) -> AskRecord:
             "decided_at": format_ts(now),
         }
     )
-    return _after_loss(rec, seats, Event.DECLINE, now, human)
+    return _after_loss(rec, seats, Event.DECLINE, now, human, names)
 
 
-def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRecord:
+def unreachable(
+    rec: AskRecord, human: str, now: datetime, detail: str, names: Mapping[str, str] | None = None
+) -> AskRecord:
     """HATP-GW-61: an asked person no channel could reach is treated as unavailable: excluded with the rule and
     `detail` (which channels failed; never an address), and the next person is asked as after a decline. A
-    person who is not (or no longer) asked, or an ask that is closed, is left as it is."""
+    person who is not (or no longer) asked, or an ask that is closed, is left as it is. `names`: as for `decline`."""
     if state_of(rec) is not AskState.PENDING:
         return rec
     found = _seat(rec.seats, human)
@@ -411,21 +466,23 @@ def unreachable(rec: AskRecord, human: str, now: datetime, detail: str) -> AskRe
     i, seat = found
     seats = list(rec.seats)
     seats[i] = seat.model_copy(update={"status": "excluded", "rule": "HATP-GW-61", "detail": detail[:500]})
-    return _after_loss(rec, seats, Event.UNREACHABLE, now, human)
+    return _after_loss(rec, seats, Event.UNREACHABLE, now, human, names)
 
 
-def tick(rec: AskRecord, now: datetime) -> AskRecord:
+def tick(rec: AskRecord, now: datetime, names: Mapping[str, str] | None = None) -> AskRecord:
     """Let time pass: at the deadline the ask is withdrawn and votes no (HATP-GW-12); an asked person whose SLA
-    ran out is replaced by a delegate or the next eligible person (HATP-GW-10). Returns `rec` when nothing is due."""
+    ran out is replaced by a delegate or the next eligible person (HATP-GW-10). Returns `rec` when nothing is due.
+    `names`: as for `decline`."""
     if state_of(rec) is not AskState.PENDING:
         return rec
     if now >= parse_ts(rec.ask.decide_by):
+        deadline = when_words(rec.ask.decide_by)  # HATP-GW-97: kept and signed, so without "(N min ago)"
         return rec.model_copy(
             update={
                 "state": transition(AskState.PENDING, Event.DEADLINE).value,
                 "closed_at": format_ts(now),
                 "code": "DEADLINE_PASSED",
-                "reason": f"HATP-GW-12: no decision by the signed deadline {rec.ask.decide_by}; asks withdrawn",
+                "reason": f"HATP-GW-12: no decision by the signed deadline {deadline}; asks withdrawn",
             }
         )
     for s in rec.seats:
@@ -433,9 +490,13 @@ def tick(rec: AskRecord, now: datetime) -> AskRecord:
             i = rec.seats.index(s)
             seats = list(rec.seats)
             seats[i] = s.model_copy(
-                update={"status": "excluded", "rule": "HATP-GW-10", "detail": f"sla-missed: no decision by {s.due_at}"}
+                update={
+                    "status": "excluded",
+                    "rule": "HATP-GW-10",
+                    "detail": f"sla-missed: no decision by {when_words(s.due_at)}",  # HATP-GW-97
+                }
             )
-            return tick(_after_loss(rec, seats, Event.SLA_MISSED, now, s.human), now)
+            return tick(_after_loss(rec, seats, Event.SLA_MISSED, now, s.human, names), now, names)
     return rec
 
 

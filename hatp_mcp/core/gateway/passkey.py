@@ -259,11 +259,12 @@ def apply_passkey(
         raise _refuse(
             "HATP-GW-26", f"nonce {a.nonce!r} was used before: a decision counts once", "$.nonce", "NONCE_REUSED"
         )
+    names = {card.id: card.display_name} if card is not None else None  # HATP-GW-97: the decider by name
     if a.decision in ("approve", "reject"):
-        return core_gateway.decide(rec, a.human, a.decision, now, via, passkey=a, reason=a.reason), count
+        return core_gateway.decide(rec, a.human, a.decision, now, via, passkey=a, reason=a.reason, names=names), count
     if a.decision == "decline":
-        return core_gateway.decline(rec, a.human, now), count
-    return core_asks.answer(rec, a.human, a.value, now, via, passkey=a), count
+        return core_gateway.decline(rec, a.human, now, names), count
+    return core_asks.answer(rec, a.human, a.value, now, via, passkey=a, names=names), count
 
 
 def passkey_counts(assertions: Sequence[PasskeyAssertion]) -> dict[str, int]:

@@ -87,6 +87,10 @@ class HumanKeys:
     def keyring_for(self, human: str) -> Keyring | None:
         return self.by_human.get(human)
 
+    def names(self) -> dict[str, str]:
+        """Display names by address, from the same cards: how a refusal names a person (HATP-GW-97)."""
+        return {human: card.display_name for human, card in self.cards.items()}
+
     def use_cards(self, cards: Iterable[HumanCard]) -> None:
         """Hold these cards' keys instead, in place (spec/gateway.md HATP-GW-82): every holder of this HumanKeys
         (the configuration of a coordinator's running transactions) checks with them from its next check on.
@@ -241,14 +245,23 @@ def verify_proof(
     return proof
 
 
-def apply_decision(rec: AskRecord, proof: HumanDecisionProof, now: datetime, via: str = "inbox") -> AskRecord:
+def apply_decision(
+    rec: AskRecord,
+    proof: HumanDecisionProof,
+    now: datetime,
+    via: str = "inbox",
+    names: Mapping[str, str] | None = None,
+) -> AskRecord:
     """Apply a proof's decision to an ask WITHOUT verifying it (verify_proof first, or use apply_proof; the
-    inbox uses this alone to preview). Raises the gateway core's HatpError (HATP-GW-5/6/11/12/14, HATP-ASK-*)."""
+    inbox uses this alone to preview). `names`: display names by address for the words (HATP-GW-97). Raises the
+    gateway core's HatpError (HATP-GW-5/6/11/12/14, HATP-ASK-*)."""
     if proof.decision in ("approve", "reject"):
-        return core_gateway.decide(rec, proof.human, proof.decision, now, via, proof=proof, reason=proof.reason)
+        return core_gateway.decide(
+            rec, proof.human, proof.decision, now, via, proof=proof, reason=proof.reason, names=names
+        )
     if proof.decision == "answer":
-        return core_asks.answer(rec, proof.human, proof.value, now, via, proof=proof)
-    return core_gateway.decline(rec, proof.human, now)
+        return core_asks.answer(rec, proof.human, proof.value, now, via, proof=proof, names=names)
+    return core_gateway.decline(rec, proof.human, now, names)
 
 
 def apply_proof(
@@ -263,7 +276,7 @@ def apply_proof(
             "$.proof",
             "decide in the inbox with the passkey on your card",
         )
-    return apply_decision(rec, proof, now, via), proof
+    return apply_decision(rec, proof, now, via, humans.names()), proof
 
 
 def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$") -> None:

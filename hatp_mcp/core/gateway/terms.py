@@ -7,6 +7,7 @@ Must not sign, persist or read a clock; the runtime (runtime/gateway/driver.py) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from hatp_mcp.core.gateway import machine as core
@@ -65,13 +66,15 @@ def _check_holds(rec: AskRecord, decide_by: datetime, holds: list[HoldTerm]) -> 
             )
 
 
-def tighten(rec: AskRecord, decide_by: datetime, holds: list[HoldTerm], now: datetime) -> AskRecord:
+def tighten(
+    rec: AskRecord, decide_by: datetime, holds: list[HoldTerm], now: datetime, names: Mapping[str, str] | None = None
+) -> AskRecord:
     """HATP-GW-30/31: the ask with deadline `decide_by` (never later than the one it has) and the terms
     {decideBy, holds} shown on its screen and bound into what the person signs. The same terms again return
     `rec` unchanged. Raises HatpError: HATP-GW-11 (the ask is closed), HATP-GW-30 (a later deadline; new terms
     after someone decided), HATP-GW-31 (a hold that is not a hold branch, named twice, or ends before the
-    deadline)."""
-    rec = core.tick(rec, now)
+    deadline). `names`: display names by address, for what time passing writes about people (HATP-GW-97)."""
+    rec = core.tick(rec, now, names)
     core.transition(core.state_of(rec), core.Event.TIGHTEN)  # raises HATP-GW-11 when the ask is closed
     if rec.ask.kind != "approve" or rec.ask.txn_id is None or rec.tool_call is not None:
         raise HatpError("HATP-GW-30", "only a plan's approval ask has terms", path="$.requirementId", code="BAD_TERMS")
@@ -100,7 +103,7 @@ def tighten(rec: AskRecord, decide_by: datetime, holds: list[HoldTerm], now: dat
     if screen is not None:
         screen = screen.model_copy(update={"decide_by": terms.decide_by, "holds": list(holds) or None})
     ask = rec.ask.model_copy(update={"decide_by": terms.decide_by, "terms": terms, "screen": screen})
-    return core.tick(rec.model_copy(update={"ask": ask}), now)
+    return core.tick(rec.model_copy(update={"ask": ask}), now, names)
 
 
 def check_proof_terms(proof: HumanDecisionProof, ask_terms: ApprovalTerms | None, path: str = "$.proof") -> None:

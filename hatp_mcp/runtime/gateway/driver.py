@@ -114,7 +114,7 @@ def _apply_input(
     def change(s: StoredAsk, used: bool) -> StoredAsk:
         if s.record is None:
             raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED")
-        ticked = core.tick(s.record, now)
+        ticked = core.tick(s.record, now, humans.names())
         try:
             return seen.of(
                 s, s.with_record(apply_proof(ticked, proof, humans=humans, now=now, nonce_used=used, via=via)[0])
@@ -128,7 +128,8 @@ def _apply_input(
         spent = store.update_spending(ask_id, nonce if isinstance(nonce, str) else "", change, proof_seq)
         return spent, seen.newly
     except _Late as late:
-        store.update(ask_id, lambda s: seen.of(s, s.with_record(core.tick(s.record, now))) if s.record else s)
+        names = humans.names()
+        store.update(ask_id, lambda s: seen.of(s, s.with_record(core.tick(s.record, now, names))) if s.record else s)
         raise late.error from None
 
 
@@ -247,7 +248,7 @@ class GatewayApprover:
     def names(self) -> dict[str, str]:
         """Display names by address, from the Directory-signed cards (HATP-GW-93: what the agent reads of a person
         names them as the pages do); never a contact detail."""
-        return {card.id: card.display_name for card in self.directory.cards()}
+        return self.directory.names()
 
     def roles(self) -> dict[str, list[str]]:
         """Roles by address, from the same cards (HATP-GW-96: a model is told who someone is to the organisation)."""
@@ -349,7 +350,7 @@ class GatewayApprover:
         def change(s: StoredAsk) -> StoredAsk:
             if s.record is None:
                 raise HatpError("HATP-GW-11", f"ask {ask_id} was refused at routing", code="ASK_CLOSED")
-            rec = tighten_terms(s.record, parse_ts(terms.decide_by), list(terms.holds), now)
+            rec = tighten_terms(s.record, parse_ts(terms.decide_by), list(terms.holds), now, self.names())
             if rec == s.record:
                 return s
             changed.append(rec)
@@ -398,7 +399,7 @@ class GatewayApprover:
                     "HATP-GW-11", f"ask {ask_id} was refused at routing; nothing to decide", code="ASK_CLOSED"
                 )
             rec, count = apply_passkey(
-                core.tick(s.record, now),
+                core.tick(s.record, now, self.names()),
                 assertion,
                 self.directory.card(assertion.human),
                 rp,
@@ -610,10 +611,12 @@ class GatewayApprover:
         An ask that closed meanwhile, or a person no longer asked, is left as it is. Raises KeyError."""
         if self.store.get(ask_id) is None:
             raise KeyError(ask_id)
-        now, seen = self.clock.now(), _Seen()
+        now, seen, names = self.clock.now(), _Seen(), self.names()
         self.store.update(
             ask_id,
-            lambda s: seen.of(s, s.with_record(core.unreachable(s.record, human, now, detail))) if s.record else s,
+            lambda s: (
+                seen.of(s, s.with_record(core.unreachable(s.record, human, now, detail, names))) if s.record else s
+            ),
         )
         after = await self._sync(ask_id)
         self._bump()
@@ -706,7 +709,7 @@ class GatewayApprover:
         def change(s: StoredAsk) -> Write:
             if s.record is None:
                 return Write(s)
-            was, rec = s.record, core.tick(s.record, now)
+            was, rec = s.record, core.tick(s.record, now, self.names())
             s = s.with_record(rec)
             vote = s.vote
             if rec.ask.kind == "approve" and rec.tool_call is None:

@@ -3,6 +3,7 @@ deadlines. Every refusal leaves the record it was given unchanged."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -149,7 +150,7 @@ def test_a_delegate_without_authority_is_excluded_and_never_takes_over() -> None
     rec = opened(address="human://acme.com/frank", dir=directory(extra=[weak_delegate], only=["erin", "dana"]))
     rr = {x.human: x for x in routing_record(rec).humans}
     assert rr[h("erin")].status == "excluded" and rr[h("erin")].rule == "HATP-GW-4"
-    assert (rr[h("erin")].detail or "").startswith("delegate of " + h("frank"))
+    assert (rr[h("erin")].detail or "").startswith(f"delegate of Frank Fischer ({h('frank')}): ")  # HATP-GW-97
     rec = tick(rec, NOW + timedelta(hours=2))
     assert state_of(rec) is AskState.EXHAUSTED and rec.code == "NO_ELIGIBLE_APPROVER"
 
@@ -244,3 +245,79 @@ def test_HATP_GW_50_branches_that_settle_each_other_still_count_toward_the_total
     assert rr.checked.status == "checked"  # never `absent` for a plan that moves money
     assert [(a.value, a.currency) for a in rr.up_to] == [("500", "USD")]
     assert rec.ask.screen is not None and rec.ask.screen.totals == ["$500.00"]
+
+
+# HATP-GW-97: what the machine writes for a person or a model names people and times as the gateway's other texts do
+NAMES = directory().names()  # display names by address, as the gateway has them from the signed cards
+WIRE_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def test_HATP_GW_97_a_late_decision_is_refused_naming_the_person_and_the_times_in_words() -> None:
+    late = datetime(2026, 11, 29, 14, 5, tzinfo=UTC)
+    with pytest.raises(HatpError) as e:
+        decide(opened(), h("bob"), "approve", late, names=NAMES)
+    assert e.value.reason == (
+        "Bob Brown (human://acme.com/bob) decided at 2026-11-29 14:05 UTC, after the signed deadline"
+        " 2026-11-29 14:00 UTC (5 min ago); the ask is withdrawn"
+    )
+    assert (e.value.rule, e.value.code, e.value.path) == ("HATP-GW-12", "DEADLINE_PASSED", "$.decideBy")
+
+
+def test_HATP_GW_97_a_second_decision_an_excluded_person_and_a_stranger_are_refused_by_name() -> None:
+    rec = decide(opened(), h("bob"), "approve", NOW, names=NAMES)
+    refusals = {}
+    for who in ("bob", "alice", "mallory"):
+        with pytest.raises(HatpError) as e:
+            decide(rec, h(who), "approve", NOW, names=NAMES)
+        refusals[who] = (e.value.rule, e.value.reason)
+    assert refusals == {
+        "bob": (
+            "HATP-GW-6",
+            "Bob Brown (human://acme.com/bob) already decided this ask; quorum counts distinct people, once each",
+        ),
+        "alice": (
+            "HATP-GW-4",
+            "Alice Adams (human://acme.com/alice) may not decide this ask: authority: limit $10,000.00 is below"
+            " $25,000.00",
+        ),
+        # no card names mallory: the address alone, as HATP-GW-93 writes someone with no card
+        "mallory": ("HATP-GW-14", "human://acme.com/mallory was not asked to decide this ask"),
+    }
+
+
+def test_HATP_GW_97_the_no_vote_after_the_deadline_says_the_time_in_words_and_the_wire_fields_stay() -> None:
+    rec = opened()
+    late = datetime(2026, 11, 29, 14, 3, tzinfo=UTC)
+    vote = build_vote(tick(rec, late, NAMES), GATEWAY_ID, late, NAMES)
+    # kept in the record and signed: the time alone, never "(3 min ago)" that would be wrong when read later
+    assert vote.reason == "HATP-GW-12: no decision by the signed deadline 2026-11-29 14:00 UTC; asks withdrawn"
+    assert vote.code == "DEADLINE_PASSED" and vote.issued_at.startswith("2026-11-29T14:03")
+    assert build_vote(rec, GATEWAY_ID, NOW, NAMES).decide_by == rec.ask.decide_by == "2026-11-29T14:00:00Z"
+
+
+def test_HATP_GW_97_no_one_left_names_who_missed_their_time_and_the_seats_say_it_in_words() -> None:
+    # frank alone on the cards with the requester: his delegate carol has no card, so no one takes over
+    rec = opened(address="human://acme.com/frank", dir=directory(only=["frank", "dana"]))
+    gone = tick(rec, NOW + timedelta(hours=2), NAMES)
+    rr = {x.human: x for x in routing_record(gone).humans}
+    assert rr[h("carol")].detail == "delegate of Frank Fischer (human://acme.com/frank): no card"
+    assert rr[h("frank")].detail == "sla-missed: no decision by 2026-11-29 12:00 UTC"
+    assert (rr[h("frank")].rule, gone.seats[0].due_at) == ("HATP-GW-10", "2026-11-29T12:00:00Z")  # the wire's own
+    vote = build_vote(gone, GATEWAY_ID, NOW + timedelta(hours=2), NAMES)
+    assert vote.reason == (
+        "HATP-GW-15: no eligible person left after Frank Fischer (human://acme.com/frank) did not decide in their time"
+    )
+    assert vote.code == "NO_ELIGIBLE_APPROVER"
+
+
+def test_HATP_GW_97_no_one_left_after_a_pass_and_no_one_eligible_at_all_read_as_people_are_named() -> None:
+    rec = opened(address="human://acme.com/frank", dir=directory(only=["frank", "dana"]))
+    passed = build_vote(decline(rec, h("frank"), NOW, NAMES), GATEWAY_ID, NOW, NAMES)
+    assert (
+        passed.reason == "HATP-GW-15: no eligible person left after Frank Fischer (human://acme.com/frank) passed it on"
+    )
+    alone = build_vote(opened(address="human://acme.com/alice"), GATEWAY_ID, NOW, NAMES)
+    assert alone.reason == "HATP-GW-15: 0 eligible of the 1 needed for Alice Adams (human://acme.com/alice)"
+    role = build_vote(opened(address="human://acme.com/role/ceo"), GATEWAY_ID, NOW, NAMES)
+    assert role.reason == "HATP-GW-15: 0 eligible of the 1 needed for human://acme.com/role/ceo"  # a role as written
+    assert not any(WIRE_TIME.search(v.reason or "") for v in (passed, alone, role))

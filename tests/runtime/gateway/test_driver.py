@@ -167,6 +167,37 @@ async def test_at_the_deadline_the_timer_withdraws_and_votes_no_under_HATP_GW_12
     assert e.value.rule == "HATP-GW-12"
 
 
+async def test_HATP_GW_97_through_the_gateway_a_late_decision_and_the_no_vote_name_people_and_times_in_words(
+    gw: GatewayApprover, clock: FakeClock
+) -> None:
+    p = plan(decide_by="2026-11-29T10:30:00Z")
+    await gw.ask(p, "finance")
+    clock.advance(1800 + 120)
+    with pytest.raises(HatpError) as e:
+        await decide_as(gw, "txn-acme-0001/finance", "bob", "approve")
+    assert e.value.reason == (
+        "Bob Brown (human://acme.com/bob) decided at 2026-11-29 10:32 UTC, after the signed deadline"
+        " 2026-11-29 10:30 UTC (2 min ago); the ask is withdrawn"
+    )
+    vote = (await gw.poll(p.txn_id, "finance")).vote
+    assert vote["reason"] == "HATP-GW-12: no decision by the signed deadline 2026-11-29 10:30 UTC; asks withdrawn"
+    assert verify_raw(vote, keyring(), role="gateway")  # signed as before: only the words changed
+
+
+async def test_HATP_GW_97_when_everyone_passed_the_gateway_s_no_vote_names_the_last_by_their_card(
+    gw: GatewayApprover,
+) -> None:
+    p = plan(address="human://acme.com/frank")  # frank, then carol, his delegate
+    await gw.ask(p, "finance")
+    await decide_as(gw, "txn-acme-0001/finance", "frank", "decline")
+    await decide_as(gw, "txn-acme-0001/finance", "carol", "decline")
+    vote = (await gw.poll(p.txn_id, "finance")).vote
+    assert (vote["decision"], vote["code"]) == ("no", "NO_ELIGIBLE_APPROVER")
+    assert (
+        vote["reason"] == "HATP-GW-15: no eligible person left after Carol Chen (human://acme.com/carol) passed it on"
+    )
+
+
 async def test_a_late_decision_after_the_deadline_without_a_timer_is_refused_and_the_expiry_is_kept(
     gw: GatewayApprover, clock: FakeClock
 ) -> None:
