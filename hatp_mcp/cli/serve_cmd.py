@@ -47,6 +47,7 @@ from hatp_mcp.cli.mcp_config_cmd import (
 from hatp_mcp.cli.org_layout import Wrapped
 from hatp_mcp.cli.serve_unit import install_unit
 from hatp_mcp.core.model.proxy_policy import load_policy
+from hatp_mcp.core.txn.data import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
@@ -71,6 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default=sys.executable, help="the interpreter that has hatp-mcp installed")
     p.add_argument("--poll-seconds", type=int, help="the coordinator polls a pending approval this often")
     p.add_argument("--retry-seconds", type=int, help="the coordinator retries an in-doubt commit this often")
+    p.add_argument(
+        "--undo-attempts",
+        type=int,
+        help="the coordinator sends an undo that stays in doubt at most this often, then offers it for recovery",
+    )
     p.add_argument(
         "--install",
         action="store_true",
@@ -204,6 +210,8 @@ async def _serve_until_signal(supervisor: Supervisor) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.org).expanduser().absolute()
     try:
+        if args.undo_attempts is not None:
+            Config(undo_attempts=args.undo_attempts)  # HATP-TXN-33: refused before anything is started
         parts = org_parts(root, args.agent)
     except HatpError as exc:
         return fail(exc.one_line(), EXIT_BAD_INPUT)
@@ -225,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         extra = [f"--poll-seconds={args.poll_seconds}"] if args.poll_seconds else []
         extra += [f"--retry-seconds={args.retry_seconds}"] if args.retry_seconds else []
+        extra += [f"--undo-attempts={args.undo_attempts}"] if args.undo_attempts is not None else []
         try:
             callers = service_callers(parts, folder)
         except (HatpError, OSError) as exc:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from hatp_mcp.cli import main as hatp
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.mcp.server_links import Target
 from servers.coordinator import _parser, main, read_setup
+from tests.cli.test_mcp_config_cmd import org_with_agent
 
 
 def test_a_config_file_and_flags_name_the_participants_and_the_gateway(tmp_path: Path) -> None:
@@ -160,3 +162,13 @@ def test_HATP_MCP_53_the_coordinator_refuses_to_serve_http_without_a_callers_fil
     code = main(["--transport", "http", "--data", str(tmp_path), "--scripted-approver", "approve"])
     err = capsys.readouterr().err
     assert code == 2 and "--transport http needs --callers FILE" in err and "Traceback" not in err
+
+
+def test_HATP_TXN_33_hatp_serve_refuses_an_undo_bound_below_one_send_before_it_starts_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = org_with_agent(tmp_path / "org")
+    assert hatp(["serve", "--org", str(root), "--undo-attempts", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "HATP-TXN-33" in err and "--undo-attempts 1" in err
+    assert not (root / "data" / "service").exists()  # no lock taken, no child started
