@@ -2,8 +2,11 @@
 
 Appends are group-committed as on SQLite (hatp_mcp.store.group_commit.GroupCommit): those arriving while a write
 is in flight go together in the next database transaction, one commit (one WAL flush) for all. An append returns only
-once its transaction committed (synchronous_commit on: durable), so HATP-TXN-4's forced writes really are on disk
-before the sends that follow them. This module stores what the coordinator decided; it decides nothing.
+once its transaction committed. A batch holding a forced append commits with synchronous_commit on (durable), so
+HATP-TXN-4's forced writes really are on disk before the sends that follow them; a batch of unforced appends only
+(spec/store.md HATP-STORE-9) commits with synchronous_commit off for that database transaction alone: visible at
+once, flushed by the next forced commit (the WAL is one sequence: a flush covers every commit before it). This
+module stores what the coordinator decided; it decides nothing.
 
 Ownership (spec/store.md HATP-STORE-4..6): `txn_lease` holds each transaction's owner, epoch and lease expiry, on
 the database's clock (one clock for every coordinator). The append of a plan makes its appender the owner at
@@ -105,10 +108,11 @@ class PostgresTxnLog:
         """Raises what psycopg raised (OperationalError when the connection was lost during the commit or on every
         try, IntegrityError for an event seq written twice); nothing of a failed batch is kept. Raises HatpError
         HATP-STORE-5 (STALE_COORDINATOR), writing nothing of this append, when this coordinator does not own
-        `txn_id` at the current epoch (a plan: another coordinator began it). Every write is forced, `forced`
-        or not: the shared log commits with synchronous_commit on (HATP-STORE-8 lets a store force more)."""
+        `txn_id` at the current epoch (a plan: another coordinator began it). `forced`: the commit waits for the
+        WAL's flush (HATP-STORE-8); unforced, the append shares a forced one's commit when they meet in one batch,
+        else commits without waiting for the disk (HATP-STORE-9)."""
         starts = any(e.kind == "plan" for e in entries)
-        await self._group.submit(Pending(txn_id, entries, 0 if starts else self._held.get(txn_id)))
+        await self._group.submit(Pending(txn_id, entries, 0 if starts else self._held.get(txn_id), forced=forced))
         if starts:
             self._held.setdefault(txn_id, 1)
 
@@ -117,6 +121,9 @@ class PostgresTxnLog:
             for p in batch:
                 p.error = None  # a retried write judges every append anew
             async with conn.cursor() as cur:
+                # one forced append forces the whole batch; SET LOCAL: this database transaction alone
+                if not any(p.forced for p in batch):  # HATP-STORE-9
+                    await cur.execute("SET LOCAL synchronous_commit TO off")
                 await self._fence(cur, batch)
             # pipelined: the batch's statements go out together, one round trip before the commit's
             async with conn.pipeline(), conn.cursor() as cur:
