@@ -311,7 +311,7 @@ GOALS: dict[str, Goal] = {
     ),
     "hatp_verify": Goal(
         "bench.gated",
-        "hatp verify events/s",
+        "hatp verify events/s by CPU",
         Direction.AT_LEAST,
         0.8,
         "x",

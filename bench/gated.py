@@ -411,7 +411,11 @@ def main() -> int:
     one_verify = gate.verify / gate.verifications
     print("  " + _signature_floor(found, one_verify))
     bound = found.per_record / (found.signatures * one_verify)
-    report.record("hatp_verify", report.Spread.of(rate for rate, _ in found.cold[1]), bound, note="one thread")
+    # by CPU: the floor is Ed25519's CPU work (a fresh verification, too short to be preempted often), while a
+    # round of 20 records is long enough for the neighbours' load to stretch its wall time
+    by_cpu = report.Spread.of(1 / c for _, c in found.cold[1])
+    print(f"  one thread by CPU: {by_cpu.show(unit='events/s')} (the goal's figure; the wall's above)")
+    report.record("hatp_verify", by_cpu, bound, note="by CPU; one thread")
     return 0
 
 
