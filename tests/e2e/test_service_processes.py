@@ -237,7 +237,7 @@ async def test_HATP_TXN_38_the_gateway_killed_while_the_approval_is_pending_is_w
     gateway kept, Ben approves, and the trip commits."""
     gateway = service.pid("gateway")
     with anyio.fail_after(120):
-        txn_id = await begin_trip(service.layout, "gateway-killed", 24)
+        txn_id = await begin_trip(service.layout, "gateway-killed", 25)
         await prepared_and_asked(service.layout, txn_id)
         os.kill(gateway, signal.SIGKILL)
         await approve(service, txn_id)  # the terminal inbox reads the gateway's store: the ask survived the kill

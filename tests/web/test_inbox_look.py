@@ -89,6 +89,7 @@ async def test_HATP_GW_88_on_a_desktop_the_summary_the_final_step_and_the_countd
             await page.screenshot(path=str(SHOTS / "list.png"), full_page=True)
             await page.click(f'a[href="/asks/{ASK}"]')
             await page.wait_for_selector("#actions")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             seen = {s: await _on_first_screen(page, s) for s in ("#headline", "#amount", "#irreversible", ".countdown")}
             headline = await page.locator("#headline").inner_text()
             irreversible = await page.locator("#irreversible").inner_text()
@@ -124,6 +125,7 @@ async def test_HATP_GW_88_on_a_phone_nothing_scrolls_sideways_the_deadline_is_in
             page.on("response", lambda r: sheets.append(r.url) if r.url.endswith(".css") and r.ok else None)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
             await page.wait_for_selector("#actions")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             widths = await page.evaluate(
                 "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth, window.innerWidth]"
             )
@@ -167,6 +169,7 @@ async def test_HATP_GW_87_HATP_GW_93_bob_rejects_with_a_reason_in_chromium_and_t
             await page.set_viewport_size(DESKTOP)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
             await page.wait_for_selector("#actions")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             passes_to = await page.locator("#pass").inner_text()
             await page.fill("#reason", reason)
             await page.click("button[data-decision=reject]")
@@ -224,6 +227,7 @@ async def test_HATP_GW_88_after_a_decision_the_page_shows_the_outcome_and_the_ti
             await page.screenshot(path=str(SHOTS / "decided.png"), full_page=True)
             await page.click("#timeline")
             await page.wait_for_selector("svg")  # its screenshots: tests/web/test_inbox_timeline.py
+            await page.wait_for_load_state("load")  # after the page script localised its times
             await page.goto(served.origin + "/")
             await page.wait_for_selector("#decided")
             decided = await page.locator("#decided").inner_text()
@@ -325,6 +329,7 @@ async def test_HATP_GW_94_the_first_countdown_tick_says_what_the_gateway_wrote(
             clock.advance(0.0004)
             await _sign_in(served, page, cdp, authenticator, f"/asks/{ASK}")
             await page.wait_for_selector("#actions")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             ticked = await page.locator("#deadline .countdown").inner_text()
             html = await (await context.request.get(f"{served.origin}/asks/{ASK}")).text()  # as written, no script
     written = html.split("class=countdown", 1)[1].split(">", 1)[1].split("<", 1)[0]

@@ -65,6 +65,7 @@ async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_ev
             await page.goto(f"{served.origin}/txns/{TXN}/timeline")  # signed out: through sign-in, then back here
             await page.click("#signin")
             await page.wait_for_selector("svg")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             text = await page.locator("body").inner_text()
             svg = await page.locator("svg").inner_html()
             local = await page.locator("svg tspan[data-local-time]").first.text_content()
@@ -75,6 +76,7 @@ async def test_HATP_GW_81_bob_opens_the_timeline_of_a_transaction_he_approved_ev
             await page.wait_for_selector("#asks")
             await page.click(f'a.timeline[href="/txns/{TXN}/timeline"]')  # and from the list
             await page.wait_for_selector("svg")
+            await page.wait_for_load_state("load")  # after the page script localised its times
     assert verify_record(record, ring, humans=human_keys()) != []  # without the relying party: not counted
     assert "hatp verify: the record holds" in text and "COMMITTED" in text
     assert svg.count("✓") == len(record["events"]) and "✗" not in svg  # passkey checked with the inbox's rp
@@ -158,6 +160,7 @@ async def test_HATP_GW_91_the_timeline_shows_local_times_in_order_at_1280_and_36
             await page.goto(f"{served.origin}/txns/{TXN}/timeline")
             await page.click("#signin")
             await page.wait_for_selector("svg")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             steps = await page.locator("#timeline-steps li").all_inner_texts()
             titles = await page.locator("#timeline-steps time").evaluate_all("(ts) => ts.map((t) => t.title)")
             drawn = await page.locator("svg tspan[data-local-time]").all_text_contents()
@@ -166,6 +169,7 @@ async def test_HATP_GW_91_the_timeline_shows_local_times_in_order_at_1280_and_36
             await page.set_viewport_size({"width": 360, "height": 740})
             await page.reload()
             await page.wait_for_selector("svg")
+            await page.wait_for_load_state("load")  # after the page script localised its times
             widths = await page.evaluate(
                 "[document.scrollingElement.scrollWidth, document.scrollingElement.clientWidth, window.innerWidth]"
             )
