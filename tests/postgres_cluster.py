@@ -93,6 +93,11 @@ class Cluster:
         with contextlib.suppress(RuntimeError):
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
+    def start_again(self) -> None:
+        """Start the stopped server on the port it had (its clients' URLs still name it); returns once it accepts
+        connections."""
+        self._ctl("start")
+
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
 
