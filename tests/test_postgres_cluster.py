@@ -33,6 +33,22 @@ def test_a_fast_restart_keeps_what_was_committed_and_drops_every_connection(post
         assert again.execute("SELECT n FROM kept").fetchall() == [(1,)]
 
 
+def test_after_a_checkpoint_a_fast_restart_has_next_to_nothing_left_to_flush_while_it_is_down(
+    postgres: Cluster,
+) -> None:
+    log = postgres.root / "log"
+    seen = log.stat().st_size
+    postgres.new_database()  # files dirty until a checkpoint (its shutdown one would write them all, down)
+    postgres.checkpoint()
+    postgres.restart("fast")
+    with log.open(errors="replace") as text:
+        text.seek(seen)
+        said = [line.split("LOG:  ", 1)[-1].strip() for line in text if "LOG:  checkpoint " in line]
+    shutdown = said.index("checkpoint starting: shutdown immediate")
+    wrote = int(said[shutdown + 1].removeprefix("checkpoint complete: wrote ").split()[0])
+    assert wrote < 50, said  # without the checkpoint first: every page of the new database (hundreds)
+
+
 def test_without_postgresql_installed_the_cluster_fails_saying_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(postgres_cluster, "find_bindir", lambda: None)
     with pytest.raises(RuntimeError) as missing, postgres_cluster.running_cluster():

@@ -1,7 +1,11 @@
 """Connection pools to one PostgreSQL database, and the schema check run when a store opens (HATP-STORE-1).
 
 Pools check a connection before lending it (`check_connection`), so after the server restarted (`pg_ctl restart`:
-every connection dropped) a store reconnects on its next call instead of failing on a dead socket. Every call runs
+every connection dropped) a store reconnects on its next call instead of failing on a dead socket. While the server
+is away a pool tries to connect again every RECONNECT_SECONDS or sooner, so a call waiting for it is served about
+as soon as the server is back (psycopg_pool alone doubles its wait after each failed try: after an outage of D
+seconds it would come back up to D seconds late). A call waits for a connection up to the pool's timeout, once: a
+PoolTimeout is raised, never tried again (the server was away for the whole timeout). Every call runs
 through `run` / `run_async`, tried at most ATTEMPTS times on a fresh connection when the connection is lost: work
 that is one statement whose second run changes nothing (a read, an upsert of a whole row) runs on its own and is
 simply run again; any other work is one transaction, run again only when the connection was lost before its commit
@@ -19,7 +23,7 @@ HATP-STORE-3): HATP-TXN-4's forced writes would then be forced in name only.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection, Connection, OperationalError
 from psycopg.errors import IdleInTransactionSessionTimeout
@@ -33,6 +37,7 @@ from hatp_mcp.store.schema import VERSION_TABLE, Schema
 __all__ = [
     "ATTEMPTS",
     "CONNECT_TIMEOUT_SECONDS",
+    "RECONNECT_SECONDS",
     "durability_refusal",
     "migrate",
     "migrate_async",
@@ -51,6 +56,9 @@ Row = tuple[object, ...]
 ATTEMPTS = 10
 
 CONNECT_TIMEOUT_SECONDS = 10
+# How long one run of a pool's reconnection tries lasts before it starts over with a try at once: psycopg_pool
+# pauses after a failed try and twice as long after each next one, so a short run keeps every pause short.
+RECONNECT_SECONDS = 2.0
 _MIGRATION_LOCK = 0x68617470  # "hatp": one advisory lock key for every component's migration
 _CREATE_VERSIONS = f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
 _READ = f"SELECT version FROM {VERSION_TABLE} WHERE component = %s"
@@ -128,6 +136,20 @@ def _unreachable(url: str, exc: Exception) -> StoreUnreachable:
     )
 
 
+def _start_over(pool: ConnectionPool[Any]) -> None:
+    """psycopg_pool gave a reconnection up after `reconnect_timeout` (RECONNECT_SECONDS): start a new one, its first
+    try at once (`check` grows a pool that lost its connections), so tries never grow rarer while the server is
+    away."""
+    if not pool.closed:
+        pool.check()
+
+
+async def _start_over_async(pool: AsyncConnectionPool[Any]) -> None:
+    """`_start_over` for asyncio."""
+    if not pool.closed:
+        await pool.check()
+
+
 def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[Connection[tuple[object, ...]]]:
     """An open pool on `url` with `schema` migrated. Raises StoreUnreachable (no connection within
     CONNECT_TIMEOUT_SECONDS), HatpError HATP-STORE-1 (a newer schema) or HATP-STORE-3 (commits not durable)."""
@@ -143,8 +165,10 @@ def open_pool(url: str, schema: Schema, *, max_size: int = 4) -> ConnectionPool[
         max_size=max_size,
         open=False,
         check=ConnectionPool.check_connection,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
         name=f"hatp-{schema.component}",
+        reconnect_timeout=RECONNECT_SECONDS,
+        reconnect_failed=_start_over,
     )
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
@@ -170,8 +194,14 @@ async def open_async_pool(
         max_size=max_size,
         open=False,
         check=AsyncConnectionPool.check_connection,
-        kwargs={"autocommit": True, **({"options": options} if options else {})},
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            **({"options": options} if options else {}),
+        },
         name=f"hatp-{schema.component}",
+        reconnect_timeout=RECONNECT_SECONDS,
+        reconnect_failed=_start_over_async,
     )
     try:
         await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
@@ -184,7 +214,8 @@ async def open_async_pool(
 def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]], T], *, idempotent: bool) -> T:
     """`work` on a pooled connection: on its own when `idempotent` (one statement that may run twice harmlessly),
     else inside one transaction. Raises psycopg.OperationalError when the connection was lost during the commit
-    (outcome unknown) or on every try, psycopg_pool.PoolTimeout when no connection comes back in time, and whatever
+    (outcome unknown) or on every try, psycopg_pool.PoolTimeout when no connection came back within the pool's
+    timeout (at once: the server was away that long, and another wait would only keep the caller waiting), and whatever
     `work` raises (then nothing of it is kept). `work` may run more than once: it must only read and write through
     the connection it is given."""
     for attempt in range(1, ATTEMPTS + 1):
@@ -197,6 +228,8 @@ def run(pool: ConnectionPool[Connection[Row]], work: Callable[[Connection[Row]],
                     result = work(conn)
                     committing = True  # from here on a lost connection may have committed
                 return result
+        except PoolTimeout:
+            raise  # no connection for the pool's whole timeout: a PoolTimeout is an OperationalError, not a lost one
         except OperationalError:
             if committing or attempt == ATTEMPTS:
                 raise
@@ -221,6 +254,8 @@ async def run_async(
                     result = await work(conn)
                     committing = True
                 return result
+        except PoolTimeout:
+            raise
         except IdleInTransactionSessionTimeout:
             # the server ended the session while it sat idle inside the transaction (HATP-STORE-7; the process was
             # paused or starved): it was waiting for this client, so nothing was committed, a COMMIT included

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -17,7 +19,8 @@ import pytest
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.gateway_store import StoredAsk
 from hatp_mcp.store.participant_state import BranchRow
-from hatp_mcp.store.postgresql.pools import ATTEMPTS, run, where
+from hatp_mcp.store.postgresql.pools import ATTEMPTS, open_async_pool, open_pool, run, run_async, where
+from hatp_mcp.store.schema import Schema
 from hatp_mcp.store.txn_log import LogEntry
 from hatp_mcp.store.url import (
     StoreUrl,
@@ -244,6 +247,52 @@ class _Pool:
         yield _Conn(self.commit_fails)
 
 
+class _NoConnection:
+    """A pool that lends no connection within its timeout (its server away all that time), sync and async."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+        self.checked = 0
+
+    def _timeout(self) -> psycopg_pool.PoolTimeout:
+        self.waits += 1
+        return psycopg_pool.PoolTimeout("couldn't get a connection after 30.00 sec")
+
+    def check(self) -> None:
+        self.checked += 1
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[_Conn]:
+        raise self._timeout()
+        yield _Conn(False)  # pragma: no cover - a generator that never lends
+
+
+class _NoAsyncConnection(_NoConnection):
+    async def check(self) -> None:  # type: ignore[override]
+        self.checked += 1
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[_Conn]:  # type: ignore[override]
+        raise self._timeout()
+        yield _Conn(False)  # pragma: no cover - a generator that never lends
+
+
+@pytest.mark.anyio
+async def test_a_call_that_got_no_connection_within_the_pools_timeout_raises_and_waits_no_second_time() -> None:
+    pool = _NoConnection()
+    with pytest.raises(psycopg_pool.PoolTimeout):
+        run(pool, lambda conn: "never", idempotent=False)  # type: ignore[arg-type]
+    assert (pool.waits, pool.checked) == (1, 0)  # one wait of the pool's timeout, not ATTEMPTS of them
+
+    async def never(conn: object) -> str:  # pragma: no cover - there is no connection to run it on
+        return "never"
+
+    apool = _NoAsyncConnection()
+    with pytest.raises(psycopg_pool.PoolTimeout):
+        await run_async(apool, never, idempotent=True)  # type: ignore[arg-type]
+    assert (apool.waits, apool.checked) == (1, 0)
+
+
 def test_a_connection_lost_during_the_commit_raises_at_once_and_is_never_tried_again() -> None:
     pool = _Pool(commit_fails=True)
     calls: list[int] = []
@@ -283,3 +332,53 @@ async def test_what_was_acknowledged_survives_postgresql_crashing(postgres: Clus
         await anyio.to_thread.run_sync(postgres.restart, "immediate")  # no shutdown checkpoint: recovery from WAL
         loaded = await log.load("t")  # the same log, reconnected after the crash
     assert loaded is not None and loaded.decision == "commit"
+
+
+_PROBE = Schema("test.pools", (("CREATE TABLE probe (n INTEGER)",),))
+_AWAY_TRIES = 10  # failed connection tries of each pool before the server comes back (psycopg_pool's own back-off
+# alone has waited about 16 s by then, and would next try about as late again)
+
+
+def _failed_tries(pool: psycopg_pool.ConnectionPool[Any] | psycopg_pool.AsyncConnectionPool[Any]) -> int:
+    return int(pool.get_stats().get("connections_errors", 0))
+
+
+@pytest.mark.anyio
+async def test_pools_serve_the_calls_that_waited_for_their_server_within_seconds_of_its_return() -> None:
+    """spec/store.md section 2: a store reconnects on its next call, waiting for the server: the call is answered
+    once the server is back, not whenever the pool's lengthening pauses between tries happen to end."""
+    with running_cluster() as cluster:
+        url = cluster.new_database()
+        pool = open_pool(url, _PROBE)
+        apool = await open_async_pool(url, _PROBE)
+        answered: dict[str, float] = {}
+
+        def one(conn: psycopg.Connection[Any]) -> object:
+            return conn.execute("SELECT 1").fetchone()
+
+        async def one_async(conn: psycopg.AsyncConnection[Any]) -> object:
+            return await (await conn.execute("SELECT 1")).fetchone()
+
+        async def call() -> None:
+            assert await anyio.to_thread.run_sync(lambda: run(pool, one, idempotent=True)) == (1,)
+            answered["sync"] = time.monotonic()
+
+        async def call_async() -> None:
+            assert await run_async(apool, one_async, idempotent=True) == (1,)
+            answered["async"] = time.monotonic()
+
+        try:
+            await anyio.to_thread.run_sync(cluster.stop)
+            with anyio.fail_after(90):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    tg.start_soon(call_async)
+                    while min(_failed_tries(pool), _failed_tries(apool)) < _AWAY_TRIES:  # noqa: ASYNC110
+                        await anyio.sleep(0.05)  # the pools' own threads and tasks count them; nothing signals it
+                    await anyio.to_thread.run_sync(cluster.start_again)
+                    back = time.monotonic()
+        finally:
+            pool.close()
+            await apool.close()
+    late = {kind: round(at - back, 1) for kind, at in answered.items()}
+    assert set(late) == {"sync", "async"} and max(late.values()) < 8, late  # a try every second or two, not ~15 s on
