@@ -71,6 +71,7 @@ async def test_HATP_STORE_2_trips_over_two_coordinators_finish_across_a_restart_
                 for plan in plans:
                     tg.start_soon(begin, plan)
                 await enough.wait()
+                await anyio.to_thread.run_sync(postgres.checkpoint)  # the outage is the restart's, not a flush's
                 await anyio.to_thread.run_sync(postgres.restart, "fast")  # while trips are begun and driven
             for plan in plans:
                 # followed at whoever owns it now: one that lost its driver in the restart is taken over
