@@ -115,6 +115,24 @@ async def test_HATP_MCP_33_a_question_without_a_proven_requester_is_refused_and_
     assert gw.store.get("q-hotel") is None
 
 
+async def test_HATP_GW_97_a_question_whose_decideBy_is_past_is_refused_with_the_time_in_words(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    gw = make_gateway(tmp_path, clock)
+    past = "2026-11-29T09:45:00Z"  # a quarter of an hour before the gateway's clock
+    q = QuestionRequest.model_validate(
+        {"askId": "q-late", "kind": "text", "address": ROLE, "question": "Why?", "decideBy": past}
+    )
+    request = agent_request(question_digest(q), clock.now(), subject="question")
+    args = {"ask_id": "q-late", "address": ROLE, "question": "Why?", "decide_by": past, "request": request}
+    with anyio.fail_after(10):
+        async with Client(server_of(gw)) as client:
+            data = await refused(client, "ask_text", args)
+    assert (data["rule"], data["path"]) == ("HATP-MCP-33", "$.decideBy")
+    assert data["reason"] == "decideBy 2026-11-29 09:45 UTC (15 min ago) is already past"  # no wire timestamp
+    assert gw.store.get("q-late") is None
+
+
 async def test_HATP_MCP_33_another_question_under_a_known_ask_id_is_refused(tmp_path: Path, clock: FakeClock) -> None:
     gw = make_gateway(tmp_path, clock)
     with anyio.fail_after(10):

@@ -22,6 +22,7 @@ from jmespath.exceptions import JMESPathError
 from hatp_mcp.core.gated_tools.signatures import SignedPart, signed_parts
 from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.agents import AgentKeys, verify_request
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_SKEW, HumanKeys
 from hatp_mcp.core.gateway.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.amount import Amount
@@ -328,10 +329,11 @@ def _match_call(got: ToolCall, want: ToolCall, defined_at: datetime | None, issu
     if (defined_at is None and got.tool_digest is None) or (
         defined_at is not None and parse_ts(issued_at) < defined_at
     ):
-        since = "an unknown time" if defined_at is None else format_ts(defined_at)
-        raise _refuse(
+        since = "an unknown time" if defined_at is None else when_words(format_ts(defined_at))
+        raise _refuse(  # HATP-GW-97: both times in words; no clock here, so no "(N min ago)"
             "HATP-GATE-9",
-            f"the approval ({issued_at}) predates the tool's current definition (in effect since {since})",
+            f"the approval (issued {when_words(issued_at)}) predates the tool's current definition (in effect "
+            f"since {since})",
             "$.issuedAt",
             "ask again: an approval covers only a definition that was in effect when it was issued",
         )
@@ -418,15 +420,21 @@ def _check_humans(
 
 def _check_lifetime(approval: Approval, now: datetime, policy: GatePolicy) -> None:
     if approval.expires_at is None or now >= parse_ts(approval.expires_at):
-        when = approval.expires_at or "never (refused: an approval must expire)"
-        raise _refuse("HATP-GATE-10", f"the approval expired at {when}; it is {format_ts(now)}", "$.expiresAt")
+        # HATP-GW-97: the gate's clock, read at once: the time in words and how long ago
+        why = (
+            f"expired at {when_words(approval.expires_at, now)}"
+            if approval.expires_at
+            else "never expires (refused: an approval must expire)"
+        )
+        raise _refuse("HATP-GATE-10", f"the approval {why}", "$.expiresAt")
     issued, expires = parse_ts(approval.issued_at), parse_ts(approval.expires_at)
     cap = policy.max_lifetime
     if issued > now + MAX_SKEW or expires - issued > cap or expires > now + cap:
         raise _refuse(
             "HATP-GATE-10",
-            f"the approval (issued {approval.issued_at}, expires {approval.expires_at}) outlives this server's "
-            f"policy: at most {int(cap.total_seconds())} s from its issue and from now ({format_ts(now)})",
+            f"the approval, issued {when_words(approval.issued_at, now)} and expiring "
+            f"{when_words(approval.expires_at, now)}, outlives this server's policy: at most "
+            f"{int(cap.total_seconds())} s from its issue and from now",
             "$.expiresAt",
         )
 

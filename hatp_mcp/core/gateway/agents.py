@@ -17,6 +17,7 @@ from typing import Any
 
 from hatp_mcp.core.gateway.address import AddressError, Kind, parse_address
 from hatp_mcp.core.gateway.directory import IgnoredCard, load_well_known
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_AGE, MAX_SKEW
 from hatp_mcp.core.model.agent import AgentCard, AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -238,8 +239,8 @@ def verify_request(
         if issued > now + MAX_SKEW or now - issued > max_age:
             raise _refuse(
                 "HATP-GW-48",
-                f"the agent request was issued at {req.issued_at}; at {format_ts(now)} only requests from the last "
-                f"{int(max_age.total_seconds())} s count",
+                f"the agent request was issued at {when_words(req.issued_at, now)}; only requests from the last "
+                f"{int(max_age.total_seconds())} s count",  # HATP-GW-97: the time in words, read at once
                 f"{path}.issuedAt",
                 "sign the request again",
             )

@@ -28,6 +28,7 @@ from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 MAX_AGE = timedelta(minutes=10)  # like an Ed25519 proof (HATP-GW-25)
+_AHEAD = timedelta(minutes=1)  # how far ahead of the gateway's clock an assertion may be issued (HATP-GW-25)
 
 
 def b64u(data: bytes) -> str:
@@ -165,8 +167,14 @@ def verify_assertion(
         )
     if now is not None:
         issued = parse_ts(a.issued_at)
-        if issued < now - MAX_AGE or issued > now + timedelta(minutes=1):
-            raise _refuse("HATP-GW-25", f"the assertion was issued at {a.issued_at}", f"{path}.issuedAt", "STALE")
+        if issued < now - MAX_AGE or issued > now + _AHEAD:
+            raise _refuse(  # HATP-GW-97: the gateway's clock, read at once: the time in words and how long ago
+                "HATP-GW-25",
+                f"the assertion was issued at {when_words(a.issued_at, now)}; only assertions from the last "
+                f"{int(MAX_AGE.total_seconds())} s (and at most {int(_AHEAD.total_seconds())} s ahead) count",
+                f"{path}.issuedAt",
+                "STALE",
+            )
     if card is None or card.id != a.human:
         raise _refuse(
             "HATP-GW-68", f"no signed card for {a.human}", f"{path}.human", "PASSKEY_NOT_ON_CARD", "enrol first"

@@ -17,6 +17,7 @@ from typing import Any
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.passkey import RelyingParty, verify_assertion
 from hatp_mcp.core.gateway.terms import check_approval_terms, check_proof_terms
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -208,15 +209,20 @@ def _check_binding(proof: HumanDecisionProof, ask_id: str, subject: str, path: s
         )
 
 
-def _check_fresh(proof: HumanDecisionProof, at: datetime, path: str, max_age: timedelta) -> None:
+def _check_fresh(
+    proof: HumanDecisionProof, at: datetime, path: str, max_age: timedelta, *, recorded: bool = False
+) -> None:
+    """HATP-GW-25: issued within `max_age` before `at` (and at most MAX_SKEW after it). `at` is the gateway's clock,
+    or with `recorded` the time the record says the person decided (an offline check of an Approval or Answer)."""
     issued = parse_ts(proof.issued_at)
     if issued > at + MAX_SKEW or at - issued > max_age:
-        raise _refuse(
-            "HATP-GW-25",
-            f"the proof was issued at {proof.issued_at}; at {format_ts(at)} only proofs from the last "
-            f"{int(max_age.total_seconds())} s (and at most {int(MAX_SKEW.total_seconds())} s ahead) count",
-            f"{path}.issuedAt",
-        )
+        window = f"{int(max_age.total_seconds())} s (and at most {int(MAX_SKEW.total_seconds())} s ahead)"
+        if recorded:  # HATP-GW-97: an offline check's refusal may become a signed vote's reason: no "(N min ago)"
+            why = f"{when_words(proof.issued_at)}; only proofs from the {window} before the decision recorded at "
+            why += f"{when_words(format_ts(at))} count"
+        else:  # the gateway's clock, read at once: how long ago, in words
+            why = f"{when_words(proof.issued_at, at)}; only proofs from the last {window} count"
+        raise _refuse("HATP-GW-25", f"the proof was issued at {why}", f"{path}.issuedAt")
 
 
 def verify_proof(
@@ -317,7 +323,7 @@ def check_decision_proofs(approval: Approval, humans: HumanKeys, path: str = "$"
                 f"{path}.decisions[{i}].reason",
                 "record a person's reason exactly as their proof signs it",
             )
-        _check_fresh(proof, parse_ts(d.decided_at), where, MAX_AGE)
+        _check_fresh(proof, parse_ts(d.decided_at), where, MAX_AGE, recorded=True)
         if proof.nonce in seen:
             raise _refuse("HATP-GW-26", f"nonce {proof.nonce!r} appears twice in one approval", f"{where}.nonce")
         seen.add(proof.nonce)
@@ -417,4 +423,4 @@ def check_answer_proof(answer: Answer, humans: HumanKeys, path: str = "$") -> No
             f"{answer.answerer} answering {answer.value!r}",
             where,
         )
-    _check_fresh(proof, parse_ts(answer.answered_at), where, MAX_AGE)
+    _check_fresh(proof, parse_ts(answer.answered_at), where, MAX_AGE, recorded=True)

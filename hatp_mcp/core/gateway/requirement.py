@@ -19,9 +19,11 @@ from decimal import Decimal
 
 from hatp_mcp.core.gateway.address import Address, AddressError, Kind, parse_address
 from hatp_mcp.core.gateway.authority import card_authority_gap
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_SKEW, HumanKeys, check_decision_proofs
+from hatp_mcp.core.gateway.screen import person_words
 from hatp_mcp.core.model.amount import Amount
-from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.errors import BrokenInvariant, HatpError
@@ -125,7 +127,11 @@ def _check_quorum(approval: Approval, addr: Address, approvers: list[str], path:
         )
 
 
-def _check_fresh(approval: Approval, now: datetime, max_age: timedelta, path: str) -> None:
+def _check_fresh(
+    approval: Approval, now: datetime, max_age: timedelta, path: str, names: Mapping[str, str] | None = None
+) -> None:
+    """HATP-GW-46: each proof issued within `max_age` before `now`, the verifier's own clock; a refusal names the
+    person by their card (`names`) and the time in words, read at once (HATP-GW-97)."""
     for i, d in enumerate(approval.decisions):
         proven = d.proof or d.passkey  # an Ed25519 proof, or a passkey assertion (HATP-GW-67)
         if proven is None:
@@ -134,8 +140,9 @@ def _check_fresh(approval: Approval, now: datetime, max_age: timedelta, path: st
         if issued > now + MAX_SKEW or now - issued > max_age:
             raise _refuse(
                 "HATP-GW-46",
-                f"{d.approver}'s proof was issued at {proven.issued_at}; at {format_ts(now)} (the verifier's own "
-                f"clock) only proofs from the last {int(max_age.total_seconds())} s count, whatever decidedAt says",
+                f"the proof of {person_words(d.approver, names)} was issued at {when_words(proven.issued_at, now)} "
+                f"by the verifier's own clock; only proofs from the last {int(max_age.total_seconds())} s count, "
+                "whatever decidedAt says",
                 f"{path}.decisions[{i}].{'proof' if d.proof else 'passkey'}.issuedAt",
                 "DECISION_STALE",
                 "ask the people to decide again",
@@ -210,6 +217,6 @@ def check_humans_meet(
         return approvers
     check_decision_proofs(approval, people, path)
     if now is not None and max_age is not None:
-        _check_fresh(approval, now, max_age, path)
+        _check_fresh(approval, now, max_age, path, people.names())
     _check_cards(approval, need, addr, people.cards, path)
     return approvers

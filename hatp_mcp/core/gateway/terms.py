@@ -3,6 +3,8 @@ person's proof, the Approval and the coordinator must all agree on them (spec/ga
 spec/coordinator.md HATP-MODE-5..8). Pure: takes `now`, returns new records or raises HatpError.
 
 Must not sign, persist or read a clock; the runtime (runtime/gateway/driver.py) re-signs the vote and stores the ask.
+A refusal here can become the reason of a signed no vote (terms refused at routing), so its times are in words
+without "(N min ago)" (HATP-GW-97): `2026-11-29 14:00 UTC`, never the wire's timestamp.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from hatp_mcp.core.gateway import machine as core
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
@@ -33,6 +36,11 @@ def _hold_end(h: HoldTerm) -> datetime:
     return parse_ts(h.hold_horizon if h.hold_horizon is not None else h.lease_expires_at)
 
 
+def _words(at: datetime) -> str:
+    """A time as a refusal names it (HATP-GW-97): in words, and without "(N min ago)", as a signed vote keeps it."""
+    return when_words(format_ts(at))
+
+
 def _check_holds(rec: AskRecord, decide_by: datetime, holds: list[HoldTerm]) -> None:
     screen = rec.ask.screen
     hold_ids = {op.branch_id for op in screen.operations if op.tier == "hold"} if screen is not None else set()
@@ -52,14 +60,15 @@ def _check_holds(rec: AskRecord, decide_by: datetime, holds: list[HoldTerm]) -> 
         if h.hold_horizon is not None and parse_ts(h.hold_horizon) < parse_ts(h.lease_expires_at):
             raise HatpError(
                 "HATP-GW-31",
-                f"hold {h.branch_id!r} has a horizon {h.hold_horizon} before its lease end {h.lease_expires_at}",
+                f"hold {h.branch_id!r} has a horizon {when_words(h.hold_horizon)} before its lease end "
+                f"{when_words(h.lease_expires_at)}",  # HATP-GW-97: kept in a signed vote, so no "(N min ago)"
                 path=f"{path}.holdHorizon",
                 code="BAD_TERMS",
             )
         if decide_by > _hold_end(h):
             raise HatpError(
                 "HATP-GW-31",
-                f"the deadline {format_ts(decide_by)} is after hold {h.branch_id!r} ends ({format_ts(_hold_end(h))})",
+                f"the deadline {_words(decide_by)} is after hold {h.branch_id!r} ends ({_words(_hold_end(h))})",
                 path="$.decideBy",
                 fix="give the approver a deadline that fits inside every hold",
                 code="BAD_TERMS",
@@ -82,7 +91,7 @@ def tighten(
     if decide_by > current:
         raise HatpError(
             "HATP-GW-30",
-            f"the ask's deadline is {rec.ask.decide_by}; tighten never extends it to {format_ts(decide_by)}",
+            f"the ask's deadline is {when_words(rec.ask.decide_by)}; tighten never extends it to {_words(decide_by)}",
             path="$.decideBy",
             fix="ask in a new transaction for more time",
             code="DEADLINE_EXTENDED",

@@ -31,6 +31,7 @@ from hatp_mcp.core.gateway.ask_evidence import build_answer, build_approval, bui
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id, check_question_id
 from hatp_mcp.core.gateway.directory import Directory, IgnoredCard
 from hatp_mcp.core.gateway.estimate import estimate_requirement
+from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
@@ -492,7 +493,7 @@ class GatewayApprover:
         if deadline is not None and deadline <= now:
             raise HatpError(
                 "HATP-MCP-33",
-                f"decideBy {question.decide_by} is already past (it is {format_ts(now)})",
+                f"decideBy {when_words(format_ts(deadline), now)} is already past",  # HATP-GW-97: read at once
                 path="$.decideBy",
                 fix="give the people time: a decideBy in the future, or none (the gateway's default window)",
             )

@@ -187,7 +187,7 @@ def test_a_tool_definition_changed_after_approval_is_refused_under_HATP_GATE_8()
 
 def test_an_approval_issued_before_the_tools_current_definition_is_refused_under_HATP_GATE_9() -> None:
     err = refused(issue(), defined_at=NOW + timedelta(seconds=30))
-    assert err.rule == "HATP-GATE-9" and "2026-11-29T10:00:30Z" in err.reason
+    assert err.rule == "HATP-GATE-9" and "in effect since 2026-11-29 10:00 UTC" in err.reason
     unbound = issue(call().model_copy(update={"tool_digest": None}))
     assert check(unbound).tool_call.tool_digest is None  # unbound, issued after the definition: accepted
     assert refused(unbound, defined_at=None).rule == "HATP-GATE-9"  # fail closed: when is unknown
@@ -196,9 +196,25 @@ def test_an_approval_issued_before_the_tools_current_definition_is_refused_under
 def test_an_expired_approval_and_one_that_never_expires_are_refused_under_HATP_GATE_10() -> None:
     doc = issue()
     err = refused(doc, now=NOW + timedelta(minutes=15))
-    assert err.rule == "HATP-GATE-10" and "2026-11-29T10:15:00Z" in err.reason
+    assert err.rule == "HATP-GATE-10" and "expired at 2026-11-29 10:15 UTC" in err.reason
     forever = resigned({k: v for k, v in doc.items() if k != "expiresAt"})
     assert refused(forever).rule == "HATP-GATE-10"
+    assert refused(forever).reason == "the approval never expires (refused: an approval must expire)"
+
+
+# HATP-GW-97: a gated tool's refusal is read at once by the model that called it: times in words, with how long ago
+# from the gate's clock where the gate has one, and never the wire's timestamps
+def test_HATP_GW_97_an_expired_or_outdated_approval_is_refused_with_its_times_in_words() -> None:
+    doc = issue()
+    expired = refused(doc, now=NOW + timedelta(minutes=20))
+    assert (expired.rule, expired.path) == ("HATP-GATE-10", "$.expiresAt")
+    assert expired.reason == "the approval expired at 2026-11-29 10:15 UTC (5 min ago)"
+    outdated = refused(doc, defined_at=NOW + timedelta(minutes=5))
+    assert outdated.rule == "HATP-GATE-9"
+    assert outdated.reason == (
+        "the approval (issued 2026-11-29 10:00 UTC) predates the tool's current definition"
+        " (in effect since 2026-11-29 10:05 UTC)"
+    )
 
 
 def test_a_rejected_decision_presented_as_approve_is_refused_under_HATP_GATE_11() -> None:

@@ -137,6 +137,10 @@ def test_HATP_GATE_10_an_expiry_beyond_the_servers_policy_is_refused() -> None:
     far = gateway_resigned(doc, expiresAt=_ts(NOW + timedelta(days=30)))
     err = refused(far)
     assert err.rule == "HATP-GATE-10" and "outlives this server's policy" in err.reason
+    assert err.reason == (  # HATP-GW-97: the times in words, how far from the gate's clock
+        "the approval, issued 2026-11-29 10:00 UTC (2 min ago) and expiring 2026-12-29 10:00 UTC (in 719 h 58 min),"
+        " outlives this server's policy: at most 900 s from its issue and from now"
+    )
     long_issued = gateway_resigned(doc, issuedAt=_ts(NOW - timedelta(hours=2)))  # 2 h 15 min from issue to expiry
     assert refused(long_issued).rule == "HATP-GATE-10"
     assert refused(doc, policy=GatePolicy(max_lifetime=timedelta(minutes=5))).rule == "HATP-GATE-10"

@@ -123,3 +123,10 @@ def test_HATP_GW_47_a_parsed_request_verifies_and_refuses_as_its_wire_form_does(
     unsigned = AgentRequest.model_validate({**good.wire(), "signature": None})
     assert _read(unsigned) == _read(unsigned.wire()) == _read(unsigned.model_copy())
     assert _read(unsigned)[:2] == ("HATP-GW-47", "$.request")  # type: ignore[index]
+
+
+def test_HATP_GW_97_a_stale_request_is_refused_with_its_time_in_words() -> None:
+    stale = refused(agent_request(DIGEST, NOW - timedelta(hours=1)))
+    assert stale.reason == (
+        "the agent request was issued at 2026-11-29 09:00 UTC (60 min ago); only requests from the last 600 s count"
+    )

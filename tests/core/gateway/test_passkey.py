@@ -228,3 +228,15 @@ def test_HATP_GW_87_offline_a_passkey_rejects_recorded_reason_must_be_the_one_it
     check_decision_proofs(approval("over the hotel cap"), humans)
     err = refused(lambda: check_decision_proofs(approval("go ahead"), humans))
     assert (err.rule, err.path) == ("HATP-GW-87", "$.decisions[0].reason")
+
+
+def test_HATP_GW_97_the_gateway_refuses_a_stale_assertion_with_its_time_in_words() -> None:
+    auth, card = enrolled()
+    a = auth.decide(ASK, DIGEST, "approve", AT)
+    later = parse_ts(AT) + timedelta(minutes=15)
+    err = refused(lambda: verify_assertion(a, card, RP, ask_id=ASK, subject_digest=DIGEST, now=later))
+    assert (err.rule, err.code, err.path) == ("HATP-GW-25", "STALE", "$.issuedAt")
+    assert err.reason == (
+        "the assertion was issued at 2026-11-29 10:05 UTC (15 min ago); only assertions from the last 600 s"
+        " (and at most 60 s ahead) count"
+    )

@@ -298,3 +298,24 @@ def test_HATP_GW_87_a_rejects_reason_is_signed_by_the_person_and_recorded_as_the
     assert (err.value.rule, err.value.path) == ("HATP-GW-87", "$.decisions[0].reason")
     altered = dict(signed, reason="something else")  # the person's words changed after they signed
     refused(opened(), altered, "HATP-GW-21")
+
+
+# HATP-GW-97: the gateway's refusal of a stale proof is read at once (the time in words and how long ago); an offline
+# check's against the recorded decision may become a signed vote's reason, so it says the times without a countdown
+def test_HATP_GW_97_a_stale_proof_is_refused_with_the_times_in_words() -> None:
+    rec = opened()
+    stale = refused(rec, proof(rec.ask, "bob", "approve", NOW - timedelta(minutes=11)), "HATP-GW-25")
+    assert stale.reason == (
+        "the proof was issued at 2026-11-29 09:49 UTC (11 min ago); only proofs from the last 600 s"
+        " (and at most 60 s ahead) count"
+    )
+    ahead = refused(rec, proof(rec.ask, "bob", "approve", NOW + timedelta(minutes=2)), "HATP-GW-25")
+    assert ahead.reason.startswith("the proof was issued at 2026-11-29 10:02 UTC (in 2 min); ")
+    _, approval = approved_by("bob", "carol")
+    late = approval.decisions[0].model_copy(update={"decided_at": "2026-11-29T10:11:00Z"})
+    with pytest.raises(HatpError) as err:
+        check_decision_proofs(approval.model_copy(update={"decisions": [late, approval.decisions[1]]}), human_keys())
+    assert err.value.reason == (
+        "the proof was issued at 2026-11-29 10:00 UTC; only proofs from the 600 s (and at most 60 s ahead) before"
+        " the decision recorded at 2026-11-29 10:11 UTC count"
+    )

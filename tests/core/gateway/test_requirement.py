@@ -125,3 +125,13 @@ def test_without_the_cards_only_the_approvals_own_statements_are_checked() -> No
     bare = approval(decisions=[unproven, decision("alice")])
     assert check_humans_meet(bare, NEED, None) == [h("bob"), h("alice")]
     assert refused(bare).rule == "HATP-GW-27"  # with the cards, bob's decision has no proof
+
+
+def test_HATP_GW_97_a_stale_proof_names_the_approver_by_their_card_and_the_time_in_words() -> None:
+    old = NOW - timedelta(minutes=80)
+    stale = approval(decisions=[decision("bob", old), decision("alice", old)])
+    err = refused(stale, now=NOW, max_age=timedelta(minutes=75))
+    assert err.reason == (
+        "the proof of Bob Brown (human://acme.com/bob) was issued at 2026-11-29 08:40 UTC (80 min ago) by the"
+        " verifier's own clock; only proofs from the last 4500 s count, whatever decidedAt says"
+    )

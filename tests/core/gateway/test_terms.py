@@ -187,3 +187,19 @@ def test_HATP_MODE_8_the_coordinator_refuses_an_approval_over_terms_it_did_not_s
         err = refused(check_sent_terms, approval, sent)
         assert (err.rule, err.code, err.path) == ("HATP-MODE-8", "TERMS_MISMATCH", "$.approval.terms")
     assert same_terms(None, None) and not same_terms(after.ask.terms, None)
+
+
+# HATP-GW-97: a refused tighten can be the reason of a signed no vote (terms refused at routing): its times are in
+# words, without a countdown that would be wrong when the vote is read later, and never the wire's timestamps
+def test_HATP_GW_97_refused_terms_name_the_times_in_words_without_a_countdown() -> None:
+    rec = opened()
+    reasons = [
+        refused(tighten, rec, datetime(2026, 11, 29, 15, 30, tzinfo=UTC), [], NOW).reason,
+        refused(tighten, rec, NEW, [seat(holdHorizon="2026-11-29T10:10:00Z")], NOW).reason,
+        refused(tighten, rec, NEW, [seat(holdHorizon="2026-11-29T11:30:00Z")], NOW).reason,
+    ]
+    assert reasons == [
+        "the ask's deadline is 2026-11-29 14:00 UTC; tighten never extends it to 2026-11-29 15:30 UTC",
+        "hold 'seat' has a horizon 2026-11-29 10:10 UTC before its lease end 2026-11-29 10:15 UTC",
+        "the deadline 2026-11-29 11:50 UTC is after hold 'seat' ends (2026-11-29 11:30 UTC)",
+    ]

@@ -40,6 +40,8 @@ async def test_HATP_GW_31_terms_the_gateway_refuses_at_the_ask_make_a_signed_no_
     answer = await gw.ask(held_plan(), "finance", late)
     assert (answer.vote["decision"], answer.vote["code"]) == ("no", "HATP-GW-31")
     assert gw.notifier.delivered == []  # type: ignore[attr-defined]
+    # HATP-GW-97: signed into the vote, so the times in words without "(N min ago)", which would go stale
+    assert answer.vote["reason"] == "the deadline 2026-11-29 12:30 UTC is after hold 'seat' ends (2026-11-29 12:00 UTC)"
 
 
 async def test_HATP_GW_30_tighten_re_signs_the_vote_and_survives_a_restart(tmp_path: Path, clock: FakeClock) -> None:
