@@ -466,6 +466,7 @@ async function decide(decision, value) {
 function inWords(left) {  // as notice.py in_words: to the nearest minute, a half minute up (HATP-GW-94)
   const ms = Math.abs(left);
   const n = Math.floor(ms / 60000) + (ms % 60000 >= 30000 ? 1 : 0);
+  if (n === 0) { return "now"; }
   const span = n >= 120 ? Math.floor(n / 60) + " h " + (n % 60) + " min" : n + " min";
   return left >= 0 ? "in " + span : span + " ago";
 }

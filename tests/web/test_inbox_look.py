@@ -317,6 +317,7 @@ def test_HATP_GW_94_the_script_s_countdown_words_round_as_the_gateway_s_for_ever
     ran = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True)
     assert json.loads(ran.stdout) == [in_words(d) for d in deltas]
     assert in_words(3599.99) == "in 60 min" and in_words(89.999) == "in 1 min" and in_words(90) == "in 2 min"
+    assert in_words(0) == in_words(29.999) == in_words(-29) == "now" and in_words(-30) == "1 min ago"
 
 
 async def test_HATP_GW_94_the_first_countdown_tick_says_what_the_gateway_wrote(

@@ -109,12 +109,14 @@ _CLOSED_WORDS = {
 
 
 def in_words(delta_seconds: float) -> str:
-    """How far a time is from now, as a person says it: "in 59 min", "in 4 h 0 min", "3 min ago". To the nearest
+    """How far a time is from now, as a person says it: "in 59 min", "in 4 h 0 min", "3 min ago", "now". To the nearest
     minute, a half minute up (HATP-GW-94): the inbox's script (web/pages.py INBOX_JS, `inWords`) counts by the same
     rule, so its first tick, a few milliseconds after the page, says what the gateway wrote."""
     minutes = int(abs(delta_seconds) // 60)
     if abs(delta_seconds) % 60 >= 30:  # HATP-GW-94: to the nearest minute, as the script rounds
         minutes += 1
+    if minutes == 0:  # under half a minute either way: not "in 0 min"
+        return "now"
     text = f"{minutes // 60} h {minutes % 60} min" if minutes >= 120 else f"{minutes} min"
     return f"in {text}" if delta_seconds >= 0 else f"{text} ago"
 
