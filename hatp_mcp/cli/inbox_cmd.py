@@ -33,12 +33,12 @@ from hatp_mcp.cli._run import (
 )
 from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.machine import tick
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_decision, sign_decision, subject_digest, verify_proof
 from hatp_mcp.core.gateway.screen import person_words, render_ask_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_directory

@@ -23,9 +23,9 @@ from mcp.server import MCPServer
 from pydantic import Field
 
 from hatp_mcp.core.gated_tools.checks import GateRequirement
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.gateway.screen import person_words, render_ask_text
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.agent_guide import describe
 from hatp_mcp.mcp.errors import agent_tool

@@ -35,11 +35,11 @@ from hatp_mcp.core.gated_tools.checks import (
     tool_definition_digest,
 )
 from hatp_mcp.core.gateway.agents import card_of_key
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.journal.proxy_tools import ToolRule
 from hatp_mcp.core.model.agent import AgentCard
 from hatp_mcp.core.model.proxy_policy import Budget, Gate
 from hatp_mcp.core.model.toolcall import ToolCall
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.errors import tool_refusal

@@ -13,11 +13,11 @@ import json
 from datetime import datetime
 from html import escape
 
-from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import REASON_MAX
 from hatp_mcp.core.model.gateway import AskRecord, Screen, ScreenOperation
+from hatp_mcp.core.model.when import in_words
 from hatp_mcp.web.questions import answer_controls
 
 __all__ = ["INBOX_CSS", "INBOX_JS", "ask_page", "enrol_page", "list_page", "signin_page"]
@@ -463,7 +463,7 @@ async function decide(decision, value) {
     document.getElementById("message").after(note);
   } catch (e) { say("Not recorded: " + e.message); }
 }
-function inWords(left) {  // as notice.py in_words: to the nearest minute, a half minute up (HATP-GW-94)
+function inWords(left) {  // as core/model/when.py in_words: to the nearest minute, a half minute up (HATP-GW-94)
   const ms = Math.abs(left);
   const n = Math.floor(ms / 60000) + (ms % 60000 >= 30000 ? 1 : 0);
   if (n === 0) { return "now"; }

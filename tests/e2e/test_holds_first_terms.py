@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from demo.trip_suite import human_key_file
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.keys import SigningKey
 from tests.acme_org import ORG_DIR
 from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip

@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from demo.trip_world import World, build_world, trip_plan
-from hatp_mcp.core.gateway.notice import in_words, when_words
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Branch
+from hatp_mcp.core.model.when import in_words, when_words
 from hatp_mcp.mcp.coordinator_server import serve_coordinator
 from hatp_mcp.mcp.extension import HatpSettings
 from hatp_mcp.mcp.gateway_client import mcp_approver

@@ -18,11 +18,11 @@ from playwright.async_api import Page
 
 from demo.trip_world import build_world
 from hatp_mcp.core.gateway.machine import open_approval
-from hatp_mcp.core.gateway.notice import in_words
 from hatp_mcp.core.gateway.passkey import unb64u
 from hatp_mcp.core.gateway.proof import subject_digest
 from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.when import in_words
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.web import pages

@@ -22,7 +22,6 @@ from jmespath.exceptions import JMESPathError
 from hatp_mcp.core.gated_tools.signatures import SignedPart, signed_parts
 from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.agents import AgentKeys, verify_request
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_SKEW, HumanKeys
 from hatp_mcp.core.gateway.requirement import HumanRequirement, check_humans_meet
 from hatp_mcp.core.model.amount import Amount
@@ -31,6 +30,7 @@ from hatp_mcp.core.model.currency import is_known_currency
 from hatp_mcp.core.model.evidence import Approval
 from hatp_mcp.core.model.proxy_policy import compiled
 from hatp_mcp.core.model.toolcall import ToolCall
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import WireError, load_json, parse
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import Keyring, SignatureError

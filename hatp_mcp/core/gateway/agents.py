@@ -17,11 +17,11 @@ from typing import Any
 
 from hatp_mcp.core.gateway.address import AddressError, Kind, parse_address
 from hatp_mcp.core.gateway.directory import IgnoredCard, load_well_known
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_AGE, MAX_SKEW
 from hatp_mcp.core.model.agent import AgentCard, AgentRequest
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.card import WellKnown
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.core.signing.keys import (

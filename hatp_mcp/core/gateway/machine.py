@@ -8,7 +8,7 @@ persistence, and so are contact details, which this module never sees.
 What it writes for people and models to read (a refusal, the reason a no vote carries, why a person is no longer
 asked) names people and times as the gateway's other texts do (HATP-GW-97): a person by the display name on their
 card with the address beside it (`names`, display names by address, as the callers have them from the signed
-cards; screen.person_words), a time as `YYYY-MM-DD HH:MM UTC` (notice.when_words), with "(N min ago)" from `now`
+cards; screen.person_words), a time as `YYYY-MM-DD HH:MM UTC` (model/when.py when_words), with "(N min ago)" from `now`
 in a refusal read at once, and without it in text kept in the record and signed into a vote, where it would go
 stale. The structured fields (code, rule, state, seats' times) stay as the wire has them.
 """
@@ -25,12 +25,12 @@ from hatp_mcp.core.gateway.address import parse_address
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id
 from hatp_mcp.core.gateway.authority import check_requirement, plan_money
 from hatp_mcp.core.gateway.directory import Criteria, Directory
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.screen import person_words, render_screen
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecision, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import Ask, AskRecord, Seat
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.errors import HatpError
 
 __all__ = [

@@ -32,17 +32,16 @@ from urllib.parse import quote
 from hatp_mcp.core.gateway.screen import final_words
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.model.when import when_words
 
 __all__ = [
     "NOTICE_KINDS",
     "Notice",
     "NoticeKind",
     "due_notices",
-    "in_words",
     "next_reminder",
     "notice_key",
     "render_notice",
-    "when_words",
 ]
 
 # "dead-letter": the journal's alert that an undo needs a person (hatp_mcp/core/journal/alert.py); never an ask's
@@ -106,26 +105,6 @@ _CLOSED_WORDS = {
     "exhausted": "closed: no one eligible was left to ask",
     "withdrawn": "was withdrawn: the transaction was aborted",
 }
-
-
-def in_words(delta_seconds: float) -> str:
-    """How far a time is from now, as a person says it: "in 59 min", "in 4 h 0 min", "3 min ago", "now". To the nearest
-    minute, a half minute up (HATP-GW-94): the inbox's script (web/pages.py INBOX_JS, `inWords`) counts by the same
-    rule, so its first tick, a few milliseconds after the page, says what the gateway wrote."""
-    minutes = int(abs(delta_seconds) // 60)
-    if abs(delta_seconds) % 60 >= 30:  # HATP-GW-94: to the nearest minute, as the script rounds
-        minutes += 1
-    if minutes == 0:  # under half a minute either way: not "in 0 min"
-        return "now"
-    text = f"{minutes // 60} h {minutes % 60} min" if minutes >= 120 else f"{minutes} min"
-    return f"in {text}" if delta_seconds >= 0 else f"{text} ago"
-
-
-def when_words(ts: str, now: datetime | None = None) -> str:
-    """A timestamp as a person reads it (HATP-GW-88): "2026-11-29 14:00 UTC", with "(in N min)" from `now`."""
-    at = parse_ts(ts)
-    text = at.strftime("%Y-%m-%d %H:%M UTC")
-    return f"{text} ({in_words((at - now).total_seconds())})" if now is not None else text
 
 
 # An operation in a notice is its tier, never its name or participant (HATP-GW-84).

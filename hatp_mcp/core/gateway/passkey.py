@@ -28,11 +28,11 @@ from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import PasskeyAssertion
 from hatp_mcp.core.model.gateway import AskRecord
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.errors import HatpError
 

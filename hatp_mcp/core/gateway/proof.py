@@ -17,7 +17,6 @@ from typing import Any
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.passkey import RelyingParty, verify_assertion
 from hatp_mcp.core.gateway.terms import check_approval_terms, check_proof_terms
 from hatp_mcp.core.model.base import format_ts, parse_ts
@@ -25,6 +24,7 @@ from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval, HumanDecision, HumanDecisionProof
 from hatp_mcp.core.model.gateway import Answer, Ask, AskRecord
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.core.signing.keys import (

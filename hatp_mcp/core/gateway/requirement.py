@@ -19,13 +19,13 @@ from decimal import Decimal
 
 from hatp_mcp.core.gateway.address import Address, AddressError, Kind, parse_address
 from hatp_mcp.core.gateway.authority import card_authority_gap
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.proof import MAX_SKEW, HumanKeys, check_decision_proofs
 from hatp_mcp.core.gateway.screen import person_words
 from hatp_mcp.core.model.amount import Amount
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.card import HumanCard
 from hatp_mcp.core.model.evidence import Approval
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["HumanRequirement", "check_humans_meet"]

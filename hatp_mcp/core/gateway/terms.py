@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from hatp_mcp.core.gateway import machine as core
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.evidence import Approval, HumanDecisionProof
 from hatp_mcp.core.model.gateway import AskRecord
 from hatp_mcp.core.model.terms import ApprovalTerms, HoldTerm
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.errors import HatpError
 

@@ -25,7 +25,8 @@ and a test fails when the committed schemas drift from the models.
 - question.py: a question an agent asks people over MCP (`hatp/ask/{choose,form,text}`);
 - proxy_policy.py: the proxy's policy file: its upstream, that server's environment, a policy per tool;
 - journal_wire.py: what the journal and the proxy answer: saga statuses, dead letters, shadow and policy status;
-- toolcall.py: the subject of a tool-call approval: server, tool, arguments by digest, most paid and to whom.
+- toolcall.py: the subject of a tool-call approval: server, tool, arguments by digest, most paid and to whom;
+- when.py: times as a person reads them, with a countdown where read at once (HATP-GW-88, 97).
 """
 
 from __future__ import annotations

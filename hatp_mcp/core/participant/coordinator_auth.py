@@ -18,6 +18,7 @@ from typing import Any
 
 from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.txn_auth import AUTH_METHODS, TxnAuth
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import CanonicalError, digest
 from hatp_mcp.core.signing.keys import Keyring, SignatureError, SigningKey, check_party, sign_object, verify_object
@@ -177,11 +178,18 @@ def check_auth(method: str, params: Mapping[str, Any], trusted: Keyring | None, 
         raise _mismatch("requestDigest", auth.request_digest, actual, "$.auth.requestDigest")
     issued, expires = parse_ts(auth.issued_at), parse_ts(auth.expires_at)
     if expires - issued > MAX_LIFETIME or expires <= issued:
-        raise _expired(f"an auth lives at most {int(MAX_LIFETIME.total_seconds())}s; this one {issued}..{expires}")
+        raise _expired(  # HATP-GW-97: times in words, a refusal read at once
+            f"an auth lives at most {int(MAX_LIFETIME.total_seconds())}s; this one"
+            f" {int((expires - issued).total_seconds())}s, from {when_words(auth.issued_at, now)}"
+            f" to {when_words(auth.expires_at, now)}"
+        )
     if issued > now + CLOCK_SKEW:
-        raise _expired(f"the auth is issued at {auth.issued_at}, in the future (now {format_ts(now)})")
+        raise _expired(
+            f"the auth is issued at {when_words(auth.issued_at, now)}, ahead of this receiver's clock by more than"
+            f" the {int(CLOCK_SKEW.total_seconds())}s allowed"
+        )
     if now >= expires:
-        raise _expired(f"the auth expired at {auth.expires_at} (now {format_ts(now)})")
+        raise _expired(f"the auth expired at {when_words(auth.expires_at, now)}")
     return Admitted(auth.coordinator, kid, auth.txn_id, auth.branch_id, auth.plan_digest, auth.epoch or 0)
 
 

@@ -23,6 +23,7 @@ from hatp_mcp.core.gateway.requirement import HumanRequirement, check_humans_mee
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
 from hatp_mcp.core.model.plan import Branch, Plan
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party
 from hatp_mcp.core.signing.models import verify_raw
@@ -180,7 +181,7 @@ def check_approver_answer(
         if parse_ts(approval.expires_at) <= now:
             raise HatpError(
                 rule,
-                f"the approval expired at {approval.expires_at}",
+                f"the approval expired at {when_words(approval.expires_at)}",  # journaled: no countdown (HATP-GW-97)
                 path="approval.expiresAt",
                 code="APPROVAL_EXPIRED",
                 fix="ask the approver again",

@@ -13,6 +13,7 @@ from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.evidence import Vote
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.txn.abort import abort, queue_abort
 from hatp_mcp.core.txn.commit import decide_commit, next_commit
 from hatp_mcp.core.txn.data import Txn, arm, refused
@@ -212,7 +213,8 @@ def _participant_pending(t: Txn, bid: str, asked: str, vote: Vote, ev: PrepareAn
     decide_by = parse_ts(vote.decide_by)
     if now >= decide_by:
         timeout = Record(event="vote.timeout", body={"branchId": bid, "decideBy": vote.decide_by})
-        return [*out, timeout, *abort(t, now, "VOTE_TIMEOUT", f"{bid} did not decide by {vote.decide_by}")]
+        # HATP-GW-97: the reason is journaled, so its time has no countdown
+        return [*out, timeout, *abort(t, now, "VOTE_TIMEOUT", f"{bid} did not decide by {when_words(vote.decide_by)}")]
     # asked again at the latest at its deadline; still pending then (above) aborts
     return out + arm(t, f"reprepare:{bid}", min(now + timedelta(seconds=t.config.poll_seconds), decide_by))
 

@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from hatp_mcp.core.model.base import format_ts, parse_ts
+from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.txn.data import Approving, Txn, arm
 from hatp_mcp.core.txn.deadlines import set_deadline
 from hatp_mcp.core.txn.events import Command, Poll, Record, Step, TxnState
@@ -100,14 +101,15 @@ def approving_point(plan: Plan, events: Sequence[Mapping[str, Any]]) -> Approvin
 
 def lapsed_hold(t: Txn, now: datetime) -> tuple[str, str] | None:
     """HATP-TXN-23: (code, reason) for the first hold whose lease or horizon ended by `now`, as the replayed
-    receipts state them; None when every hold still stands."""
+    receipts state them; None when every hold still stands. The reason is journaled, so its time has no countdown
+    (HATP-GW-97)."""
     h = t.holds
     for b in sorted(h.leases):
         if now >= h.leases[b]:  # HATP-TXN-23: the participant may have released it
-            return "LEASE_EXPIRED", f"{b}'s lease ended at {format_ts(h.leases[b])} while no coordinator ran"
+            return "LEASE_EXPIRED", f"{b}'s lease ended at {when_words(h.leases[b])} while no coordinator ran"
     for b in sorted(h.horizons):
         if now >= h.horizons[b]:  # HATP-TXN-23: no renewal keeps it past its horizon
-            return "HORIZON_PASSED", f"{b}'s hold horizon ended at {format_ts(h.horizons[b])}"
+            return "HORIZON_PASSED", f"{b}'s hold horizon ended at {when_words(h.horizons[b])}"
     return None
 
 

@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.model.gateway_messages import AskWaiting
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import CLOSE_EVENT, DECIDED_EVENT
 from hatp_mcp.core.model.txn_api import BranchOutcome, FirstRefusal, TxnStatus, VoteSummary, WaitingOn
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.canonical import digest
 
 __all__ = ["decided", "derive_state", "first_refusal", "refusals", "results", "summarize", "waiting_on"]

@@ -13,6 +13,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.canonical import CanonicalError, canonical
 from hatp_mcp.core.validate.saga_view import SagaView, _spend
 from hatp_mcp.core.validate.violation import Violation, violation
@@ -197,9 +198,8 @@ def check_mandate(view: SagaView, raw: Any, now: datetime) -> list[Violation]:
             violation(
                 "mandate",
                 "mandate.expiresAt",
-                f"The mandate expired at {view.expires_at} and it is now "
-                f"{now.strftime('%Y-%m-%dT%H:%M:%SZ')}: the plan must not outlive it. Ask the principal for a new "
-                f"mandate.",
+                f"The mandate expired at {when_words(view.expires_at, now)}: the plan must not outlive it. Ask the"
+                " principal for a new mandate.",
             )
         )
     return out

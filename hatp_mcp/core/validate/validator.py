@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.plan import Plan, has_canonical_form
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import error_path
 from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate.clockfit import ClockFit, call_bound, clock_fit, seconds_text
@@ -158,12 +159,19 @@ def check_tiers(plan: Plan, now: datetime) -> list[Violation]:
     return out
 
 
-def _at(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _gap(later: datetime, earlier: datetime) -> str:
+    """How far apart two times are, in words: two times in one minute read the same (`when_words`), their gap not."""
+    seconds = int((later - earlier).total_seconds())
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds}s"
 
 
 def check_time(plan: Plan, now: datetime) -> list[Violation]:
-    """HATP-VAL-9: no expired mandate, no deadline already past, deadlines in a coherent order."""
+    """HATP-VAL-9: no expired mandate, no deadline already past, deadlines in a coherent order. Times in words
+    (HATP-GW-97), "(N min ago)" from `now` where the violation is about now; a fix names the value to write as the
+    plan's field takes it."""
     out: list[Violation] = []
     m = plan.mandate
     expires = m.expires_at if m is not None else None
@@ -173,7 +181,7 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
             _v(
                 "HATP-VAL-9",
                 "mandate.expiresAt",
-                f"The mandate expired at {expires} and it is now {_at(now)}: the agent no longer has authority to "
+                f"The mandate expired at {when_words(expires_t, now)}: the agent no longer has authority to "
                 f"spend. Ask the principal for a new mandate.",
             )
         )
@@ -196,7 +204,7 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
                 _v(
                     "HATP-VAL-9",
                     path,
-                    f"{path} is {ts}, already past (it is now {_at(now)}): the transaction would abort before it "
+                    f"{path} is {when_words(ts, now)}, already past: the transaction would abort before it "
                     f"began. Set a deadline in the future.",
                 )
             )
@@ -208,8 +216,9 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
                 _v(
                     "HATP-VAL-9",
                     path,
-                    f"{path} is {ts}, after deadlines.commitBy {commit_by}: a decision arriving then can no longer "
-                    f"be committed. Move {path} before {commit_by}.",
+                    f"{path} is {when_words(ts)}, {_gap(t, commit_t)} after deadlines.commitBy"
+                    f" ({when_words(commit_t)}): a decision arriving then can no longer be committed. Move {path}"
+                    f" before {commit_by}.",
                 )
             )
     if expires_t is not None and commit_t > expires_t:
@@ -217,8 +226,9 @@ def check_time(plan: Plan, now: datetime) -> list[Violation]:
             _v(
                 "HATP-VAL-9",
                 "deadlines.commitBy",
-                f"deadlines.commitBy is {commit_by}, after the mandate expires ({expires}): the commit could run "
-                f"without authority. Set commitBy no later than {expires}, or renew the mandate.",
+                f"deadlines.commitBy is {when_words(commit_t)}, {_gap(commit_t, expires_t)} after the mandate"
+                f" expires ({when_words(expires_t)}): the commit could run without authority. Set commitBy no later"
+                f" than {expires}, or renew the mandate.",
             )
         )
     return out

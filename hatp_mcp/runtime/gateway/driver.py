@@ -31,7 +31,6 @@ from hatp_mcp.core.gateway.ask_evidence import build_answer, build_approval, bui
 from hatp_mcp.core.gateway.ask_ids import approval_ask_id, check_question_id
 from hatp_mcp.core.gateway.directory import Directory, IgnoredCard
 from hatp_mcp.core.gateway.estimate import estimate_requirement
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.passkey import RelyingParty, apply_passkey
 from hatp_mcp.core.gateway.proof import HumanKeys, apply_proof, subject_digest
 from hatp_mcp.core.gateway.terms import tighten as tighten_terms
@@ -44,6 +43,7 @@ from hatp_mcp.core.model.gateway import Ask, AskRecord, Option
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.question import QuestionRequest, question_digest
 from hatp_mcp.core.model.terms import ApprovalTerms
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.core.signing.models import sign_model
 from hatp_mcp.errors import HatpError

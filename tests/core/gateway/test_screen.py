@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from hatp_mcp.core.gateway.authority import plan_money
-from hatp_mcp.core.gateway.notice import when_words
 from hatp_mcp.core.gateway.screen import AGENT_LABEL, final_words, render_ask_text, render_screen, render_text
 from hatp_mcp.core.model.base import parse_ts
 from hatp_mcp.core.model.gateway import AgentText, Ask, Option
+from hatp_mcp.core.model.when import when_words
 from tests.acme_org import GATEWAY_ID, h, plan
 
 

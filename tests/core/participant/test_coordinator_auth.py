@@ -189,3 +189,21 @@ def test_HATP_TRUST_11_authorize_signs_every_state_changing_method_and_nothing_e
     assert check_auth("tighten", authorize("tighten", tighten, KEY, COORDINATOR, NOW), RING, NOW).branch_id == "finance"
     with pytest.raises(ValueError, match="not a state-changing method"):
         authorize("status", abort_params(), KEY, COORDINATOR, NOW)
+
+
+def test_HATP_GW_97_a_stale_or_long_lived_auth_is_refused_with_its_times_in_words() -> None:
+    expired = refusal("abort", signed(), now=NOW + timedelta(minutes=5))
+    future = refusal("abort", signed(at=NOW + timedelta(minutes=10)))
+    long_lived = refusal("abort", resign(signed(), expiresAt="2026-11-29T11:00:00Z"), now=NOW + timedelta(minutes=2))
+    assert expired.reason == "the auth expired at 2026-11-29 10:02 UTC (3 min ago)"
+    assert future.reason == (
+        "the auth is issued at 2026-11-29 10:10 UTC (in 10 min), ahead of this receiver's clock by more than the 60s"
+        " allowed"
+    )
+    assert long_lived.reason == (
+        "an auth lives at most 300s; this one 3600s, from 2026-11-29 10:00 UTC (2 min ago) to 2026-11-29 11:00 UTC"
+        " (in 58 min)"
+    )
+    for err in (expired, future, long_lived):  # the rule, code and path stay; no wire timestamp in the words
+        assert (err.rule, err.code, err.path) == ("HATP-TRUST-4", "AUTH_EXPIRED", "$.auth.expiresAt")
+        assert "T10:" not in err.reason and "+00:00" not in err.reason

@@ -307,3 +307,20 @@ def test_an_abort_whose_undo_is_refused_ends_in_needs_recovery() -> None:
     out = c.handle(released("seat", AIRLINE, KEYS["airline"], "ok"), NOW)
     assert [x.outcome for x in out if isinstance(x, Finish)] == [Outcome.NEEDS_RECOVERY]
     assert c.state is TxnState.NEEDS_RECOVERY and c._d.phase2.undo_failed == ["room"]
+
+
+def test_HATP_GW_97_a_branch_pending_past_its_decideBy_aborts_saying_the_time_without_a_countdown() -> None:
+    c, _ = started()
+    base = {"txnId": c.plan.txn_id, "branchId": "seat", "planDigest": c.plan.digest(), "issuedAt": format_ts(NOW)}
+    late = format_ts(NOW - timedelta(minutes=5))
+    vote = sign_object(
+        {"type": "hatp.vote", **base, "voter": AIRLINE, "decision": "pending", "decideBy": late}, KEYS["airline"]
+    )
+    receipt = {"type": "hatp.receipt", **base, "participant": AIRLINE, "phase": "prepare", "outcome": "in-doubt"}
+    out = c.handle(PrepareAnswer(branch_id="seat", vote=vote, receipt=sign_object(receipt, KEYS["airline"])), NOW)
+    timeout = [x.body for x in out if isinstance(x, Record) and x.event == "vote.timeout"]
+    assert timeout == [{"branchId": "seat", "decideBy": late}]  # the structured field as the wire has it
+    # the reason the record keeps: "(N min ago)" would be wrong when it is read later
+    assert next(x for x in out if isinstance(x, Decide)).reason == (
+        "VOTE_TIMEOUT: seat did not decide by 2026-11-29 09:55 UTC"
+    )

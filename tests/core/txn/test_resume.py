@@ -118,3 +118,18 @@ def test_HATP_TXN_23_a_bound_that_passed_while_stopped_aborts_with_its_own_code(
     assert next(x for x in out if isinstance(x, Decide)).reason.startswith(code)
     assert not any(isinstance(x, Poll) for x in out)
     assert c.state is TxnState.ABORTING
+
+
+@pytest.mark.parametrize(
+    ("lease", "horizon", "stopped", "reason"),
+    [
+        (900, 4 * 3600, 901, "LEASE_EXPIRED: room's lease ended at 2026-11-29 10:15 UTC while no coordinator ran"),
+        (5 * 3600, 3600, 3601, "HORIZON_PASSED: room's hold horizon ended at 2026-11-29 11:00 UTC"),
+    ],
+)
+def test_HATP_GW_97_a_hold_that_lapsed_while_stopped_aborts_saying_when_in_words_without_a_countdown(
+    lease: float, horizon: float, stopped: float, reason: str
+) -> None:
+    _c, out = started(waiting(lease=lease, horizon=horizon), NOW + timedelta(seconds=stopped))
+    # the reason is kept in the Transaction Record: "(N min ago)" would be wrong when it is read later
+    assert next(x for x in out if isinstance(x, Decide)).reason == reason

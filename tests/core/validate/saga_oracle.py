@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from hatp_mcp.core.model.base import parse_ts
+from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.canonical import CanonicalError
 from hatp_mcp.core.validate.saga import SagaPlan, SagaStep, step_key_hash
 from hatp_mcp.core.validate.saga_rules import _HEX64, _PARTS_SHOWN
@@ -160,9 +161,8 @@ def check_mandate(plan: SagaPlan, raw: dict[str, Any], now: datetime) -> list[Vi
             Violation(
                 rule="mandate",
                 path="mandate.expiresAt",
-                message=f"The mandate expired at {plan.mandate.expires_at} and it is now "
-                f"{now.strftime('%Y-%m-%dT%H:%M:%SZ')}: the plan must not outlive it. Ask the principal for a new "
-                f"mandate.",
+                message=f"The mandate expired at {when_words(plan.mandate.expires_at, now)}: the plan must not"
+                " outlive it. Ask the principal for a new mandate.",
             )
         )
     return out

@@ -147,6 +147,15 @@ def test_an_expired_mandate_is_refused_at_the_given_now_HATP_SAGA_4() -> None:
     assert found(doc) == [("mandate", "mandate.expiresAt")]
 
 
+def test_HATP_GW_97_a_saga_whose_mandate_expired_says_when_in_words() -> None:
+    doc = saga()
+    doc["mandate"]["expiresAt"] = "2026-12-01T06:30:00Z"
+    assert only(doc).message == (
+        "The mandate expired at 2026-12-01 06:30 UTC (2 h 30 min ago): the plan must not outlive it. Ask the principal"
+        " for a new mandate."
+    )
+
+
 def test_a_step_without_a_duration_between_an_undo_window_and_the_pivot_fails_closed_HATP_SAGA_5() -> None:
     doc = saga()
     del doc["steps"][2]["maxDurationSeconds"]

@@ -110,7 +110,7 @@ def test_a_deadline_already_past_is_refused_HATP_VAL_9() -> None:
     plan["approvals"][0]["decideBy"] = "2026-11-30T12:00:00Z"
     out = check(plan)
     assert rules_and_paths(out) == [("HATP-VAL-9", "approvals[0].decideBy")]
-    assert "2026-11-30T12:00:00Z" in out[0].message and "2026-12-01T09:00:00Z" in out[0].message
+    assert "2026-11-30 12:00 UTC (21 h 0 min ago)" in out[0].message  # in words, from the validator's `now`
 
 
 def test_an_expired_mandate_is_refused_and_a_deadline_equal_to_now_counts_as_past_HATP_VAL_9() -> None:
@@ -125,6 +125,28 @@ def test_deadlines_out_of_order_are_refused_HATP_VAL_9() -> None:
     plan["deadlines"]["decideBy"] = "2027-01-20T00:00:00Z"  # after commitBy 2027-01-15
     plan["mandate"]["expiresAt"] = "2027-01-10T00:00:00Z"  # before commitBy
     assert rules_and_paths(check(plan)) == [("HATP-VAL-9", "deadlines.decideBy"), ("HATP-VAL-9", "deadlines.commitBy")]
+
+
+def test_HATP_GW_97_the_validator_s_time_violations_say_times_in_words_and_fixes_the_value_to_write() -> None:
+    stale = trip()
+    stale["deadlines"]["decideBy"] = "2026-12-01T08:55:00Z"  # 5 min before now
+    stale["mandate"]["expiresAt"] = "2026-12-01T08:45:00Z"  # expired, and before commitBy
+    late = trip()
+    late["deadlines"]["decideBy"] = "2027-01-15T00:00:30Z"  # 30 s after commitBy: the same minute in words
+    said = {v.path: v.message for v in check(stale)}
+    assert said == {
+        "mandate.expiresAt": "The mandate expired at 2026-12-01 08:45 UTC (15 min ago): the agent no longer has"
+        " authority to spend. Ask the principal for a new mandate.",
+        "deadlines.decideBy": "deadlines.decideBy is 2026-12-01 08:55 UTC (5 min ago), already past: the transaction"
+        " would abort before it began. Set a deadline in the future.",
+        "deadlines.commitBy": "deadlines.commitBy is 2027-01-15 00:00 UTC, 44 days after the mandate expires"
+        " (2026-12-01 08:45 UTC): the commit could run without authority. Set commitBy no later than"
+        " 2026-12-01T08:45:00Z, or renew the mandate.",
+    }
+    assert [v.message for v in check(late)] == [
+        "deadlines.decideBy is 2027-01-15 00:00 UTC, 30s after deadlines.commitBy (2027-01-15 00:00 UTC): a decision"
+        " arriving then can no longer be committed. Move deadlines.decideBy before 2027-01-15T00:00:00Z."
+    ]
 
 
 def test_the_requester_as_approver_is_refused_HATP_VAL_10() -> None:
