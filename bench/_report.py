@@ -66,6 +66,14 @@ def rounds(full: int, quick: int = 2) -> int:
     return quick if QUICK else full
 
 
+def trip_sizes(args: Sequence[str]) -> tuple[int, int, int]:
+    """`[TRIPS [CONCURRENCY [ROUNDS]]]` of the in-process trip benches (bench.txn, bench.mechanisms): trips per
+    round, how many run at once, and interleaved rounds; each defaulted (smaller under `bench.run --quick`)."""
+    n = int(args[0]) if args else rounds(200, 20)
+    concurrency = int(args[1]) if len(args) > 1 else 32
+    return n, concurrency, int(args[2]) if len(args) > 2 else rounds(7, 2)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Spread and printing
 

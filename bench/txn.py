@@ -125,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    n = int(args[0]) if args else report.rounds(200, 20)
-    concurrency = int(args[1]) if len(args) > 1 else 32
-    rounds = int(args[2]) if len(args) > 2 else report.rounds(7, 2)
+    n, concurrency, rounds = report.trip_sizes(args)
     rates, floors, crypto, bad = [], [], [], 0
     cpu_run: list[float] = []  # process CPU seconds per side (every thread: the log's SQLite work too)
     cpu_floor: list[float] = []

@@ -67,6 +67,12 @@ class Suite:
         )
         return self.procs[name]
 
+    async def start_trip(self, *participant_args: str) -> None:
+        """The trip's tool servers (each with `participant_args`) and the organisation's gateway."""
+        for name in PARTICIPANTS:
+            await self.start(name, f"servers.{name}", list(participant_args))
+        await self.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
+
     def coordinator(
         self, name: str, *extra: str, keys: dict[str, Path] | None = None, **urls: str
     ) -> AbstractAsyncContextManager[HttpProcess]:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from tests.acme_org import ORG_DIR
-from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, trip
+from tests.e2e.coordinator_suite import Agent, trip
 from tests.e2e.test_coordinator_http import Suite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -28,9 +28,7 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite
     data = tmp_path_factory.mktemp("ask-text")
     async with AsyncExitStack() as stack:
         s = Suite(data, stack)
-        for name in PARTICIPANTS:
-            await s.start(name, f"servers.{name}", [])
-        await s.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
+        await s.start_trip()
         yield s
 
 

@@ -19,8 +19,7 @@ from hatp_mcp.core.gateway.proof import sign_decision
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.signing.keys import SigningKey
-from tests.acme_org import ORG_DIR
-from tests.e2e.coordinator_suite import PARTICIPANTS, Agent, problems, trip
+from tests.e2e.coordinator_suite import Agent, problems, trip
 from tests.e2e.test_coordinator_http import Suite
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -31,9 +30,7 @@ async def suite(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Suite
     data = tmp_path_factory.mktemp("holds-first")
     async with AsyncExitStack() as stack:
         s = Suite(data, stack)
-        for name in PARTICIPANTS:
-            await s.start(name, f"servers.{name}", [])
-        await s.start("gateway", "servers.gateway", ["--org", str(ORG_DIR)])
+        await s.start_trip()
         yield s
 
 

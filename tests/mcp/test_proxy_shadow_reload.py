@@ -5,6 +5,7 @@ processes and an npm server: tests/e2e/test_proxy_shadow_reload.py."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,10 @@ from mcp.server import MCPServer
 
 from hatp_mcp.cli import main
 from hatp_mcp.core.model.base import parse_ts
-from hatp_mcp.core.model.proxy_policy import load_policy
+from hatp_mcp.core.model.proxy_policy import Budget, load_policy
 from hatp_mcp.core.signing.keys import SigningKey
 from hatp_mcp.mcp.journal_proxy import RECOVERY_POLICY, JournalingProxy
-from hatp_mcp.mcp.proxy_gate import GateSetup, build_gate
+from hatp_mcp.mcp.proxy_gate import GateSetup, ProxyGate, build_gate
 from hatp_mcp.mcp.proxy_reload import STATUS_FILE, PolicyWatch
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.journal.driver import Journal
@@ -77,10 +78,23 @@ def policy_doc(**over: Any) -> dict[str, Any]:
     return doc
 
 
+NOW = parse_ts("2026-12-05T04:00:00Z")
+
+
 def journal() -> Journal:
-    return Journal(
-        MemoryJournalStore(), SigningKey.generate(["journal"]), clock=FakeClock(parse_ts("2026-12-05T04:00:00Z"))
-    )
+    return Journal(MemoryJournalStore(), SigningKey.generate(["journal"]), clock=FakeClock(NOW))
+
+
+def shadow_gate(tmp_path: Path, budgets: Sequence[Budget] = ()) -> ProxyGate:
+    """The proxy's gate over the acme.com organisation, with `budgets`, and no gateway reachable."""
+    setup = GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY)
+    return build_gate(setup, tmp_path, budgets, FakeClock(NOW), None)
+
+
+async def shadowing(client: Client, gate: ProxyGate, log: ShadowLog) -> JournalingProxy:
+    """The proxy in front of `client` with policy_doc in shadow mode, its gate and its shadow log."""
+    tools = (await client.list_tools()).tools
+    return JournalingProxy(client, tools, journal(), load_policy(policy_doc(shadow=True)), gate, shadow=log)
 
 
 def call(tool: str, /, **arguments: Any) -> types.CallToolRequestParams:
@@ -97,19 +111,11 @@ async def test_HATP_PXY_40_in_shadow_mode_denied_hidden_and_gated_calls_are_forw
     tmp_path: Path,
 ) -> None:
     server, made = upstream()
-    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
-    gate = build_gate(GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, [], clock, None)
+    gate = shadow_gate(tmp_path)
     log = ShadowLog(":memory:")
     with anyio.fail_after(10):
         async with Client(server) as client:
-            proxy = JournalingProxy(
-                client,
-                (await client.list_tools()).tools,
-                journal(),
-                load_policy(policy_doc(shadow=True)),
-                gate,
-                shadow=log,
-            )
+            proxy = await shadowing(client, gate, log)
             assert "forget" in {t.name for t in proxy.listed}  # hide is not enforced: the tool is listed
             made.update({"a", "b"})
             assert not (await proxy.handle(None, call("unmake", id="a"))).is_error
@@ -197,7 +203,7 @@ async def test_HATP_PXY_42_a_changed_policy_file_takes_effect_on_the_next_call(t
     with anyio.fail_after(10):
         async with Client(server) as client:
             proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
-            proxy.reload = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            proxy.reload = PolicyWatch(path, proxy, tmp_path, FakeClock(NOW), lines.append)
             async with Client(proxy.server()) as model:
                 made.add("a")
                 before = await model.call_tool("unmake", {"id": "a"})
@@ -218,7 +224,7 @@ async def test_HATP_PXY_43_a_bad_change_is_refused_whole_with_the_reason_and_the
     with anyio.fail_after(10):
         async with Client(server) as client:
             proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
-            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(NOW), lines.append)
             # a good change to one tool beside an unknown tool: nothing of it is taken
             write(path, small_policy(unmake={"policy": "pass"}, nosuch={"policy": "pass"}))
             await watch()
@@ -246,7 +252,7 @@ async def test_HATP_PXY_44_a_step_is_undone_by_the_undo_it_was_journaled_with_af
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
             proxy = JournalingProxy(client, tools, journal(), load_policy(small_policy()))
-            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lambda _: None)
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(NOW), lambda _: None)
             await proxy.handle(None, call("saga_begin", name="kept"))
             await proxy.handle(None, call("make", name="a"))
             # the new policy undoes make by an undo that would leave "a" in place
@@ -297,7 +303,7 @@ async def test_HATP_PXY_42_a_file_changed_before_the_watch_began_is_taken_on_the
     with anyio.fail_after(10):
         async with Client(server) as client:
             proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(small_policy()))
-            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(parse_ts("2026-12-05T04:00:00Z")), lines.append)
+            watch = PolicyWatch(path, proxy, tmp_path, FakeClock(NOW), lines.append)
             await watch()
             taken = proxy.rules["unmake"].action
             path.write_text(json.dumps(small_policy(unmake={"policy": "pass"}), indent=2))  # same policy, respelled
@@ -309,22 +315,11 @@ async def test_HATP_PXY_73_shadowed_spends_add_up_in_a_shadow_ledger_until_the_b
     tmp_path: Path,
 ) -> None:
     server, made = upstream()
-    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
-    budgets = load_policy(policy_doc()).budgets  # 30 USD an hour; each call at most 10
-    gate = build_gate(
-        GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, budgets, clock, None
-    )
+    gate = shadow_gate(tmp_path, load_policy(policy_doc()).budgets)  # 30 USD an hour; a call 10
     log = ShadowLog(":memory:")
     with anyio.fail_after(10):
         async with Client(server) as client:
-            proxy = JournalingProxy(
-                client,
-                (await client.list_tools()).tools,
-                journal(),
-                load_policy(policy_doc(shadow=True)),
-                gate,
-                shadow=log,
-            )
+            proxy = await shadowing(client, gate, log)
             for a in (10, 10, 10, 10, 5):
                 assert not (await proxy.handle(None, call("pay", a=a))).is_error
     assert made == {"paid 10", "paid 5"}  # every shadowed call reached the upstream
@@ -348,23 +343,12 @@ async def test_HATP_PXY_73_a_shadow_ledger_that_cannot_be_written_refuses_the_ca
     tmp_path: Path,
 ) -> None:
     server, made = upstream()
-    clock = FakeClock(parse_ts("2026-12-05T04:00:00Z"))
-    budgets = load_policy(policy_doc()).budgets
-    gate = build_gate(
-        GateSetup(org=ORG_DIR, server_id="mcp://shadow", agent_key=AGENT_KEY), tmp_path, budgets, clock, None
-    )
+    gate = shadow_gate(tmp_path, load_policy(policy_doc()).budgets)
     assert gate.shadow_ledger is not None
     gate.shadow_ledger.close()  # every read and write of it now fails
     with anyio.fail_after(10):
         async with Client(server) as client:
-            proxy = JournalingProxy(
-                client,
-                (await client.list_tools()).tools,
-                journal(),
-                load_policy(policy_doc(shadow=True)),
-                gate,
-                shadow=ShadowLog(":memory:"),
-            )
+            proxy = await shadowing(client, gate, ShadowLog(":memory:"))
             refused = refusal(await proxy.handle(None, call("pay", a=5)))
     gate.ledger.close()
     assert (refused["rule"], refused["code"]) == ("HATP-PXY-40", "SHADOW_LOG_UNWRITABLE")

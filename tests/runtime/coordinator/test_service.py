@@ -114,23 +114,30 @@ async def test_HATP_MCP_21_the_same_plan_again_starts_nothing_twice_and_another_
     assert world.seat.effects == ["hold txn-twice"]
 
 
-class GatedLog:
-    """A memory log whose appends wait until `gate` is set: a begin stays in flight, not yet durable, as long as
-    the test wants, so a second begin can arrive meanwhile (no sleeps)."""
+class OverMemory:
+    """A memory log that reads as it is; subclasses change how it appends."""
 
     def __init__(self) -> None:
         self.inner = MemoryTxnLog()
-        self.gate = anyio.Event()
-
-    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
-        await self.gate.wait()
-        await self.inner.append(txn_id, entries, forced)
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
         return await self.inner.load(txn_id)
 
     async def unfinished(self) -> list[str]:
         return await self.inner.unfinished()
+
+
+class GatedLog(OverMemory):
+    """A memory log whose appends wait until `gate` is set: a begin stays in flight, not yet durable, as long as
+    the test wants, so a second begin can arrive meanwhile (no sleeps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = anyio.Event()
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        await self.gate.wait()
+        await self.inner.append(txn_id, entries, forced)
 
 
 async def concurrent_begins(clock: FakeClock, first: Plan, second: Plan) -> tuple[World, GatedLog, list[Any]]:
@@ -185,12 +192,12 @@ async def test_HATP_MCP_21_a_second_begin_of_the_same_plan_while_the_first_is_in
     assert world.seat.effects == ["hold txn-race-same"]  # one transaction, begun once
 
 
-class DroppingLog:
+class DroppingLog(OverMemory):
     """A memory log whose next append fails as a store does when its server restarts: before the write
     (`lands=False`: nothing written) or after it (`lands=True`: the commit reached the log, its answer was lost)."""
 
     def __init__(self, lands: bool) -> None:
-        self.inner = MemoryTxnLog()
+        super().__init__()
         self.lands = lands
         self.failures = 1
 
@@ -201,12 +208,6 @@ class DroppingLog:
             self.failures -= 1
             raise OSError("server closed the connection unexpectedly")
         await self.inner.append(txn_id, entries, forced)
-
-    async def load(self, txn_id: str) -> LoggedTxn | None:
-        return await self.inner.load(txn_id)
-
-    async def unfinished(self) -> list[str]:
-        return await self.inner.unfinished()
 
 
 async def test_HATP_MCP_67_a_begin_whose_write_failed_says_so_and_the_same_begin_again_begins_it(
