@@ -12,6 +12,7 @@ import pytest
 
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.plan import Plan
+from hatp_mcp.core.signing.keys import SigningKey, sign_object
 from hatp_mcp.core.txn.data import Config
 from hatp_mcp.core.txn.events import (
     Arm,
@@ -30,7 +31,7 @@ from hatp_mcp.core.txn.events import (
 )
 from hatp_mcp.core.txn.machine import Coordinator
 from hatp_mcp.errors import HatpError
-from tests.core.txn.test_phase2 import NOW, RING, receipt, trip_plan
+from tests.core.txn.test_phase2 import KEYS, NOW, RING, WHO, receipt, trip_plan
 
 # How a scripted participant answers the n-th undo of a branch (1-based): "ok", "in-doubt", "refused" or "silent"
 # (the call fails: no answer).
@@ -216,3 +217,17 @@ def test_HATP_TXN_33_an_undo_bound_below_one_send_is_refused() -> None:
         Config(undo_attempts=0)
     assert refused.value.rule == "HATP-TXN-33" and refused.value.code == "BAD_CONFIG"
     assert refused.value.path == "$.undoAttempts"
+
+
+def test_HATP_TXN_30_a_forged_ok_for_an_undo_is_refused_never_counted_as_undone_and_the_undo_is_sent_again() -> None:
+    c, out = compensating(Config(undo_attempts=2))
+    (send,) = [x for x in out if isinstance(x, SendAbort | SendCompensate)]  # the first undo: a hold's release
+    bid, phase = send.branch_id, "compensate" if isinstance(send, SendCompensate) else "abort"
+    forger = SigningKey.generate(["participant"], kid=KEYS[WHO[bid]].kid)  # the participant's kid, another key
+    body = {k: v for k, v in receipt(c.plan, bid, phase).items() if k != "signature"}
+    forged = c.handle(ReceiptAnswer(branch_id=bid, receipt=sign_object(body, forger)), NOW)
+    refusals = records(forged, "evidence.refused")
+    assert [(r["branchId"], r["rule"], r["code"]) for r in refusals] == [(bid, "HATP-TXN-2", "BAD_SIGNATURE")]
+    assert not records(forged, phase) and bid not in c._d.phase2.undone  # never counted as released
+    assert [x.key for x in forged if isinstance(x, Arm)] == ["undo"]  # sent again, within the bound
+    assert c.state is TxnState.ABORTING
