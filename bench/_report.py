@@ -282,8 +282,8 @@ GOALS: dict[str, Goal] = {
         Direction.AT_MOST,
         1.5,
         "x",
-        "the trip's 8 requests replayed from stored answers, plus its fsyncs beyond the bare calls' at the same "
-        "run's fsync cost, over the bare calls",
+        "the trip's requests up to the outcome (4 prepares, the calendar's and the payment's commits) replayed from "
+        "stored answers, plus its critical-path fsyncs at the same run's fsync cost, over the bare calls",
         "#38",
     ),
     "coordinator_cpu": Goal(
