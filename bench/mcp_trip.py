@@ -325,8 +325,8 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
         speed = "slow" if fsync.median > SLOW_FSYNC else "fast"
         print(
             f"fsync in the data directory, same run: {fsync.show(1e3, 'ms')} ({speed}: the goal holds either way); "
-            f"the latency floor, the replay to the payment's answer plus {CRITICAL_FSYNCS} fsyncs on the trip's critical "
-            f"path (the replay writes nothing), over direct: {floors.show(unit='x')}"
+            f"the latency floor, the replay to the payment's answer plus {CRITICAL_FSYNCS} fsyncs on the trip's "
+            f"critical path (the replay writes nothing), over direct: {floors.show(unit='x')}"
         )
         report.record("trip_latency", per_round, floors, note=f"fsync {speed}")
         print("where the time goes, ms (median of each piece; 'before', 'between', 'after': the coordinator's own")

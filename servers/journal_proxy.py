@@ -227,8 +227,10 @@ async def _serve(
             gate = await stack.enter_async_context(open_gate(args, data, policy))
             shadow = ShadowLog(data / "shadow.db")  # what shadow mode lets through (HATP-PXY-40)
             stack.callback(shadow.close)
-            step_rules = StepRules(data / "step-rules.db")  # each step's undo, whatever the file says later (PXY-44)
-            stack.callback(step_rules.close)
+            # the rules steps were journaled with before they rode in the step's entry (HATP-PXY-44)
+            step_rules = StepRules.open(data / "step-rules.db")
+            if step_rules is not None:
+                stack.callback(step_rules.close)
             proxy = JournalingProxy(
                 upstream, tools, journal, policy, gate, shadow=shadow, shadow_mode=args.shadow, step_rules=step_rules
             )

@@ -229,14 +229,15 @@ async def _ended(
             await saga.complete()
             return await saga_status(journal, saga)
         tools = await _listed(target, args.start_timeout)  # the start bounded (HATP-PXY-4)
-        rules = StepRules(data / "step-rules.db")  # each step undone as it was journaled (HATP-PXY-44)
+        rules = StepRules.open(data / "step-rules.db")  # kept by an older proxy (HATP-PXY-44)
         try:
             async with upstream_client(target, errlog) as upstream:  # (its stderr was kept by the listing's refusal)
                 JournalingProxy(upstream, tools, journal, policy, step_rules=rules)  # its undos and lookups
                 await saga.rollback(args.reason)
                 return await saga_status(journal, saga)
         finally:
-            rules.close()
+            if rules is not None:
+                rules.close()
 
 
 def starter_action(read_only: bool | None, destructive: bool | None) -> str:

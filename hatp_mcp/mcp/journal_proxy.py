@@ -153,9 +153,10 @@ class JournalingProxy:
     """The proxy's tool handlers over one upstream client. Build, then `server()` for the low-level server.
 
     `shadow`: the log shadow mode writes to (HATP-PXY-40); `shadow_mode`: the command line's `--shadow` (the file's
-    `"shadow": true` turns it on too); `step_rules`: where the rule of each journaled step is kept across restarts
-    (HATP-PXY-44). Raises HatpError HATP-PXY-4/5/6 when the policy does not fit the upstream's
-    tools (nothing is registered), ValueError when the upstream already has a tool named as one of the saga tools."""
+    `"shadow": true` turns it on too); `step_rules`: the rules an older proxy kept apart from its journal, read for the
+    steps it journaled (HATP-PXY-44; a step's rule now rides in its own journal entry). Raises HatpError
+    HATP-PXY-4/5/6 when the policy does not fit the upstream's tools (nothing is registered), ValueError when the
+    upstream already has a tool named as one of the saga tools."""
 
     def __init__(
         self,
@@ -249,6 +250,8 @@ class JournalingProxy:
         """The rule a step was journaled with (this run), else the one in force (a step from before a restart)."""
         step = key.removesuffix(":undo")  # (an undo's key is its step's, and ":undo")
         kept = self.journaled_with.get(step)
+        if kept is None:  # from the step's own entry (after a restart), else where an older proxy kept it
+            kept = _rule_from(tool, self.journal.step_rule(key))
         if kept is None and self.step_rules is not None:
             kept = _rule_from(tool, self.step_rules.get(step))
         if kept is not None:  # HATP-PXY-44: a reload since never changes the undo a step was journaled with
@@ -337,10 +340,10 @@ class JournalingProxy:
         bus = InMemorySubscriptionBus()
 
         async def reloaded(ctx: Any) -> None:
-            before = _listing(self.listed)
+            before = self.listed  # (apply puts a new list in force: the same list is the same listing)
             if self.reload is not None:  # HATP-PXY-42: the file as it is now, before the request is handled
                 await self.reload()
-            if _listing(self.listed) == before:  # HATP-PXY-72: the listing is as it was, nothing to tell
+            if self.listed is before or _listing(self.listed) == _listing(before):  # HATP-PXY-72: nothing to tell
                 return
             await bus.publish(ToolsListChanged())
             try:  # (the SDK drops it on a 2026-07-28 connection: the bus reached those)
@@ -488,14 +491,13 @@ class JournalingProxy:
         if saga is None:
             raise BrokenInvariant("a call inside a saga found no current saga")
         try:
-            step = await saga.add_step(tool, args)  # durable before the call goes upstream (HATP-JRN-2)
+            # durable before the call goes upstream (HATP-JRN-2), with the rule it will be undone by (HATP-PXY-44)
+            step = await saga.add_step(tool, args, rule=_rule_wire(rule))
         except HatpError:
             if outside:  # (refused before anything went out: its saga of its own holds nothing)
                 await saga.complete()
             raise
         self.journaled_with[step.key] = rule  # its undo and lookup, whatever a reload puts in force
-        if self.step_rules is not None:  # and after a restart with another file
-            self.step_rules.record(step.key, _rule_wire(rule))
         try:
             result = await self.upstream.call_tool(tool, args, meta=cast(RequestParamsMeta, {KEY_META: step.key}))
         except Exception as exc:  # no answer: the step stays pending, in doubt (HATP-JRN-6)

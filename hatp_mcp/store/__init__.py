@@ -22,7 +22,7 @@ The stores (most with a PostgreSQL namesake in postgresql/):
 - participant_state.py: a participant's durable branch state, one row per (txnId, branchId);
 - txn_bindings.py: which coordinator and plan a receiver keeps each transaction with, and its highest epoch;
 - spend_ledger.py: the proxy's durable spends per agent and currency, counted against its budgets;
-- step_rules.py: the policy rule each of the proxy's journaled steps was journaled under, for its rollback;
+- step_rules.py: the policy rules an older proxy kept apart from its journal, read for the steps it journaled;
 - shadow_log.py: what the proxy in shadow mode let through that its policy would have refused, with the rule;
 - replay_cache.py: a gated tool server's spent approval nonces and when each tool definition took effect;
 - gateway_store.py: the Human Gateway's asks, contacts, outbox, submitted proofs, spent nonces and timer steps;

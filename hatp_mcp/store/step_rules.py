@@ -1,10 +1,7 @@
-"""Which policy rule each of the proxy's journaled steps was journaled under (spec/proxy.md HATP-PXY-44): its
-action and the undo and lookup calls of the policy then in force, by the step's idempotency key. SQLite, every
-write committed before it returns; a rule once written is never changed.
-
-The journal keeps a step's arguments and result; the undo's arguments are built from them at rollback by the
-rule's expressions. Keeping the rule here lets a rollback after a reload, or after a restart with another file,
-undo the step as it was journaled.
+"""Where proxies before this one kept the policy rule of each journaled step (spec/proxy.md HATP-PXY-44):
+`DATA/step-rules.db`, by the step's idempotency key. Read only, so that a step journaled by such a proxy is still
+undone (and looked up) as it was journaled after an upgrade. The rule now rides in the step's own `step.started`
+entry, in the one durable write that journals the step (HATP-JRN-25): nothing writes this file any more.
 """
 
 from __future__ import annotations
@@ -19,24 +16,24 @@ __all__ = ["StepRules"]
 
 
 class StepRules:
-    """Rules by step key. `path` ':memory:' for tests."""
+    """Rules by step key, as an older proxy kept them. `open` gives None where there is no such file."""
 
     def __init__(self, path: str | Path) -> None:
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS step_rule (key TEXT PRIMARY KEY, rule TEXT NOT NULL)")
+        self._db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, check_same_thread=False)
 
-    def record(self, key: str, rule: dict[str, Any]) -> None:
-        """Keep `rule` for the step `key` (durable when this returns); a key already kept keeps its rule."""
-        text = json.dumps(rule, sort_keys=True, separators=(",", ":"))
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO step_rule (key, rule) VALUES (?, ?)", (key, text))
+    @classmethod
+    def open(cls, path: Path) -> StepRules | None:
+        """The file at `path` opened read only, or None when there is none (nothing journaled before the move)."""
+        return cls(path) if path.is_file() else None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The rule kept for `key`, or None."""
+        """The rule kept for `key`, or None (none kept, or a file that holds no rules)."""
         with self._lock:
-            row = self._db.execute("SELECT rule FROM step_rule WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT rule FROM step_rule WHERE key = ?", (key,)).fetchone()
+            except sqlite3.OperationalError:  # (no table: a file that never held a rule)
+                return None
         if row is None:
             return None
         rule: dict[str, Any] = json.loads(row[0])

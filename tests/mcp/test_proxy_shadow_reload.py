@@ -5,6 +5,7 @@ processes and an npm server: tests/e2e/test_proxy_shadow_reload.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -265,33 +266,66 @@ async def test_HATP_PXY_44_a_step_is_undone_by_the_undo_it_was_journaled_with_af
     assert status["status"] == "ROLLED_BACK" and made == set()
 
 
-async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled(
-    tmp_path: Path,
-) -> None:
+async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled() -> None:
     server, made = upstream()
     store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
-    rules = StepRules(tmp_path / "step-rules.db")
     other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
     with anyio.fail_after(10):
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
             first = JournalingProxy(
-                client,
-                tools,
-                Journal(store, key, policy=RECOVERY_POLICY),
-                load_policy(small_policy()),
-                step_rules=rules,
+                client, tools, Journal(store, key, policy=RECOVERY_POLICY), load_policy(small_policy())
             )
             await first.handle(None, call("saga_begin", name="kept"))
             await first.handle(None, call("make", name="a"))
-            rules.close()
-            again = StepRules(tmp_path / "step-rules.db")  # the proxy restarted with the other file
-            journal = Journal(store, key, policy=RECOVERY_POLICY)
-            second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=again)
+            assert first.current is not None
+            saga_id = first.current.id
+            journal = Journal(store, key, policy=RECOVERY_POLICY)  # the proxy restarted with the other file
+            second = JournalingProxy(client, tools, journal, load_policy(other))
             await journal.recover()
             await second.reopen()
             status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
-            again.close()
+    assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
+    # the rule rode in the step's own entry, signed, in the write that journaled the step (no write of its own)
+    stored = await store.load(saga_id)
+    assert stored is not None
+    started = [e for e in stored.events if e["event"] == "step.started"]
+    assert [e["body"]["rule"]["undo"]["tool"] for e in started] == ["unmake"]
+
+
+async def test_HATP_PXY_44_a_step_journaled_by_an_older_proxy_is_undone_by_the_rule_it_kept_apart(
+    tmp_path: Path,
+) -> None:
+    """Before the rule rode in the step's entry, a proxy kept it in DATA/step-rules.db; such a step, its entry
+    without a rule, is still undone as it was journaled after the upgrade."""
+    server, made = upstream()
+    store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
+    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            old = Journal(store, key, policy=RECOVERY_POLICY)
+            JournalingProxy(client, tools, old, load_policy(small_policy()))  # registers make with the journal
+            saga = await old.begin("kept")
+            step = await saga.add_step("make", {"name": "a"})  # as the older proxy journaled it: no rule
+            await client.call_tool("make", {"name": "a"})
+            await saga.complete_step(step.step_id, {"id": "a"})
+            with sqlite3.connect(tmp_path / "step-rules.db") as db:  # and kept its rule apart, as it did
+                db.execute("CREATE TABLE step_rule (key TEXT PRIMARY KEY, rule TEXT NOT NULL)")
+                rule = {
+                    "action": "journal",
+                    "undo": {"tool": "unmake", "arguments": {"id": "result.id"}},
+                    "lookup": None,
+                }
+                db.execute("INSERT INTO step_rule VALUES (?, ?)", (step.key, json.dumps(rule)))
+            rules = StepRules.open(tmp_path / "step-rules.db")
+            assert rules is not None and StepRules.open(tmp_path / "none.db") is None
+            journal = Journal(store, key, policy=RECOVERY_POLICY)  # upgraded, restarted with the other file
+            second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=rules)
+            await journal.recover()
+            await second.reopen()
+            status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
+            rules.close()
     assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
 
 

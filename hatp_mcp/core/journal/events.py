@@ -80,7 +80,8 @@ ENTRIES = (
 class StartStep:
     """A tool call is about to go out. `has_undo`: the tool declares an undo; `pivot`: it cannot be undone and
     rollback stops at it (HATP-JRN-5); `irreversible`: it cannot be undone, rollback goes on past it and the saga
-    cannot end ROLLED_BACK (HATP-JRN-19)."""
+    cannot end ROLLED_BACK (HATP-JRN-19); `rule`: how its journaler will undo and look it up (the proxy's policy rule,
+    spec/proxy.md HATP-PXY-44), kept in the step's own entry so that it is durable with the step, in one write."""
 
     step_id: str
     tool: str
@@ -88,6 +89,7 @@ class StartStep:
     has_undo: bool
     pivot: bool = False
     irreversible: bool = False
+    rule: dict[str, Any] | None = None
     kind: str = "start"
 
 

@@ -180,6 +180,7 @@ class StepView:
     retry_at: str | None  # when its failed undo is tried again
     rollback: str | None  # undone | skipped-no-undo | kept-irreversible | kept-pivot | dead-letter | undo-failed
     irreversible: bool = False
+    rule: dict[str, Any] | None = None  # the rule it was journaled with, when its journaler gave one (HATP-PXY-44)
 
 
 @dataclass
@@ -197,6 +198,7 @@ class _Step:
     retry_at: str | None = None  # an undo retry is armed for this time
     settled: str | None = None  # skipped-no-undo | kept-irreversible | kept-pivot | dead-letter: rollback is done
     irreversible: bool = False  # it cannot be undone: rollback leaves it in place and says so (HATP-JRN-19)
+    rule: dict[str, Any] | None = None  # how its journaler undoes it, from its step.started entry (HATP-PXY-44)
     undo_lost: bool = False  # its undo was out when the process stopped: it may be sent again, same key
 
 
@@ -343,6 +345,8 @@ class SagaMachine:
         if not isinstance(ev.args, dict):
             raise HatpError("HATP-JRN-11", "a step's arguments are a JSON object", path="args", code="BAD_ARGUMENTS")
         canonical(ev.args)  # HATP-CANON-2: arguments are JSON data the record can sign (money as decimal strings)
+        if ev.rule is not None:
+            canonical(ev.rule)  # (the same for the rule the step is journaled with)
         body = {
             "stepId": ev.step_id,
             "tool": ev.tool,
@@ -358,6 +362,8 @@ class SagaMachine:
                     "HATP-JRN-19", "an irreversible step has no undo and is no pivot", code="BAD_STEP", path="args"
                 )
             body["irreversible"] = True
+        if ev.rule is not None:
+            body["rule"] = ev.rule
         out = self._write("step.started", body)
         return [*out, CallStep(step_id=ev.step_id, tool=ev.tool, args=ev.args, key=str(body["key"]))]
 
@@ -568,6 +574,7 @@ class SagaMachine:
                 bool(body.get("pivot")),
                 int(body.get("attempt", 1)),
                 irreversible=bool(body.get("irreversible")),
+                rule=rule if isinstance(rule := body.get("rule"), dict) else None,
             )
             return
         s = self._step(step_id)
@@ -714,4 +721,5 @@ def _view(saga_id: str, s: _Step) -> StepView:
         retry_at=s.retry_at,
         rollback=rollback,
         irreversible=s.irreversible,
+        rule=s.rule,
     )

@@ -178,12 +178,15 @@ class Saga:
             await self._feed(StepCompleted(step_id=call.step_id, output=answer.value))
             return self._m.step(call.step_id).output
 
-    async def add_step(self, tool: Undoable | str, args: Mapping[str, Any] | None = None) -> StepView:
+    async def add_step(
+        self, tool: Undoable | str, args: Mapping[str, Any] | None = None, rule: Mapping[str, Any] | None = None
+    ) -> StepView:
         """Register a step whose call someone else makes (an agent, through the journal's MCP server): durable
         before it returns, so the caller makes the call only after. Report its result with `complete_step` or
-        `fail_step`. Raises HatpError like `run`."""
+        `fail_step`. `rule`: how the caller will undo it (JSON; the proxy's policy rule, HATP-PXY-44), written in
+        the same entry. Raises HatpError like `run`."""
         t = self._journal.tool(tool) if isinstance(tool, str) else self._journal.register(tool)
-        call = await self._start(t, dict(args or {}))
+        call = await self._start(t, dict(args or {}), dict(rule) if rule is not None else None)
         return self._m.step(call.step_id)
 
     async def complete_step(self, step_id: str, output: Any = None) -> StepView:
@@ -196,7 +199,7 @@ class Saga:
         await self._feed(StepFailed(step_id=step_id, error=error))
         return self._m.step(step_id)
 
-    async def _start(self, t: Undoable, args: dict[str, Any]) -> CallStep:
+    async def _start(self, t: Undoable, args: dict[str, Any], rule: dict[str, Any] | None = None) -> CallStep:
         step_id = f"s{self._m.step_count + 1}"  # (no await between here and the machine: the id is still free)
         event = StartStep(
             step_id=step_id,
@@ -205,6 +208,7 @@ class Saga:
             has_undo=t.undo is not None,
             pivot=t.pivot,
             irreversible=t.irreversible,
+            rule=rule,
         )
         cmds = await self._feed(event)
         return next(c for c in cmds if isinstance(c, CallStep))
@@ -447,6 +451,17 @@ class Journal:
         saga = Saga(self, machine, JournalChain(saga_id, self.key, self.author, stored.events))
         self._open[saga_id] = saga
         return saga
+
+    def step_rule(self, key: str) -> dict[str, Any] | None:
+        """The rule the step of `key` (its call's or its undo's idempotency key) was journaled with, from its
+        `step.started` entry (HATP-PXY-44); None when its saga is not loaded, the step is unknown, or it was
+        journaled without one. Reads memory only: a saga being rolled back or recovered is loaded."""
+        parts = key.removesuffix(":undo").rsplit(":", 2)  # (step_key: saga id, step id, attempt)
+        saga = self._open.get(parts[0]) if len(parts) == 3 else None
+        if saga is None:
+            return None
+        found = next((s for s in saga.steps if s.step_id == parts[1]), None)
+        return found.rule if found is not None else None
 
     async def recover(self) -> dict[str, SagaStatus]:
         """Finish every saga the store holds unfinished (HATP-JRN-10), and alert dead letters not yet alerted.
