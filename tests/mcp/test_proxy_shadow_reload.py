@@ -266,10 +266,22 @@ async def test_HATP_PXY_44_a_step_is_undone_by_the_undo_it_was_journaled_with_af
     assert status["status"] == "ROLLED_BACK" and made == set()
 
 
+async def restarted_and_rolled_back(
+    client: Client, tools: list[types.Tool], store: MemoryJournalStore, key: SigningKey, rules: StepRules | None = None
+) -> dict[str, Any]:
+    """The proxy restarted over the same journal with a file that undoes `make` by forget('x'), then the open saga
+    rolled back: its status."""
+    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
+    journal = Journal(store, key, policy=RECOVERY_POLICY)
+    second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=rules)
+    await journal.recover()
+    await second.reopen()
+    return (await second.handle(None, call("saga_rollback"))).structured_content or {}
+
+
 async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled() -> None:
     server, made = upstream()
     store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
-    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
     with anyio.fail_after(10):
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
@@ -280,11 +292,7 @@ async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as
             await first.handle(None, call("make", name="a"))
             assert first.current is not None
             saga_id = first.current.id
-            journal = Journal(store, key, policy=RECOVERY_POLICY)  # the proxy restarted with the other file
-            second = JournalingProxy(client, tools, journal, load_policy(other))
-            await journal.recover()
-            await second.reopen()
-            status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
+            status = await restarted_and_rolled_back(client, tools, store, key)
     assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
     # the rule rode in the step's own entry, signed, in the write that journaled the step (no write of its own)
     stored = await store.load(saga_id)
@@ -300,7 +308,6 @@ async def test_HATP_PXY_44_a_step_journaled_by_an_older_proxy_is_undone_by_the_r
     without a rule, is still undone as it was journaled after the upgrade."""
     server, made = upstream()
     store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
-    other = small_policy(make={"policy": "journal", "undo": {"tool": "forget", "arguments": {"name": "'x'"}}})
     with anyio.fail_after(10):
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
@@ -320,11 +327,7 @@ async def test_HATP_PXY_44_a_step_journaled_by_an_older_proxy_is_undone_by_the_r
                 db.execute("INSERT INTO step_rule VALUES (?, ?)", (step.key, json.dumps(rule)))
             rules = StepRules.open(tmp_path / "step-rules.db")
             assert rules is not None and StepRules.open(tmp_path / "none.db") is None
-            journal = Journal(store, key, policy=RECOVERY_POLICY)  # upgraded, restarted with the other file
-            second = JournalingProxy(client, tools, journal, load_policy(other), step_rules=rules)
-            await journal.recover()
-            await second.reopen()
-            status = (await second.handle(None, call("saga_rollback"))).structured_content or {}
+            status = await restarted_and_rolled_back(client, tools, store, key, rules)  # upgraded, another file
             rules.close()
     assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
 
