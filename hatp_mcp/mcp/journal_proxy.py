@@ -487,28 +487,25 @@ class JournalingProxy:
         its answer is written (HATP-PXY-9): no rollback of the model's reaches it."""
         tool = rule.tool
         outside = not self._in_saga()
-        saga = await self.journal.begin(OUTSIDE_SAGA) if outside else self.current
-        if saga is None:
+        # durable before the call goes upstream (HATP-JRN-2), with the rule it will be undone by (HATP-PXY-44); a
+        # call outside any saga begins its saga of its own in that same write (HATP-JRN-25)
+        if outside:
+            saga, step = await self.journal.one_call(OUTSIDE_SAGA, tool, args, _rule_wire(rule))
+        elif self.current is None:
             raise BrokenInvariant("a call inside a saga found no current saga")
-        try:
-            # durable before the call goes upstream (HATP-JRN-2), with the rule it will be undone by (HATP-PXY-44)
+        else:
+            saga = self.current
             step = await saga.add_step(tool, args, rule=_rule_wire(rule))
-        except HatpError:
-            if outside:  # (refused before anything went out: its saga of its own holds nothing)
-                await saga.complete()
-            raise
         self.journaled_with[step.key] = rule  # its undo and lookup, whatever a reload puts in force
         try:
             result = await self.upstream.call_tool(tool, args, meta=cast(RequestParamsMeta, {KEY_META: step.key}))
         except Exception as exc:  # no answer: the step stays pending, in doubt (HATP-JRN-6)
             text = f"the upstream did not answer ({exc!r}); the call is in doubt and journaled as such"
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-        if result.is_error:
-            await saga.fail_step(step.step_id, _text(result) or "isError")
+        if result.is_error:  # (a saga of its own completes in the same write as its result)
+            await saga.fail_step(step.step_id, _text(result) or "isError", close=outside)
         else:
-            await saga.complete_step(step.step_id, result_document(result))
-        if outside:
-            await saga.complete()
+            await saga.complete_step(step.step_id, result_document(result), close=outside)
         return result
 
     async def _open_saga(self, args: dict[str, Any], tool: str) -> Saga:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,7 +19,7 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.journal_proxy import OUTSIDE_SAGA, RECOVERY_POLICY, JournalingProxy
 from hatp_mcp.runtime.journal.driver import Journal
 from hatp_mcp.runtime.journal.undoable import DidNotHappen, Happened
-from hatp_mcp.store.journal_store import MemoryJournalStore
+from hatp_mcp.store.journal_store import MemoryJournalStore, SqliteJournalStore
 
 pytestmark = pytest.mark.anyio
 
@@ -218,3 +219,40 @@ async def test_HATP_PXY_9_an_in_doubt_step_without_a_lookup_stays_in_doubt_until
     assert refused.structured_content["refusal"]["code"] == "STEPS_OPEN"  # no guess: it does not complete
     assert done is not None and done["status"] == "ROLLBACK_FAILED"
     assert [d["stepId"] for d in done["deadLetters"]] == ["s2"] and made == {"lost"}  # a undone, lost left to a person
+
+
+async def test_HATP_JRN_25_a_call_outside_any_saga_is_journaled_in_two_durable_writes(tmp_path: Path) -> None:
+    """Its saga of its own (HATP-PXY-9) begins in its step's write and ends in its result's: two fsynced commits, as
+    a call inside a saga takes, not four; a failed call's saga of its own ends the same way."""
+    server, made = upstream()
+
+    @server.tool()
+    def spoil(name: str) -> dict[str, Any]:
+        raise ValueError(f"{name} is spoilt")
+
+    policy = {**POLICY, "tools": {**POLICY["tools"], "spoil": {"policy": "irreversible"}}}
+    store = SqliteJournalStore(tmp_path / "journal.db")
+    writes: dict[str, int] = {}
+    try:
+        with anyio.fail_after(20):
+            async with Client(server) as client:
+                j = Journal(store, SigningKey.generate(["journal"]), policy=RECOVERY_POLICY)
+                proxy = JournalingProxy(client, (await client.list_tools()).tools, j, load_policy(policy))
+                async with Client(proxy.server()) as model:
+                    for case, tool, name in (("outside", "make", "a"), ("failed", "spoil", "b")):
+                        before = store.appends
+                        await model.call_tool(tool, {"name": name})
+                        writes[case] = store.appends - before
+                    await model.call_tool("saga_begin", {"name": "inside"})
+                    before = store.appends
+                    await model.call_tool("make", {"name": "c"})
+                    writes["inside"] = store.appends - before
+        stored = [await store.load(sid) for sid in await store.sagas()]
+    finally:
+        store.close()
+    assert writes == {"outside": 2, "failed": 2, "inside": 2} and made == {"a", "c"}
+    own = [s for s in stored if s is not None and s.name == OUTSIDE_SAGA]
+    assert sorted([e["event"] for e in s.events] for s in own) == [
+        ["saga.begin", "step.started", "step.completed", "saga.closed"],
+        ["saga.begin", "step.started", "step.failed", "saga.closed"],
+    ]

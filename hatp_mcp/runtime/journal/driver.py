@@ -18,7 +18,7 @@ import contextvars
 import inspect
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -116,10 +116,13 @@ class _Answer:
 class Saga:
     """One running saga. Made by `Journal.saga` (or `Journal.recover`); drives its machine."""
 
-    def __init__(self, journal: Journal, machine: SagaMachine, chain: JournalChain) -> None:
+    def __init__(
+        self, journal: Journal, machine: SagaMachine, chain: JournalChain, unwritten: Sequence[dict[str, Any]] = ()
+    ) -> None:
         self._journal = journal
         self._m = machine
         self._chain = chain
+        self._unwritten = list(unwritten)  # signed into the chain, written with the next append (Journal.one_call)
         self._lock = anyio.Lock()
         self._broken: BaseException | None = None  # an append failed: the saga lives on only in its store
         self.dead_letters: list[dict[str, Any]] = []
@@ -189,15 +192,24 @@ class Saga:
         call = await self._start(t, dict(args or {}), dict(rule) if rule is not None else None)
         return self._m.step(call.step_id)
 
-    async def complete_step(self, step_id: str, output: Any = None) -> StepView:
-        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
-        await self._feed(StepCompleted(step_id=step_id, output=output))
+    async def complete_step(self, step_id: str, output: Any = None, *, close: bool = False) -> StepView:
+        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt). `close`: the
+        saga completes in the same durable write (a call's saga of its own, Journal.one_call)."""
+        await self._settle(StepCompleted(step_id=step_id, output=output), close)
         return self._m.step(step_id)
 
-    async def fail_step(self, step_id: str, error: str) -> StepView:
-        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt)."""
-        await self._feed(StepFailed(step_id=step_id, error=error))
+    async def fail_step(self, step_id: str, error: str, *, close: bool = False) -> StepView:
+        """Raises HatpError HATP-JRN-1 (no such step, or not pending) or HATP-JRN-6 (it is in doubt). `close` as
+        for `complete_step`."""
+        await self._settle(StepFailed(step_id=step_id, error=error), close)
         return self._m.step(step_id)
+
+    async def _settle(self, event: Event, close: bool) -> None:
+        if not close:
+            await self._feed(event)
+            return
+        async with self._lock:  # as `complete` takes it
+            await self._feed(event, Complete())
 
     async def _start(self, t: Undoable, args: dict[str, Any], rule: dict[str, Any] | None = None) -> CallStep:
         step_id = f"s{self._m.step_count + 1}"  # (no await between here and the machine: the id is still free)
@@ -236,12 +248,13 @@ class Saga:
             return status
 
     # -- the driver -----------------------------------------------------------------------------------------
-    async def _feed(self, event: Event) -> list[Command]:
-        """Hand the event to the machine and make its entries durable, in one append, before anything else.
+    async def _feed(self, *events: Event) -> list[Command]:
+        """Hand the events to the machine and make their entries durable, in one append, before anything else.
 
         From the machine to the store's queue nothing awaits, so events of one saga are decided and queued in one
         order, and several may wait for their writes at once (the store group-commits them, in that order). The
-        caller gets the commands only once its entries are durable (HATP-JRN-2)."""
+        caller gets the commands only once its entries are durable (HATP-JRN-2). An event the machine refuses
+        after the first is raised once the entries of those before it are durable (memory and store agree)."""
         j = self._journal
         if self._broken is not None:
             raise HatpError(
@@ -250,7 +263,14 @@ class Saga:
                 "here: open the journal again to recover it from what its store holds",
                 code="JOURNAL_NOT_DURABLE",
             )
-        cmds = self._m.handle(event, j.clock.now())
+        cmds = self._m.handle(events[0], j.clock.now())
+        refused: HatpError | None = None
+        for later in events[1:]:
+            try:
+                cmds += self._m.handle(later, j.clock.now())
+            except HatpError as exc:
+                refused = exc
+                break
         try:
             at = format_ts(j.clock.now())
             signed: list[dict[str, Any]] = []
@@ -260,6 +280,7 @@ class Saga:
             dead = [c.entry for c in cmds if isinstance(c, DeadLetter)]
             for ev in signed:  # the chain's head moves now: the next event queued follows these
                 self._chain.appended(ev)
+            signed, self._unwritten = [*self._unwritten, *signed], []
             written = j.store.submit(self.id, self._m.name, signed, dead) if signed or dead else None
         except BaseException as exc:
             self._broken = exc
@@ -274,6 +295,8 @@ class Saga:
         for entry, dl_id in zip(dead, ids, strict=True):
             self.dead_letters.append(entry)
             await j._alert(entry, dl_id)
+        if refused is not None:
+            raise refused
         return [c for c in cmds if not isinstance(c, (Write, DeadLetter))]
 
     async def _drive(self, cmds: list[Command]) -> SagaStatus:
@@ -394,6 +417,24 @@ class Journal:
         saga = Saga(self, machine, chain)
         self._open[sid] = saga
         return saga
+
+    async def one_call(
+        self, name: str, tool: Undoable | str, args: Mapping[str, Any], rule: Mapping[str, Any] | None = None
+    ) -> tuple[Saga, StepView]:
+        """A saga of one call's own (the proxy's call outside any saga, spec/proxy.md HATP-PXY-9): its `saga.begin`
+        and its step's `step.started` made durable in one write, before the call goes out (HATP-JRN-25); end it
+        with `complete_step(..., close=True)` or `fail_step(..., close=True)`, one write more. Raises HatpError like
+        `Saga.add_step`; a step the machine refuses writes nothing, not even the begin."""
+        sid = f"saga-{uuid.uuid4().hex[:16]}"
+        machine, cmds = SagaMachine.begin(sid, name, self.retry)
+        chain = JournalChain(sid, self.key, self.author)
+        first = next(c for c in cmds if isinstance(c, Write))
+        begun = chain.sign(first.event, format_ts(self.clock.now()), first.body)
+        chain.appended(begun)  # (its step follows it in the chain; both are written by the step's append)
+        saga = Saga(self, machine, chain, unwritten=[begun])
+        step = await saga.add_step(tool, args, rule)
+        self._open[sid] = saga
+        return saga, step
 
     @asynccontextmanager
     async def saga(self, name: str, saga_id: str | None = None) -> AsyncIterator[Saga]:
