@@ -7,8 +7,10 @@ cost). Three processes are called in interleaved rounds, one call at a time:
   the floor of any proxy;
 - proxy: servers.journal_proxy in front of a third shop, its journal durable (WAL, synchronous=FULL): each call a
   step of one saga begun first, the step written before the call goes upstream and its result after, each one
-  durable commit (HATP-JRN-2), each entry signed into the saga's hash-chained record. (A call outside any saga is
-  a saga of its own, begun and completed around it: two commits more, HATP-PXY-9.)
+  durable commit (HATP-JRN-2), each entry signed into the saga's hash-chained record;
+- outside: a second journaling proxy, in front of a fourth shop, called with no saga begun: each call a saga of
+  its own (HATP-PXY-9), begun in its step's write and closed in its result's (two durable commits, HATP-JRN-25).
+  Printed beside the others; the goal is the proxy's call inside a saga.
 In the same rounds it runs the journal's own work for one call in this process (the step started and completed in
 a saga, both durable, no MCP). Prints p50 latency per side, CPU per call of each process, the proxy/direct ratio
 with its goal (`journal_proxy` in bench/_report.py: a multiple of the floor that the forward hop plus the
@@ -111,6 +113,10 @@ async def run(calls: int) -> None:
         proxied = stdio_params(
             "servers.journal_proxy", data / "proxy", ["--upstream", shop, "--undo-map", str(data / "undo.json")]
         )
+        out_shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {data / 'shop-out'}"
+        outside = stdio_params(
+            "servers.journal_proxy", data / "outside", ["--upstream", out_shop, "--undo-map", str(data / "undo.json")]
+        )
         fwd_shop = f"cmd:{sys.executable} -m servers.shop --transport stdio --data {data / 'shop-fwd'}"
         forward = StdioServerParameters(
             command=sys.executable, args=["-m", "bench._forward", "--upstream", fwd_shop], cwd=str(ROOT)
@@ -122,6 +128,7 @@ async def run(calls: int) -> None:
             f_client, f_pids = await _open(stack, forward)
             p_client, p_pids = await _open(stack, proxied)
             await p_client.call_tool("saga_begin", {"name": "bench"})  # every call a step of this one saga
+            o_client, o_pids = await _open(stack, outside)  # no saga begun: every call a saga of its own
             journal = Journal(store, load_or_create_key(data / "in-process", ["journal"]))
             journal.register(undoable("stock", _never))
             saga = await journal.begin("bench")
@@ -129,15 +136,17 @@ async def run(calls: int) -> None:
                 "direct": (_Side("direct", d_pids), _caller(d_client)),
                 "forward": (_Side("forward", f_pids), _caller(f_client)),
                 "proxy": (_Side("proxy", p_pids), _caller(p_client)),
+                "outside": (_Side("outside", o_pids), _caller(o_client)),
                 "journal": (_Side("journal", []), _step(saga)),
             }
             for _side, call in sides.values():  # warm every side
                 for i in range(30):
                     await call(i)
-            ratios, floors = [], []
+            ratios, floors, outsides = [], [], []
             for _ in range(ROUNDS):  # interleaved rounds, so every side sees the same machine
                 got = {name: await side.round(call, per_round) for name, (side, call) in sides.items()}
                 ratios.append(got["proxy"] / got["direct"])
+                outsides.append(got["outside"] / got["direct"])
                 floors.append((got["forward"] + got["journal"]) / got["direct"])
             d_tp, p_tp = await _throughput(d_client, calls), await _throughput(p_client, calls)
         store.close()
@@ -147,6 +156,7 @@ async def run(calls: int) -> None:
         "direct": "stock() direct over stdio         ",
         "forward": "through a bare forwarding server  ",
         "proxy": "through the journaling proxy      ",
+        "outside": "  the same, outside any saga      ",
         "journal": "the journal's own work, in process",
     }
     for name, (side, _c) in sides.items():
@@ -160,6 +170,10 @@ async def run(calls: int) -> None:
         f"{fsync.show(1e3, 'ms')} (two per call)"
     )
     report.record("journal_proxy", ratio, floor, note="wall")
+    print(
+        f"outside any saga (a saga of its own per call, two durable commits), proxy / direct, same rounds: "
+        f"{report.Spread.of(outsides).show(unit='x')} (not the goal's figure)"
+    )
     d_side, p_side = sides["direct"][0], sides["proxy"][0]
     if d_side.server_cpu > 0:
         print(
