@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from hatp_mcp.core.journal.events import SagaStatus
 from hatp_mcp.core.journal.undo_map import UndoMap
@@ -228,7 +229,7 @@ async def test_HATP_JRN_25_a_call_outside_any_saga_is_journaled_in_two_durable_w
 
     @server.tool()
     def spoil(name: str) -> dict[str, Any]:
-        raise ValueError(f"{name} is spoilt")
+        raise ToolError(f"{name} is spoilt")  # an isError result, the upstream's own refusal
 
     policy = {**POLICY, "tools": {**POLICY["tools"], "spoil": {"policy": "irreversible"}}}
     store = SqliteJournalStore(tmp_path / "journal.db")
