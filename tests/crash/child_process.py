@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,4 +47,12 @@ def finish(child: Child) -> list[str]:
     """The child's lines through its closing STEPS line, once it exited 0."""
     lines = child.read_until("STEPS")
     assert child.proc.wait(timeout=30) == 0
+    return lines
+
+
+def killed(child: Child) -> list[str]:
+    """SIGKILL the child once it says PAUSED (it stopped at its pause step, that step on disk); its lines so far."""
+    lines = child.read_until("PAUSED")
+    os.kill(child.proc.pid, signal.SIGKILL)
+    assert child.proc.wait(timeout=30) == -signal.SIGKILL
     return lines

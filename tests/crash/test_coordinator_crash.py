@@ -5,9 +5,8 @@ none, no effect performed twice, the record verifies (HATP-TXN-12, HATP-TXN-4)."
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +17,7 @@ from hatp_mcp.core.signing.keys import Keyring
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.core.txn.status import summarize
 from hatp_mcp.store.txn_log import SqliteTxnLog
-from tests.crash.child_process import Child, finish
+from tests.crash.child_process import Child, finish, killed
 
 CHILD = Path(__file__).with_name("crash_child.py")
 TXN = "txn-crash-0001"
@@ -69,15 +68,11 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
         workdir = tmp_path / f"kill-{pause_at}"
         workdir.mkdir()
         child = Child(CHILD, workdir, "run", pause_at)
-        child.read_until("PAUSED")
-        os.kill(child.proc.pid, signal.SIGKILL)  # HATP-TXN-12: the coordinator dies with step pause_at on disk
-        assert child.proc.wait(timeout=30) == -signal.SIGKILL
+        killed(child)  # HATP-TXN-12: the coordinator dies with step pause_at on disk
         replacement = finish(Child(CHILD, workdir, "recover"))
         outcome = next(line.split()[1] for line in replacement if line.startswith("DONE"))
         check_all_or_nothing(workdir, outcome)
-        record = json.loads((workdir / "record.json").read_text())
-        ring = Keyring.from_jwks(json.loads((workdir / "keyring.json").read_text()))
-        assert verify_record(record, ring) == []
+        record = verified_record(workdir)
         assert "coordinator.recovered" in [e["event"] for e in record["events"]]
         seen.add(outcome)
     assert seen == {"COMMITTED", "ABORTED"}
@@ -88,17 +83,13 @@ def test_HATP_TXN_22_a_coordinator_killed_while_the_human_decides_is_restarted_a
     tmp_path: Path,
 ) -> None:
     child = Child(CHILD, tmp_path, "ask")
-    said = child.read_until("PAUSED")
-    os.kill(child.proc.pid, signal.SIGKILL)  # every prepare and the gateway's pending vote are durable: APPROVING
-    assert child.proc.wait(timeout=30) == -signal.SIGKILL
+    said = killed(child)  # every prepare and the gateway's pending vote are durable: APPROVING
     assert "STEP approving" in said
     assert {e.split()[0] for e in effects(tmp_path) if e.split()[1] in ("book", "create", "capture")} == set()
     restarted = finish(Child(CHILD, tmp_path, "approved"))
     assert "DONE COMMITTED" in restarted
     check_all_or_nothing(tmp_path, "COMMITTED")
-    record = json.loads((tmp_path / "record.json").read_text())
-    ring = Keyring.from_jwks(json.loads((tmp_path / "keyring.json").read_text()))
-    assert verify_record(record, ring) == []
+    record = verified_record(tmp_path)
     recovered = [e["body"] for e in record["events"] if e["event"] == "coordinator.recovered"]
     assert recovered == [{"decision": "resumed", "phase": "approving"}]
 
@@ -108,9 +99,7 @@ def test_HATP_TXN_30_a_coordinator_killed_while_an_undo_is_in_doubt_is_restarted
     tmp_path: Path,
 ) -> None:
     child = Child(CHILD, tmp_path, "undo-doubt")
-    said = child.read_until("PAUSED")
-    os.kill(child.proc.pid, signal.SIGKILL)  # the abort is decided and the calendar's undo is in doubt
-    assert child.proc.wait(timeout=30) == -signal.SIGKILL
+    said = killed(child)  # the abort is decided and the calendar's undo is in doubt
     assert "STEP undo in doubt" in said
     assert [e.split()[1] for e in effects(tmp_path) if e.startswith("event")] == ["create"]  # not undone yet
     status = answered(tmp_path)
@@ -119,12 +108,18 @@ def test_HATP_TXN_30_a_coordinator_killed_while_an_undo_is_in_doubt_is_restarted
     assert "DONE ABORTED" in restarted  # the replacement sent the undo again and its calendar answered ok
     check_all_or_nothing(tmp_path, "ABORTED")
     assert [e.split()[1] for e in effects(tmp_path) if e.startswith("event")] == ["create", "delete"]
-    record = json.loads((tmp_path / "record.json").read_text())
-    ring = Keyring.from_jwks(json.loads((tmp_path / "keyring.json").read_text()))
-    assert verify_record(record, ring) == []
+    record = verified_record(tmp_path)
     undos = [(i, e["evidence"]["outcome"]) for i, e in enumerate(record["events"]) if e["event"] == "compensate"]
     recovered = next(i for i, e in enumerate(record["events"]) if e["event"] == "coordinator.recovered")
     assert [o for _i, o in undos] == ["in-doubt", "ok"] and undos[0][0] < recovered < undos[1][0]
+
+
+def verified_record(workdir: Path) -> dict[str, Any]:
+    """The record the child wrote, once it verifies against the child's keyring."""
+    record: dict[str, Any] = json.loads((workdir / "record.json").read_text())
+    ring = Keyring.from_jwks(json.loads((workdir / "keyring.json").read_text()))
+    assert verify_record(record, ring) == []
+    return record
 
 
 def answered(workdir: Path) -> TxnStatus:
@@ -153,16 +148,12 @@ def test_a_sigkill_after_the_outcome_was_answered_never_contradicts_it_HATP_TXN_
         workdir = tmp_path / f"kill-{pause_at}"
         workdir.mkdir()
         child = Child(CHILD, workdir, "run", pause_at)
-        child.read_until("PAUSED")
-        os.kill(child.proc.pid, signal.SIGKILL)
-        assert child.proc.wait(timeout=30) == -signal.SIGKILL
+        killed(child)
         status = answered(workdir)
         assert (status.outcome, status.closed) == ("COMMITTED", False) and status.confirming, status
         replacement = finish(Child(CHILD, workdir, "recover"))
         outcome = next(line.split()[1] for line in replacement if line.startswith("DONE"))
         assert outcome == status.outcome  # the answer stands: recovery completes COMMITTED
         check_all_or_nothing(workdir, outcome)
-        record = json.loads((workdir / "record.json").read_text())
-        ring = Keyring.from_jwks(json.loads((workdir / "keyring.json").read_text()))
-        assert verify_record(record, ring) == []
+        record = verified_record(workdir)
         assert [e["event"] for e in record["events"]].count("outcome.decided") == 1  # told once

@@ -8,8 +8,6 @@ database would."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from hatp_mcp.core.journal.record import verify_journal
 from hatp_mcp.core.signing.keys import Keyring
-from tests.crash.child_process import Child, finish
+from tests.crash.child_process import Child, finish, killed
 from tests.postgres_cluster import Cluster
 
 CHILD = Path(__file__).with_name("journal_child.py")
@@ -79,9 +77,7 @@ def test_a_journal_killed_at_every_durable_point_recovers_and_undoes_everything_
     for pause_at in range(1, steps + 1):
         workdir = workdir_for(tmp_path / f"kill-{pause_at}", database, f"saga-crash-882-k{pause_at}")
         child = Child(CHILD, workdir, "run", pause_at)
-        child.read_until("PAUSED")
-        os.kill(child.proc.pid, signal.SIGKILL)  # dies with step pause_at on disk and nothing after it
-        assert child.proc.wait(timeout=30) == -signal.SIGKILL
+        killed(child)  # dies with step pause_at on disk and nothing after it
         lines = finish(Child(CHILD, workdir, "recover"))
         recovered.update(line.split()[1] for line in lines if line.startswith("DONE"))
         check(workdir)

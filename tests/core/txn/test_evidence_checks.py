@@ -113,24 +113,26 @@ def test_an_approval_counts_only_when_signed_by_the_gateway_quorate_and_checked(
     assert err.value.code == "NO_APPROVAL"
 
 
-def test_an_expired_approval_does_not_count() -> None:
+def _expired_refusal(ago: timedelta) -> HatpError:
+    """What check_approver_answer raises for the gateway's yes with an approval that expired `ago` before NOW."""
     plan = trip_plan(NOW)
     g = KEYS["gateway"]
-    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(seconds=1)))
+    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - ago))
     with pytest.raises(HatpError) as err:
         check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
-    assert (err.value.rule, err.value.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
+    return err.value
+
+
+def test_an_expired_approval_does_not_count() -> None:
+    refused = _expired_refusal(timedelta(seconds=1))
+    assert (refused.rule, refused.code) == ("HATP-TXN-3", "APPROVAL_EXPIRED")
 
 
 def test_HATP_GW_97_an_expired_approval_says_its_time_in_words_without_a_countdown_as_the_record_keeps_it() -> None:
-    plan = trip_plan(NOW)
-    g = KEYS["gateway"]
-    vote, approval = _gateway_answer(plan, expiresAt=format_ts(NOW - timedelta(minutes=5)))
-    with pytest.raises(HatpError) as err:
-        check_approver_answer(plan, plan.digest(), "finance", sign_object(vote, g), sign_object(approval, g), RING, NOW)
+    refused = _expired_refusal(timedelta(minutes=5))
     # the coordinator journals this reason as its abort's: a countdown would be wrong when the record is read later
-    assert err.value.reason == "the approval expired at 2026-11-29 09:55 UTC"
-    assert (err.value.path, err.value.code) == ("approval.expiresAt", "APPROVAL_EXPIRED")
+    assert refused.reason == "the approval expired at 2026-11-29 09:55 UTC"
+    assert (refused.path, refused.code) == ("approval.expiresAt", "APPROVAL_EXPIRED")
 
 
 def test_with_the_cards_a_decision_counts_only_with_its_persons_proof_HATP_TXN_19() -> None:
