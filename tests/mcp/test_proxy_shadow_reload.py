@@ -301,6 +301,37 @@ async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as
     assert [e["body"]["rule"]["undo"]["tool"] for e in started] == ["unmake"]
 
 
+async def test_HATP_PXY_44_a_rule_forged_in_the_stored_journal_is_refused_and_nothing_is_undone() -> None:
+    """The rule a step is undone by is read back from the journal after a restart: one changed in the store (an
+    undo that would delete what the step made under another name) breaks the entry's signature, so the saga is not
+    opened (HATP-JRN-12), nothing is undone, and the operator is alerted."""
+    server, made = upstream()
+    store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
+    alerts: list[dict[str, Any]] = []
+    with anyio.fail_after(10):
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            first = JournalingProxy(
+                client, tools, Journal(store, key, policy=RECOVERY_POLICY), load_policy(small_policy())
+            )
+            await first.handle(None, call("saga_begin", name="kept"))
+            await first.handle(None, call("make", name="a"))
+            assert first.current is not None
+            saga_id = first.current.id
+            stored = store._sagas[saga_id].events  # the store, written by someone other than the journal
+            started = next(e for e in stored if e["event"] == "step.started")
+            started["body"]["rule"]["undo"] = {"tool": "forget", "arguments": {"name": "args.name"}}
+            journal = Journal(store, key, policy=RECOVERY_POLICY, alert=alerts.append)
+            second = JournalingProxy(client, tools, journal, load_policy(small_policy()))
+            await journal.recover()
+            await second.reopen()
+            refused = await second.handle(None, call("saga_rollback", saga_id=saga_id))
+    assert made == {"a"}  # neither the forged undo nor any other ran
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["refusal"]["code"] == "JOURNAL_TAMPERED"
+    assert [a["sagaId"] for a in alerts] == [saga_id] and "HATP-JRN-12" in alerts[0]["error"]
+
+
 async def test_HATP_PXY_44_a_step_journaled_by_an_older_proxy_is_undone_by_the_rule_it_kept_apart(
     tmp_path: Path,
 ) -> None:
