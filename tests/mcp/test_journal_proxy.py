@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp.types as types
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
@@ -257,3 +258,20 @@ async def test_HATP_JRN_25_a_call_outside_any_saga_is_journaled_in_two_durable_w
         ["saga.begin", "step.started", "step.completed", "saga.closed"],
         ["saga.begin", "step.started", "step.failed", "saga.closed"],
     ]
+
+
+async def test_HATP_CANON_2_arguments_nested_past_any_bound_are_refused_and_nothing_is_journaled_or_sent() -> None:
+    """An agent's arguments nested 100,000 deep (in process: a transport's parser would stop them sooner) are
+    refused by name before anything is written: no saga of its own is begun, the upstream is never called."""
+    server, made = upstream()
+    name: object = "x"
+    for _ in range(100_000):
+        name = {"a": name}
+    with anyio.fail_after(20):
+        async with Client(server) as client:
+            proxy = JournalingProxy(client, (await client.list_tools()).tools, journal(), load_policy(POLICY))
+            refused = await proxy.handle(None, types.CallToolRequestParams(name="make", arguments={"name": name}))
+            sagas = await proxy.journal.store.sagas()
+    assert refused.is_error and refused.structured_content is not None
+    assert refused.structured_content["refusal"]["rule"] == "HATP-CANON-2"
+    assert sagas == [] and made == set()

@@ -27,6 +27,7 @@ import orjson
 from hatp_mcp.errors import HatpError
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "CanonicalError",
     "canonical",
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# HATP-CANON-2: arrays and objects nest at most this deep (orjson's own limit, so the fast path and the exact one
+# agree); deeper is refused by name, never a RecursionError
+MAX_DEPTH = 254
 _OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _NON_BMP = re.compile(rb"[\xf0-\xf4]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -122,7 +126,7 @@ def surely_canonical(obj: Any) -> bool:
 def canonical_exact(obj: Any, *, allow_floats: bool = False) -> bytes:
     """The pure-Python path alone: the oracle the fast path is proven equal to. Same contract as `canonical`."""
     parts: list[str] = []
-    _exact(obj, parts, "$", allow_floats)
+    _exact(obj, parts, "$", allow_floats, 0)
     try:
         return "".join(parts).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -164,18 +168,20 @@ def _fast_walk(obj: Any) -> bool:
     return True
 
 
-def _with_fragments(x: Any) -> Any:
+def _with_fragments(x: Any, depth: int = 0) -> Any:
     """The value with every finite float replaced by an orjson.Fragment of its ECMAScript form, in one pass:
     containers without floats are returned as they are (no copy); a container holding one is copied. Raises
     _Outside for an unsafe integer, a non-finite float or a value that is not JSON."""
     t = type(x)
+    if (t is dict or t is list) and depth >= MAX_DEPTH:
+        raise _Outside  # the exact path names where
     if t is dict:
         new: Any = None
         for k, v in x.items():
             tv = type(v)
             if tv is str or tv is bool or v is None:
                 continue
-            w = _with_fragments(v)
+            w = _with_fragments(v, depth + 1)
             if w is not v:
                 if new is None:
                     new = dict(x)
@@ -187,7 +193,7 @@ def _with_fragments(x: Any) -> Any:
             tv = type(v)
             if tv is str or tv is bool or v is None:
                 continue
-            w = _with_fragments(v)
+            w = _with_fragments(v, depth + 1)
             if w is not v:
                 if new is None:
                     new = list(x)
@@ -228,8 +234,12 @@ def _utf16_key(s: str) -> bytes:
     return s.encode("utf-16-be", "surrogatepass")
 
 
-def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
+def _exact(obj: Any, out: list[str], path: str, allow_floats: bool, depth: int) -> None:
     t = type(obj)
+    if (t is dict or t is list) and depth >= MAX_DEPTH:
+        raise CanonicalError(
+            f"arrays and objects are nested deeper than {MAX_DEPTH} levels here", path, "send a flatter value"
+        )
     if obj is None:
         out.append("null")
     elif t is bool:
@@ -259,7 +269,7 @@ def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
         for i, v in enumerate(obj):
             if i:
                 out.append(",")
-            _exact(v, out, f"{path}[{i}]", allow_floats)
+            _exact(v, out, f"{path}[{i}]", allow_floats, depth + 1)
         out.append("]")
     elif t is dict:
         for k in obj:
@@ -273,7 +283,7 @@ def _exact(obj: Any, out: list[str], path: str, allow_floats: bool) -> None:
                 out.append(",")
             out.append(_quote(k))
             out.append(":")
-            _exact(obj[k], out, f"{path}.{k}", allow_floats)
+            _exact(obj[k], out, f"{path}.{k}", allow_floats, depth + 1)
         out.append("}")
     else:
         raise CanonicalError(f"a {t.__name__} is not a JSON value", path, "convert it to a JSON type first")

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hatp_mcp.core.signing.canonical import (
+    MAX_DEPTH,
     MAX_SAFE_INTEGER,
     CanonicalError,
     canonical,
@@ -161,6 +162,28 @@ def test_a_lone_surrogate_is_refused_with_its_path() -> None:
         with pytest.raises(CanonicalError) as err:
             canonical(value)
         assert (err.value.rule, err.value.path) == ("HATP-CANON-2", path)
+
+
+def _nested(depth: int, inner: object = 1) -> object:
+    """`inner` inside `depth` containers, objects and arrays by turns."""
+    value = inner
+    for i in range(depth):
+        value = {"a": value} if i % 2 else [value]
+    return value
+
+
+def test_HATP_CANON_2_a_value_nested_too_deep_is_refused_by_name_never_a_recursion_error() -> None:
+    deepest = _nested(MAX_DEPTH)
+    assert canonical(deepest) == canonical_exact(deepest) == rfc8785.dumps(deepest)
+    assert canonical(_nested(MAX_DEPTH, 0.5), allow_floats=True) == rfc8785.dumps(_nested(MAX_DEPTH, 0.5))
+    for depth in (MAX_DEPTH + 1, 5_000, 100_000):  # an attacker's argument: far past Python's own recursion limit
+        for allow_floats in (False, True):
+            with pytest.raises(CanonicalError) as err:
+                canonical(_nested(depth, 0.5), allow_floats=allow_floats)
+            assert err.value.rule == "HATP-CANON-2" and "nested deeper than 254" in err.value.reason
+            assert err.value.path.count("[") + err.value.path.count(".a") == MAX_DEPTH
+        with pytest.raises(CanonicalError):
+            digest(_nested(depth))
 
 
 def test_digest_is_sha256_of_the_canonical_bytes() -> None:
