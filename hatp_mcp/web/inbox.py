@@ -30,6 +30,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -136,6 +137,7 @@ class _BoundedBodies:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > cap:
+                await _drain(receive, message.get("more_body", False))
                 await _too_large(cap)(scope, receive, send)
                 return
             parts.append(chunk)
@@ -150,6 +152,25 @@ class _BoundedBodies:
             return await receive()  # after the body: a disconnect, as the server reports it
 
         await self.app(scope, replay, send)
+
+
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 1.0
+"""After a streamed body passed its cap, at most DRAIN_BYTES more of it, for at most DRAIN_SECONDS, is read and
+dropped before the 413 goes out: a connection closed with bytes unread is reset, and the reset can destroy the
+answer before the client reads it. A client that sends more, or stalls, is answered when either bound is reached."""
+
+
+async def _drain(receive: Receive, more: bool) -> None:
+    """Read and drop the rest of a refused body, within DRAIN_BYTES and DRAIN_SECONDS."""
+    dropped = 0
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while more and dropped <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            dropped += len(message.get("body", b""))
+            more = message.get("more_body", False)
 
 
 def _too_large(cap: int) -> Response:
