@@ -59,13 +59,17 @@ def b64u(data: bytes) -> str:
 
 
 def b64u_decode(text: str) -> bytes:
-    """Decode unpadded base64url; raises ValueError on anything else."""
-    if not isinstance(text, str) or "=" in text or "+" in text or "/" in text or " " in text or "\n" in text:
-        raise ValueError("not unpadded base64url")
+    """Decode unpadded base64url. Raises ValueError for any text that is not exactly what `b64u` writes for the
+    bytes it decodes to: padding, a character outside the alphabet (a lenient decoder drops it), stray bits in the
+    last character. So one byte string has one text, and a signature cannot be rewritten into another text that
+    still verifies (HATP-SIG-1)."""
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, TypeError, ValueError) as exc:
         raise ValueError("not unpadded base64url") from exc
+    if b64u(raw) != text:  # HATP-SIG-1: one text per byte string
+        raise ValueError("not unpadded base64url: another text than the one its bytes have")
+    return raw
 
 
 def _kid_for(public_raw: bytes) -> str:
@@ -337,6 +341,16 @@ def _verify(obj: Mapping[str, Any], keyring: Keyring, role: str | None, path: st
         and isinstance(sig.get("sig"), str)
     ):
         raise SignatureError("HATP-SIG-1", "the object carries no signature {alg, kid, sig}", path=spath, fix="sign it")
+    try:
+        raw_sig = b64u_decode(sig["sig"])
+    except ValueError as exc:
+        raise SignatureError(
+            "HATP-SIG-1",
+            "sig is not the unpadded base64url text of its bytes (padding, a character outside the alphabet, or "
+            "stray bits in its last character): one signature has one text",
+            path=f"{spath}.sig",
+            fix="write the signature bytes as unpadded base64url (RFC 4648 section 5), as the signer did",
+        ) from exc
     if sig["alg"] != ALG:
         raise SignatureError(
             "HATP-SIG-3", f"algorithm {sig['alg']!r} is not allowed; only {ALG} is", path=f"{spath}.alg"
@@ -356,9 +370,8 @@ def _verify(obj: Mapping[str, Any], keyring: Keyring, role: str | None, path: st
             "HATP-CANON-2", f"the signed object has no canonical form: {exc.reason}", path=f"{path}{exc.path[1:]}"
         ) from exc
     try:
-        raw_sig = b64u_decode(sig["sig"])
         keyring.check_signature(entry, raw_sig, signed)
-    except (ValueError, InvalidSignature) as exc:
+    except InvalidSignature as exc:
         raise SignatureError(
             "HATP-SIG-4",
             f"signature by {entry.kid!r} does not match the object's bytes: it was altered or forged",

@@ -73,6 +73,31 @@ def test_one_changed_byte_breaks_the_signature_HATP_SIG_4(signer: SigningKey, ri
     assert err.rule == "HATP-SIG-4"
 
 
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def other_texts(text: str) -> list[str]:
+    """Texts a lenient base64url decoder reads as the same bytes as `text`: stray bits set in the last character
+    (64 bytes leave 4 of its 6 bits unused), characters outside the alphabet (dropped), padding."""
+    last = _ALPHABET.index(text[-1])
+    return [text[:-1] + _ALPHABET[last ^ 1], text[:20] + "!!!!" + text[20:], text + "==", text[:20] + "\n" + text[20:]]
+
+
+def test_one_signature_has_one_text_HATP_SIG_1(signer: SigningKey, ring: Keyring) -> None:
+    """The attack: a signature's text rewritten so that it decodes to the same bytes still verified, so a signed
+    object (a record's closing event, whose digest nothing else signs) could change its digest and still verify."""
+    obj = sign_object({"decision": "yes", "amount": "100.00"}, signer)
+    text = obj["signature"]["sig"]
+    for other in other_texts(text):
+        err = refusal({**obj, "signature": {**obj["signature"], "sig": other}}, ring)
+        assert err.rule == "HATP-SIG-1", other
+        assert err.path == "$.signature.sig"
+        with pytest.raises(ValueError):
+            b64u_decode(other)
+    assert b64u_decode(text) == b64u_decode(b64u(b64u_decode(text)))
+    assert verify_object(obj, ring, "participant") == signer.kid
+
+
 def test_a_key_signing_outside_its_roles_is_refused_HATP_SIG_5(signer: SigningKey, ring: Keyring) -> None:
     obj = sign_object({"event": "txn.begin"}, signer)
     err = refusal(obj, ring, role="coordinator")

@@ -32,6 +32,22 @@ def test_an_untouched_record_verifies(made: tuple[dict[str, Any], Keyring, dict[
     assert verify_record(record, ring) == []
 
 
+def test_a_closing_event_whose_signature_text_was_rewritten_is_refused_HATP_SIG_1(made: Any) -> None:
+    """The attack: the last event's digest is signed by no later event, so rewriting its signature's text into
+    another that a lenient decoder reads as the same bytes (a stray bit in the last character) changed the
+    record's head digest while every check passed."""
+    record, ring, _ = made
+    close = record["events"][-1]
+    text = close["signature"]["sig"]
+    last = _ALPHABET.index(text[-1])
+    close["signature"] = {**close["signature"], "sig": text[:-1] + _ALPHABET[last ^ 1]}
+    assert digest(close) != digest({**close, "signature": {**close["signature"], "sig": text}})
+    assert rules(verify_record(record, ring)) == {(len(record["events"]) - 1, "HATP-SIG-1")}
+
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
 def test_dropping_an_event_breaks_sequence_and_chain_HATP_REC_1_HATP_REC_2(made: Any) -> None:
     record, ring, _ = made
     del record["events"][2]
