@@ -279,19 +279,24 @@ async def restarted_and_rolled_back(
     return (await second.handle(None, call("saga_rollback"))).structured_content or {}
 
 
+async def one_step_journaled(
+    client: Client, tools: list[types.Tool], store: MemoryJournalStore, key: SigningKey
+) -> str:
+    """A proxy under the small policy begins saga 'kept' and journals make('a') in it: the saga's id."""
+    first = JournalingProxy(client, tools, Journal(store, key, policy=RECOVERY_POLICY), load_policy(small_policy()))
+    await first.handle(None, call("saga_begin", name="kept"))
+    await first.handle(None, call("make", name="a"))
+    assert first.current is not None
+    return first.current.id
+
+
 async def test_HATP_PXY_44_after_a_restart_with_another_file_a_step_is_undone_as_it_was_journaled() -> None:
     server, made = upstream()
     store, key = MemoryJournalStore(), SigningKey.generate(["journal"])
     with anyio.fail_after(10):
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
-            first = JournalingProxy(
-                client, tools, Journal(store, key, policy=RECOVERY_POLICY), load_policy(small_policy())
-            )
-            await first.handle(None, call("saga_begin", name="kept"))
-            await first.handle(None, call("make", name="a"))
-            assert first.current is not None
-            saga_id = first.current.id
+            saga_id = await one_step_journaled(client, tools, store, key)
             status = await restarted_and_rolled_back(client, tools, store, key)
     assert status["status"] == "ROLLED_BACK" and made == set()  # unmake(a) ran, not forget('x')
     # the rule rode in the step's own entry, signed, in the write that journaled the step (no write of its own)
@@ -311,13 +316,7 @@ async def test_HATP_PXY_44_a_rule_forged_in_the_stored_journal_is_refused_and_no
     with anyio.fail_after(10):
         async with Client(server) as client:
             tools = (await client.list_tools()).tools
-            first = JournalingProxy(
-                client, tools, Journal(store, key, policy=RECOVERY_POLICY), load_policy(small_policy())
-            )
-            await first.handle(None, call("saga_begin", name="kept"))
-            await first.handle(None, call("make", name="a"))
-            assert first.current is not None
-            saga_id = first.current.id
+            saga_id = await one_step_journaled(client, tools, store, key)
             stored = store._sagas[saga_id].events  # the store, written by someone other than the journal
             started = next(e for e in stored if e["event"] == "step.started")
             started["body"]["rule"]["undo"] = {"tool": "forget", "arguments": {"name": "args.name"}}
