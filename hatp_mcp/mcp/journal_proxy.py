@@ -251,7 +251,7 @@ class JournalingProxy:
         step = key.removesuffix(":undo")  # (an undo's key is its step's, and ":undo")
         kept = self.journaled_with.get(step)
         if kept is None:  # from the step's own entry (after a restart), else where an older proxy kept it
-            kept = _rule_from(tool, self.journal.step_rule(key))
+            kept = _rule_from(tool, self.journal.step_rule(step))
         if kept is None and self.step_rules is not None:
             kept = _rule_from(tool, self.step_rules.get(step))
         if kept is not None:  # HATP-PXY-44: a reload since never changes the undo a step was journaled with

@@ -497,12 +497,11 @@ class Journal:
         """The rule the step of `key` (its call's or its undo's idempotency key) was journaled with, from its
         `step.started` entry (HATP-PXY-44); None when its saga is not loaded, the step is unknown, or it was
         journaled without one. Reads memory only: a saga being rolled back or recovered is loaded."""
-        parts = key.removesuffix(":undo").rsplit(":", 2)  # (step_key: saga id, step id, attempt)
-        saga = self._open.get(parts[0]) if len(parts) == 3 else None
-        if saga is None:
-            return None
-        found = next((s for s in saga.steps if s.step_id == parts[1]), None)
-        return found.rule if found is not None else None
+        step = key.removesuffix(":undo")
+        for sid, saga in self._open.items():  # (a step's key begins with its saga's id: step_key)
+            if step.startswith(f"{sid}:"):
+                return next((s.rule for s in saga.steps if s.key == step), None)
+        return None
 
     async def recover(self) -> dict[str, SagaStatus]:
         """Finish every saga the store holds unfinished (HATP-JRN-10), and alert dead letters not yet alerted.
