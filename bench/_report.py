@@ -283,7 +283,8 @@ GOALS: dict[str, Goal] = {
         1.5,
         "x",
         "the trip's requests up to the outcome (4 prepares, the calendar's and the payment's commits) replayed from "
-        "stored answers, plus its critical-path fsyncs at the same run's fsync cost, over the bare calls",
+        "stored answers, plus its critical-path fsyncs, Ed25519 signatures and verifications at the same run's costs, "
+        "over the bare calls",
         "#38",
     ),
     "coordinator_cpu": Goal(

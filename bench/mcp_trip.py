@@ -12,8 +12,8 @@ It also replays each trip's 8 hatp requests (same rounds, same payloads, each si
 checked by the participant as any request is, answered from the participants' stored first answers): the
 transport, the SDK and the proof of the sender, so what the rest of HATP's work adds is printed apart from them
 (latency: the replay up to the payment's answer, where the trip tells the agent, plus the trip's critical-path
-fsyncs, is the floor under the latency goal; CPU per trip: the replay's coordinator CPU, holds' commits included,
-against the direct client's is the floor under the CPU goal);
+fsyncs, Ed25519 signatures and verifications, is the floor under the latency goal; CPU per trip: the replay's
+coordinator CPU, holds' commits included, against the direct client's is the floor under the CPU goal);
 and it prints where each side's time goes, round of calls by round of calls (the median of each piece).
 It prints what no optimisation may drop, from the same run: the replay, the record's signatures and the
 evidence's verifications timed alone, the durable log's thread; against the CPU goal that is the floor.
@@ -63,6 +63,20 @@ CRITICAL_FSYNCS = 5
 log writes, HATP-TXN-27: begin and the decision; the write that tells the outcome is unforced, HATP-TXN-28; the
 participants' votes, the calendar's and the payment's commits), against the 4 the direct calls pay inside their
 own time."""
+CRITICAL_SIGNS = 10
+"""Ed25519 signatures the agent waits for, each after the one before, until it is told: the coordinator's txn.begin
+and approval.deadline (chained, before the forced write whose head the prepares name, HATP-REC-19); the last
+answering participant's vote or its receipt (independent of each other: one counts; the other participants sign
+meanwhile); the coordinator's vote and receipt events for that answer, then the decision (chained: every vote
+precedes the decision, HATP-REC-11); the calendar's commit receipt, then the payment's (commit order); the
+payment's commit event and outcome.decided (chained, before the write that tells the agent). Not counted: the
+approval (it may overlap the prepares), the requests' auth (in the replay), the calendar's commit event (it may be
+signed while the payment's commit is out)."""
+CRITICAL_VERIFIES = 3
+"""Verifications on the same path, each of evidence the next step rests on: the last prepare answer's vote and
+receipt (independent of each other: one counts; the earlier answers are checked while it is awaited), the calendar's
+commit receipt (before the payment's commit may go), the payment's (before outcome.decided). Not counted: the
+approval's, the participants' checks of the requests (in the replay) and of the decision."""
 SLOW_FSYNC = 1e-3  # seconds: above it the disk is called slow in the output (the goal is the same for both)
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
@@ -319,14 +333,18 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
             f"{(p50_hatp - p50_told) * 1000:.2f} ms there"
         )
         # The figure ends where the agent is told (the holds' commits follow it), so its floor ends there too.
+        sign_s, verify_s = _crypto_seconds(result.record)
+        crypto = CRITICAL_SIGNS * sign_s + CRITICAL_VERIFIES * verify_s
         floors = report.Spread.of(
-            (r + CRITICAL_FSYNCS * fsync.median) / d for r, d in zip(replay_told, direct, strict=True)
+            (r + CRITICAL_FSYNCS * fsync.median + crypto) / d for r, d in zip(replay_told, direct, strict=True)
         )
         speed = "slow" if fsync.median > SLOW_FSYNC else "fast"
         print(
             f"fsync in the data directory, same run: {fsync.show(1e3, 'ms')} ({speed}: the goal holds either way); "
-            f"the latency floor, the replay to the payment's answer plus {CRITICAL_FSYNCS} fsyncs on the trip's "
-            f"critical path (the replay writes nothing), over direct: {floors.show(unit='x')}"
+            f"the latency floor, the replay to the payment's answer plus the trip's critical path (the replay "
+            f"writes and signs nothing of it): {CRITICAL_FSYNCS} fsyncs, {CRITICAL_SIGNS} signatures and "
+            f"{CRITICAL_VERIFIES} verifications ({sign_s * 1e6:.0f} / {verify_s * 1e6:.0f} us), over direct: "
+            f"{floors.show(unit='x')}"
         )
         report.record("trip_latency", per_round, floors, note=f"fsync {speed}")
         print("where the time goes, ms (median of each piece; 'before', 'between', 'after': the coordinator's own")
@@ -355,7 +373,6 @@ async def _bench(data: Path, rounds: int, concurrent: int, profile: int, wakeups
                     "the requests, each with HATP's larger payloads and the coordinator's auth signed"
                 )
                 signs, verifies = _signatures(result.record)
-                sign_s, verify_s = _crypto_seconds(result.record)
                 log_thread = (cpu_hatp.own - cpu_hatp.main) / rounds
                 floor = cpu_replay.own / rounds + signs * sign_s + verifies * verify_s + log_thread
                 print(
