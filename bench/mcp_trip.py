@@ -58,14 +58,14 @@ from hatp_mcp.runtime.interfaces import Participant
 __all__ = ["main"]
 
 R = TypeVar("R")
-CRITICAL_FSYNCS = 5
+CRITICAL_FSYNCS = 4
 """Durable writes the agent waits for, one after another, until it is told the outcome (the coordinator's forced
-log writes, HATP-TXN-27: begin and the decision; the write that tells the outcome is unforced, HATP-TXN-28; the
-participants' votes, the calendar's and the payment's commits), against the 4 the direct calls pay inside their
-own time."""
+log write of the decision, HATP-TXN-27; the begin is written before the prepares and fsynced while they are out,
+the write that tells the outcome is unforced, HATP-TXN-28; the participants' votes, the calendar's and the
+payment's commits), against the 4 the direct calls pay inside their own time."""
 CRITICAL_SIGNS = 10
 """Ed25519 signatures the agent waits for, each after the one before, until it is told: the coordinator's txn.begin
-and approval.deadline (chained, before the forced write whose head the prepares name, HATP-REC-19); the last
+and approval.deadline (chained, before the write whose head the prepares name, HATP-REC-19); the last
 answering participant's vote or its receipt (independent of each other: one counts; the other participants sign
 meanwhile); the coordinator's vote and receipt events for that answer, then the decision (chained: every vote
 precedes the decision, HATP-REC-11); the calendar's commit receipt, then the payment's (commit order); the
@@ -80,13 +80,13 @@ approval's, the participants' checks of the requests (in the replay) and of the 
 SLOW_FSYNC = 1e-3  # seconds: above it the disk is called slow in the output (the goal is the same for both)
 NAMES = {uri: name for name, uri in SERVERS.items()}
 SIDES = (
-    "HATP: begin (a forced coordinator write: the plan and txn.begin), 4 prepares in parallel (each participant: dry"
-    " run, the hold placed, signed vote and receipt, its answer durable), the approval (in process), a forced write"
-    " with the votes and the decision, then the commits in order: calendar, payment (each: preconditions checked,"
-    " the effect written, signed receipt, answer durable), an unforced write with their receipts and outcome.decided:"
-    " the agent is told COMMITTED here (HATP-TXN-25); then, off its path, both holds together and the close;"
-    " 8 MCP round trips, every signature verified; each prepare and commit is one durable transaction in its server"
-    " (hold or effect with the answer, HATP-PART-13)",
+    "HATP: begin (the plan and txn.begin written, fsynced while the prepares are out), 4 prepares in parallel (each "
+    "participant: dry run, the hold placed, signed vote and receipt, its answer durable), the approval (in process), "
+    "a forced write with the votes and the decision, then the commits in order: calendar, payment (each: "
+    "preconditions checked, the effect written, signed receipt, answer durable), an unforced write with their "
+    "receipts and outcome.decided: the agent is told COMMITTED here (HATP-TXN-25); then, off its path, both holds "
+    "together and the close; 8 MCP round trips, every signature verified; each prepare and commit is one durable "
+    "transaction in its server (hold or effect with the answer, HATP-PART-13)",
     "direct: the same four tools booked one after another (seat_book, room_book, event_book, card_book), each one"
     " durable write (WAL, synchronous=FULL) of the same inventory row the HATP commit takes; 4 MCP round trips",
 )

@@ -4,13 +4,15 @@
 with hatp_mcp.store.sqlite.open_db: WAL, synchronous=FULL) group-commits: appends from concurrent transactions
 that arrive while a write is in flight are written together in the next transaction, one fsync for all of them.
 A forced append returns only once it is durable; an unforced one (`forced=False`, spec/store.md HATP-STORE-8)
-once it is written to the operating system, fsynced by the next forced write. This module stores what the
-coordinator decided, forced or not; it decides nothing.
+once it is written to the operating system, fsynced by the next forced write; a forced append of no entries makes
+every append before it durable. This module stores what the coordinator decided, forced or not; it decides
+nothing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,8 +66,8 @@ class LoggedTxn:
 class TxnLog(Protocol):
     async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         """Write `entries` (in order) before returning: durably (fsynced) when `forced`; otherwise at least to the
-        operating system, so they survive the coordinator's process (HATP-STORE-8). A store may force every
-        write."""
+        operating system, so they survive the coordinator's process (HATP-STORE-8). A forced append of no entries
+        returns once every append before it is durable. A store may force every write."""
         ...
 
     async def load(self, txn_id: str) -> LoggedTxn | None: ...
@@ -185,6 +187,8 @@ class SqliteTxnLog:
         self._mutex = threading.Lock()
         self._group: GroupCommit[Pending] = GroupCommit(lambda batch: self._in_thread(self._write, batch))
         self._sync = "FULL"  # the connection's synchronous level now (open_db sets FULL)
+        self._wal = None if str(path) == ":memory:" else Path(f"{path}-wal")  # where WAL mode writes its frames
+        self._unsynced = False  # an unforced batch was committed since the last fsync
         self._on_durable = on_durable
         self.batches = 0  # how many durable transactions were written (group commit makes it < appends)
         self._threads = 0
@@ -215,27 +219,44 @@ class SqliteTxnLog:
     def _write(self, batch: Sequence[Pending]) -> None:
         # HATP-STORE-8: a batch is fsynced (FULL) when any append in it is forced; else only written to the OS
         # (NORMAL: WAL frames without fsync). WAL frames are in order, so a forced commit makes every frame before
-        # it durable too: an unforced write is never durable after a forced write that followed it.
+        # it durable too: an unforced write is never durable after a forced write that followed it. A forced
+        # batch with nothing to write commits nothing (SQLite fsyncs only a commit that writes): the WAL file is
+        # fsynced instead, as a FULL commit would have.
         sync = "NORMAL"
         if any(p.forced for p in batch):  # HATP-STORE-8
             sync = "FULL"
         with self._mutex:
-            if sync != self._sync:
-                self._db.execute(f"PRAGMA synchronous={sync}")
-                self._sync = sync
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                for p in batch:
-                    for e in p.entries:
-                        self._write_entry(cur, p.txn_id, e)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+            if any(p.entries for p in batch):
+                if sync != self._sync:
+                    self._db.execute(f"PRAGMA synchronous={sync}")
+                    self._sync = sync
+                cur = self._db.cursor()
+                cur.execute("BEGIN IMMEDIATE")
+                try:
+                    for p in batch:
+                        for e in p.entries:
+                            self._write_entry(cur, p.txn_id, e)
+                    cur.execute("COMMIT")
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+                self._unsynced = sync == "NORMAL"
+            elif sync == "FULL" and self._unsynced:  # HATP-STORE-8: a forced append of nothing
+                self._fsync_wal()
+                self._unsynced = False
             self.batches += 1
         if self._on_durable is not None:
             self._on_durable(self.batches)
+
+    def _fsync_wal(self) -> None:
+        """Make the WAL's frames durable (what a FULL commit does after writing them). Raises OSError."""
+        if self._wal is None:  # an in-memory database: nothing is durable
+            return
+        fd = os.open(self._wal, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _write_entry(cur: Any, txn_id: str, e: LogEntry) -> None:

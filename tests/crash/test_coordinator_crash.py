@@ -51,17 +51,19 @@ def test_a_replacement_coordinator_finishes_after_a_sigkill_at_every_durable_ste
     assert "DONE COMMITTED" in lines
     steps = int(lines[-1].split()[1])
     said = [line.split(" ", 2)[2] for line in lines if line.startswith("STEP ")]
-    # begin; the prepares with the decision; the calendar and the payment answered; the write that tells the
-    # outcome (HATP-TXN-25); both holds answered; the close
-    assert said[:5] == [
+    # begin, written ahead of its prepares, and its sync (HATP-TXN-27); the prepares with the decision; the
+    # calendar and the payment answered; the write that tells the outcome (HATP-TXN-25); both holds answered; the
+    # close
+    assert said[:6] == [
         "durable write 1",
         "durable write 2",
+        "durable write 3",
         "event answered its commit",
         "pay answered its commit",
-        "durable write 3",
+        "durable write 4",
     ], said
-    assert set(said[5:7]) == {"seat answered its commit", "room answered its commit"} and said[7:] == [
-        "durable write 4"
+    assert set(said[6:8]) == {"seat answered its commit", "room answered its commit"} and said[8:] == [
+        "durable write 5"
     ], said
     seen = set()
     for pause_at in range(1, steps):

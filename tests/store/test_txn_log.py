@@ -179,3 +179,37 @@ async def test_HATP_STORE_8_a_forced_append_commits_fsynced_and_an_unforced_one_
         assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1, 2, 3]
     finally:
         log.close()
+
+
+@pytest.mark.anyio
+async def test_HATP_STORE_8_a_forced_append_of_nothing_fsyncs_the_unforced_writes_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from hatp_mcp.store import txn_log
+    from tests.store.conftest import SyncLevels
+
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def traced(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(txn_log.os, "fsync", traced)
+    levels = SyncLevels(monkeypatch, txn_log)
+    path = tmp_path / "sync.db"
+    log = SqliteTxnLog(path)
+    try:
+        levels.clear()
+        await log.append("t", [LogEntry("plan", {"txnId": "t"}), ev(0, "txn.begin")], forced=False)  # the begin
+        await log.append("t", [], forced=True)  # HATP-TXN-27: made durable while its prepares are out
+        assert levels.commits() == ["NORMAL"] and synced == [f"{path}-wal"]  # SQLite commits nothing to fsync
+        await log.append("t", [ev(1, "decision")], forced=True)
+        await log.append("t", [], forced=True)  # nothing unforced since the last forced commit: nothing to do
+        assert levels.commits() == ["NORMAL", "FULL"] and synced == [f"{path}-wal"]
+        loaded = await log.load("t")
+        assert loaded is not None and [e["seq"] for e in loaded.events] == [0, 1]
+    finally:
+        log.close()

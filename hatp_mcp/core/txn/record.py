@@ -104,6 +104,15 @@ class RecordChain:
     def head(self) -> str | None:
         return self._head
 
+    def digest_at(self, seq: int) -> str | None:
+        """The digest of event `seq`, as the event after it chains it (HATP-REC-2); None when there is none."""
+        if not 0 <= seq < len(self._events):
+            return None
+        if seq == len(self._events) - 1:
+            return self._head
+        prev: str | None = self._events[seq + 1].get("prev")
+        return prev
+
     @property
     def head_at(self) -> RecordHead | None:
         """The head as a party signs it (HATP-REC-19): the last event's seq and digest; None before the first."""

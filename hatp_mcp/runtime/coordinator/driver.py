@@ -112,6 +112,23 @@ def _vote_digest(chain: RecordChain, branch_id: str) -> str | None:
     return None
 
 
+def _unforked(chain: RecordChain, event: Event) -> Event:
+    """A prepare answer whose vote or receipt was signed at a head that is not this record's (HATP-REC-20) is no
+    answer to this record: a failed call. It comes from a begin lost before its fsync (a power loss, HATP-TXN-27)
+    and sent again: the participant answers with what it signed for the lost record (HATP-PART-6)."""
+    if not isinstance(event, PrepareAnswer):
+        return event
+    for name, evidence in (("vote", event.vote), ("receipt", event.receipt)):
+        head = evidence.get("recordHead")
+        if not isinstance(head, dict):
+            continue  # no head, or not one: the machine's own checks refuse the evidence
+        seq, signed = head.get("seq"), head.get("digest")
+        if type(seq) is not int or chain.digest_at(seq) != signed:
+            reason = f"HATP-REC-20: its {name} was signed at head {seq} = {signed}, not an event of this record"
+            return CallFailed(branch_id=event.branch_id, phase="prepare", reason=reason)
+    return event
+
+
 def default_validator() -> Validator:
     """The static plan validator every begin runs (hatp_mcp.core.validate.validator.validate). Imported directly:
     a validator that fails to import stops the process; transactions never run unvalidated."""
@@ -285,7 +302,7 @@ class CoordinatorRuntime:
                 for event in batch:
                     if machine.done:  # what comes after the end is dropped, as a finished machine accepts nothing
                         break
-                    commands += self._handle(machine, event)
+                    commands += self._handle(machine, _unforked(chain, event))
                 decided = await self._execute(machine, chain, commands, children, alarms, log)
                 if decided is not None and on_decided is not None:
                     on_decided(decided)
@@ -342,28 +359,48 @@ class CoordinatorRuntime:
                     break
                 outcome = cmd.outcome
                 entries.append(LogEntry("event", chain.close(at, cmd.outcome.value)))
-        await log.write(entries, commands)  # persist before send (HATP-TXN-4)
+        ahead = await log.write(entries, commands)  # persist before send (HATP-TXN-4)
         if unjustified is not None:
             raise unjustified  # fail closed: nothing after the refused close is sent
         for cmd in commands:
-            if isinstance(cmd, Arm):
-                alarms.arm(cmd.key, cmd.at)
-            elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
-                decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
-                vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
-                # HATP-REC-19: the head is durable (written above) before a party signs it
-                head = chain.head_at
-                call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote, head)
-                children.spawn(log.counted(call))
-            elif isinstance(cmd, Ask | Poll):
-                children.spawn(self._approve(machine.plan, cmd, children.post))
-            elif isinstance(cmd, Tighten):
-                children.spawn(self._tighten(txn_id, cmd, children.post))
-            elif isinstance(cmd, Withdraw) and self._approver is not None:
-                children.spawn(self._notify(self._approver.withdraw(txn_id, cmd.requirement_id)))
-            elif isinstance(cmd, Escalate) and self._on_escalate is not None:
-                children.spawn(self._notify(self._on_escalate(txn_id, cmd.to, cmd.reason)))
+            if not (ahead and isinstance(cmd, Ask)):
+                self._send(machine, chain, cmd, children, alarms, log)
+        if ahead:  # HATP-TXN-27: the begin durable (while the prepares are out) before any ask
+            await log.flush()
+            for cmd in commands:
+                if isinstance(cmd, Ask):
+                    self._send(machine, chain, cmd, children, alarms, log)
+            await asyncio.sleep(0)  # the asks start before the answers that came meanwhile are handled
         return outcome
+
+    def _send(
+        self,
+        machine: Coordinator,
+        chain: RecordChain,
+        cmd: Command,
+        children: Children[Event],
+        alarms: Alarms,
+        log: TxnWrites,
+    ) -> None:
+        """Carry out one command that is not a record: arm a timer, or start a call (a task of its own)."""
+        txn_id = machine.plan.txn_id
+        if isinstance(cmd, Arm):
+            alarms.arm(cmd.key, cmd.at)
+        elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
+            decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
+            vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
+            # HATP-REC-19: the head is durable (written above) before a party signs it
+            head = chain.head_at
+            call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote, head)
+            children.spawn(log.counted(call))
+        elif isinstance(cmd, Ask | Poll):
+            children.spawn(self._approve(machine.plan, cmd, children.post))
+        elif isinstance(cmd, Tighten):
+            children.spawn(self._tighten(txn_id, cmd, children.post))
+        elif isinstance(cmd, Withdraw) and self._approver is not None:
+            children.spawn(self._notify(self._approver.withdraw(txn_id, cmd.requirement_id)))
+        elif isinstance(cmd, Escalate) and self._on_escalate is not None:
+            children.spawn(self._notify(self._on_escalate(txn_id, cmd.to, cmd.reason)))
 
     def _unjustified(self, machine: Coordinator, chain: RecordChain, outcome: Outcome) -> UnjustifiedOutcome | None:
         """HATP-REC-17: the record so far must justify `outcome` by the rules `hatp verify` applies

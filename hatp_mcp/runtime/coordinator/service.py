@@ -49,23 +49,30 @@ MAX_WAIT_SECONDS = 300
 
 
 class _SignallingLog:
-    """The runtime's log, with a signal after each durable append. Appends are shielded: a transaction that is
-    cancelled (abort, shutdown) stops only after its last write is durable, so a replacement never races it."""
+    """The runtime's log, with a signal after each append (`next_append`), or after the next that is durable
+    (`durable=True`: forced; the begin is answered from it, HATP-TXN-27). Appends are shielded: a transaction that
+    is cancelled (abort, shutdown) stops only after its last write is durable, so a replacement never races it."""
 
     def __init__(self, inner: TxnLog) -> None:
         self.inner = inner
-        self._waiters: dict[str, list[anyio.Event]] = {}
+        self._waiters: dict[str, list[tuple[anyio.Event, bool]]] = {}
 
-    def next_append(self, txn_id: str) -> anyio.Event:
+    def next_append(self, txn_id: str, *, durable: bool = False) -> anyio.Event:
         event = anyio.Event()
-        self._waiters.setdefault(txn_id, []).append(event)
+        self._waiters.setdefault(txn_id, []).append((event, durable))
         return event
 
     async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
         with anyio.CancelScope(shield=True):
             await self.inner.append(txn_id, entries, forced)
-        for event in self._waiters.pop(txn_id, []):
-            event.set()
+        kept: list[tuple[anyio.Event, bool]] = []
+        for event, durable in self._waiters.pop(txn_id, []):
+            if durable and not forced:
+                kept.append((event, durable))
+            else:
+                event.set()
+        if kept:
+            self._waiters[txn_id] = kept
 
     async def load(self, txn_id: str) -> LoggedTxn | None:
         return await self.inner.load(txn_id)
@@ -312,7 +319,7 @@ class TxnService:
             if known != digest:
                 raise self._mismatch(txn_id, known)
             return await self.status(txn_id)
-        durable = self._log.next_append(txn_id)
+        durable = self._log.next_append(txn_id, durable=True)  # the begin, durable (HATP-TXN-27, HATP-MCP-20)
         run = await self._start(txn_id, lambda: self.runtime.run(plan))
         await _either(durable, run.done)
         if not durable.is_set():

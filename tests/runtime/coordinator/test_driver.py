@@ -6,6 +6,7 @@ import copy
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from demo.trip_world import CalendarEvent, World, build_world, trip_plan
@@ -15,6 +16,7 @@ from hatp_mcp.core.txn.machine import Config
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import FakeClock
+from hatp_mcp.runtime.coordinator.driver import TxnResult
 from hatp_mcp.runtime.coordinator.scripted_approver import HumanScript
 from hatp_mcp.store.txn_log import MemoryTxnLog
 from tests.txn_helpers import bodies, drive, events, receipts
@@ -569,21 +571,99 @@ async def test_HATP_TXN_25_an_aborted_trip_is_never_recorded_as_decided_before_i
     assert "outcome.decided" not in events(result.record)
 
 
+TXN = "txn-trip-0001"  # trip_plan's
+
+
+class _HeldSyncLog(_BatchLog):
+    """A _BatchLog whose first forced append of nothing (a sync, HATP-STORE-8) waits for `release`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncing = anyio.Event()
+        self.release = anyio.Event()
+
+    async def append(self, txn_id: str, entries: Any, forced: bool = True) -> None:
+        if forced and not entries and not self.syncing.is_set():
+            self.syncing.set()
+            await self.release.wait()
+        await super().append(txn_id, entries, forced)
+
+
 @pytest.mark.anyio
-async def test_HATP_TXN_27_begin_the_decision_and_the_close_are_forced_and_nothing_else_on_the_trip(
+async def test_HATP_TXN_27_the_begin_goes_ahead_of_its_prepares_and_is_durable_before_the_ask(
     clock: FakeClock,
 ) -> None:
-    log = _BatchLog()
+    log = _HeldSyncLog()
     world = build_world(clock, log=log)
-    result = await drive(clock, lambda: world.coordinator().run(trip_plan(clock.now())))
+    coord = world.coordinator()
+    seen: list[tuple[list[str], list[tuple[str, str, str]]]] = []
+
+    async def while_syncing() -> None:  # what the world saw while the begin's sync was under way
+        await log.syncing.wait()
+        await anyio.wait_all_tasks_blocked()
+        seen.append((world.seat.effects + world.room.effects, list(world.approver.calls)))
+        log.release.set()
+
+    async def run() -> TxnResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(while_syncing)
+            return await coord.run(trip_plan(clock.now()))
+
+    with anyio.fail_after(10):  # no clock step is needed: the human answers at once
+        result = await run()
     assert result.outcome is Outcome.COMMITTED
-    forced = [b for b, f in zip(log.batches, log.forced, strict=True) if f]
-    assert "plan:None" in forced[0] and "txn.begin:None" in forced[0]  # begin, before the prepares and the ask
-    assert any("decision:None" in b for b in forced)  # the commit decision, before any commit
-    assert "record.closed:None" in forced[-1]  # the close the agent is handed
+    # the begin written to the operating system only, then made durable by a forced write of nothing
+    assert "plan:None" in log.batches[0] and "txn.begin:None" in log.batches[0] and log.forced[0] is False
+    assert log.batches[1] == [] and log.forced[1] is True
+    [(holds, asked)] = seen
+    assert sorted(holds) == [f"hold {TXN}", f"hold {TXN}"]  # the prepares did not wait for the fsync
+    assert [c for c in asked if c[0] == "ask"] == []  # HATP-TXN-17: no human asked about a begin not durable
+    assert ("ask", TXN, "finance") in world.approver.calls
+    # after the begin, forced are the commit decision (before any commit) and the close the agent is handed
+    forced = [b for b, f in zip(log.batches[2:], log.forced[2:], strict=True) if f]
+    assert any("decision:None" in b for b in forced) and "record.closed:None" in forced[-1]
     decided = next(i for i, b in enumerate(log.batches) if "decision:None" in b)
     after = [b for b, f in zip(log.batches[decided + 1 :], log.forced[decided + 1 :], strict=True) if f]
     assert after == [log.batches[-1]]  # between the decision and the close nothing is forced
+
+
+class _PowerLossLog(MemoryTxnLog):
+    """The begin is written, then the power goes before its fsync: the sync never ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncing = anyio.Event()
+
+    async def append(self, txn_id: str, entries: Any, forced: bool = True) -> None:
+        if forced and not entries:
+            self.syncing.set()
+            await anyio.sleep_forever()
+        await super().append(txn_id, entries, forced)
+
+
+@pytest.mark.anyio
+async def test_HATP_TXN_27_a_begin_lost_before_its_fsync_and_sent_again_aborts_with_a_record_that_verifies(
+    clock: FakeClock,
+) -> None:
+    lost = _PowerLossLog()
+    world = build_world(clock, log=lost)
+    plan = trip_plan(clock.now())
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(world.coordinator().run, plan)
+            await lost.syncing.wait()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()  # the power goes: the process, and the log that never had the begin
+    assert world.seat.effects == world.room.effects == [f"hold {TXN}"]  # the prepares went ahead of the fsync
+    clock.advance(5)
+    world.log = MemoryTxnLog()
+    result = await drive(clock, lambda: world.coordinator().run(plan))  # the agent, never answered, begins again
+    # the participants answer the same txnId with what they signed at the lost begin's head (HATP-PART-6): no
+    # answer to this record (HATP-REC-20), so it aborts and releases the holds, and its record verifies
+    assert result.outcome is Outcome.ABORTED and verify_record(result.record, world.keyring) == []
+    assert world.seat.effects == [f"hold {TXN}", f"release {TXN}"] and world.pay.effects == []
+    failed = bodies(result.record, "call.failed")
+    assert failed and all("HATP-REC-20" in b["reason"] for b in failed)
 
 
 @pytest.mark.anyio

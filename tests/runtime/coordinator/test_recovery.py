@@ -135,10 +135,11 @@ async def test_a_replacement_finishes_the_transaction_after_a_stop_at_every_dura
     tmp_path: Path, clock: FakeClock
 ) -> None:
     said = await run_full(tmp_path, clock)
-    # begin; the prepares with the decision; the calendar and the payment answered; the write that tells the
-    # outcome (HATP-TXN-25); both holds answered; the close
-    assert said[:5] == ["durable write", "durable write", "event answered", "pay answered", "durable write"], said
-    assert sorted(said[5:7]) == ["room answered", "seat answered"] and said[7:] == ["durable write"], said
+    # begin, written ahead of its prepares, and its sync (HATP-TXN-27); the prepares with the decision; the
+    # calendar and the payment answered; the write that tells the outcome (HATP-TXN-25); both holds answered; the
+    # close
+    assert said[:6] == ["durable write"] * 3 + ["event answered", "pay answered", "durable write"], said
+    assert sorted(said[6:8]) == ["room answered", "seat answered"] and said[8:] == ["durable write"], said
     outcomes = []
     for stop_after in range(1, len(said)):
         _, result, world = await stop_and_recover(tmp_path, clock, stop_after)

@@ -118,7 +118,7 @@ async def _run_held(
     return ended[0]
 
 
-async def test_no_prepare_reaches_a_participant_before_the_begin_write_is_durable_HATP_TXN_4(
+async def test_no_prepare_reaches_a_participant_before_the_begin_is_written_HATP_TXN_4(
     clock: FakeClock,
 ) -> None:
     log = _HeldLog()

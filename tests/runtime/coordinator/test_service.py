@@ -246,6 +246,74 @@ async def test_HATP_MCP_67_a_begin_whose_write_landed_but_whose_answer_was_lost_
     assert world.seat.effects == []  # the run stopped at its first write: recovery finishes it (HATP-MCP-24)
 
 
+class SyncLog(OverMemory):
+    """A memory log whose forced appends of nothing (the begin's sync, HATP-TXN-27) wait for `synced` (`fail`: then
+    raise, as a failed fsync does); everything else appends at once."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.synced = anyio.Event()
+        self.syncing = anyio.Event()
+        self.fail = fail
+
+    async def append(self, txn_id: str, entries: Sequence[LogEntry], forced: bool = True) -> None:
+        if forced and not entries:
+            self.syncing.set()
+            await self.synced.wait()
+            if self.fail:
+                raise OSError("fsync failed")
+        await self.inner.append(txn_id, entries, forced)
+
+
+async def test_HATP_TXN_27_begin_is_answered_once_the_begin_is_durable_not_when_it_is_written(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = SyncLog()
+    svc = service(world, log)
+    answered: list[TxnStatus] = []
+    with anyio.fail_after(10):
+        async with svc.running(), anyio.create_task_group() as tg:
+
+            async def begin() -> None:
+                answered.append(await svc.begin(trip_plan(clock.now(), "txn-sync")))
+
+            tg.start_soon(begin)
+            await log.syncing.wait()
+            await anyio.wait_all_tasks_blocked()
+            written = await log.load("txn-sync")
+            early = list(answered)
+            log.synced.set()
+    assert written is not None and written.events[0]["event"] == "txn.begin"  # written, its prepares out
+    assert world.seat.effects == ["hold txn-sync"]
+    assert early == []  # HATP-MCP-20: not answered before the fsync
+    assert [a.txn_id for a in answered] == ["txn-sync"]
+
+
+async def test_HATP_TXN_27_a_begin_whose_sync_failed_stops_and_a_replacement_releases_its_holds(
+    clock: FakeClock,
+) -> None:
+    world = slow_human(clock)
+    log = SyncLog(fail=True)
+    log.synced.set()
+    svc = service(world, log)
+    with anyio.fail_after(10):
+        async with svc.running():
+            begun = await svc.begin(trip_plan(clock.now(), "txn-unsynced"))  # HATP-MCP-67: the log holds it
+            await anyio.wait_all_tasks_blocked()
+            stopped = list(world.approver.calls)
+        log.fail = False
+        replacement = service(world, log)
+        async with replacement.running():
+            recovered = await replacement.recover_unfinished()
+            await anyio.wait_all_tasks_blocked()
+            status = await replacement.status("txn-unsynced", wait_seconds=60)
+    assert begun.txn_id == "txn-unsynced" and world.seat.effects[0] == "hold txn-unsynced"
+    assert [c for c in stopped if c[0] == "ask"] == []  # stopped at the sync: no human was asked
+    assert recovered == ["txn-unsynced"] and status.outcome == "ABORTED"
+    assert world.seat.effects == ["hold txn-unsynced", "release txn-unsynced"]  # presumed abort releases it
+
+
 async def test_HATP_MCP_22_status_of_an_unknown_transaction_is_refused(clock: FakeClock) -> None:
     svc = service(build_world(clock))
     async with svc.running():

@@ -77,3 +77,39 @@ async def test_HATP_STORE_9_an_unforced_append_commits_without_waiting_and_a_for
             assert loaded is not None and [e["seq"] for e in loaded.events] == list(range(7))
     finally:
         await log.aclose()
+
+
+@pytest.mark.anyio
+async def test_HATP_STORE_9_a_forced_append_of_nothing_commits_a_transaction_that_flushes_the_wal(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HATP-STORE-8/9: a transaction without an id commits nothing to the WAL and flushes nothing, so the sync
+    after an unforced begin (HATP-TXN-27) must commit one that has an id, with synchronous_commit on."""
+    seen: list[tuple[str, bool]] = []
+    real_run = pg_txn_log.run_async
+
+    async def run(pool: Any, work: Callable[[Any], Awaitable[Any]], *, idempotent: bool) -> Any:
+        async def traced(conn: psycopg.AsyncConnection[Any]) -> Any:
+            result = await work(conn)
+            row = await (
+                await conn.execute(
+                    "SELECT current_setting('synchronous_commit'), pg_current_xact_id_if_assigned() IS NOT NULL"
+                )
+            ).fetchone()
+            assert row is not None
+            seen.append((str(row[0]), bool(row[1])))
+            return result
+
+        return await real_run(pool, traced, idempotent=idempotent)
+
+    monkeypatch.setattr(pg_txn_log, "run_async", run)
+    log = await PostgresTxnLog.open(pg_url, "A", lease_seconds=300)
+    try:
+        with anyio.fail_after(30):
+            await log.append("s", [LogEntry("plan", {"txnId": "s"}), ev(0, "txn.begin")], forced=False)
+            await log.append("s", [], forced=True)
+            assert seen == [("off", True), ("on", True)]
+            loaded = await log.load("s")
+            assert loaded is not None and [e["seq"] for e in loaded.events] == [0]
+    finally:
+        await log.aclose()
