@@ -389,7 +389,7 @@ class CoordinatorRuntime:
         elif isinstance(cmd, SendPrepare | SendRenew | SendCommit | SendAbort | SendCompensate):
             decision = _decision_event(chain) if isinstance(cmd, SendCommit) else None
             vote = _vote_digest(chain, cmd.branch_id) if isinstance(cmd, SendCommit) else None
-            # HATP-REC-19: the head is durable (written above) before a party signs it
+            # HATP-REC-19: the head is written (above) before a party signs it; the begin's is fsynced meanwhile
             head = chain.head_at
             call = self._call(machine.plan, machine.plan_digest, cmd, children.post, decision, vote, head)
             children.spawn(log.counted(call))

@@ -40,7 +40,7 @@ class TxnWrites:
     def __init__(self, log: TxnLog, txn_id: str, first: list[LogEntry]) -> None:
         self._log = log
         self._txn_id = txn_id
-        self.deferred: list[LogEntry] = list(first)  # the plan is written with the first batch, which is forced
+        self.deferred: list[LogEntry] = list(first)  # the plan is written with the first batch (the begin)
         self.calls = 0
 
     async def write(self, entries: list[LogEntry], commands: list[Command]) -> bool:

@@ -125,7 +125,7 @@ class PostgresTxnLog:
                 if not any(p.forced for p in batch):  # HATP-STORE-9
                     await cur.execute("SET LOCAL synchronous_commit TO off")
                 elif not any(p.entries for p in batch):  # a forced append of nothing: its commit flushes the WAL
-                    await cur.execute("SELECT pg_current_xact_id()")  # only a transaction with an id writes one
+                    await cur.execute("SELECT pg_current_xact_id()")  # no id: no commit record, no flush
                 await self._fence(cur, batch)
             # pipelined: the batch's statements go out together, one round trip before the commit's
             async with conn.pipeline(), conn.cursor() as cur:
