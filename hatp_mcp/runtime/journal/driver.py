@@ -499,8 +499,10 @@ class Journal:
         journaled without one. Reads memory only: a saga being rolled back or recovered is loaded."""
         step = key.removesuffix(":undo")
         for sid, saga in self._open.items():  # (a step's key begins with its saga's id: step_key)
-            if step.startswith(f"{sid}:"):
-                return next((s.rule for s in saga.steps if s.key == step), None)
+            if step.startswith(f"{sid}:"):  # one saga's id may begin another's: look on until the step is found
+                found = next((s for s in saga.steps if s.key == step), None)
+                if found is not None:
+                    return found.rule
         return None
 
     async def recover(self) -> dict[str, SagaStatus]:

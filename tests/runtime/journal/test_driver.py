@@ -410,3 +410,19 @@ async def test_a_saga_whose_entry_was_not_made_durable_does_nothing_more_until_r
     assert [s.step_id for s in rebuilt.steps] == ["s1"] and verify_journal(
         rebuilt.record(), RING, require_closed=False
     ) == []
+
+
+@pytest.mark.anyio
+async def test_HATP_PXY_44_a_steps_rule_is_found_by_its_key_when_one_sagas_id_begins_another(clock: FakeClock) -> None:
+    """Planted: step_rule looked in the first open saga whose id its key begins with and stopped there, so a step of
+    saga `s:b` was looked for in saga `s` (its key `s:b:...` begins with `s:` too) and its undo rule was lost."""
+    shop = Shop()
+    t = shop.tools()
+    j = journal(MemoryJournalStore(), shop, clock)
+    await j.recover()
+    first = await j.begin("return-882", "s")
+    await first.add_step(t["mark_returned"], {"item": "882"}, rule={"undo": "of s"})
+    nested = await j.begin("return-882", "s:b")
+    step = await nested.add_step(t["mark_returned"], {"item": "883"}, rule={"undo": "of s:b"})
+    assert j.step_rule(step.key) == {"undo": "of s:b"} and j.step_rule(f"{step.key}:undo") == {"undo": "of s:b"}
+    assert j.step_rule("s:b:nothing:1") is None
