@@ -15,7 +15,7 @@ was actually checked, so a summary never calls a record anchored on nothing (HAT
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -27,7 +27,7 @@ from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party, ver
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import BrokenInvariant
 
-__all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest"]
+__all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest", "off_record"]
 
 # Which outside evidence can anchor: the kinds a participant signs, and the member naming the party it speaks for.
 _KINDS = {"hatp.vote": ("voter", frozenset({"participant", "gateway"})), "hatp.receipt": ("participant", None)}
@@ -131,6 +131,19 @@ def _bad_head(evidence: Mapping[str, Any]) -> str | None:
     ):
         return f"recordHead {head!r} is not {{seq: 0..{_MAX_SEQ}, digest: sha256:<64 hex>}}"
     return None
+
+
+def off_record(evidence: Mapping[str, Any], digest_at: Callable[[int], str | None]) -> str | None:
+    """HATP-REC-20 as an answer arrives, before the record holds it: why the head `evidence` was signed at is not
+    an event of the record whose digests `digest_at` gives (None past its end), or None when it is, or when the
+    evidence names no head. A head of the wrong shape is refused, never taken for no head."""
+    bad = _bad_head(evidence)
+    if bad is not None:
+        return f"HATP-REC-20: {bad}"
+    head = _head(evidence)
+    if head is None or digest_at(head[0]) == head[1]:
+        return None
+    return f"HATP-REC-20: {_describe(evidence)} was signed at head {head[0]} = {head[1]}, not an event of this record"
 
 
 def _describe(evidence: Mapping[str, Any]) -> str:

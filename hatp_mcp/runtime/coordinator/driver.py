@@ -32,6 +32,7 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.record import DECIDED_EVENT
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import Keyring, SigningKey
+from hatp_mcp.core.txn.anchors import off_record
 from hatp_mcp.core.txn.events import (
     ApproverReply,
     Arm,
@@ -118,13 +119,9 @@ def _unforked(chain: RecordChain, event: Event) -> Event:
     and sent again: the participant answers with what it signed for the lost record (HATP-PART-6)."""
     if not isinstance(event, PrepareAnswer):
         return event
-    for name, evidence in (("vote", event.vote), ("receipt", event.receipt)):
-        head = evidence.get("recordHead")
-        if not isinstance(head, dict):
-            continue  # no head, or not one: the machine's own checks refuse the evidence
-        seq, signed = head.get("seq"), head.get("digest")
-        if type(seq) is not int or chain.digest_at(seq) != signed:
-            reason = f"HATP-REC-20: its {name} was signed at head {seq} = {signed}, not an event of this record"
+    for evidence in (event.vote, event.receipt):
+        reason = off_record(evidence, chain.digest_at)
+        if reason is not None:
             return CallFailed(branch_id=event.branch_id, phase="prepare", reason=reason)
     return event
 

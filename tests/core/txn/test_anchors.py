@@ -12,7 +12,7 @@ import pytest
 from demo.trip_world import AIRLINE, World, build_world, trip_plan
 from hatp_mcp.core.signing.canonical import digest
 from hatp_mcp.core.signing.keys import SigningKey, sign_object
-from hatp_mcp.core.txn.anchors import AnchorStatus
+from hatp_mcp.core.txn.anchors import AnchorStatus, off_record
 from hatp_mcp.core.txn.record import check_record
 from hatp_mcp.runtime.clock import FakeClock
 from hatp_mcp.runtime.participant.driver import kept_evidence
@@ -243,3 +243,24 @@ async def test_HATP_REC_20_a_head_that_cannot_be_checked_is_refused_never_taken_
 def _name(party: str) -> str:
     """The trip world's key name for a participant URI (mcp://airline.example/hatp -> airline)."""
     return party.split("//")[1].split(".")[0]
+
+
+def test_HATP_REC_20_an_answer_is_off_the_record_when_its_head_is_not_one_of_its_events_or_no_head_at_all() -> None:
+    """As an answer arrives (the coordinator's driver, HATP-TXN-27): a head this record holds passes, a head of
+    another chain or past its end is refused, and so is one of the wrong shape (never taken for no head)."""
+    here = "sha256:" + "a" * 64
+    digests = {0: "sha256:" + "0" * 64, 1: here}
+    vote = {"type": "hatp.vote", "voter": AIRLINE, "branchId": "seat", "decision": "yes"}
+    assert off_record({**vote, "recordHead": {"seq": 1, "digest": here}}, digests.get) is None
+    assert off_record(vote, digests.get) is None  # no head: what the head rules say of that is not this check's
+    refused = [
+        {"seq": 1, "digest": "sha256:" + "b" * 64},  # a fork: another chain's event 1
+        {"seq": 2, "digest": here},  # past the end
+        {"seq": "1", "digest": here},  # not a head
+        {"seq": 1, "digest": here, "extra": 1},
+        {"seq": -1, "digest": here},
+        [1, here],
+    ]
+    for head in refused:
+        reason = off_record({**vote, "recordHead": head}, digests.get)
+        assert reason is not None and reason.startswith("HATP-REC-20"), head
