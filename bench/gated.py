@@ -39,7 +39,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from bench import _report as report
 from bench._cpu import children, cpu_seconds, own_cpu
 from demo.gated_server import REQUIRES, approval_gate, build
-from hatp_mcp.cli.verify_cmd import verify_ahead
+from hatp_mcp.cli.verify_cmd import checking_keyring, verify_ahead
 from hatp_mcp.core.gated_tools.checks import APPROVAL_META_KEY
 from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.signing.keys import Keyring, b64u_decode, signing_bytes
@@ -275,9 +275,10 @@ class _VerifyRate:
 
 
 def verify_rate(rounds: int = 200, threads: tuple[int, ...] = (1, 2)) -> _VerifyRate:
-    """verify_record as `hatp verify` runs it: each record against a keyring loaded for it alone (a fresh Keyring, so
-    its memo of verified signatures is empty and every signature in the record is verified), its signatures first
-    verified ahead on N threads as `--verify-threads N` does (verify_cmd.verify_ahead; N = 1: none ahead); the
+    """verify_record as `hatp verify` runs it: each record against a keyring loaded for it alone
+    (verify_cmd.checking_keyring: no memo on one thread, an empty one on more, so every signature in the record is
+    verified), its signatures first verified ahead on N threads as `--verify-threads N` does
+    (verify_cmd.verify_ahead; N = 1: none ahead); the
     thread counts take turns leading each round. Then the same records against keyrings that have already
     verified them (every signature found in the keyring's memo, none verified again): the Python work alone."""
     records: list[tuple[dict[str, Any], Keyring]] = []
@@ -298,7 +299,7 @@ def verify_rate(rounds: int = 200, threads: tuple[int, ...] = (1, 2)) -> _Verify
                 entry.key.verify(sig, message)
         alone.append((time.process_time() - cpu) / events)
         for n in threads[r % len(threads) :] + threads[: r % len(threads)]:
-            fresh = [(record, Keyring(ring.entries())) for record, ring in records]  # as a new `hatp verify` loads it
+            fresh = [(record, checking_keyring(ring, n)) for record, ring in records]  # as `hatp verify` loads it
             start, cpu = time.perf_counter(), time.process_time()
             for record, ring in fresh:
                 verify_ahead(record, ring, n, pool)

@@ -150,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         humans = _humans(args.org) if args.org else None
     except InputError as exc:
         return fail(str(exc))
+    ring = checking_keyring(ring, args.verify_threads)
     verify_ahead(record, ring, args.verify_threads)
     found = check_record(record, ring, require_closed=not args.open, humans=humans, evidence=outside)
     problems = found.problems
@@ -183,6 +184,13 @@ def run(args: argparse.Namespace) -> int:
         if anchoring is not None:
             print(f"  {anchoring.summary()}")
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def checking_keyring(ring: Keyring, threads: int) -> Keyring:
+    """The keyring a record is checked against: `ring`'s keys, remembering the signatures that verified only where
+    threads verify them ahead (the checks then meet each again); on one thread check_record meets each signature in
+    the record once, so a memo would be written and never read."""
+    return Keyring(ring.entries(), remember=threads > 1)
 
 
 def verify_ahead(record: dict[str, Any], ring: Keyring, threads: int, pool: ThreadPoolExecutor | None = None) -> int:

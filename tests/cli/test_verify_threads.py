@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hatp_mcp.cli import main
-from hatp_mcp.cli.verify_cmd import verify_ahead
+from hatp_mcp.cli.verify_cmd import checking_keyring, verify_ahead
 from hatp_mcp.core.signing.keys import Keyring, SigningKey, b64u, b64u_decode, sign_object
 from hatp_mcp.core.txn.record import check_record, signatures_ahead
 from tests.factories import signed_trip_record
@@ -51,7 +51,7 @@ def _bend(record: dict[str, Any], k: int, how: str) -> None:
 
 
 def _checked(record: dict[str, Any], threads: int) -> Any:
-    ring = Keyring(_RING.entries())  # as a new `hatp verify` loads it: nothing in its memo
+    ring = checking_keyring(_RING, threads)  # as `hatp verify` loads it: no memo on one thread, an empty one on more
     verify_ahead(record, ring, threads, _POOL if threads > 1 else None)
     return check_record(record, ring)
 

@@ -34,6 +34,7 @@ __all__ = [
     "b64u",
     "b64u_decode",
     "check_party",
+    "check_role",
     "sign_object",
     "signing_bytes",
     "verify_object",
@@ -194,9 +195,12 @@ class Keyring:
 
     remembers = _REMEMBERED  # how many verified triples the memo holds (older ones are verified again)
 
-    def __init__(self, entries: Iterable[PublicKeyEntry] = ()) -> None:
+    def __init__(self, entries: Iterable[PublicKeyEntry] = (), *, remember: bool = True) -> None:
+        """`remember`: keep a memo of the signatures that verified (see `check_signature`); off where no signature
+        is checked twice (`hatp verify` on one thread), since a memo nothing reads only costs its digests."""
         self._by_kid: dict[str, PublicKeyEntry] = {}
         self._verified: dict[bytes, None] = {}  # digests of triples that verified, oldest first
+        self.remember = remember
         for e in entries:
             self.add(e)
 
@@ -206,6 +210,9 @@ class Keyring:
         A triple that verified before is not verified again: the coordinator checks each piece of evidence when
         it arrives and once more, with the rest of the record, before it closes it (HATP-REC-17). The memo holds
         the SHA-256 of the exact key, signature and message bytes, so only that same triple is ever skipped."""
+        if not self.remember:
+            entry.key.verify(sig, message)
+            return
         memo = hashlib.sha256(entry.raw() + len(sig).to_bytes(4, "big") + sig + message).digest()
         if memo in self._verified:
             return
@@ -377,11 +384,20 @@ def _verify(obj: Mapping[str, Any], keyring: Keyring, role: str | None, path: st
             f"signature by {entry.kid!r} does not match the object's bytes: it was altered or forged",
             path=f"{spath}.sig",
         ) from exc
-    if role is not None and role not in entry.roles:
+    if role is not None:
+        check_role(entry, role, path)
+    return entry.kid
+
+
+def check_role(entry: PublicKeyEntry, role: str, path: str = "$") -> None:
+    """HATP-SIG-5: `entry`'s key may sign as `role`; `path` is the signed object's. The last of verify_object's
+    checks, for a caller that verified the signature itself earlier in the same check.
+
+    Raises SignatureError HATP-SIG-5."""
+    if role not in entry.roles:
         raise SignatureError(
             "HATP-SIG-5",
             f"key {entry.kid!r} may sign as {list(entry.roles) or 'nothing'}, not as {role!r}",
-            path=f"{spath}.kid",
+            path=f"{path}.signature.kid",
             fix=f"sign with a key whose keyring entry lists the role {role!r}",
         )
-    return entry.kid

@@ -25,7 +25,7 @@ from hatp_mcp.core.model.evidence import Approval, Receipt, Vote
 from hatp_mcp.core.model.plan import Branch, Plan
 from hatp_mcp.core.model.when import when_words
 from hatp_mcp.core.model.wire import error_path
-from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party
+from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party, check_role
 from hatp_mcp.core.signing.models import verify_raw
 from hatp_mcp.errors import BrokenInvariant, HatpError
 
@@ -59,9 +59,18 @@ def _same(rule: str, what: str, field: str, got: object, want: object) -> None:
         )
 
 
-def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what: str) -> str:
+def _verify(raw: Mapping[str, Any], keyring: Keyring, role: str, rule: str, what: str, signer: str | None) -> str:
+    """The signature over `raw` holds and its key may sign as `role`; returns the kid. `signer`: the kid whose
+    signature over this very object the caller verified earlier in the same check (a record's checker verifies each
+    piece of evidence once, on its chain pass, and tells `justify`), so only the role is left to check."""
+    entry = None if signer is None else keyring.get(signer)
+    if signer is not None and entry is None:
+        raise BrokenInvariant(f"the signature by {signer} was verified and the keyring no longer has its key")
     try:
-        return verify_raw(raw, keyring, role, what)
+        if entry is None:
+            return verify_raw(raw, keyring, role, what)
+        check_role(entry, role, what)
+        return entry.kid
     except HatpError as exc:
         raise HatpError(rule, f"{what}: {exc.rule}: {exc.reason}", path=exc.path, code="BAD_SIGNATURE") from exc
 
@@ -82,10 +91,13 @@ def _signed_by_participant(kid: str, keyring: Keyring, branch: Branch, what: str
         ) from exc
 
 
-def check_branch_vote(plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring) -> Vote:
+def check_branch_vote(
+    plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring, signer: str | None = None
+) -> Vote:
     """Raises HatpError HATP-TXN-2 unless the vote is the branch participant's, signed by a key bound to that
-    participant, about this plan."""
-    _signed_by_participant(_verify(raw, keyring, "participant", "HATP-TXN-2", "vote"), keyring, branch, "vote")
+    participant, about this plan. `signer`: see `_verify`."""
+    kid = _verify(raw, keyring, "participant", "HATP-TXN-2", "vote", signer)
+    _signed_by_participant(kid, keyring, branch, "vote")
     vote: Vote = _parse(Vote, raw, "HATP-TXN-2", "vote")
     _same("HATP-TXN-2", "vote", "txnId", vote.txn_id, plan.txn_id)
     _same("HATP-TXN-2", "vote", "planDigest", vote.plan_digest, plan_digest)
@@ -95,11 +107,17 @@ def check_branch_vote(plan: Plan, plan_digest: str, branch: Branch, raw: Mapping
 
 
 def check_branch_receipt(
-    plan: Plan, plan_digest: str, branch: Branch, raw: Mapping[str, Any], keyring: Keyring, phases: set[str]
+    plan: Plan,
+    plan_digest: str,
+    branch: Branch,
+    raw: Mapping[str, Any],
+    keyring: Keyring,
+    phases: set[str],
+    signer: str | None = None,
 ) -> Receipt:
     """Raises HatpError HATP-TXN-2 unless the receipt is the participant's, signed by a key bound to that
-    participant, about this branch and phase."""
-    kid = _verify(raw, keyring, "participant", "HATP-TXN-2", "receipt")
+    participant, about this branch and phase. `signer`: see `_verify`."""
+    kid = _verify(raw, keyring, "participant", "HATP-TXN-2", "receipt", signer)
     _signed_by_participant(kid, keyring, branch, "receipt")
     receipt: Receipt = _parse(Receipt, raw, "HATP-TXN-2", "receipt")
     _same("HATP-TXN-2", "receipt", "txnId", receipt.txn_id, plan.txn_id)
@@ -146,6 +164,7 @@ def check_approver_answer(
     keyring: Keyring,
     now: datetime | None = None,
     humans: HumanKeys | None = None,
+    signers: tuple[str | None, str | None] = (None, None),
 ) -> tuple[Vote, Approval | None]:
     """Raises HatpError HATP-TXN-3 unless the gateway's vote (and approval) may count, HATP-TXN-19 when `humans`
     (the keys on the organisation's cards) is given and a human decision lacks its person's valid proof.
@@ -153,9 +172,10 @@ def check_approver_answer(
     Both signed by a gateway-role key, both naming this txnId and plan digest; pending names its deadline; yes
     comes with an Approval that approves, has not expired at `now`, whose quorum is met by distinct approvers,
     and whose routing record's authority check ran (`checked.status == "checked"`) whenever the plan moves money.
+    `signers`: the vote's and the approval's, see `_verify`.
     """
     rule = "HATP-TXN-3"
-    vote_kid = _verify(vote_raw, keyring, "gateway", rule, "vote")
+    vote_kid = _verify(vote_raw, keyring, "gateway", rule, "vote", signers[0])
     vote: Vote = _parse(Vote, vote_raw, rule, "vote")
     _signed_by_gateway(vote_kid, keyring, vote.voter, "vote")
     _same(rule, "vote", "txnId", vote.txn_id, plan.txn_id)
@@ -167,7 +187,7 @@ def check_approver_answer(
         raise HatpError(rule, "a yes vote without its Approval is not an approval", path="approval", code="NO_APPROVAL")
     if approval_raw is None:
         return vote, None
-    approval_kid = _verify(approval_raw, keyring, "gateway", rule, "approval")
+    approval_kid = _verify(approval_raw, keyring, "gateway", rule, "approval", signers[1])
     approval: Approval = _parse(Approval, approval_raw, rule, "approval")
     _signed_by_gateway(approval_kid, keyring, approval.gateway, "approval")
     _same(rule, "approval", "txnId", approval.txn_id, plan.txn_id)

@@ -69,6 +69,7 @@ class _Ev:
     evidence: Mapping[str, Any]
     kind: str | None  # the evidence's `type`
     about: str | None  # the branch or requirement the signed evidence names (never the coordinator-written body)
+    signer: str | None  # the kid whose signature over the evidence the caller verified in this check (`justify`)
 
 
 def _kind(evidence: Mapping[str, Any]) -> str | None:
@@ -115,14 +116,13 @@ class _Check:
     def receipt_ok(self, b: Branch, e: _Ev, phase: str) -> bool:
         """The receipt is the branch participant's, for `phase`, outcome ok (HATP-TXN-2)."""
         try:
-            return (
-                check_branch_receipt(self.plan, self.plan_digest, b, e.evidence, self.keyring, {phase}).outcome == "ok"
-            )
+            receipt = check_branch_receipt(self.plan, self.plan_digest, b, e.evidence, self.keyring, {phase}, e.signer)
+            return receipt.outcome == "ok"
         except HatpError:
             return False
 
 
-def _events(events: Sequence[Any]) -> list[_Ev]:
+def _events(events: Sequence[Any], verified: Mapping[int, str]) -> list[_Ev]:
     out = []
     times: dict[str, datetime | None] = {}  # the events of one batch share their `at`: parsed once
     # `type(x) is dict` first: a plain dict is a Mapping, and the ABC check costs more than the test
@@ -145,7 +145,7 @@ def _events(events: Sequence[Any]) -> list[_Ev]:
         held = evidence if type(evidence) is dict or isinstance(evidence, Mapping) else {}
         said = body if type(body) is dict or isinstance(body, Mapping) else {}
         kind = _kind(held)
-        out.append(_Ev(i, str(raw.get("event")), at, said, held, kind, _about(held, kind)))
+        out.append(_Ev(i, str(raw.get("event")), at, said, held, kind, _about(held, kind), verified.get(i)))
     return out
 
 
@@ -158,14 +158,18 @@ def justify(
     humans: HumanKeys | None = None,
     *,
     close_index: int | None = None,
+    verified: Mapping[int, str] | None = None,
 ) -> Justification:
     """Check that `events` (a record's events, its `record.closed` excluded or ignored) justify `outcome`.
 
     `close_index`: the index of the `record.closed` event (default: just after the last event), where problems
     about the outcome as a whole are reported. `humans`: the keys on the organisation's cards; with them an
-    approval counts only when its decisions are proven by their people (HATP-TXN-19). Never raises."""
+    approval counts only when its decisions are proven by their people (HATP-TXN-19). `verified`: event index ->
+    the kid whose signature over that event's evidence the caller has verified in the same check, as it stands in
+    `events` (check_record's chain pass verifies every piece of evidence): those are not verified again, their
+    roles and parties still checked here. Never raises."""
     where = len(events) if close_index is None else close_index
-    c = _Check(plan, plan_digest, keyring, humans, _events(events))
+    c = _Check(plan, plan_digest, keyring, humans, _events(events, verified or {}))
     if outcome not in OUTCOMES:
         c.fail(where, "HATP-REC-10", f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
         return Justification(str(outcome), tuple(c.problems), ())
@@ -220,7 +224,7 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
             c.fail(d.i, "HATP-REC-11", f"commit was decided without a vote of {bid}'s participant before it")
             continue
         try:
-            vote = check_branch_vote(plan, c.plan_digest, b, votes[-1].evidence, c.keyring)
+            vote = check_branch_vote(plan, c.plan_digest, b, votes[-1].evidence, c.keyring, votes[-1].signer)
         except HatpError as exc:
             c.fail(d.i, "HATP-REC-11", f"{bid}'s vote at event {votes[-1].i} does not count: {exc.rule}: {exc.reason}")
             continue
@@ -232,7 +236,8 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
             c.fail(d.i, "HATP-REC-11", f"commit was decided without {bid}'s prepare receipt before it")
             continue
         try:
-            receipt = check_branch_receipt(plan, c.plan_digest, b, receipts[-1].evidence, c.keyring, {"prepare"})
+            last = receipts[-1]
+            receipt = check_branch_receipt(plan, c.plan_digest, b, last.evidence, c.keyring, {"prepare"}, last.signer)
         except HatpError as exc:
             c.fail(
                 d.i, "HATP-REC-11", f"{bid}'s prepare receipt at event {receipts[-1].i} does not count: {exc.reason}"
@@ -273,6 +278,7 @@ def _commit_justified(c: _Check, d: _Ev) -> None:
                 c.keyring,
                 d.at,
                 c.humans,
+                (votes[-1].signer, approvals[-1].signer if approvals else None),
             )
         except HatpError as exc:
             c.fail(d.i, "HATP-REC-11", f"the approval of {r.id!r} does not meet it: {exc.rule}: {exc.reason}")
@@ -416,15 +422,17 @@ def _ground(c: _Check, e: _Ev, d: _Ev, branches: Mapping[str, Branch], requireme
         code = e.evidence.get("code")
         if about in branches:
             try:
-                check_branch_vote(c.plan, c.plan_digest, branches[about], e.evidence, c.keyring)
+                check_branch_vote(c.plan, c.plan_digest, branches[about], e.evidence, c.keyring, e.signer)
             except HatpError:
                 return []
             return [f"{about} voted no{f' ({code})' if code else ''}, signed by {e.evidence.get('voter')}"]
         if about in requirements:
             try:
                 approval = c.signed("hatp.approval", about, hi=d.i)
-                raw = approval[-1].evidence if approval else None
-                check_approver_answer(c.plan, c.plan_digest, about, e.evidence, raw, c.keyring, None, c.humans)
+                raw, signer = (approval[-1].evidence, approval[-1].signer) if approval else (None, None)
+                check_approver_answer(
+                    c.plan, c.plan_digest, about, e.evidence, raw, c.keyring, None, c.humans, (e.signer, signer)
+                )
             except HatpError:
                 return []
             return [f"the approver of {about} said no, signed by {e.evidence.get('voter')}"]
@@ -435,7 +443,9 @@ def _ground(c: _Check, e: _Ev, d: _Ev, branches: Mapping[str, Branch], requireme
         phase = e.evidence.get("phase")
         if e.evidence.get("outcome") == "refused" and phase in ("prepare", "quote", "commit"):
             try:
-                check_branch_receipt(c.plan, c.plan_digest, branches[about], e.evidence, c.keyring, {str(phase)})
+                check_branch_receipt(
+                    c.plan, c.plan_digest, branches[about], e.evidence, c.keyring, {str(phase)}, e.signer
+                )
             except HatpError:
                 return []
             code = e.evidence.get("code")

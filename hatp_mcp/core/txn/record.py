@@ -337,6 +337,7 @@ def _check_record(
     prev: str | None = None
     last_at = None
     human_decisions = 0
+    verified: dict[int, str] = {}  # event index -> the kid whose signature over its evidence verified here
     for i, raw in enumerate(events):
         if not isinstance(raw, dict):
             problems.append(Problem(i, "HATP-OBJ-3", "event is not a JSON object"))
@@ -398,7 +399,10 @@ def _check_record(
         except SignatureError as exc:
             problems.append(Problem(i, exc.rule, exc.reason))
         if ev.evidence is not None:
-            problems.extend(_check_evidence(i, ev.evidence, keyring, plan.txn_id, actual))
+            refused, kid = _check_evidence(i, raw["evidence"], keyring, plan.txn_id, actual)
+            problems.extend(refused)
+            if kid is not None:
+                verified[i] = kid
             if ev.evidence.get("type") == "hatp.approval":
                 decisions = ev.evidence.get("decisions")
                 human_decisions += len(decisions) if isinstance(decisions, list) else 0
@@ -429,7 +433,7 @@ def _check_record(
     if not (isinstance(last, dict) and last.get("event") == CLOSE_EVENT and isinstance(last.get("body"), dict)):
         return None, (), human_decisions  # open: there is no outcome to justify yet
     outcome = last["body"].get("outcome")
-    found = justify(plan, actual, events[:-1], outcome, keyring, humans, close_index=len(events) - 1)
+    found = justify(plan, actual, events[:-1], outcome, keyring, humans, close_index=len(events) - 1, verified=verified)
     problems.extend(found.problems)
     return str(outcome), found.grounds, human_decisions
 
@@ -440,12 +444,13 @@ def _no_canonical_form(exc: CanonicalError) -> str:
 
 def _check_evidence(
     i: int, evidence: Mapping[str, Any], keyring: Keyring, txn_id: str, plan_digest: str
-) -> list[Problem]:
+) -> tuple[list[Problem], str | None]:
+    """The problems of event `i`'s evidence, and the kid whose signature over it verified (None: it did not)."""
     out: list[Problem] = []
     kind = evidence.get("type")
     roles = EVIDENCE_ROLES.get(kind) if isinstance(kind, str) else None
     if roles is None:
-        return [Problem(i, "HATP-REC-8", f"evidence of unknown type {kind!r}")]
+        return [Problem(i, "HATP-REC-8", f"evidence of unknown type {kind!r}")], None
     if evidence.get("planDigest") != plan_digest:
         out.append(
             Problem(
@@ -459,7 +464,7 @@ def _check_evidence(
     try:
         kid = verify_object(evidence, keyring, None, f"events[{i}].evidence")
     except SignatureError as exc:
-        return [*out, Problem(i, exc.rule, f"evidence: {exc.reason}")]
+        return [*out, Problem(i, exc.rule, f"evidence: {exc.reason}")], None
     entry = keyring.get(kid)
     if entry is not None and not roles.intersection(entry.roles):
         out.append(
@@ -477,7 +482,7 @@ def _check_evidence(
             out.append(
                 Problem(i, exc.rule, f"evidence: the {kind} names {field} {evidence.get(field)!r}: {exc.reason}")
             )
-    return out
+    return out, kid
 
 
 def _check_human_proofs(i: int, evidence: Mapping[str, Any], humans: HumanKeys) -> list[Problem]:

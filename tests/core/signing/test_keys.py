@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from cryptography.exceptions import InvalidSignature
 
 from hatp_mcp.core.signing.keys import (
     Keyring,
@@ -195,6 +196,29 @@ def test_a_signature_verified_once_is_remembered_only_for_its_exact_bytes_HATP_S
     ring2.add_signer(other)
     with pytest.raises(SignatureError):
         verify_object(signed, ring2)
+
+
+def test_a_keyring_that_does_not_remember_verifies_every_time_and_keeps_nothing_HATP_SIG_4() -> None:
+    """`hatp verify` on one thread meets each signature once: its keyring keeps no memo, so each check verifies."""
+    from hatp_mcp.cli.verify_cmd import checking_keyring
+    from hatp_mcp.core.signing.keys import Keyring, SigningKey, b64u_decode
+
+    key = SigningKey.generate(["participant"], kid="p-1")
+    remembering = Keyring()
+    remembering.add_signer(key)
+    ring = checking_keyring(remembering, 1)
+    assert not ring.remember and checking_keyring(remembering, 2).remember
+    assert ring.entries() == remembering.entries()
+    entry = ring.entries()[0]
+    message = b"a vote"
+    sig = b64u_decode(key.sign(message))
+    for _ in range(2):
+        ring.check_signature(entry, sig, message)
+        with pytest.raises(InvalidSignature):
+            ring.check_signature(entry, sig, message + b"!")
+    assert ring._verified == {}  # nothing written that nothing would read
+    remembering.check_signature(entry, sig, message)
+    assert len(remembering._verified) == 1
 
 
 def _full_memo_of_two(

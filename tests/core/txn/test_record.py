@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from hatp_mcp.core.model import Plan
 from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
-from hatp_mcp.core.txn.record import Problem, RecordChain, verify_record
+from hatp_mcp.core.txn.record import Problem, RecordChain, signatures_ahead, verify_record
 from tests.factories import signed_trip_record, trip_plan_json
 
 
@@ -106,6 +106,47 @@ def test_events_after_the_close_or_a_wrong_count_are_refused_HATP_REC_6(made: An
     close["body"]["eventCount"] = 3
     record["events"][-1] = sign_object(close, keys["coordinator"])
     assert (16, "HATP-REC-6") in rules(verify_record(record, ring))
+
+
+class _CountingKeyring(Keyring):
+    """A keyring that counts the signatures handed to it for checking (memo hits included)."""
+
+    checked = 0
+
+    def check_signature(self, entry: PublicKeyEntry, sig: bytes, message: bytes) -> None:
+        self.checked += 1
+        super().check_signature(entry, sig, message)
+
+
+@pytest.mark.parametrize("outcome", ["COMMITTED", "ABORTED"])
+def test_each_signature_in_a_record_is_checked_once(outcome: str) -> None:
+    """The chain pass verifies every piece of evidence, and the outcome's checks (HATP-REC-11..16) are told which
+    signatures it verified instead of checking them again: `hatp verify` checks each signature in the record once."""
+    record, ring, _ = signed_trip_record(outcome=outcome)
+    counting = _CountingKeyring(ring.entries())
+    problems = verify_record(record, counting)
+    assert outcome == "ABORTED" or problems == []
+    assert counting.checked == len(signatures_ahead(record, ring)) == 31
+
+
+def test_a_vote_whose_signature_verified_on_the_chain_pass_still_needs_the_participant_role_HATP_SIG_5(
+    made: Any,
+) -> None:
+    """The outcome's checks take the chain pass's word that a signature verified, never that its key may sign as
+    what the outcome needs: the airline's vote, re-signed by a key bound to the airline that may sign only as a
+    gateway, passes the chain pass (a vote may be a gateway's) and does not count as the seat's vote."""
+    record, ring, keys = made
+    impostor = SigningKey.generate(["gateway"], kid="airline-as-gateway")
+    ring.add_signer(impostor, "mcp://airline.example/hatp")
+    vote = record["events"][1]
+    assert vote["evidence"]["type"] == "hatp.vote" and vote["evidence"]["branchId"] == "seat"
+    vote["evidence"] = sign_object(vote["evidence"], impostor)
+    record["events"][1] = sign_object(vote, keys["coordinator"])
+    problems = verify_record(record, ring)
+    assert not [p for p in problems if p.index == 1]  # the chain pass: signature, vote roles and party all hold
+    (refused,) = [p for p in problems if p.rule == "HATP-REC-11"]
+    assert refused.index == 11 and "seat's vote at event 1 does not count" in refused.reason
+    assert "HATP-SIG-5" in refused.reason and "not as 'participant'" in refused.reason
 
 
 def test_the_first_event_must_be_the_begin_HATP_REC_7() -> None:
