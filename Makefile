@@ -70,8 +70,9 @@ $(AXE_STAMP): $(AXE)/package.json $(AXE)/package-lock.json
 	cd $(AXE) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The saga reader and rules are compiled (setup.py): an edit to them builds them again, else the old build would run
-COMPILED := hatp_mcp/core/validate/saga_view.py hatp_mcp/core/validate/saga_rules.py
+# The modules setup.py compiles with mypyc, as its COMPILED lists them (the saga reader and rules, canonical JSON; a
+# test holds the two lists equal): an edit to one builds them again, else the old build would run
+COMPILED := hatp_mcp/core/validate/saga_view.py hatp_mcp/core/validate/saga_rules.py hatp_mcp/core/signing/canonical.py
 
 $(STAMP): pyproject.toml setup.py $(COMPILED)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -4,7 +4,7 @@ A figure on its own says little where neighbours load the cores and the disk: th
 - CPU time beside wall time (`measure`, `interleaved`): process CPU, and the main thread's where other threads
   (the durable log's worker) would hide in it;
 - the spread over interleaved rounds (`Spread`): median and range, printed to the digits the range allows;
-- the load average at a bench's start and end, and the saga validator's build (compiled or Python);
+- the load average at a bench's start and end, and the build of the modules setup.py compiles (mypyc or Python);
 - the disk's fsync cost measured in the same run, in the directory the bench writes to (`fsync_cost`);
 - every goal of the project in one table (`GOALS`), each with the floor it is held against: the figure no
   implementation can beat on this machine in this run. A goal beyond its floor cannot be met by any work on the
@@ -16,6 +16,7 @@ non-zero when a goal sits beyond its floor. `QUICK` asks the benches for a few r
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import statistics
@@ -24,7 +25,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from importlib.machinery import ExtensionFileLoader
 from pathlib import Path
 
 from bench._cpu import main_thread_cpu
@@ -194,14 +194,17 @@ def _show_load(avg: tuple[float, float, float]) -> str:
 
 
 def build() -> str:
-    """Which build of the saga validator's reader and rules this process runs: mypyc-compiled, or their Python
-    source (setup.py's fallback where no C compiler was there, or a tree never built)."""
-    from hatp_mcp.core.validate import saga_rules, saga_view
+    """Which build of the modules setup.py compiles with mypyc this process runs, by the tests' own check
+    (tests/compiled.py): `compiled (mypyc): saga_view saga_rules canonical` where all are compiled from their
+    current source; else each kind named, `Python:` for the source (setup.py's fallback where no C compiler was
+    there, or a tree never built), `older than the source:` for a build an edit has passed."""
+    from tests.compiled import build_state, compiled_modules
 
-    loaders = [isinstance(m.__loader__, ExtensionFileLoader) for m in (saga_view, saga_rules)]
-    if all(loaders):
-        return "compiled (mypyc)"
-    return "pure Python" if not any(loaders) else "mixed (one module compiled)"
+    kinds: dict[str, list[str]] = {"compiled (mypyc)": [], "Python": [], "older than the source": []}
+    names = {"compiled": "compiled (mypyc)", "Python": "Python", "stale": "older than the source"}
+    for name in compiled_modules():
+        kinds[names[build_state(importlib.import_module(name))]].append(name.rpartition(".")[2])
+    return "; ".join(f"{kind}: {' '.join(leaves)}" for kind, leaves in kinds.items() if leaves)
 
 
 def fsync_cost(directory: str | Path | None = None, n: int = 20) -> Spread:
@@ -233,10 +236,10 @@ class Started:
 
 
 def header(name: str, directory: str | Path | None = None) -> Started:
-    """Print the load average, the saga validator's build and the fsync cost in `directory` at a bench's start;
-    the fsync cost is kept for the floors that include durable writes."""
+    """Print the load average, the build of the compiled modules and the fsync cost in `directory` at a bench's
+    start; the fsync cost is kept for the floors that include durable writes."""
     fsync = fsync_cost(directory)
-    print(f"  [{name}] load {_show_load(load())} at start, saga validator {build()}, fsync {fsync.show(1e3, 'ms')}")
+    print(f"  [{name}] load {_show_load(load())} at start, {build()}, fsync {fsync.show(1e3, 'ms')}")
     return Started(name, time.perf_counter(), time.process_time(), fsync)
 
 

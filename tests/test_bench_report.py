@@ -6,12 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from bench import _report as report
 from bench import run
 from bench._report import GOALS, Direction, Goal, Row, Spread, Verdict, verdict
+from tests.compiled import compiled_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 AT_MOST = Goal("bench.x", "x / bare", Direction.AT_MOST, 1.5, "x", "the bare calls plus the fsyncs", "test")
@@ -91,6 +93,18 @@ def test_the_fsync_cost_is_measured_in_the_directory_given(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_build_names_every_module_setup_py_compiles_by_the_tests_own_check() -> None:
+    leaves = [name.rpartition(".")[2] for name in compiled_modules()]
+    assert "canonical" in leaves and "saga_rules" in leaves
+    states = {"saga_view": "compiled", "saga_rules": "Python", "canonical": "stale"}
+    with mock.patch("tests.compiled.build_state", lambda m: states.get(m.__name__.rpartition(".")[2], "compiled")):
+        mixed = report.build()
+    assert mixed.startswith("compiled (mypyc): saga_view") and "; Python: saga_rules" in mixed
+    assert "; older than the source: canonical" in mixed
+    with mock.patch("tests.compiled.build_state", lambda m: "compiled"):
+        assert report.build() == "compiled (mypyc): " + " ".join(leaves)
+
+
 def test_bench_run_quick_on_validate_exits_0_and_prints_the_table() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick", "--only", "validate"],
@@ -101,7 +115,7 @@ def test_bench_run_quick_on_validate_exits_0_and_prints_the_table() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "saga validator compiled (mypyc)" in done.stdout or "saga validator pure Python" in done.stdout
+    assert f"at start, {report.build()}, fsync" in done.stdout
     assert "fsync" in done.stdout and "at end" in done.stdout
     table = done.stdout.split("== goals")[1]
     assert "bench.validate" in table and "full plans/s by CPU" in table

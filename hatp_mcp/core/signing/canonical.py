@@ -12,7 +12,9 @@ Two paths produce the same bytes:
   domain (it raises naming the JSON path of the first bad node): keys sorted by UTF-16 code units, numbers in
   ECMAScript form.
 
-This module does no IO.
+This module does no IO. It is compiled with mypyc where a C compiler is there (setup.py: the type walk is a Python
+loop over every value, on the path of every digest and signature), and runs as this same file elsewhere. Annotations
+are enforced when compiled: a value not checked yet stays `Any`.
 """
 
 from __future__ import annotations
@@ -45,14 +47,18 @@ MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 254
 _OPT = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _NON_BMP = re.compile(rb"[\xf0-\xf4]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# written with chr(): mypyc refuses a surrogate code point in a string literal (the module is compiled, setup.py)
+_SURROGATE = re.compile(f"[{chr(0xD800)}-{chr(0xDFFF)}]")
 
 
-class CanonicalError(HatpError):
+# Compiled (setup.py), it stays a regular Python class, as it is here: `metaclass=type` (every class's, no change as
+# Python) tells mypyc so, else a native class would pickle without its rule and path. `self` is typed as the base
+# since mypyc checks a typed `self` by exact class, which would refuse a subclass's instance.
+class CanonicalError(HatpError, metaclass=type):  # noqa: UP050 (redundant to Python, not to mypyc)
     """A value outside the canonical domain (rule HATP-CANON-2)."""
 
-    def __init__(self, reason: str, path: str = "", fix: str = "") -> None:
-        super().__init__("HATP-CANON-2", reason, path=path, fix=fix)
+    def __init__(self: HatpError, reason: str, path: str = "", fix: str = "") -> None:
+        HatpError.__init__(self, "HATP-CANON-2", reason, path=path, fix=fix)
 
 
 def canonical(obj: Any, *, allow_floats: bool = False) -> bytes:
@@ -289,8 +295,10 @@ def _exact(obj: Any, out: list[str], path: str, allow_floats: bool, depth: int) 
         raise CanonicalError(f"a {t.__name__} is not a JSON value", path, "convert it to a JSON type first")
 
 
-def es6_number(x: float, path: str = "$") -> str:
+def es6_number(x: Any, path: str = "$") -> str:
     """Serialize a finite float as ECMAScript's Number.prototype.toString does (RFC 8785 section 3.2.2.3)."""
+    # `x` is Any, not float: compiled (setup.py), a float parameter turns an int into a float (2**53 + 1 would print
+    # as 2**53), where Python prints the int's own digits; the callers here pass floats only
     if math.isnan(x) or math.isinf(x):
         raise CanonicalError(f"{x!r} has no JSON form", path, "send a finite number")
     if x == 0:

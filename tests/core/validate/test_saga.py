@@ -21,6 +21,7 @@ from hatp_mcp.core.validate import saga as saga_mod
 from hatp_mcp.core.validate import saga_view
 from hatp_mcp.core.validate.saga import SagaPlan, SagaView, step_key_hash, validate_saga
 from hatp_mcp.core.validate.violation import Violation
+from tests.compiled import nodes
 from tests.core.validate.saga_oracle import oracle_validate_saga
 from tests.core.validate.test_validator import NOW
 
@@ -338,19 +339,6 @@ _PYTHON_NAMES = {
 }
 
 
-def _nodes(doc: Any) -> list[tuple[Any, Any]]:
-    """Every (container, key or index) in a JSON document."""
-    out: list[tuple[Any, Any]] = []
-    todo = [doc]
-    while todo:
-        node = todo.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for k, v in items:
-            out.append((node, k))
-            todo.append(v)
-    return out
-
-
 @st.composite
 def schema_valid_sagas(draw: st.DrawFn) -> dict[str, Any]:
     """Sagas that match the schema, with any classes, windows, durations, spends and keys (rules broken or not)."""
@@ -397,8 +385,7 @@ def schema_valid_sagas(draw: st.DrawFn) -> dict[str, Any]:
 def near_valid_sagas(draw: st.DrawFn) -> dict[str, Any]:
     doc = copy.deepcopy(draw(st.sampled_from(FIXTURE_PLANS) | schema_valid_sagas()))
     for _ in range(draw(st.integers(0, 3))):
-        nodes = _nodes(doc)
-        container, key = draw(st.sampled_from(nodes))
+        container, key = draw(st.sampled_from(nodes(doc)))
         op = draw(st.sampled_from(["replace", "replace", "delete", "add", "rename", "rekey", "copy-id", "dup-step"]))
         if op == "rename" and isinstance(container, dict) and key in _PYTHON_NAMES:
             container[_PYTHON_NAMES[key]] = container.pop(key)
