@@ -193,14 +193,13 @@ _REMEMBERED = 4096  # verified (key, signature, message) triples a keyring keeps
 class Keyring:
     """kid -> public key and the roles it may sign for. Loaded from a JWKS: ``{"keys": [jwk, ...]}``."""
 
-    remembers = _REMEMBERED  # how many verified triples the memo holds (older ones are verified again)
-
     def __init__(self, entries: Iterable[PublicKeyEntry] = (), *, remember: bool = True) -> None:
         """`remember`: keep a memo of the signatures that verified (see `check_signature`); off where no signature
         is checked twice (`hatp verify` on one thread), since a memo nothing reads only costs its digests."""
         self._by_kid: dict[str, PublicKeyEntry] = {}
         self._verified: dict[bytes, None] = {}  # digests of triples that verified, oldest first
-        self.remember = remember
+        # how many verified triples the memo holds (older ones are verified again); 0: it keeps none
+        self.remembers = _REMEMBERED if remember else 0
         for e in entries:
             self.add(e)
 
@@ -210,7 +209,7 @@ class Keyring:
         A triple that verified before is not verified again: the coordinator checks each piece of evidence when
         it arrives and once more, with the rest of the record, before it closes it (HATP-REC-17). The memo holds
         the SHA-256 of the exact key, signature and message bytes, so only that same triple is ever skipped."""
-        if not self.remember:
+        if not self.remembers:
             entry.key.verify(sig, message)
             return
         memo = hashlib.sha256(entry.raw() + len(sig).to_bytes(4, "big") + sig + message).digest()

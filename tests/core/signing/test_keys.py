@@ -207,7 +207,7 @@ def test_a_keyring_that_does_not_remember_verifies_every_time_and_keeps_nothing_
     remembering = Keyring()
     remembering.add_signer(key)
     ring = checking_keyring(remembering, 1)
-    assert not ring.remember and checking_keyring(remembering, 2).remember
+    assert not ring.remembers and checking_keyring(remembering, 2).remembers
     assert ring.entries() == remembering.entries()
     entry = ring.entries()[0]
     message = b"a vote"
