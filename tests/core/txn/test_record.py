@@ -149,6 +149,26 @@ def test_a_vote_whose_signature_verified_on_the_chain_pass_still_needs_the_parti
     assert "HATP-SIG-5" in refused.reason and "not as 'participant'" in refused.reason
 
 
+def test_a_vote_whose_signature_fails_on_the_chain_pass_is_not_counted_by_the_outcome_HATP_REC_11(
+    made: Any,
+) -> None:
+    """The attack on the hand-over: a forged vote (its signature bent) is never passed on as verified, so the
+    outcome's checks verify it themselves and refuse it; the commit stands unjustified. Checking changes nothing."""
+    record, ring, keys = made
+    vote = record["events"][1]
+    sig = vote["evidence"]["signature"]["sig"]
+    bent = _ALPHABET[_ALPHABET.index(sig[0]) ^ 1] + sig[1:]
+    vote["evidence"] = {**vote["evidence"], "signature": {**vote["evidence"]["signature"], "sig": bent}}
+    record["events"][1] = sign_object(vote, keys["coordinator"])
+    kept = copy.deepcopy(record)
+    problems = verify_record(record, ring)
+    assert (1, "HATP-SIG-4") in rules(problems)
+    (refused,) = [p for p in problems if p.rule == "HATP-REC-11"]
+    assert refused.index == 11 and "seat's vote at event 1 does not count" in refused.reason
+    assert "HATP-SIG-4" in refused.reason
+    assert record == kept
+
+
 def test_the_first_event_must_be_the_begin_HATP_REC_7() -> None:
     plan = Plan.model_validate(trip_plan_json())
     key = SigningKey.generate(["coordinator"])
