@@ -351,6 +351,16 @@ GOALS: dict[str, Goal] = {
         "#38",
         of_floor=True,
     ),
+    "cli_verify": Goal(
+        "bench.cli",
+        "hatp verify RECORD --keys FILE, wall (ms)",
+        Direction.AT_MOST,
+        1.5,
+        "x",
+        "importing the modules verification needs, in a fresh interpreter, same run",
+        "#38",
+        of_floor=True,
+    ),
     "full_plans": Goal(
         "bench.validate",
         "full plans/s by CPU (parse + every HATP-VAL rule)",

@@ -17,7 +17,7 @@ from typing import Any
 import rfc8785
 
 from bench import _report as report
-from hatp_mcp.core.model import Plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing import canonical as canonical_module
 from hatp_mcp.core.signing.canonical import canonical, canonical_exact
 from tests.compiled import build_state, load_as_python

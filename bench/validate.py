@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _report as report
-from hatp_mcp.core.model import Plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.validate.saga import validate_saga
 from hatp_mcp.core.validate.validator import validate, validate_document
 

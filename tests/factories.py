@@ -98,7 +98,7 @@ def signed_trip_record(txn_id: str = "txn-trip-0001", outcome: str = "COMMITTED"
     vote and 10 its approval of `finance`; 11 the commit decision; 12-15 the commit receipts (event, pay, seat,
     room); 16 record.closed. `keys["participant"]` is the airline's key.
     """
-    from hatp_mcp.core.model import Plan
+    from hatp_mcp.core.model.plan import Plan
     from hatp_mcp.core.signing.keys import Keyring, SigningKey, sign_object
     from hatp_mcp.core.txn.record import RecordChain
 

@@ -10,13 +10,12 @@ import argparse
 from pathlib import Path
 
 from hatp_mcp.cli._run import EXIT_OK, fail, print_json
+from hatp_mcp.core.txn.anchors import EXPORT_TYPE
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.participant.driver import kept_evidence
 from hatp_mcp.store.url import StoreUrl, open_participant_store
 
 HELP = "export a participant's own signed votes and receipts for one transaction (for hatp verify --evidence)"
-
-EXPORT_TYPE = "hatp.evidence"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

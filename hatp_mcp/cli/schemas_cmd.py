@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail
-from hatp_mcp.core.model import WIRE_MODELS
+from hatp_mcp.core.model.wire_models import WIRE_MODELS
 
 HELP = "write or check the JSON Schemas generated from the wire models"
 

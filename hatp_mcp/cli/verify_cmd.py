@@ -26,15 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, print_json, read_json
-from hatp_mcp.cli.evidence_cmd import EXPORT_TYPE
-from hatp_mcp.cli.org_layout import org_keyring
 from hatp_mcp.core.gateway.proof import HumanKeys
 from hatp_mcp.core.journal.record import is_journal_record, verify_journal
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry
-from hatp_mcp.core.txn.anchors import Anchoring
+from hatp_mcp.core.txn.anchors import EXPORT_TYPE, Anchoring
 from hatp_mcp.core.txn.record import Verified, check_record, signatures_ahead
 from hatp_mcp.errors import HatpError
-from hatp_mcp.runtime.org import load_human_keys
 
 HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure, and that it proves its outcome"
 MAX_VERIFY_THREADS = 8
@@ -83,6 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _humans(org: str) -> HumanKeys:
     """The human keys on an organisation's Directory-signed cards. Raises InputError."""
+    from hatp_mcp.runtime.org import load_human_keys  # --org only: the organisation's files and cards
+
     try:
         return load_human_keys(org)
     except HatpError as exc:
@@ -115,6 +114,8 @@ def _keyring(args: argparse.Namespace) -> Keyring:
     if args.keys is None:
         if args.org is None:
             raise InputError("give the keyring (--keys FILE) or the organisation that made the record (--org DIR)")
+        from hatp_mcp.cli.org_layout import org_keyring  # --org only: it reads the organisation's stores
+
         try:
             return org_keyring(Path(args.org))
         except HatpError as exc:

@@ -75,7 +75,7 @@ def test_a_missing_file_and_a_bad_keyring_exit_2(tmp_path: Path, files: Any, cap
 
 
 def test_digest_prints_the_plan_digest_and_refuses_unknown_fields(tmp_path: Path, capsys: Any) -> None:
-    from hatp_mcp.core.model import Plan
+    from hatp_mcp.core.model.plan import Plan
 
     plan = trip_plan_json()
     assert main(["digest", write(tmp_path, "plan.json", plan)]) == 0

@@ -15,8 +15,8 @@ from typing import Any
 
 from hatp_mcp.cli import main
 from hatp_mcp.cli.org_layout import init_org
-from hatp_mcp.core.model import WIRE_MODELS
 from hatp_mcp.core.model.wire import WireError, load_json, parse
+from hatp_mcp.core.model.wire_models import WIRE_MODELS
 from hatp_mcp.core.validate.validator import validate_document
 from hatp_mcp.errors import HatpError
 from hatp_mcp.mcp.wire_guard import check

@@ -10,9 +10,6 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
-
 from hatp_mcp.core.gateway.ask_ids import check_question_id
 from hatp_mcp.core.gateway.directory import Criteria, Directory
 from hatp_mcp.core.gateway.machine import (
@@ -32,6 +29,15 @@ from hatp_mcp.core.signing.canonical import CanonicalError, canonical, digest
 from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["answer", "ask_digest", "check_fits", "open_question"]
+
+
+def _json_schema() -> tuple[Any, Any]:
+    """jsonschema's Draft 2020-12 validator and its SchemaError, imported at the first form question: only those
+    need it, and every check of a record imports this module (a record's approvals name their asks)."""
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+
+    return Draft202012Validator, SchemaError
 
 
 def ask_digest(ask: Ask) -> str:
@@ -74,9 +80,10 @@ def open_question(
     if kind == "form":
         if form_schema is None:
             raise HatpError("HATP-ASK-1", "a form ask needs a JSON Schema", path="$.formSchema")
+        validator, schema_error = _json_schema()
         try:
-            Draft202012Validator.check_schema(form_schema)
-        except SchemaError as exc:
+            validator.check_schema(form_schema)
+        except schema_error as exc:
             raise HatpError(
                 "HATP-ASK-1", f"formSchema is not a JSON Schema: {exc.message}", path="$.formSchema"
             ) from exc
@@ -130,7 +137,8 @@ def check_fits(ask: Ask, value: Any) -> None:
             raise HatpError(
                 "HATP-ASK-3", "a form answer is a JSON object of fields", path="$.value", code="ANSWER_DOES_NOT_FIT"
             )
-        errors = sorted(Draft202012Validator(ask.form_schema or {}).iter_errors(value), key=lambda e: list(e.path))
+        validator, _ = _json_schema()
+        errors = sorted(validator(ask.form_schema or {}).iter_errors(value), key=lambda e: list(e.path))
         if errors:
             first = errors[0]
             where = "$.value" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.path)

@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from webauthn import verify_authentication_response
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse
-
 from hatp_mcp.core.gateway import asks as core_asks
 from hatp_mcp.core.gateway import machine as core_gateway
 from hatp_mcp.core.model.base import parse_ts
@@ -224,6 +221,11 @@ def verify_assertion(
             **({"userHandle": a.user_handle} if a.user_handle else {}),
         },
     }
+    # py_webauthn (with pyOpenSSL and cbor2) is imported at the first passkey checked: a record's check imports this
+    # module for its proofs, and most records carry none.
+    from webauthn import verify_authentication_response
+    from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+
     try:
         verified = verify_authentication_response(
             credential=credential,

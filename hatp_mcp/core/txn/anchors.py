@@ -27,7 +27,9 @@ from hatp_mcp.core.signing.keys import Keyring, SignatureError, check_party, ver
 from hatp_mcp.core.txn.problem import Problem
 from hatp_mcp.errors import BrokenInvariant
 
-__all__ = ["AnchorStatus", "Anchoring", "check_anchors", "event_digest", "off_record"]
+__all__ = ["EXPORT_TYPE", "AnchorStatus", "Anchoring", "check_anchors", "event_digest", "off_record"]
+
+EXPORT_TYPE = "hatp.evidence"  # the document `hatp evidence` writes: one party's own answers, outside evidence
 
 # Which outside evidence can anchor: the kinds a participant signs, and the member naming the party it speaks for.
 _KINDS = {"hatp.vote": ("voter", frozenset({"participant", "gateway"})), "hatp.receipt": ("participant", None)}

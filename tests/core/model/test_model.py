@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from hatp_mcp.core.model import Amount, Plan, format_ts, parse_ts
+from hatp_mcp.core.model.amount import Amount
+from hatp_mcp.core.model.base import format_ts, parse_ts
 from hatp_mcp.core.model.money import plan_money
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.model.wire import WireError, parse
 from hatp_mcp.core.signing.canonical import digest
 from tests.factories import trip_plan_json

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hatp_mcp.core.model import Plan
 from hatp_mcp.core.model.amount import with_tolerance
 from hatp_mcp.core.model.money import _plan_money, branch_most
+from hatp_mcp.core.model.plan import Plan
 from tests.factories import trip_plan_json
 
 _ZERO = Decimal(0)

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from hatp_mcp.core.model import Plan
 from hatp_mcp.core.model import plan as plan_module
 from hatp_mcp.core.model.base import WireModel
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, CanonicalError, canonical_exact, digest, digest_bytes
 from tests.factories import trip_plan_json
 

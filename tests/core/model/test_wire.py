@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hatp_mcp.core.model import WIRE_MODELS
 from hatp_mcp.core.model.wire import MAX_BYTES, MAX_DEPTH, WireError, load_json, parse
+from hatp_mcp.core.model.wire_models import WIRE_MODELS
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_arbitrary_bytes_yield_json_or_a_clean_wire_error(data: bytes) -> None:
 
 
 def test_a_member_name_with_odd_characters_is_quoted_in_the_error_path_HATP_OBJ_3() -> None:
-    from hatp_mcp.core.model import Amount
+    from hatp_mcp.core.model.amount import Amount
 
     with pytest.raises(WireError) as err:
         parse(Amount, {"value": "1", "currency": "USD", "evil\nkey": 1}, "a.json")

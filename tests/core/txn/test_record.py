@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hatp_mcp.core.model import Plan
+from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import MAX_SAFE_INTEGER, digest, digest_bytes
 from hatp_mcp.core.signing.keys import Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import Problem, RecordChain, signatures_ahead, verify_record
