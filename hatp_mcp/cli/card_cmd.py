@@ -46,9 +46,8 @@ from hatp_mcp.core.signing.keys import SigningKey, b64u, sign_object
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.files import create_file, replace_file
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["add_arguments", "run"]
 
-HELP = "issue a Directory-signed card (a person, or the agent Claude Desktop acts as) in an organisation dir"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 AUTHORITY = re.compile(r"^([^=]+)=(\d+(?:\.\d+)?):([A-Z]{3})$")
 

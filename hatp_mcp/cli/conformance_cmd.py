@@ -29,8 +29,6 @@ from hatp_mcp.conformance.wire import run_wire_checks
 from hatp_mcp.core.model.wire import load_json
 from hatp_mcp.errors import HatpError
 
-HELP = "check that another implementation's MCP server speaks HATP: a report by rule id"
-
 
 def _target_arguments(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()

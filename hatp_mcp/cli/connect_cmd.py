@@ -32,9 +32,8 @@ from hatp_mcp.mcp.bridge import TokenFileError, load_sdk, read_token, relay
 from hatp_mcp.runtime.service.supervisor import STATUS_FILE
 from hatp_mcp.store.data_lock import held_by
 
-__all__ = ["HELP", "ServiceUnavailable", "add_arguments", "ensure_service", "run"]
+__all__ = ["ServiceUnavailable", "add_arguments", "ensure_service", "run"]
 
-HELP = "relay a client's stdio MCP to one server of the organisation's service (starting the service if needed)"
 SERVERS = ("coordinator", "gateway", "directory", "journal")
 STATUS_POLL = 0.2  # another process's readiness, read from its status file: it has no other channel to us
 

@@ -8,8 +8,6 @@ from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, InputError, fail, read_mod
 from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import CanonicalError
 
-HELP = "print a plan's digest, sha256:<hex> of its canonical form"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", help="the plan JSON file")

@@ -41,8 +41,6 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.signing.keys import sign_object
 from hatp_mcp.store.inbox_state import InboxState
 
-HELP = "passkey enrolment: issue codes, list registrations, approve one onto the Directory-signed card"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="enrol_command", required=True)

@@ -15,8 +15,6 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.participant.driver import kept_evidence
 from hatp_mcp.store.url import StoreUrl, open_participant_store
 
-HELP = "export a participant's own signed votes and receipts for one transaction (for hatp verify --evidence)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", required=True, help="the participant's state: sqlite:PATH (DATA/state.db) or a URL")

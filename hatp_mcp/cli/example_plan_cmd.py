@@ -24,9 +24,7 @@ from hatp_mcp.core.model.example_plan import example_txn_id, org_trip_plan, trip
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_agents, load_directory
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "print a fresh example plan (the acme.com test organisation's trip), its times made from now"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -45,9 +45,7 @@ from hatp_mcp.runtime.org import load_directory
 from hatp_mcp.store.gateway_store import DB_NAME, GatewayStore, StoredAsk
 from hatp_mcp.store.url import StoreUrl, open_gateway_store
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "the terminal inbox: list pending asks, show a screen, approve, reject, decline or answer"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,9 +17,7 @@ from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.org_layout import OrgLayout, init_org, load_suite
 from hatp_mcp.errors import HatpError
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "make an organisation directory: Directory and Gateway keys, empty cards, gateway settings, pinned keys"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

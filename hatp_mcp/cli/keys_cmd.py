@@ -19,7 +19,6 @@ import os
 from hatp_mcp.cli._run import EXIT_OK, InputError, fail, print_json, read_json
 from hatp_mcp.core.signing.keys import ROLES, Keyring, PublicKeyEntry, SigningKey
 
-HELP = "make Ed25519 signing keys (JWK) and keyrings"
 PERSON = "person"  # a person's decision key: the role approver, as a card's ed25519 key is checked
 
 

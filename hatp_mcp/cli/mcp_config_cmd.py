@@ -51,7 +51,6 @@ from hatp_mcp.runtime.coordinator_trust import TRUST_FILE, trust_coordinator
 from hatp_mcp.store.files import create_file, read_json_file
 
 __all__ = [
-    "HELP",
     "SERVERS",
     "SERVICE_SERVERS",
     "OrgParts",
@@ -69,7 +68,6 @@ __all__ = [
     "trust_setup",
 ]
 
-HELP = "print the Claude Desktop mcpServers JSON for the HATP server suite (absolute paths)"
 SERVERS = ("coordinator", "gateway", "directory", "airline", "hotel", "calendar", "payments")
 ROOT = Path(__file__).resolve().parents[2]
 TOOL_SERVERS = ("airline", "hotel", "calendar", "payments")

@@ -18,9 +18,7 @@ from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.org_layout import wrap_server
 from hatp_mcp.errors import HatpError
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "change an organisation: wrap a third-party MCP server behind the proxy (hatp org wrap DIR NAME POLICY)"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -40,10 +40,6 @@ from hatp_mcp.core.journal.machine import SagaMachine
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.url import StoreUrl, open_journal_store
 
-HELP = (
-    "the proxy's open sagas and dead letters, what shadow mode let through, its policy's status, a policy checked, "
-    "starter policies (sagas, dead-letters, shadow, status, end, check, init)"
-)
 START_BOUND = 30.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

@@ -10,8 +10,6 @@ from typing import Any
 from hatp_mcp.cli._run import EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.core.model.wire_models import WIRE_MODELS
 
-HELP = "write or check the JSON Schemas generated from the wire models"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)

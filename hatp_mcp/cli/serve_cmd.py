@@ -54,9 +54,8 @@ from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFa
 from hatp_mcp.store.data_lock import DataLock, DataLocked
 from hatp_mcp.store.files import read_json_file
 
-__all__ = ["HELP", "LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "proxy_args", "run", "service_folder"]
+__all__ = ["LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "proxy_args", "run", "service_folder"]
 
-HELP = "run the organisation's servers as one local service (loopback HTTP), restarting any that dies"
 SERVICE_READY = "HATP_SERVICE_READY"
 LOCK_FILE = "service.lock"
 

@@ -14,8 +14,6 @@ from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.org import load_human_keys
 from hatp_mcp.web.timeline import render_timeline
 
-HELP = "draw a Transaction Record as a sequence diagram (HTML with SVG), each signature's check result on it"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("record")

@@ -21,9 +21,7 @@ from hatp_mcp.core.signing.keys import ROLES, PublicKeyEntry
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.pin_file import add_pins
 
-__all__ = ["HELP", "add_arguments", "run"]
-
-HELP = "pin public keys (participants', coordinators') into a pin file or trust list, bound to their party"
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -15,9 +15,7 @@ from hatp_mcp.core.validate.clockfit import clock_fit
 from hatp_mcp.core.validate.validator import validate_document
 from hatp_mcp.runtime.clock import SystemClock
 
-__all__ = ["HELP", "add_arguments", "parse_now", "run"]
-
-HELP = "check a plan before anything runs: a HATP plan or an apology-protocol saga artifact"
+__all__ = ["add_arguments", "parse_now", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -27,9 +27,8 @@ from hatp_mcp.core.model.plan import Plan
 from hatp_mcp.core.signing.canonical import canonical
 from hatp_mcp.core.signing.keys import SigningKey, sign_object, signing_bytes
 
-__all__ = ["HELP", "add_arguments", "generated", "run"]
+__all__ = ["add_arguments", "generated", "run"]
 
-HELP = "write or check the interop vectors in spec/vectors/ (canonical JSON, digests, keys, evidence, a record)"
 
 _TRIP = Path(__file__).resolve().parents[2] / "spec" / "fixtures" / "hatp" / "trip.valid.json"
 

@@ -33,7 +33,6 @@ from hatp_mcp.core.txn.anchors import EXPORT_TYPE, Anchoring
 from hatp_mcp.core.txn.record import Verified, check_record, signatures_ahead
 from hatp_mcp.errors import HatpError
 
-HELP = "verify a Transaction Record offline: chain, signatures, plan digests, closure, and that it proves its outcome"
 MAX_VERIFY_THREADS = 8
 
 

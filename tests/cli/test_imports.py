@@ -27,7 +27,7 @@ def _modules_after(argv: list[str]) -> set[str]:
 @pytest.mark.parametrize("name", sorted(set(COMMANDS) - NEEDS_MCP))
 def test_a_subcommand_that_speaks_no_mcp_never_imports_the_mcp_sdk(name: str) -> None:
     loaded = _modules_after([name, "--help"])
-    assert f"hatp_mcp.cli.{COMMANDS[name]}" in loaded
+    assert f"hatp_mcp.cli.{COMMANDS[name].module}" in loaded
     assert "mcp" not in loaded, f"hatp {name} imports the MCP SDK"
 
 
@@ -37,8 +37,14 @@ def test_the_check_sees_the_mcp_sdk_where_a_subcommand_does_import_it() -> None:
 
 def test_running_one_subcommand_imports_no_other_subcommands_module() -> None:
     loaded = _modules_after(["digest", "--help"])
-    others = {f"hatp_mcp.cli.{m}" for n, m in COMMANDS.items() if n != "digest"}
+    others = {f"hatp_mcp.cli.{c.module}" for n, c in COMMANDS.items() if n != "digest"}
     assert not (loaded & others), sorted(loaded & others)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], []])
+def test_hatp_help_a_typo_or_nothing_imports_no_subcommands_module(argv: list[str]) -> None:
+    loaded = _modules_after(argv)
+    assert {f"hatp_mcp.cli.{c.module}" for c in COMMANDS.values()} & loaded == set()
 
 
 def test_hatp_help_still_lists_every_subcommand() -> None:
@@ -46,8 +52,9 @@ def test_hatp_help_still_lists_every_subcommand() -> None:
         [sys.executable, "-m", "hatp_mcp.cli", "--help"], capture_output=True, text=True, timeout=120, check=False
     )
     assert out.returncode == 0
-    for name in COMMANDS:
-        assert name in out.stdout
+    text = " ".join(out.stdout.split())  # argparse wraps the lines of help
+    for name, command in COMMANDS.items():
+        assert name in text and command.help in text
 
 
 # What checking a plan or a record with --keys never needs: WebAuthn (a passkey proof, checked only with --org),
