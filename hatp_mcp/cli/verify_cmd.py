@@ -113,7 +113,7 @@ def _keyring(args: argparse.Namespace) -> Keyring:
     if args.keys is None:
         if args.org is None:
             raise InputError("give the keyring (--keys FILE) or the organisation that made the record (--org DIR)")
-        from hatp_mcp.cli.org_layout import org_keyring  # --org only: it reads the organisation's stores
+        from hatp_mcp.cli.org_layout import org_keyring  # --org only: the organisation's key and pin files
 
         try:
             return org_keyring(Path(args.org))
