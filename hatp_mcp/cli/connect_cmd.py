@@ -26,10 +26,9 @@ import anyio.to_thread
 from hatp_mcp.cli._run import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, fail
 from hatp_mcp.cli.mcp_config_cmd import client_token_file, org_parts
 from hatp_mcp.cli.org_layout import load_suite
-from hatp_mcp.cli.serve_cmd import LOCK_FILE, SERVICE_READY, service_folder
 from hatp_mcp.errors import BrokenInvariant, HatpError
 from hatp_mcp.mcp.bridge import TokenFileError, load_sdk, read_token, relay
-from hatp_mcp.runtime.service.supervisor import STATUS_FILE
+from hatp_mcp.runtime.service.supervisor import LOCK_FILE, SERVICE_READY, STATUS_FILE, service_folder
 from hatp_mcp.store.data_lock import held_by
 
 __all__ = ["ServiceUnavailable", "add_arguments", "ensure_service", "run"]

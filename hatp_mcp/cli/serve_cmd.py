@@ -50,19 +50,19 @@ from hatp_mcp.core.model.proxy_policy import load_policy
 from hatp_mcp.core.txn.data import Config
 from hatp_mcp.errors import HatpError
 from hatp_mcp.runtime.clock import SystemClock
-from hatp_mcp.runtime.service.supervisor import READY_PREFIX, ChildSpec, StartFailed, Supervisor
+from hatp_mcp.runtime.service.supervisor import (
+    LOCK_FILE,
+    READY_PREFIX,
+    SERVICE_READY,
+    ChildSpec,
+    StartFailed,
+    Supervisor,
+    service_folder,
+)
 from hatp_mcp.store.data_lock import DataLock, DataLocked
 from hatp_mcp.store.files import read_json_file
 
-__all__ = ["LOCK_FILE", "SERVICE_READY", "add_arguments", "child_specs", "proxy_args", "run", "service_folder"]
-
-SERVICE_READY = "HATP_SERVICE_READY"
-LOCK_FILE = "service.lock"
-
-
-def service_folder(root: Path) -> Path:
-    """Where the service keeps its lock, status.json and logs: DIR/data/service."""
-    return root.absolute() / "data" / "service"
+__all__ = ["add_arguments", "child_specs", "proxy_args", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

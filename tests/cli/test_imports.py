@@ -41,6 +41,15 @@ def test_running_one_subcommand_imports_no_other_subcommands_module() -> None:
     assert not (loaded & others), sorted(loaded & others)
 
 
+def test_the_bridge_a_client_starts_loads_no_part_of_the_service_it_relays_to() -> None:
+    """`hatp connect` is started by every client session (and per call by a client that starts a process per
+    call): it reads the service's folder, lock and status, never `hatp serve`'s own module (its children, policies
+    and coordinator settings)."""
+    loaded = _modules_after(["connect", "--help"])
+    assert "hatp_mcp.cli.connect_cmd" in loaded
+    assert "hatp_mcp.cli.serve_cmd" not in loaded and "hatp_mcp.core.txn.data" not in loaded
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], []])
 def test_hatp_help_a_typo_or_nothing_imports_no_subcommands_module(argv: list[str]) -> None:
     loaded = _modules_after(argv)

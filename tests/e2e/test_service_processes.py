@@ -50,8 +50,8 @@ from mcp.client.stdio import stdio_client
 
 from hatp_mcp.cli import main as hatp
 from hatp_mcp.cli.org_layout import OrgLayout, load_suite
-from hatp_mcp.cli.serve_cmd import SERVICE_READY, service_folder
 from hatp_mcp.mcp.call import call_raw
+from hatp_mcp.runtime.service.supervisor import SERVICE_READY, service_folder
 from hatp_mcp.store.data_lock import DataLock, held_by
 from tests.e2e.coordinator_suite import alive, child_pids
 

@@ -21,8 +21,8 @@ import anyio.to_thread
 import pytest
 
 from hatp_mcp.cli import main as hatp
-from hatp_mcp.cli.serve_cmd import SERVICE_READY, service_folder
 from hatp_mcp.core.journal.proxy_tools import IRREVERSIBLE_NOTE
+from hatp_mcp.runtime.service.supervisor import SERVICE_READY, service_folder
 from tests.e2e.test_proxy_npm_servers import memory_policy, server
 from tests.e2e.test_service_processes import make_org, start_service
 from tests.readme_walkthrough import README, commands, run

@@ -42,13 +42,32 @@ from hatp_mcp.runtime.clock import Clock
 from hatp_mcp.runtime.service.restart import RestartPolicy
 from hatp_mcp.store.files import replace_file
 
-__all__ = ["READY_PREFIX", "ChildSpec", "ChildState", "StartFailed", "Supervisor", "port_taken"]
+__all__ = [
+    "LOCK_FILE",
+    "READY_PREFIX",
+    "SERVICE_READY",
+    "STATUS_FILE",
+    "ChildSpec",
+    "ChildState",
+    "StartFailed",
+    "Supervisor",
+    "port_taken",
+    "service_folder",
+]
 
 # The line a server process writes on stderr once it serves (`HATP_READY port=N pid=P`): how a parent knows.
 READY_PREFIX = "HATP_READY"
 
 STATUS_FILE = "status.json"
 LOG_DIR = "logs"
+# The line `hatp serve` writes on stdout once every child serves: what a bridge that started it waits for.
+SERVICE_READY = "HATP_SERVICE_READY"
+LOCK_FILE = "service.lock"  # held by the running service (store/data_lock.py): one service per organisation
+
+
+def service_folder(root: Path) -> Path:
+    """Where the service of the organisation at `root` keeps its lock, status.json and logs: DIR/data/service."""
+    return root.absolute() / "data" / "service"
 
 
 class StartFailed(RuntimeError):
