@@ -17,6 +17,10 @@ serves on 127.0.0.1 and prints one readiness line `<prefix> port=<n> ...` on std
 - on leaving (cancelled: SIGINT or SIGTERM in the CLI) stops the children in reverse order: stdin closed (each runs
   with --parent-watch, so a supervisor that is killed outright still takes them with it), SIGTERM, SIGKILL after a
   grace period. No process is left.
+
+It also names the service's folder (`service_folder`: DIR/data/service, with `status.json`, `logs/` and the lock
+`LOCK_FILE`) and the line `hatp serve` prints once every child serves (`SERVICE_READY`): what `hatp serve` writes
+and `hatp connect` reads, so the bridge finds a service without importing the command that runs one.
 """
 
 from __future__ import annotations
