@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from hatp_mcp.core.signing.canonical import canonical, digest
+from hatp_mcp.core.signing.canonical import canonical, digest, within_safe_domain
 
 __all__ = [
     "NON_FINITE",
@@ -113,13 +113,9 @@ def _check_finite(value: dict[str, Any]) -> dict[str, Any]:
     """HATP-OBJ-4: nothing inside a JSON value is NaN, an infinity or a number beyond a double. Without this,
     serializing would turn each of them into null, and `{"x": 1e400}`, `{"x": NaN}` and `{"x": null}` would share
     one digest. Raises PydanticCustomError naming the inner path. A first walk only looks (no paths built): the
-    value is checked on every parse of a plan, a record event or evidence, and is almost always fine."""
-    for member in value.values():
-        if type(member) is not str:  # most members are strings: anything else gets the full look
-            if _all_finite(value):
-                return value
-            break
-    else:
+    value is checked on every parse of a plan, a record event or evidence, and is almost always fine; the compiled
+    walk of the canonical form's domain (no float at all, every integer safe) settles most values at once."""
+    if within_safe_domain(value) or _all_finite(value):
         return value
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:

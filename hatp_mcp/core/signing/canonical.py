@@ -39,6 +39,7 @@ __all__ = [
     "digest_bytes",
     "es6_number",
     "surely_canonical",
+    "within_safe_domain",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -127,6 +128,12 @@ def surely_canonical(obj: Any) -> bool:
     except orjson.JSONEncodeError:
         return False
     return True
+
+
+def within_safe_domain(obj: Any) -> bool:
+    """True when every value is a str, int, bool, None, dict or list and every integer is within +-(2**53 - 1):
+    the fast path's domain, so no float at all. False decides nothing (a float may be fine where it is allowed)."""
+    return _fast_walk(obj)
 
 
 def canonical_exact(obj: Any, *, allow_floats: bool = False) -> bytes:

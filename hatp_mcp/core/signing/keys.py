@@ -10,7 +10,6 @@ id (HATP-SIG-1..6). This module does no IO.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 from collections.abc import Iterable, Mapping
@@ -55,8 +54,12 @@ class SignatureError(HatpError):
     """A signature that cannot be accepted. `rule` says which check failed."""
 
 
+_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
+_TO_URL = bytes.maketrans(b"+/", b"-_")
+
+
 def b64u(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return binascii.b2a_base64(data, newline=False).translate(_TO_URL).rstrip(b"=").decode("ascii")
 
 
 def b64u_decode(text: str) -> bytes:
@@ -65,10 +68,11 @@ def b64u_decode(text: str) -> bytes:
     last character. So one byte string has one text, and a signature cannot be rewritten into another text that
     still verifies (HATP-SIG-1)."""
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, TypeError, ValueError) as exc:
+        coded = text.encode("ascii")
+        raw = binascii.a2b_base64(coded.translate(_TO_STANDARD) + b"=" * (-len(coded) % 4), strict_mode=True)
+    except (binascii.Error, AttributeError, TypeError, ValueError) as exc:
         raise ValueError("not unpadded base64url") from exc
-    if b64u(raw) != text:  # HATP-SIG-1: one text per byte string
+    if b64u(raw) != text:  # HATP-SIG-1: one text per byte string ("+" and "/" come back as "-" and "_")
         raise ValueError("not unpadded base64url: another text than the one its bytes have")
     return raw
 
