@@ -317,7 +317,7 @@ GOALS: dict[str, Goal] = {
         Direction.AT_MOST,
         1.2,
         "x",
-        "the ungated call plus the gate's Ed25519 verifications and its durable commit, same run",
+        "the ungated call carrying the approval, the gate's Ed25519 verifications and its durable commit, same run",
         "#38",
         of_floor=True,
     ),
