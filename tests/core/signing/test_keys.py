@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import pytest
 from cryptography.exceptions import InvalidSignature
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hatp_mcp.core.signing.keys import (
     Keyring,
@@ -97,6 +102,37 @@ def test_one_signature_has_one_text_HATP_SIG_1(signer: SigningKey, ring: Keyring
             b64u_decode(other)
     assert b64u_decode(text) == b64u_decode(b64u(b64u_decode(text)))
     assert verify_object(obj, ring, "participant") == signer.kid
+
+
+def _lenient_then_compared(text: str) -> bytes | None:
+    """The oracle: the standard library's lenient decoder (it drops characters outside the alphabet), then the
+    text its bytes have compared with the text given. None where a base64url text of one byte string is refused."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == text else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=96))
+def test_b64u_writes_and_reads_back_every_byte_string_as_the_standard_library_does_HATP_SIG_1(data: bytes) -> None:
+    text = b64u(data)
+    assert text == base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    assert b64u_decode(text) == data
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(st.text(alphabet=_ALPHABET, max_size=90), st.text(alphabet=_ALPHABET + "+/=!. \n\u00e9", max_size=90)))
+def test_b64u_decode_reads_a_text_only_when_it_is_the_one_its_bytes_have_HATP_SIG_1(text: str) -> None:
+    """Any text: read only where it is exactly what b64u writes for the bytes it decodes to (stray bits in the last
+    character, padding, the standard alphabet's + and /, anything outside the alphabet: refused), as the oracle."""
+    want = _lenient_then_compared(text)
+    if want is None:
+        with pytest.raises(ValueError):
+            b64u_decode(text)
+    else:
+        assert b64u_decode(text) == want
 
 
 def test_a_key_signing_outside_its_roles_is_refused_HATP_SIG_5(signer: SigningKey, ring: Keyring) -> None:
