@@ -42,7 +42,7 @@ from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.agents import AgentKeys
 from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.signing.keys import SigningKey, b64u, sign_object
+from hatp_mcp.core.signing.keys import SigningKey, b64u, sign_object, unsigned
 from hatp_mcp.errors import HatpError
 from hatp_mcp.store.files import create_file, replace_file
 
@@ -117,7 +117,7 @@ def _person(args: argparse.Namespace, org: str, issuer: str) -> dict[str, Any]:
 def _updated(args: argparse.Namespace, old: dict[str, Any], issuer: str) -> dict[str, Any]:
     """The existing card `old` with what the options give, everything else kept (its passkeys, delegates,
     capacity, other decision keys); a --decision-key of a kid already on the card replaces that key."""
-    body = {k: v for k, v in old.items() if k != "signature"}
+    body = unsigned(old)
     if args.display is not None:
         body["displayName"] = args.display
     if args.role:

@@ -38,7 +38,7 @@ from hatp_mcp.cli._run import (
 from hatp_mcp.cli.org_layout import OrgLayout
 from hatp_mcp.core.gateway.directory import Directory
 from hatp_mcp.core.model.base import format_ts
-from hatp_mcp.core.signing.keys import sign_object
+from hatp_mcp.core.signing.keys import sign_object, unsigned
 from hatp_mcp.store.inbox_state import InboxState
 
 
@@ -92,7 +92,7 @@ def _approve(state: InboxState, seq: int, org: Path, key_file: str) -> int:
             break
     else:
         return fail(f"no card for {pending.human} in {org / 'cards'}", EXIT_PROBLEMS)
-    body = {k: v for k, v in doc.items() if k != "signature"}
+    body = unsigned(doc)
     entry = {"type": "passkey", "id": pending.credential_id, "publicKey": pending.public_key}
     body["keys"] = [*body.get("keys", []), entry]
     body["issuedAt"] = format_ts(datetime.now(UTC))

@@ -26,6 +26,7 @@ from hatp_mcp.core.model.base import format_ts
 from hatp_mcp.core.model.evidence import Checked, HumanDecisionProof, PasskeyAssertion
 from hatp_mcp.core.model.gateway import AgentText, Ask, AskRecord, Option
 from hatp_mcp.core.signing.canonical import CanonicalError, canonical, digest
+from hatp_mcp.core.signing.keys import unsigned
 from hatp_mcp.errors import BrokenInvariant, HatpError
 
 __all__ = ["answer", "ask_digest", "check_fits", "open_question"]
@@ -42,7 +43,7 @@ def _json_schema() -> tuple[Any, Any]:
 
 def ask_digest(ask: Ask) -> str:
     """The digest an Answer names: the Ask's wire form without its signature."""
-    return digest({k: v for k, v in ask.wire().items() if k != "signature"})
+    return digest(unsigned(ask.wire()))
 
 
 def open_question(

@@ -36,6 +36,7 @@ __all__ = [
     "check_role",
     "sign_object",
     "signing_bytes",
+    "unsigned",
     "verify_object",
 ]
 
@@ -317,8 +318,9 @@ def check_party(entry: PublicKeyEntry, party: object, path: str = "$", *, requir
         )
 
 
-def _unsigned(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A shallow copy of `obj` without its ``signature`` member (the copy and the pop run in C)."""
+def unsigned(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A shallow copy of `obj` without its ``signature`` member: what a signature covers, before its canonical
+    form (the copy and the pop run in C)."""
     body = dict(obj)
     body.pop("signature", None)
     return body
@@ -326,12 +328,12 @@ def _unsigned(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def signing_bytes(obj: Mapping[str, Any]) -> bytes:
     """The bytes a signature covers: the canonical form of the object without its ``signature`` member."""
-    return canonical(_unsigned(obj))
+    return canonical(unsigned(obj))
 
 
 def sign_object(obj: Mapping[str, Any], key: SigningKey) -> dict[str, Any]:
     """Return a copy of `obj` (a JSON object) with ``signature: {alg, kid, sig}`` set."""
-    body = _unsigned(obj)
+    body = unsigned(obj)
     return {**body, "signature": {"alg": ALG, "kid": key.kid, "sig": key.sign(canonical(body))}}
 
 
