@@ -106,6 +106,45 @@ def journal_process(base: Path, allow: Path) -> AbstractAsyncContextManager[Http
     return launch_http("servers.journal", base / "journal", extra=extra)
 
 
+async def killed_mid_rollback(base: Path, allow: Path, shop: Client, item: str) -> str:
+    """Part 2's first half: return `item`, let the label fail, start the rollback and SIGKILL the journal while the
+    refund's undo waits for its retry. Returns the saga's id."""
+    async with journal_process(base, allow) as jp:
+        killed = False
+        try:
+            async with bearer_client(jp.url, TOKEN) as journal:
+                saga = await the_return(journal, shop, item)
+
+                async def rollback() -> None:
+                    try:
+                        await journal.call_tool("saga_rollback", {"saga_id": saga})
+                    except Exception:  # the journal dies under this call: its answer never comes
+                        return
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(rollback)
+                    with anyio.fail_after(30):
+                        async with bearer_client(jp.url, TOKEN) as watcher:
+                            while True:
+                                status = await tool(watcher, "saga_status", {"saga_id": saga})
+                                refund = status["steps"][1]
+                                if refund.get("retryAt"):  # its first undo failed; the retry is armed
+                                    break
+                                await anyio.sleep(0.05)
+                    show(status)
+                    say("", f"SIGKILL the journal (pid {jp.pid}) while the refund's undo waits for its retry")
+                    jp.kill()
+                    killed = True
+                    tg.cancel_scope.cancel()
+        except Exception:
+            # Closing the agent's session to the journal it just killed may report the lost connection
+            # (the SDK's HTTP transport raises the rollback's unanswered POST at the session's exit, when
+            # that POST fails before the exit cancels it): expected here, and only here.
+            if not killed:
+                raise
+    return saga
+
+
 async def run(base: Path) -> None:
     allow = base / "allow.json"
     print("1. An agent returns item #882; the label fails; the journal undoes the refund and the return.")
@@ -149,39 +188,7 @@ async def run(base: Path) -> None:
     async with launch_http("servers.shop", base / "shop", extra=["--label-fails", "--undo-fails", "2"]) as shop_proc:
         allow.write_text(json.dumps({"servers": {"shop": shop_proc.url}}))
         async with Client(shop_proc.url) as shop:
-            async with journal_process(base, allow) as jp:
-                killed = False
-                try:
-                    async with bearer_client(jp.url, TOKEN) as journal:
-                        saga = await the_return(journal, shop, "883")
-
-                        async def rollback() -> None:
-                            try:
-                                await journal.call_tool("saga_rollback", {"saga_id": saga})
-                            except Exception:  # the journal dies under this call: its answer never comes
-                                return
-
-                        async with anyio.create_task_group() as tg:
-                            tg.start_soon(rollback)
-                            with anyio.fail_after(30):
-                                async with bearer_client(jp.url, TOKEN) as watcher:
-                                    while True:
-                                        status = await tool(watcher, "saga_status", {"saga_id": saga})
-                                        refund = status["steps"][1]
-                                        if refund.get("retryAt"):  # its first undo failed; the retry is armed
-                                            break
-                                        await anyio.sleep(0.05)
-                            show(status)
-                            say("", f"SIGKILL the journal (pid {jp.pid}) while the refund's undo waits for its retry")
-                            jp.kill()
-                            killed = True
-                            tg.cancel_scope.cancel()
-                except Exception:
-                    # Closing the agent's session to the journal it just killed may report the lost connection
-                    # (the SDK's HTTP transport raises the rollback's unanswered POST at the session's exit, when
-                    # that POST fails before the exit cancels it): expected here, and only here.
-                    if not killed:
-                        raise
+            saga = await killed_mid_rollback(base, allow, shop, "883")
             async with journal_process(base, allow) as jp, bearer_client(jp.url, TOKEN) as journal:
                 say("", f"the journal starts again on the same data (pid {jp.pid}) and recovers")
                 with anyio.fail_after(60):
