@@ -45,6 +45,18 @@ def test_HATP_OBJ_4_a_non_finite_number_inside_args_is_refused_never_made_null(b
     assert Plan.model_validate(with_args({"x": None})).wire()["branches"][0]["args"] == {"x": None}
 
 
+def test_HATP_OBJ_4_a_non_finite_number_deep_among_finite_floats_is_refused_by_its_path() -> None:
+    """The check's first walk (canonical JSON's fast-path domain) gives up at the first float it meets; finite
+    floats around the bad number, 200 levels down, must not hide it."""
+    inner: Any = [0.5, float("inf")]
+    for _ in range(200):
+        inner = {"a": [1.5, "s", inner]}
+    with pytest.raises(WireError) as err:
+        parse(Plan, with_args({"x": inner}), "plan")
+    assert err.value.rule == "HATP-OBJ-4"
+    assert err.value.path == "branches[0].args.x" + ".a[2]" * 200 + "[1]"
+
+
 def test_HATP_OBJ_4_evidence_and_record_bodies_refuse_them_too() -> None:
     event = {
         "txnId": "t1",
