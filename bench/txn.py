@@ -4,7 +4,9 @@ need (the plan digested once: in one process every party checks the same Plan ob
 every event and piece of evidence signed once, the evidence verified once, every event canonicalized once and its
 signed bytes hashed for the chain),
 with none of the protocol around them. Goal (bench/_report.py, `in_process`): committed trips/s by CPU at least a
-share of the floor's, by CPU, same rounds.
+share of the floor's, by CPU, same rounds. The Ed25519 signatures and verifications the trips make are counted on
+trips of their own (never a timed round) and printed beside the floor's: a floor that signs or verifies more than
+the trips do is a bench error.
 
 `python -m bench.txn [N] [CONCURRENCY] [ROUNDS]` (default 200 32 7). One process, so one core does the Python
 work (SQLite fsyncs in a worker thread). Median and range over interleaved rounds. After the warm-up the heap
@@ -16,15 +18,19 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from unittest import mock
 
 import anyio
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from bench import _report as report
 from demo.trip_world import build_world, trip_plan
 from hatp_mcp.core.signing.canonical import canonical, digest, digest_bytes
-from hatp_mcp.core.signing.keys import ALG, Keyring, SigningKey, sign_object, verify_object
+from hatp_mcp.core.signing.keys import ALG, Keyring, PublicKeyEntry, SigningKey, sign_object, verify_object
 from hatp_mcp.core.txn.record import verify_record
 from hatp_mcp.runtime.clock import SystemClock
 from hatp_mcp.runtime.gc_tuning import settle_heap
@@ -100,6 +106,44 @@ async def floor(path: Path, records: list[dict[str, Any]], appends_per_txn: int,
     return elapsed
 
 
+class _CountedKey:
+    """A public key that counts the verifications it makes (`cryptography`'s key type cannot be patched)."""
+
+    def __init__(self, key: Any, counts: Counter[str]) -> None:
+        self._key, self._counts = key, counts
+
+    def verify(self, signature: bytes, data: bytes) -> None:
+        self._counts["verifies"] += 1
+        self._key.verify(signature, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._key, name)
+
+
+def crypto_per_trip(path: Path, n: int, concurrency: int) -> tuple[float, float]:
+    """(Ed25519 signatures made, Ed25519 verifications made) per committed trip, counted on `n` trips of their own
+    (never a timed round): every signature goes through SigningKey.sign and every verification through
+    Keyring.check_signature (a signature the keyring remembers is not verified, so not counted). The floor must
+    do no more of either than this, or it is not a floor."""
+    counts: Counter[str] = Counter()
+    sign, check = SigningKey.sign, Keyring.check_signature
+
+    def counted_sign(key: SigningKey, data: bytes) -> str:
+        counts["signs"] += 1
+        return sign(key, data)
+
+    def counted_check(ring: Keyring, entry: PublicKeyEntry, sig: bytes, message: bytes) -> None:
+        counted = cast(Ed25519PublicKey, _CountedKey(entry.key, counts))  # it forwards all else to the key
+        check(ring, replace(entry, key=counted), sig, message)
+
+    with (
+        mock.patch.object(SigningKey, "sign", counted_sign),
+        mock.patch.object(Keyring, "check_signature", counted_check),
+    ):
+        anyio.run(trips, path, n, concurrency)
+    return counts["signs"] / n, counts["verifies"] / n
+
+
 def ed25519_only(records: list[dict[str, Any]]) -> tuple[float, int, int]:
     """The Ed25519 signatures and verifications alone (bytes prepared beforehand): (seconds, signs, verifies)
     per the same records. What the mandated library allows at most on this machine, with nothing else done."""
@@ -133,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         d = Path(tmp)
         fsync = report.fsync_cost(d)
         anyio.run(trips, d / "warm.db", 20, concurrency)
+        trip_signs, trip_verifies = crypto_per_trip(d / "counted.db", 20, concurrency)
         settle_heap()  # what a server does before its first request (hatp_mcp.mcp.serve.serve)
         for r in range(rounds):  # interleaved, so a noisy neighbour hits both sides alike
             c0 = time.process_time()
@@ -166,11 +211,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{cpu_floor_rate.map(lambda r: 1 / r).show(1e3, 'ms')} floor"
     )
     print(f"  Ed25519 alone ({signs} signs + {verifies} verifies per txn, nothing else): {ed25519.show(unit='txn/s')}")
+    print(
+        f"  Ed25519 per txn, counted on 20 trips of their own: the trips {trip_signs:g} signs + {trip_verifies:g} "
+        f"verifies, the floor {signs} + {verifies}"
+    )
     if wall_floor.median > ed25519.median:
         print("  bench error: the floor ran faster than its own Ed25519 work alone: the rounds are too noisy to read")
+    over = signs > trip_signs or verifies > trip_verifies
+    if over:
+        print("  bench error: the floor signs or verifies more than the trips do: it is not a floor")
     report.record("in_process", by_cpu, cpu_floor_rate)
     print(f"  records verified: {rounds * 10 - bad}/{rounds * 10}")
-    return 0 if bad == 0 else 1
+    return 0 if bad == 0 and not over else 1
 
 
 if __name__ == "__main__":
